@@ -1,0 +1,188 @@
+//! Settings of a run: where tables go and how envelopes are read.
+//!
+//! [`IngestConfig`] is plain data with documented defaults; [`IngestConfig::validate`]
+//! refuses contradictory or unusable settings before any I/O.
+
+use std::path::PathBuf;
+
+use crate::error::{Error, Result};
+
+/// Names of the envelope fields of every line.
+///
+/// Real feeds vary: the topic may live in `type`, `_path` or `event_type`; the id may be
+/// missing; the payload may be missing, in which case every non-envelope field of the
+/// line is the payload. Every other top-level field of a line that has a payload becomes
+/// a metadata column named `_meta__<field>`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct EnvelopeConfig {
+    /// Top-level field holding the topic. Default `topic`.
+    pub topic_field: String,
+    /// Top-level field holding the message id, used for dedup and as the row `_id`.
+    /// Default `message_id`. `None`: no dedup; `_id` is derived from file and line.
+    pub id_field: Option<String>,
+    /// Top-level field holding the payload. Default `payload`. `None`, or a line without
+    /// that field: every non-envelope field is the payload and there is no metadata.
+    pub payload_field: Option<String>,
+}
+
+impl Default for EnvelopeConfig {
+    fn default() -> Self {
+        EnvelopeConfig {
+            topic_field: "topic".into(),
+            id_field: Some("message_id".into()),
+            payload_field: Some("payload".into()),
+        }
+    }
+}
+
+/// How writes to the same table are serialized. Only [`LockPolicy::PerTable`] is meant
+/// for production; the others exist so benches and tests can compare.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LockPolicy {
+    /// One lock per target table: only writes to the same table wait (default).
+    #[default]
+    PerTable,
+    /// One lock for all tables: every write waits for every other.
+    Global,
+    /// No lock: concurrent commits to one table rely on Delta's conflict checks alone.
+    None,
+}
+
+/// Everything a run needs; the CLI builds one from its flags.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct IngestConfig {
+    /// Root folder of the lakehouse. Default `./lakehouse`.
+    pub catalog: PathBuf,
+    /// Schema (folder under the catalog) holding the bronze tables. Default `bronze`.
+    pub schema: String,
+    /// Batch id to use instead of the one in the folder name `batch_id=<id>`.
+    pub batch_id: Option<String>,
+    /// Envelope field names.
+    pub envelope: EnvelopeConfig,
+    /// Topics processed at once. Default `min(32, topics)`; `Some(1)` is sequential.
+    pub max_parallel: Option<usize>,
+    /// Threads of the pool the library owns. Default: the machine's available parallelism.
+    pub threads: Option<usize>,
+    /// Nesting depth below which objects are flattened; deeper sub-trees are kept as JSON
+    /// text. Default 16.
+    pub max_depth: usize,
+    /// How writes to the same table are serialized. Default [`LockPolicy::PerTable`].
+    pub lock_policy: LockPolicy,
+}
+
+impl Default for IngestConfig {
+    fn default() -> Self {
+        IngestConfig {
+            catalog: PathBuf::from("lakehouse"),
+            schema: "bronze".into(),
+            batch_id: None,
+            envelope: EnvelopeConfig::default(),
+            max_parallel: None,
+            threads: None,
+            max_depth: 16,
+            lock_policy: LockPolicy::PerTable,
+        }
+    }
+}
+
+/// Longest field name accepted for the envelope settings.
+const MAX_FIELD_LEN: usize = 256;
+
+impl IngestConfig {
+    /// Refuses settings that cannot work, naming the setting and the fix.
+    pub fn validate(&self) -> Result<()> {
+        crate::naming::validate_schema_name(&self.schema)?;
+        check_field("topic-field", Some(&self.envelope.topic_field))?;
+        check_field("id-field", self.envelope.id_field.as_ref())?;
+        check_field("payload-field", self.envelope.payload_field.as_ref())?;
+        let env = &self.envelope;
+        let names = [
+            Some(&env.topic_field),
+            env.id_field.as_ref(),
+            env.payload_field.as_ref(),
+        ];
+        for (i, a) in names.iter().enumerate() {
+            for b in &names[i + 1..] {
+                if let (Some(a), Some(b)) = (a, b)
+                    && a == b
+                {
+                    return Err(Error::Config {
+                        name: "envelope",
+                        reason: format!("field `{a}` is used for two envelope roles"),
+                    });
+                }
+            }
+        }
+        if self.max_parallel == Some(0) {
+            return Err(Error::Config {
+                name: "max-parallel",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if self.threads == Some(0) {
+            return Err(Error::Config {
+                name: "threads",
+                reason: "must be at least 1".into(),
+            });
+        }
+        if !(1..=64).contains(&self.max_depth) {
+            return Err(Error::Config {
+                name: "max-depth",
+                reason: format!("{} is outside 1..=64", self.max_depth),
+            });
+        }
+        Ok(())
+    }
+}
+
+fn check_field(name: &'static str, value: Option<&String>) -> Result<()> {
+    match value {
+        Some(v) if v.is_empty() => Err(Error::Config {
+            name,
+            reason: "is empty; omit the field instead".into(),
+        }),
+        Some(v) if v.len() > MAX_FIELD_LEN => Err(Error::Config {
+            name,
+            reason: format!("is longer than {MAX_FIELD_LEN} bytes"),
+        }),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_are_valid() {
+        IngestConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn refuses_same_field_twice() {
+        let mut c = IngestConfig::default();
+        c.envelope.id_field = Some("topic".into());
+        assert!(
+            c.validate()
+                .unwrap_err()
+                .to_string()
+                .contains("two envelope roles")
+        );
+    }
+
+    #[test]
+    fn refuses_zero_parallel_and_bad_schema() {
+        let c = IngestConfig {
+            max_parallel: Some(0),
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+        let c = IngestConfig {
+            schema: "../etc".into(),
+            ..Default::default()
+        };
+        assert!(c.validate().is_err());
+    }
+}

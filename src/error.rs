@@ -1,0 +1,157 @@
+//! The one public error type.
+//!
+//! Run-level failures are returned as [`Error`]; record-level problems (a line that is
+//! not JSON, a message without a topic) are data, kept in `_corrupt_records` and counted
+//! in the [`BatchReport`](crate::BatchReport), never errors.
+
+use std::path::PathBuf;
+
+/// Result alias used across the crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything that can stop a run, or one table of a run.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The batch id is not usable in paths and predicates.
+    #[error(
+        "invalid batch id {id:?}: {reason}; a batch id is 1 to {max} characters of A-Z, a-z, 0-9, `_` and `-`",
+        max = crate::discover::MAX_BATCH_ID_LEN
+    )]
+    InvalidBatchId {
+        /// The refused id, as given.
+        id: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// The batch folder name does not carry a batch id and none was given.
+    #[error(
+        "cannot tell the batch id of {}: the folder is not named `batch_id=<id>`; rename it or pass --batch-id",
+        path.display()
+    )]
+    MissingBatchId {
+        /// The batch folder.
+        path: PathBuf,
+    },
+    /// The batch folder holds no data file.
+    #[error(
+        "no data files in {}: expected *.jsonl, *.json or *.jsonl.gz ({skipped} other entries skipped)",
+        path.display()
+    )]
+    NoDataFiles {
+        /// The batch folder.
+        path: PathBuf,
+        /// Entries skipped (manifests, hidden files, other extensions).
+        skipped: usize,
+    },
+    /// A file or folder could not be read.
+    #[error("failed to read {}", path.display())]
+    Io {
+        /// What was being read.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A setting is out of range or contradicts another one.
+    #[error("invalid setting `{name}`: {reason}")]
+    Config {
+        /// The setting, as the CLI spells it.
+        name: &'static str,
+        /// Why it was refused.
+        reason: String,
+    },
+    /// Building Arrow arrays failed (a bug in flattening if it ever happens).
+    #[error("table `{table}`: could not build Arrow data")]
+    Arrow {
+        /// The table being built.
+        table: String,
+        /// The cause.
+        #[source]
+        source: Box<deltalake::arrow::error::ArrowError>,
+    },
+    /// A Delta operation on a table failed.
+    #[error("table `{table}`: {action} failed")]
+    Delta {
+        /// The table.
+        table: String,
+        /// What was being done (`write`, `open`, `delete`).
+        action: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<deltalake::DeltaTableError>,
+    },
+    /// The async runtime or the thread pool could not start.
+    #[error("could not start the {what}")]
+    Runtime {
+        /// `tokio runtime` or `thread pool`.
+        what: &'static str,
+        /// The cause.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+}
+
+impl Error {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+
+    pub(crate) fn delta(
+        table: impl Into<String>,
+        action: &'static str,
+        source: deltalake::DeltaTableError,
+    ) -> Self {
+        Error::Delta {
+            table: table.into(),
+            action,
+            source: Box::new(source),
+        }
+    }
+
+    pub(crate) fn arrow(
+        table: impl Into<String>,
+        source: deltalake::arrow::error::ArrowError,
+    ) -> Self {
+        Error::Arrow {
+            table: table.into(),
+            source: Box::new(source),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_stays_small() {
+        assert!(size_of::<Error>() <= 64, "{}", size_of::<Error>());
+    }
+
+    #[test]
+    fn messages_say_what_to_do() {
+        let e = Error::MissingBatchId {
+            path: PathBuf::from("landing/x"),
+        };
+        assert!(e.to_string().contains("--batch-id"));
+    }
+}
+
+/// The error and its causes, joined with `: `, for reports and logs.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    s
+}

@@ -1,0 +1,40 @@
+//! `bronze` loads landed batches of multi-topic JSON Lines files into Delta Lake bronze
+//! tables: parse every line once, fan topics out over a thread pool the library owns,
+//! flatten each payload into a topic table plus child tables for nested arrays, keep
+//! every line (corrupt ones in `_corrupt_records`), stamp lineage on every row, and
+//! replace a batch's rows on rerun so loads are idempotent.
+//!
+//! ```no_run
+//! # fn main() -> bronze::Result<()> {
+//! let ingest = bronze::Ingest::builder("./lakehouse").with_schema("bronze").build()?;
+//! let report = ingest.run("landing/market/events/batch_id=2026-04-05_001")?;
+//! println!("{}", report.to_text());
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! Main types: [`Ingest`] (and [`IngestBuilder`]), [`IngestConfig`], [`BatchReport`],
+//! [`Error`]. The pipeline and its invariants are described in `DESIGN.md`.
+
+#![warn(missing_docs)]
+#![deny(rustdoc::broken_intra_doc_links)]
+#![forbid(unsafe_code)]
+
+mod config;
+pub mod discover;
+mod error;
+pub mod flatten;
+mod ingest;
+mod locks;
+pub mod naming;
+pub mod read;
+mod report;
+pub mod stage;
+mod write;
+
+pub use config::{EnvelopeConfig, IngestConfig, LockPolicy};
+pub use error::{Error, Result, chain as error_chain};
+pub use ingest::{DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder};
+pub use locks::{TableGuard, TableLocks};
+pub use naming::TableName;
+pub use report::{BatchReport, TableOutcome};

@@ -1,0 +1,274 @@
+//! Table and column names: the only place that builds them.
+//!
+//! Every name written to storage is `[a-z0-9_]`, at most [`MAX_NAME_LEN`] bytes, so it is
+//! portable across Spark, Fabric, Databricks, Polars and DuckDB and can never leave the
+//! schema folder. Names starting with `_` are reserved for system tables and columns;
+//! a payload that produces one is prefixed, never merged into a system column.
+
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+use crate::error::{Error, Result};
+
+/// Longest table or column name we write.
+pub const MAX_NAME_LEN: usize = 128;
+
+/// Separator between the parts of a flattened path (`quote__bid`).
+pub const PATH_SEP: &str = "__";
+
+/// System columns: payload fields can never take these names.
+pub const SYSTEM_COLUMNS: &[&str] = &[
+    "_id",
+    "_parent_id",
+    "_root_id",
+    "_idx",
+    "_batch_id",
+    "_topic",
+    "_source_file",
+    "_line",
+    "_loaded_at",
+    "_rescued_data",
+    "_corrupt_record",
+];
+
+/// Table holding lines that could not be read as messages.
+pub const CORRUPT_TABLE: &str = "_corrupt_records";
+
+/// A sanitised table name, safe as one path segment.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+pub struct TableName(String);
+
+impl TableName {
+    /// The name as written to storage.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The table of one topic: the sanitised topic, prefixed with `t_` when it would start
+    /// with `_` (reserved) or be empty.
+    pub fn for_topic(topic: &str) -> TableName {
+        TableName(user_name(&sanitize(topic), "t_"))
+    }
+
+    /// A child table named by the path of its array inside the payload, shared by every
+    /// topic that has an array at that path (`currentprice`, `lines__taxes`).
+    pub fn for_child(path: &[String]) -> TableName {
+        let joined = path
+            .iter()
+            .map(|p| sanitize(p))
+            .collect::<Vec<_>>()
+            .join(PATH_SEP);
+        TableName(user_name(&joined, "c_"))
+    }
+
+    /// A system table (`_corrupt_records`, `_run_control`).
+    pub(crate) fn system(name: &'static str) -> TableName {
+        TableName(name.to_string())
+    }
+}
+
+impl fmt::Display for TableName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Lower-cases and maps every byte outside `[a-z0-9_]` to `_`; names longer than
+/// [`MAX_NAME_LEN`] are cut and suffixed with a hash of the whole, so two long names that
+/// share a prefix stay apart.
+pub fn sanitize(raw: &str) -> String {
+    let mut out: String = raw
+        .chars()
+        .map(|c| {
+            let c = c.to_ascii_lowercase();
+            if c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if out.len() > MAX_NAME_LEN {
+        let suffix = format!("_{}", &stable_id(&[raw.as_bytes()])[..12]);
+        out.truncate(MAX_NAME_LEN - suffix.len());
+        out.push_str(&suffix);
+    }
+    out
+}
+
+fn user_name(name: &str, prefix: &str) -> String {
+    if name.is_empty() || name.starts_with('_') {
+        let mut s = format!("{prefix}{name}");
+        s.truncate(MAX_NAME_LEN);
+        s
+    } else {
+        name.to_string()
+    }
+}
+
+/// Refuses a schema name that is not a plain folder name.
+pub(crate) fn validate_schema_name(schema: &str) -> Result<()> {
+    let ok = !schema.is_empty()
+        && schema.len() <= MAX_NAME_LEN
+        && !schema.starts_with(['.', '_'])
+        && schema
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(Error::Config {
+            name: "schema",
+            reason: format!(
+                "{schema:?} is not 1 to {MAX_NAME_LEN} characters of A-Z, a-z, 0-9, `_`, `-` (not starting with `_` or `.`)"
+            ),
+        })
+    }
+}
+
+/// Assigns column names to flattened paths within one table, deterministically: the first
+/// path to claim a name gets it, later different paths that sanitise to the same name get
+/// `_2`, `_3`, ... System column names are taken from the start.
+#[derive(Debug)]
+pub(crate) struct ColumnNamer {
+    by_path: HashMap<String, usize>,
+    taken: HashSet<String>,
+    names: Vec<(String, String)>,
+}
+
+impl ColumnNamer {
+    pub(crate) fn new() -> Self {
+        ColumnNamer {
+            by_path: HashMap::new(),
+            taken: SYSTEM_COLUMNS.iter().map(|s| s.to_string()).collect(),
+            names: Vec::new(),
+        }
+    }
+
+    /// The column index for `path` (the original keys joined by `.`, used as the
+    /// collision key and kept as the column's original name).
+    pub(crate) fn column(&mut self, path: &str, proposed: &str) -> usize {
+        if let Some(&i) = self.by_path.get(path) {
+            return i;
+        }
+        let base = if proposed.is_empty() {
+            "_".to_string()
+        } else {
+            proposed.to_string()
+        };
+        let mut name = base.clone();
+        let mut n = 2;
+        while self.taken.contains(&name) {
+            name = format!("{base}_{n}");
+            n += 1;
+        }
+        self.taken.insert(name.clone());
+        let i = self.names.len();
+        self.names.push((name, path.to_string()));
+        self.by_path.insert(path.to_string(), i);
+        i
+    }
+
+    /// `(column name, original path)` in order of first appearance.
+    pub(crate) fn into_names(self) -> Vec<(String, String)> {
+        self.names
+    }
+}
+
+/// A stable 128-bit FNV-1a hash of the parts, as 32 hex characters. Stable across Rust
+/// versions and platforms (unlike `DefaultHasher`), so derived ids survive upgrades.
+pub fn stable_id(parts: &[&[u8]]) -> String {
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for part in parts {
+        for &b in part.iter() {
+            h ^= u128::from(b);
+            h = h.wrapping_mul(PRIME);
+        }
+        // Separator so that ("ab","c") and ("a","bc") differ.
+        h ^= 0xff;
+        h = h.wrapping_mul(PRIME);
+    }
+    format!("{h:032x}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn topic_names_stay_inside_the_schema_folder() {
+        for hostile in [
+            "../../x",
+            "/etc/passwd",
+            "a\\b",
+            ".",
+            "..",
+            "_delta_log",
+            "_corrupt_records",
+            "",
+        ] {
+            let t = TableName::for_topic(hostile);
+            assert!(!t.as_str().starts_with('_'), "{hostile:?} -> {t}");
+            assert!(
+                t.as_str()
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+            );
+            assert!(!t.as_str().is_empty());
+        }
+        assert_eq!(TableName::for_topic("../../x").as_str(), "t_______x");
+    }
+
+    #[test]
+    fn names_are_lowercase_and_bounded() {
+        assert_eq!(
+            TableName::for_topic("Market.Quote-V2").as_str(),
+            "market_quote_v2"
+        );
+        let long = "x".repeat(5000);
+        let a = sanitize(&long);
+        let b = sanitize(&format!("{long}y"));
+        assert_eq!(a.len(), MAX_NAME_LEN);
+        assert_ne!(a, b);
+    }
+
+    #[test]
+    fn child_names_join_path_parts() {
+        let p = vec!["lines".to_string(), "Taxes".to_string()];
+        assert_eq!(TableName::for_child(&p).as_str(), "lines__taxes");
+        assert_eq!(
+            TableName::for_child(&["currentprice".into()]).as_str(),
+            "currentprice"
+        );
+    }
+
+    #[test]
+    fn column_collisions_resolve_deterministically() {
+        let mut n = ColumnNamer::new();
+        assert_eq!(n.column("a.b", "a__b"), 0);
+        assert_eq!(n.column("a__b", "a__b"), 1);
+        assert_eq!(n.column("a.b", "a__b"), 0);
+        assert_eq!(n.column("_batch_id", "_batch_id"), 2);
+        let names = n.into_names();
+        assert_eq!(names[0].0, "a__b");
+        assert_eq!(names[1].0, "a__b_2");
+        assert_eq!(names[2].0, "_batch_id_2");
+    }
+
+    #[test]
+    fn stable_id_is_stable() {
+        assert_eq!(stable_id(&[b"a"]), stable_id(&[b"a"]));
+        assert_ne!(stable_id(&[b"ab", b"c"]), stable_id(&[b"a", b"bc"]));
+        assert_eq!(stable_id(&[]).len(), 32);
+    }
+
+    #[test]
+    fn schema_names_are_checked() {
+        assert!(validate_schema_name("bronze").is_ok());
+        for bad in ["", "..", "a/b", "_x", "a b"] {
+            assert!(validate_schema_name(bad).is_err(), "{bad:?}");
+        }
+    }
+}

@@ -1,0 +1,137 @@
+//! The report of one run: what was read, what was kept aside, what was written.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::stage::{CorruptLine, FileStats};
+
+/// How many corrupt lines the report lists in full (counts stay exact).
+pub const MAX_LISTED_CORRUPT: usize = 100;
+
+/// What happened to one table in a run.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct TableOutcome {
+    /// Rows written by this run (over all its topics).
+    pub rows_written: u64,
+    /// Topics that wrote to it (a shared child table has several).
+    pub topics: Vec<String>,
+    /// Delta version after this run's last commit to it.
+    pub version: Option<u64>,
+    /// The error of a failed write (the other tables are still written).
+    pub error: Option<String>,
+}
+
+/// The outcome of [`Ingest::run`](crate::Ingest::run).
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct BatchReport {
+    /// The batch id.
+    pub batch_id: String,
+    /// Data files read.
+    pub files_read: usize,
+    /// Entries of the batch folder skipped (manifests, `_SUCCESS`, hidden files, ...).
+    pub files_skipped: usize,
+    /// Bytes read (after decompression).
+    pub bytes_read: u64,
+    /// Non-blank lines.
+    pub lines: u64,
+    /// Messages loaded (non-blank lines minus corrupt lines minus duplicates).
+    pub messages: u64,
+    /// Lines kept in `_corrupt_records`.
+    pub corrupt_lines: u64,
+    /// Duplicate messages dropped (first occurrence wins).
+    pub duplicates: u64,
+    /// Topics in the batch.
+    pub topics: usize,
+    /// Per table outcome, by table name.
+    pub tables: BTreeMap<String, TableOutcome>,
+    /// Per file counts, in file order.
+    pub files: Vec<FileStats>,
+    /// The first [`MAX_LISTED_CORRUPT`] corrupt lines (file, line, reason).
+    pub corrupt: Vec<CorruptLine>,
+    /// Wall time of the run.
+    #[serde(serialize_with = "as_secs")]
+    pub elapsed: Duration,
+}
+
+fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_f64(d.as_secs_f64())
+}
+
+impl BatchReport {
+    /// Tables whose write failed.
+    pub fn failed_tables(&self) -> impl Iterator<Item = (&String, &TableOutcome)> {
+        self.tables.iter().filter(|(_, t)| t.error.is_some())
+    }
+
+    /// True when every line became a row and every table was written.
+    pub fn is_clean(&self) -> bool {
+        self.corrupt_lines == 0 && self.failed_tables().next().is_none()
+    }
+
+    /// Process exit code: 0 clean, 1 finished with corrupt lines, 2 a table failed.
+    pub fn exit_code(&self) -> u8 {
+        if self.failed_tables().next().is_some() {
+            2
+        } else if self.corrupt_lines > 0 {
+            1
+        } else {
+            0
+        }
+    }
+
+    /// A human-readable summary.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "batch {}: {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
+            self.batch_id,
+            self.files_read,
+            self.files_skipped,
+            self.bytes_read,
+            self.lines,
+            self.messages,
+            self.topics,
+            self.corrupt_lines,
+            self.duplicates,
+            self.elapsed.as_secs_f64()
+        );
+        let width = self
+            .tables
+            .keys()
+            .map(String::len)
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(
+            s,
+            "{:<width$}  {:>9}  {:>7}  status",
+            "table", "rows", "version"
+        );
+        for (name, t) in &self.tables {
+            let version = t.version.map_or("-".to_string(), |v| v.to_string());
+            let status = t.error.as_deref().unwrap_or("ok");
+            let _ = writeln!(
+                s,
+                "{name:<width$}  {:>9}  {version:>7}  {status}",
+                t.rows_written
+            );
+        }
+        for c in &self.corrupt {
+            let _ = writeln!(s, "corrupt: {}:{}: {}", c.source_file, c.line, c.reason);
+        }
+        if self.corrupt_lines as usize > self.corrupt.len() {
+            let _ = writeln!(
+                s,
+                "corrupt: ... {} more",
+                self.corrupt_lines as usize - self.corrupt.len()
+            );
+        }
+        s
+    }
+}

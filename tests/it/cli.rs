@@ -1,0 +1,111 @@
+//! The `bronze` binary: exit codes, JSON report, clear errors, `--help`.
+
+use std::process::Command;
+
+use crate::util::*;
+
+fn bronze() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_bronze"))
+}
+
+#[test]
+fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
+    let lake = TempLake::new();
+    let out = bronze()
+        .args(["ingest", "--json", "--catalog"])
+        .arg(lake.catalog())
+        .arg(batch_dir(BATCH1))
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exp = expected(BATCH1);
+    assert_eq!(report["duplicates"], exp["duplicates"]);
+    assert_eq!(report["corrupt_lines"], exp["corrupt_lines"]);
+    for (table, rows) in expected_tables(BATCH1) {
+        assert_eq!(
+            report["tables"][&table]["rows_written"].as_u64(),
+            Some(rows),
+            "{table}"
+        );
+        assert!(report["tables"][&table]["version"].as_i64().is_some());
+    }
+    let out = bronze()
+        .args(["ingest", "--catalog"])
+        .arg(lake.catalog())
+        .arg(batch_dir(BATCH2))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.contains(&format!("batch {BATCH2}")) && text.contains("quote"),
+        "{text}"
+    );
+}
+
+#[test]
+fn bad_input_exits_2_with_an_error_that_says_what_to_do() {
+    let lake = TempLake::new();
+    let landing = tempfile::tempdir().unwrap();
+    let empty = landing.path().join("batch_id=b1");
+    std::fs::create_dir_all(&empty).unwrap();
+    std::fs::write(empty.join("_SUCCESS"), "").unwrap();
+    let cases: Vec<(Vec<String>, &str)> = vec![
+        (vec![empty.display().to_string()], "no data files"),
+        (vec![landing.path().display().to_string()], "--batch-id"),
+        (
+            vec![
+                empty.display().to_string(),
+                "--batch-id".into(),
+                "x' OR '1'='1".into(),
+            ],
+            "invalid batch id",
+        ),
+        (vec!["/does/not/exist/batch_id=a".into()], "/does/not/exist"),
+        (
+            vec![
+                empty.display().to_string(),
+                "--schema".into(),
+                "../up".into(),
+            ],
+            "schema",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = bronze()
+            .arg("ingest")
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+    }
+    assert!(!lake.schema_dir().exists(), "nothing written");
+}
+
+#[test]
+fn help_teaches_the_command() {
+    let out = bronze().args(["ingest", "--help"]).output().unwrap();
+    assert!(out.status.success());
+    let help = String::from_utf8(out.stdout).unwrap();
+    for want in [
+        "batch_id=",
+        "--catalog",
+        "--topic-field",
+        "--id-field",
+        "Exit code",
+        "_corrupt_records",
+    ] {
+        assert!(help.contains(want), "{want} missing from:\n{help}");
+    }
+}

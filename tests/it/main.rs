@@ -1,0 +1,7 @@
+//! The one integration-test binary (one link instead of one per file).
+
+mod cli;
+mod envelope;
+mod idempotency;
+mod ingest_basic;
+mod util;

@@ -1,0 +1,137 @@
+//! Test helpers: fixture paths, a temporary lakehouse, and table readers that go through
+//! `deltalake` + DataFusion (never through bronze's own code).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use deltalake::arrow::array::{Array, AsArray, RecordBatch};
+use deltalake::arrow::compute::cast;
+use deltalake::arrow::datatypes::{DataType, Int64Type};
+use deltalake::arrow::util::pretty::pretty_format_batches;
+use deltalake::datafusion::prelude::SessionContext;
+
+pub const BATCH1: &str = "2026-04-05_001";
+pub const BATCH2: &str = "2026-04-06_001";
+
+pub fn repo() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+pub fn batch_dir(batch: &str) -> PathBuf {
+    repo().join(format!("fixtures/landing/market/events/batch_id={batch}"))
+}
+
+/// The expected-counts file of a fixture batch.
+pub fn expected(batch: &str) -> serde_json::Value {
+    let path = repo().join(format!("fixtures/expected/batch_id={batch}.json"));
+    serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap()
+}
+
+pub fn expected_tables(batch: &str) -> BTreeMap<String, u64> {
+    expected(batch)["tables"]
+        .as_object()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| (k.clone(), v.as_u64().unwrap()))
+        .collect()
+}
+
+/// A temporary catalog.
+pub struct TempLake {
+    pub dir: tempfile::TempDir,
+}
+
+impl TempLake {
+    pub fn new() -> Self {
+        TempLake {
+            dir: tempfile::tempdir().unwrap(),
+        }
+    }
+    pub fn catalog(&self) -> &Path {
+        self.dir.path()
+    }
+    pub fn schema_dir(&self) -> PathBuf {
+        self.catalog().join("bronze")
+    }
+    pub fn ingest(&self) -> bronze::IngestBuilder {
+        bronze::Ingest::builder(self.catalog())
+    }
+    /// Names of the Delta tables under the schema folder.
+    pub fn tables(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.schema_dir())
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| e.path().join("_delta_log").is_dir())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+    /// Runs `sql` with every table of the schema registered under its own name.
+    pub fn sql(&self, sql: &str) -> Vec<RecordBatch> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ctx = SessionContext::new();
+            for name in self.tables() {
+                let url = url::Url::from_directory_path(self.schema_dir().join(&name)).unwrap();
+                let table = deltalake::open_table(url).await.unwrap();
+                table.update_datafusion_session(&ctx.state()).unwrap();
+                let provider = table.table_provider().await.unwrap();
+                ctx.register_table(name.as_str(), provider).unwrap();
+            }
+            ctx.sql(sql).await.unwrap().collect().await.unwrap()
+        })
+    }
+    /// Column names of a table, as the Delta log has them.
+    pub fn columns(&self, table: &str) -> Vec<String> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let url = url::Url::from_directory_path(self.schema_dir().join(table)).unwrap();
+            let t = deltalake::open_table(url).await.unwrap();
+            let schema = t.snapshot().unwrap().snapshot().arrow_schema();
+            schema.fields().iter().map(|f| f.name().clone()).collect()
+        })
+    }
+    /// The first column of a query's result, cast to text.
+    pub fn strings(&self, sql: &str) -> Vec<String> {
+        self.sql(sql)
+            .iter()
+            .flat_map(|b| {
+                let c = cast(b.column(0), &DataType::Utf8).unwrap();
+                let c = c.as_string::<i32>();
+                (0..c.len())
+                    .map(|i| c.value(i).to_string())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+    /// The single i64 a `SELECT count(*) ...` returns.
+    pub fn count(&self, sql: &str) -> i64 {
+        let batches = self.sql(sql);
+        let b = batches.iter().find(|b| b.num_rows() > 0).expect("one row");
+        let c = b.column(0);
+        assert_eq!(c.null_count(), 0);
+        c.as_primitive::<Int64Type>().value(0)
+    }
+    /// Every row of `table` except `_loaded_at`, sorted, as text (for equality checks).
+    pub fn dump(&self, table: &str) -> String {
+        let cols: Vec<String> = self
+            .columns(table)
+            .into_iter()
+            .filter(|n| n != "_loaded_at")
+            .collect();
+        let list = cols
+            .iter()
+            .map(|c| format!("\"{c}\""))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let batches = self.sql(&format!("SELECT {list} FROM {table} ORDER BY {list}"));
+        pretty_format_batches(&batches).unwrap().to_string()
+    }
+}
