@@ -123,6 +123,21 @@ impl Error {
     }
 }
 
+/// The error and its causes, joined with `: `, for reports and logs.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut source = e.source();
+    while let Some(cause) = source {
+        let c = cause.to_string();
+        if !s.contains(&c) {
+            s.push_str(": ");
+            s.push_str(&c);
+        }
+        source = cause.source();
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -139,19 +154,4 @@ mod tests {
         };
         assert!(e.to_string().contains("--batch-id"));
     }
-}
-
-/// The error and its causes, joined with `: `, for reports and logs.
-pub fn chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut source = e.source();
-    while let Some(cause) = source {
-        let c = cause.to_string();
-        if !s.contains(&c) {
-            s.push_str(": ");
-            s.push_str(&c);
-        }
-        source = cause.source();
-    }
-    s
 }

@@ -25,6 +25,13 @@ use crate::report::{BatchReport, MAX_LISTED_CORRUPT, TableOutcome};
 use crate::stage::{self, CorruptLine};
 use crate::write;
 
+/// One topic's write to one table: `(rows, version)` or why it failed.
+struct TableWrite {
+    table: TableName,
+    topic: String,
+    result: Result<(u64, u64)>,
+}
+
 /// Default cap on topics processed at once.
 pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
@@ -203,7 +210,7 @@ impl Ingest {
                 source: Box::new(e),
             })?;
         let topics: Vec<(&String, &RecordBatch)> = staging.topics.iter().collect();
-        let results: Vec<Vec<(TableName, String, Result<(u64, u64)>)>> = fanout.install(|| {
+        let results: Vec<Vec<TableWrite>> = fanout.install(|| {
             topics
                 .par_iter()
                 .with_max_len(1)
@@ -212,7 +219,12 @@ impl Ingest {
         });
 
         let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
-        for (table, topic, result) in results.into_iter().flatten() {
+        for TableWrite {
+            table,
+            topic,
+            result,
+        } in results.into_iter().flatten()
+        {
             let t = tables.entry(table.to_string()).or_default();
             t.topics.push(topic);
             match result {
@@ -284,10 +296,16 @@ impl Ingest {
         topic: &str,
         staged: &RecordBatch,
         lineage: &Lineage,
-    ) -> Vec<(TableName, String, Result<(u64, u64)>)> {
+    ) -> Vec<TableWrite> {
         let plan = match flatten::flatten(topic, staged, lineage, self.config.max_depth) {
             Ok(plan) => plan,
-            Err(e) => return vec![(TableName::for_topic(topic), topic.to_string(), Err(e))],
+            Err(e) => {
+                return vec![TableWrite {
+                    table: TableName::for_topic(topic),
+                    topic: topic.to_string(),
+                    result: Err(e),
+                }];
+            }
         };
         plan.tables
             .into_iter()
@@ -300,7 +318,11 @@ impl Ingest {
                     self.runtime
                         .block_on(write::replace(&dir, &table, batch, predicate))
                 };
-                (table, topic.to_string(), result.map(|v| (rows, v)))
+                TableWrite {
+                    table,
+                    topic: topic.to_string(),
+                    result: result.map(|v| (rows, v)),
+                }
             })
             .collect()
     }
