@@ -30,6 +30,8 @@ pub mod naming;
 pub mod read;
 mod report;
 pub mod stage;
+#[doc(hidden)]
+pub mod testdata;
 mod write;
 
 pub use config::{EnvelopeConfig, IngestConfig, LockPolicy};

@@ -1,0 +1,324 @@
+//! Deterministic generator of landed batches, for benches, tests and `examples/gen_batch`.
+//!
+//! The shape follows a real multi-topic feed: `topics` topics over six families; seven
+//! topics carry a `currentprice` array (one child table shared by all of them), two
+//! families nest arrays two levels deep (`levels__orders`, `holdings__lots`), others
+//! carry `items_<k>` arrays, so a 36-topic batch has 14 child tables. Lines average
+//! about 815 bytes. A share of lines are exact resends (duplicates) or corrupt.
+//! The same spec and seed always give the same bytes.
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::{Path, PathBuf};
+
+/// What to generate.
+#[derive(Clone, Debug)]
+pub struct GenSpec {
+    /// Number of files.
+    pub files: usize,
+    /// Lines per file.
+    pub lines_per_file: usize,
+    /// Number of topics.
+    pub topics: usize,
+    /// Duplicates per 1,000 lines (default 20 = 2 %).
+    pub duplicates_per_mille: u32,
+    /// Corrupt lines per 10,000 lines (default 10 = 0.1 %).
+    pub corrupt_per_10k: u32,
+    /// Seed of the generator.
+    pub seed: u64,
+    /// Write `*.jsonl.gz` instead of `*.jsonl`.
+    pub gzip: bool,
+}
+
+impl Default for GenSpec {
+    fn default() -> Self {
+        GenSpec {
+            files: 200,
+            lines_per_file: 50,
+            topics: 36,
+            duplicates_per_mille: 20,
+            corrupt_per_10k: 10,
+            seed: 42,
+            gzip: false,
+        }
+    }
+}
+
+/// What was generated (the ground truth tests can check against).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GenSummary {
+    /// The batch folder.
+    pub dir: PathBuf,
+    /// Lines written.
+    pub lines: u64,
+    /// Duplicate lines (exact resends).
+    pub duplicates: u64,
+    /// Corrupt lines.
+    pub corrupt: u64,
+    /// Bytes written (before compression).
+    pub bytes: u64,
+}
+
+/// splitmix64: tiny, seeded, and stable across platforms.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E3779B97F4A7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58476D1CE4E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D049BB133111EB);
+        z ^ (z >> 31)
+    }
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n.max(1)
+    }
+    fn price(&mut self) -> f64 {
+        (self.below(1_000_000) as f64) / 100.0 + 0.01
+    }
+}
+
+const SYMBOLS: [&str; 8] = ["AAPL", "MSFT", "ASML", "SHEL", "NESN", "SAP", "NOVO", "TTE"];
+
+/// Topic name of topic `i`.
+pub fn topic_name(i: usize) -> String {
+    const FAMILIES: [&str; 6] = [
+        "quote",
+        "trade",
+        "orderbook",
+        "position",
+        "reference",
+        "news",
+    ];
+    format!("{}_{:02}", FAMILIES[i % 6], i)
+}
+
+fn currentprice(rng: &mut Rng, out: &mut String) {
+    out.push_str("\"currentprice\":[");
+    for k in 0..1 + rng.below(3) {
+        if k > 0 {
+            out.push(',');
+        }
+        let ccy = if rng.below(2) == 0 { "EUR" } else { "USD" };
+        let _ = write!(
+            out,
+            "{{\"px\":{:.2},\"ccy\":\"{ccy}\",\"ts\":{}}}",
+            rng.price(),
+            1_775_000_000 + rng.below(86_400)
+        );
+    }
+    out.push(']');
+}
+
+/// The payload of one message of topic `t`.
+fn payload(t: usize, n: u64, rng: &mut Rng) -> String {
+    let mut p = String::with_capacity(800);
+    let sym = SYMBOLS[rng.below(SYMBOLS.len() as u64) as usize];
+    let _ = write!(
+        p,
+        "{{\"symbol\":\"{sym}\",\"seq\":{n},\"instrument\":{{\"isin\":\"NL{:010}\",\"venue\":\"XAMS\",\"lot\":{}}}",
+        rng.below(10_000_000_000),
+        1 + rng.below(100)
+    );
+    // Seven topics (0, 1, 6, 7, 12, 13, 18) share the currentprice child table.
+    if t % 6 < 2 && t < 20 {
+        p.push(',');
+        currentprice(rng, &mut p);
+    }
+    match t % 6 {
+        0 => {
+            let _ = write!(
+                p,
+                ",\"bid\":{:.2},\"ask\":{:.2},\"live\":{}",
+                rng.price(),
+                rng.price(),
+                rng.below(2) == 0
+            );
+        }
+        1 => {
+            let _ = write!(
+                p,
+                ",\"px\":{:.2},\"qty\":{},\"side\":\"{}\"",
+                rng.price(),
+                1 + rng.below(1000),
+                if rng.below(2) == 0 { "buy" } else { "sell" }
+            );
+        }
+        2 => {
+            p.push_str(",\"levels\":[");
+            for l in 0..1 + rng.below(3) {
+                if l > 0 {
+                    p.push(',');
+                }
+                let _ = write!(
+                    p,
+                    "{{\"px\":{:.2},\"qty\":{},\"orders\":[",
+                    rng.price(),
+                    rng.below(500)
+                );
+                for o in 0..rng.below(3) {
+                    if o > 0 {
+                        p.push(',');
+                    }
+                    let _ = write!(
+                        p,
+                        "{{\"order_id\":\"o{}\",\"qty\":{}}}",
+                        rng.below(1_000_000),
+                        1 + rng.below(50)
+                    );
+                }
+                p.push_str("]}");
+            }
+            p.push(']');
+        }
+        3 => {
+            p.push_str(",\"holdings\":[");
+            for h in 0..1 + rng.below(2) {
+                if h > 0 {
+                    p.push(',');
+                }
+                let _ = write!(p, "{{\"account\":\"A{}\",\"lots\":[", rng.below(1000));
+                for l in 0..1 + rng.below(2) {
+                    if l > 0 {
+                        p.push(',');
+                    }
+                    let _ = write!(
+                        p,
+                        "{{\"qty\":{},\"cost\":{:.2}}}",
+                        1 + rng.below(100),
+                        rng.price()
+                    );
+                }
+                p.push_str("]}");
+            }
+            p.push(']');
+        }
+        4 => {
+            let _ = write!(
+                p,
+                ",\"ref\":{{\"name\":\"Instrument {n}\",\"class\":{{\"l1\":\"equity\",\"l2\":\"common\"}},\"active\":true}}"
+            );
+        }
+        _ => {
+            let _ = write!(
+                p,
+                ",\"headline\":\"headline {n} about {sym}\",\"tickers\":[\"{sym}\",\"{}\"]",
+                SYMBOLS[(n % 8) as usize]
+            );
+        }
+    }
+    // Nine more child tables, items_0..items_8, on the topics that do not nest deeply.
+    if t % 6 >= 4 || t >= 20 {
+        let k = t % 9;
+        let _ = write!(
+            p,
+            ",\"items_{k}\":[{{\"code\":\"c{}\",\"weight\":{:.4}}}]",
+            rng.below(100),
+            rng.price() / 1000.0
+        );
+    }
+    // Free text so that lines average about 815 bytes, as in the reference feed.
+    let target = 560 + rng.below(260) as usize;
+    if p.len() + 12 < target {
+        p.push_str(",\"note\":\"");
+        while p.len() + 2 < target {
+            p.push_str("lorem ipsum ");
+        }
+        p.push('"');
+    }
+    p.push('}');
+    p
+}
+
+/// Writes one batch folder `<root>/batch_id=<batch_id>/part-NNNNN.jsonl[.gz]`.
+pub fn generate(root: &Path, batch_id: &str, spec: &GenSpec) -> std::io::Result<GenSummary> {
+    let dir = root.join(format!("batch_id={batch_id}"));
+    std::fs::create_dir_all(&dir)?;
+    let mut rng = Rng(spec.seed);
+    let mut summary = GenSummary {
+        dir: dir.clone(),
+        ..Default::default()
+    };
+    let mut recent: Vec<String> = Vec::with_capacity(64);
+    let mut n: u64 = 0;
+    for f in 0..spec.files {
+        let mut text = String::with_capacity(spec.lines_per_file * 900);
+        for _ in 0..spec.lines_per_file {
+            n += 1;
+            let roll = rng.below(10_000) as u32;
+            let line = if roll < spec.corrupt_per_10k {
+                summary.corrupt += 1;
+                format!(
+                    "{{\"topic\":\"{}\",\"message_id\":\"m{n}\",\"payload\":{{\"truncated\":",
+                    topic_name(0)
+                )
+            } else if roll < spec.corrupt_per_10k + spec.duplicates_per_mille * 10
+                && !recent.is_empty()
+            {
+                summary.duplicates += 1;
+                recent[rng.below(recent.len() as u64) as usize].clone()
+            } else {
+                let t = rng.below(spec.topics as u64) as usize;
+                let line = format!(
+                    "{{\"topic\":\"{}\",\"message_id\":\"{batch_id}-{n:09}\",\"source\":\"gen\",\"ts\":\"2026-04-05T10:00:00Z\",\"payload\":{}}}",
+                    topic_name(t),
+                    payload(t, n, &mut rng)
+                );
+                if recent.len() < 64 {
+                    recent.push(line.clone());
+                } else {
+                    let i = rng.below(64) as usize;
+                    recent[i] = line.clone();
+                }
+                line
+            };
+            text.push_str(&line);
+            text.push('\n');
+            summary.lines += 1;
+        }
+        summary.bytes += text.len() as u64;
+        if spec.gzip {
+            let file = std::fs::File::create(dir.join(format!("part-{f:05}.jsonl.gz")))?;
+            let mut enc = flate2::write::GzEncoder::new(file, flate2::Compression::fast());
+            enc.write_all(text.as_bytes())?;
+            enc.finish()?;
+        } else {
+            std::fs::write(dir.join(format!("part-{f:05}.jsonl")), text)?;
+        }
+    }
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn same_seed_same_bytes_and_valid_json() {
+        let a = tempfile::tempdir().unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let spec = GenSpec {
+            files: 3,
+            lines_per_file: 200,
+            ..Default::default()
+        };
+        let sa = generate(a.path(), "x", &spec).unwrap();
+        let sb = generate(b.path(), "x", &spec).unwrap();
+        assert_eq!(sa.lines, 600);
+        assert_eq!(
+            (sa.duplicates, sa.corrupt, sa.bytes),
+            (sb.duplicates, sb.corrupt, sb.bytes)
+        );
+        let fa = std::fs::read(sa.dir.join("part-00001.jsonl")).unwrap();
+        assert_eq!(fa, std::fs::read(sb.dir.join("part-00001.jsonl")).unwrap());
+        let mut bad = 0;
+        for line in fa.split(|&c| c == b'\n').filter(|l| !l.is_empty()) {
+            if serde_json::from_slice::<serde_json::Value>(line).is_err() {
+                bad += 1;
+            }
+        }
+        assert!(bad <= 3, "{bad}");
+        let avg = sa.bytes / sa.lines;
+        assert!((700..=950).contains(&avg), "average line {avg} bytes");
+    }
+}
