@@ -70,6 +70,10 @@ pub struct IngestConfig {
     pub max_depth: usize,
     /// How writes to the same table are serialized. Default [`LockPolicy::PerTable`].
     pub lock_policy: LockPolicy,
+    /// Object store rooted at `/` of the catalog's file system, used for every table
+    /// instead of the default one. Default `None` (the local file system). Tests and
+    /// benches wrap the local store to inject latency or faults.
+    pub object_store: Option<std::sync::Arc<deltalake::logstore::object_store::DynObjectStore>>,
 }
 
 impl Default for IngestConfig {
@@ -83,6 +87,7 @@ impl Default for IngestConfig {
             threads: None,
             max_depth: 16,
             lock_policy: LockPolicy::PerTable,
+            object_store: None,
         }
     }
 }

@@ -1,19 +1,22 @@
 //! `Ingest`: owns the pools, the runtime and the lock map, and runs the stages in order.
 //!
-//! discover → stage (parse once) → fan out topics on a rayon pool (flatten, then write
-//! each table under its lock) → `_corrupt_records` → [`BatchReport`]. Only this module
-//! knows the order of the stages.
+//! discover → stage (parse once) → `_corrupt_records` → fan out topics on the fan-out
+//! pool (flatten, then write each table under its lock) → `_run_control` (written once,
+//! after the parallel phase) → [`BatchReport`]. Only this module knows the order.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use deltalake::arrow::array::{
     ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+    UInt64Array,
 };
 use deltalake::arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
+use url::Url;
 
 use crate::config::{IngestConfig, LockPolicy};
 use crate::discover;
@@ -21,27 +24,59 @@ use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
 use crate::locks::TableLocks;
 use crate::naming::{self, TableName};
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT, TableOutcome};
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT, RunControlRow, TableOutcome};
 use crate::stage::{self, CorruptLine};
-use crate::write;
-
-/// One topic's write to one table: `(rows, version)` or why it failed.
-struct TableWrite {
-    table: TableName,
-    topic: String,
-    result: Result<(u64, u64)>,
-}
+use crate::write::{self, Committed, Storage};
 
 /// Default cap on topics processed at once.
 pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
+/// Name of the run-control table.
+pub const RUN_CONTROL_TABLE: &str = "_run_control";
+
+/// Where a run is; passed to the progress callback.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Progress {
+    /// The batch folder was listed.
+    Discovered {
+        /// Data files found.
+        files: usize,
+        /// Bytes on disk.
+        bytes: u64,
+    },
+    /// One more file was parsed.
+    FileStaged {
+        /// Files parsed so far.
+        done: usize,
+        /// Files in the batch.
+        total: usize,
+    },
+    /// One more (topic, table) write finished.
+    TableWritten {
+        /// The table.
+        table: String,
+        /// The topic.
+        topic: String,
+        /// Writes finished so far (an estimate until all topics are flattened).
+        done: usize,
+        /// Topics in the batch.
+        topics: usize,
+    },
+}
+
+/// A progress callback; called from worker threads, so it must be cheap and thread-safe.
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
 /// A configured loader. Build one with [`Ingest::builder`], then call [`Ingest::run`] per
-/// batch folder. Cheap to reuse across batches: it keeps its thread pool and runtime.
+/// batch folder. Cheap to reuse across batches: it keeps its pools and runtime.
 pub struct Ingest {
     config: IngestConfig,
-    pool: rayon::ThreadPool,
+    parse_pool: rayon::ThreadPool,
+    fanout_pool: rayon::ThreadPool,
     runtime: tokio::runtime::Runtime,
     locks: Arc<TableLocks>,
+    progress: Option<ProgressFn>,
 }
 
 impl std::fmt::Debug for Ingest {
@@ -53,9 +88,18 @@ impl std::fmt::Debug for Ingest {
 }
 
 /// Builds an [`Ingest`]; every setting has a default (see [`IngestConfig`]).
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct IngestBuilder {
     config: IngestConfig,
+    progress: Option<ProgressFn>,
+}
+
+impl std::fmt::Debug for IngestBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IngestBuilder")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
 }
 
 impl IngestBuilder {
@@ -104,10 +148,51 @@ impl IngestBuilder {
         self.config.lock_policy = policy;
         self
     }
-    /// Validates the settings and starts the pool and runtime.
-    pub fn build(self) -> Result<Ingest> {
-        Ingest::from_config(self.config)
+    /// Object store rooted at `/` used for every table (see [`IngestConfig::object_store`]).
+    pub fn with_object_store(
+        mut self,
+        store: Arc<deltalake::logstore::object_store::DynObjectStore>,
+    ) -> Self {
+        self.config.object_store = Some(store);
+        self
     }
+    /// Called as files are parsed and tables written (from worker threads).
+    pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
+        self.progress = Some(Arc::new(f));
+        self
+    }
+    /// All settings at once (the CLI builds an [`IngestConfig`] from its flags).
+    pub fn config_mut(&mut self) -> &mut IngestConfig {
+        &mut self.config
+    }
+    /// Validates the settings and starts the pools and runtime.
+    pub fn build(self) -> Result<Ingest> {
+        let mut ingest = Ingest::from_config(self.config)?;
+        ingest.progress = self.progress;
+        Ok(ingest)
+    }
+}
+
+/// One topic's write to one table.
+struct TableWrite {
+    table: TableName,
+    topic: String,
+    rows_in: u64,
+    rows_planned: u64,
+    started_micros: i64,
+    ended_micros: i64,
+    result: Result<Committed>,
+}
+
+fn pool(threads: usize, name: &'static str) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("bronze-{name}-{i}"))
+        .build()
+        .map_err(|e| Error::Runtime {
+            what: "thread pool",
+            source: Box::new(e),
+        })
 }
 
 impl Ingest {
@@ -118,6 +203,7 @@ impl Ingest {
                 catalog: catalog.into(),
                 ..IngestConfig::default()
             },
+            progress: None,
         }
     }
 
@@ -127,16 +213,12 @@ impl Ingest {
         let threads = config
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(threads)
-            .thread_name(|i| format!("bronze-parse-{i}"))
-            .build()
-            .map_err(|e| Error::Runtime {
-                what: "thread pool",
-                source: Box::new(e),
-            })?;
+        let parse_pool = pool(threads, "parse")?;
+        // Topic tasks spend most of their time waiting on commits, so they get their own
+        // pool of `max_parallel` threads rather than the parse pool's (one per core).
+        let fanout_pool = pool(config.max_parallel.unwrap_or(DEFAULT_MAX_PARALLEL), "topic")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(threads.clamp(1, 4))
+            .worker_threads(threads.clamp(2, 8))
             .thread_name("bronze-io")
             .enable_all()
             .build()
@@ -147,9 +229,11 @@ impl Ingest {
         let locks = Arc::new(TableLocks::new(config.lock_policy));
         Ok(Ingest {
             config,
-            pool,
+            parse_pool,
+            fanout_pool,
             runtime,
             locks,
+            progress: None,
         })
     }
 
@@ -158,7 +242,12 @@ impl Ingest {
         &self.config
     }
 
-    /// `<catalog>/<schema>`, absolute.
+    /// The lock map shared by every run of this `Ingest` (maintenance takes the same locks).
+    pub fn locks(&self) -> &Arc<TableLocks> {
+        &self.locks
+    }
+
+    /// `<catalog>/<schema>`, absolute (the catalog folder is created if missing).
     pub fn schema_dir(&self) -> Result<PathBuf> {
         let catalog = &self.config.catalog;
         std::fs::create_dir_all(catalog).map_err(|e| Error::io(catalog, e))?;
@@ -166,20 +255,52 @@ impl Ingest {
         Ok(catalog.join(&self.config.schema))
     }
 
+    fn storage(&self) -> Result<Storage> {
+        let dir = self.schema_dir()?;
+        let schema_url = Url::from_directory_path(&dir).map_err(|()| Error::Config {
+            name: "catalog",
+            reason: format!("{} is not an absolute path", dir.display()),
+        })?;
+        Ok(Storage {
+            schema_url,
+            root_store: self.config.object_store.clone(),
+        })
+    }
+
+    fn report_progress(&self, p: Progress) {
+        if let Some(f) = &self.progress {
+            f(&p);
+        }
+    }
+
     /// Loads one landed batch folder. Lines that are not messages go to
-    /// `_corrupt_records`; a table whose write fails is reported (and sets exit code 2),
-    /// the others are still written. Returns `Err` only for run-level failures: a bad
-    /// batch id, a missing folder or no data files, an unreadable file.
+    /// `_corrupt_records`; a table whose write fails is reported (exit code 2) and the
+    /// others are still written. Returns `Err` only for run-level failures: a bad batch
+    /// id, a missing folder or no data files, an unreadable file.
     pub fn run(&self, batch_dir: impl AsRef<Path>) -> Result<BatchReport> {
         let started = Instant::now();
+        let started_micros = now_micros();
         let batch_dir = batch_dir.as_ref();
         let found = discover::discover(batch_dir, self.config.batch_id.as_deref())?;
-        let schema_dir = self.schema_dir()?;
+        let storage = self.storage()?;
         tracing::info!(batch_id = %found.batch_id, files = found.files.len(), skipped = found.skipped.len(), "discovered");
+        self.report_progress(Progress::Discovered {
+            files: found.files.len(),
+            bytes: found.files.iter().map(|f| f.bytes).sum(),
+        });
 
-        let staging = self
-            .pool
-            .install(|| stage::stage(&found.files, &self.config.envelope))?;
+        let staged_files = AtomicUsize::new(0);
+        let total_files = found.files.len();
+        let on_file = || {
+            let done = staged_files.fetch_add(1, Ordering::Relaxed) + 1;
+            self.report_progress(Progress::FileStaged {
+                done,
+                total: total_files,
+            });
+        };
+        let staging = self.parse_pool.install(|| {
+            stage::stage_with_progress(&found.files, &self.config.envelope, &on_file)
+        })?;
         tracing::info!(
             lines = staging.lines(),
             messages = staging.messages(),
@@ -191,82 +312,107 @@ impl Ingest {
 
         let lineage = Lineage {
             batch_id: found.batch_id.clone(),
-            loaded_at_micros: now_micros(),
+            loaded_at_micros: started_micros,
         };
-        let max_parallel = self
-            .config
-            .max_parallel
-            .unwrap_or(DEFAULT_MAX_PARALLEL)
-            .min(staging.topics.len())
-            .max(1);
-        // The fan-out pool is sized to `max_parallel`: topic tasks spend most of their
-        // time waiting on commits, so they get their own threads rather than the parse pool's.
-        let fanout = rayon::ThreadPoolBuilder::new()
-            .num_threads(max_parallel)
-            .thread_name(|i| format!("bronze-topic-{i}"))
-            .build()
-            .map_err(|e| Error::Runtime {
-                what: "thread pool",
-                source: Box::new(e),
-            })?;
+        let run_id = format!("{}-{}", found.batch_id, started_micros);
+
+        let mut writes: Vec<TableWrite> = self
+            .write_corrupt(&storage, &staging.corrupt, &lineage)
+            .into_iter()
+            .collect();
+
         let topics: Vec<(&String, &RecordBatch)> = staging.topics.iter().collect();
-        let results: Vec<Vec<TableWrite>> = fanout.install(|| {
+        let written = AtomicUsize::new(0);
+        let topic_count = topics.len();
+        let results: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
             topics
                 .par_iter()
                 .with_max_len(1)
-                .map(|(topic, batch)| self.handle_topic(&schema_dir, topic, batch, &lineage))
+                .map(|(topic, batch)| {
+                    self.handle_topic(&storage, topic, batch, &lineage, &written, topic_count)
+                })
                 .collect()
         });
+        writes.extend(results.into_iter().flatten());
 
         let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
-        for TableWrite {
-            table,
-            topic,
-            result,
-        } in results.into_iter().flatten()
-        {
-            let t = tables.entry(table.to_string()).or_default();
-            t.topics.push(topic);
-            match result {
-                Ok((rows, version)) => {
-                    t.rows_written += rows;
-                    t.version = Some(t.version.map_or(version, |v| v.max(version)));
+        let mut run_control = Vec::with_capacity(writes.len());
+        for w in writes {
+            let t = tables.entry(w.table.to_string()).or_default();
+            if !w.topic.is_empty() {
+                t.topics.push(w.topic.clone());
+            }
+            let mut row = RunControlRow {
+                run_id: run_id.clone(),
+                batch_id: found.batch_id.clone(),
+                topic: w.topic,
+                table: w.table.to_string(),
+                rows_in: w.rows_in,
+                rows_written: 0,
+                files_added: 0,
+                bytes_added: 0,
+                version: None,
+                started_at_micros: w.started_micros,
+                ended_at_micros: w.ended_micros,
+                status: "ok".into(),
+                error: None,
+                checks: String::new(),
+            };
+            match w.result {
+                Ok(c) => {
+                    row.rows_written = c.rows_added;
+                    row.files_added = c.files_added;
+                    row.bytes_added = c.bytes_added;
+                    row.version = Some(c.version);
+                    // Check: the commit's statistics hold exactly the rows we planned.
+                    if c.rows_added == w.rows_planned {
+                        row.checks = format!("committed_rows=planned_rows({}) ok", w.rows_planned);
+                    } else {
+                        row.checks = format!(
+                            "committed_rows({}) != planned_rows({}) FAILED",
+                            c.rows_added, w.rows_planned
+                        );
+                        row.status = "failed".into();
+                        row.error = Some("the commit does not hold the planned rows".into());
+                    }
+                    t.rows_written += c.rows_added;
+                    t.version = Some(t.version.map_or(c.version, |v| v.max(c.version)));
                 }
                 Err(e) => {
-                    tracing::error!(table = %table, error = %crate::error::chain(&e), "table failed");
-                    t.error = Some(crate::error::chain(&e));
+                    let msg = crate::error::chain(&e);
+                    tracing::error!(table = %row.table, topic = %row.topic, error = %msg, "table failed");
+                    row.status = "failed".into();
+                    row.error = Some(msg);
                 }
             }
+            if row.status != "ok" {
+                t.error = row.error.clone();
+            }
+            run_control.push(row);
         }
 
-        let corrupt_table = TableName::system(naming::CORRUPT_TABLE);
-        let corrupt_outcome =
-            self.write_corrupt(&schema_dir, &corrupt_table, &staging.corrupt, &lineage);
-        match corrupt_outcome {
-            Ok(Some((rows, version))) => {
-                tables.insert(
-                    corrupt_table.to_string(),
-                    TableOutcome {
-                        rows_written: rows,
-                        topics: Vec::new(),
-                        version: Some(version),
-                        error: None,
-                    },
-                );
+        // Run control: written once, sequentially, after the parallel phase.
+        let rc_table = TableName::system(RUN_CONTROL_TABLE);
+        let run_control_error = match run_control_batch(&run_control) {
+            Ok(batch) => {
+                let _guard = self.locks.lock(&rc_table);
+                self.runtime
+                    .block_on(storage.append(&rc_table, batch))
+                    .err()
             }
-            Ok(None) => {}
-            Err(e) => {
-                tables.insert(
-                    corrupt_table.to_string(),
-                    TableOutcome {
-                        error: Some(crate::error::chain(&e)),
-                        ..Default::default()
-                    },
-                );
-            }
+            Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
+        };
+        if let Some(e) = run_control_error {
+            tables.insert(
+                RUN_CONTROL_TABLE.to_string(),
+                TableOutcome {
+                    error: Some(crate::error::chain(&e)),
+                    ..Default::default()
+                },
+            );
         }
 
-        let report = BatchReport {
+        Ok(BatchReport {
             batch_id: found.batch_id,
             files_read: found.files.len(),
             files_skipped: found.skipped.len(),
@@ -284,25 +430,33 @@ impl Ingest {
                 .cloned()
                 .collect(),
             files: staging.files,
+            run_control,
             elapsed: started.elapsed(),
-        };
-        Ok(report)
+        })
     }
 
     /// Flattens one topic and writes each of its tables under that table's lock.
     fn handle_topic(
         &self,
-        schema_dir: &Path,
+        storage: &Storage,
         topic: &str,
         staged: &RecordBatch,
         lineage: &Lineage,
+        written: &AtomicUsize,
+        topics: usize,
     ) -> Vec<TableWrite> {
+        let rows_in = staged.num_rows() as u64;
+        let started = now_micros();
         let plan = match flatten::flatten(topic, staged, lineage, self.config.max_depth) {
             Ok(plan) => plan,
             Err(e) => {
                 return vec![TableWrite {
                     table: TableName::for_topic(topic),
                     topic: topic.to_string(),
+                    rows_in,
+                    rows_planned: rows_in,
+                    started_micros: started,
+                    ended_micros: now_micros(),
                     result: Err(e),
                 }];
             }
@@ -310,50 +464,75 @@ impl Ingest {
         plan.tables
             .into_iter()
             .map(|(table, batch)| {
-                let rows = batch.num_rows() as u64;
-                let dir = write::table_dir(schema_dir, &table);
+                let started_micros = now_micros();
+                let rows_planned = batch.num_rows() as u64;
                 let predicate = write::batch_topic_predicate(&lineage.batch_id, topic);
                 let result = {
                     let _guard = self.locks.lock(&table);
                     self.runtime
-                        .block_on(write::replace(&dir, &table, batch, predicate))
+                        .block_on(storage.replace(&table, batch, predicate))
                 };
+                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                self.report_progress(Progress::TableWritten {
+                    table: table.to_string(),
+                    topic: topic.to_string(),
+                    done,
+                    topics,
+                });
                 TableWrite {
                     table,
                     topic: topic.to_string(),
-                    result: result.map(|v| (rows, v)),
+                    rows_in,
+                    rows_planned,
+                    started_micros,
+                    ended_micros: now_micros(),
+                    result,
                 }
             })
             .collect()
     }
 
-    /// Replaces this batch's rows in `_corrupt_records` (deleting them when the batch now
-    /// has none). `Ok(None)` when there was nothing to do.
+    /// Replaces this batch's rows in `_corrupt_records`; when the batch now has none,
+    /// deletes its old ones. `None` when there was nothing to do (no lines, no table).
     fn write_corrupt(
         &self,
-        schema_dir: &Path,
-        table: &TableName,
+        storage: &Storage,
         corrupt: &[CorruptLine],
         lineage: &Lineage,
-    ) -> Result<Option<(u64, u64)>> {
-        let dir = write::table_dir(schema_dir, table);
-        let _guard = self.locks.lock(table);
-        if corrupt.is_empty() {
-            let version = self.runtime.block_on(write::delete(
-                &dir,
-                table,
-                write::batch_predicate(&lineage.batch_id),
-            ))?;
-            return Ok(version.map(|v| (0, v)));
-        }
-        let batch = corrupt_batch(corrupt, lineage).map_err(|e| Error::arrow(table.as_str(), e))?;
-        let version = self.runtime.block_on(write::replace(
-            &dir,
+    ) -> Option<TableWrite> {
+        let table = TableName::system(naming::CORRUPT_TABLE);
+        let started_micros = now_micros();
+        let rows = corrupt.len() as u64;
+        let predicate = write::batch_predicate(&lineage.batch_id);
+        let result = {
+            let _guard = self.locks.lock(&table);
+            if corrupt.is_empty() {
+                match self.runtime.block_on(storage.delete(&table, predicate)) {
+                    Ok(None) => return None,
+                    Ok(Some(version)) => Ok(Committed {
+                        version,
+                        ..Default::default()
+                    }),
+                    Err(e) => Err(e),
+                }
+            } else {
+                corrupt_batch(corrupt, lineage)
+                    .map_err(|e| Error::arrow(table.as_str(), e))
+                    .and_then(|batch| {
+                        self.runtime
+                            .block_on(storage.replace(&table, batch, predicate))
+                    })
+            }
+        };
+        Some(TableWrite {
             table,
-            batch,
-            write::batch_predicate(&lineage.batch_id),
-        ))?;
-        Ok(Some((corrupt.len() as u64, version)))
+            topic: String::new(),
+            rows_in: rows,
+            rows_planned: rows,
+            started_micros,
+            ended_micros: now_micros(),
+            result,
+        })
     }
 }
 
@@ -391,6 +570,63 @@ fn corrupt_batch(
         Arc::new(
             TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
         ),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns)
+}
+
+fn run_control_batch(
+    rows: &[RunControlRow],
+) -> std::result::Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+    let ts = |f: fn(&RunControlRow) -> i64| -> ArrayRef {
+        Arc::new(
+            TimestampMicrosecondArray::from_iter_values(rows.iter().map(f)).with_timezone("UTC"),
+        )
+    };
+    let strs = |f: fn(&RunControlRow) -> &str| -> ArrayRef {
+        Arc::new(StringArray::from_iter_values(rows.iter().map(f)))
+    };
+    let u64s = |f: fn(&RunControlRow) -> u64| -> ArrayRef {
+        Arc::new(UInt64Array::from_iter_values(rows.iter().map(f)))
+    };
+    let schema = Schema::new(vec![
+        Field::new("run_id", DataType::Utf8, false),
+        Field::new("_batch_id", DataType::Utf8, false),
+        Field::new("topic", DataType::Utf8, false),
+        Field::new("table", DataType::Utf8, false),
+        Field::new("rows_in", DataType::Int64, false),
+        Field::new("rows_written", DataType::Int64, false),
+        Field::new("files_added", DataType::Int64, false),
+        Field::new("bytes_added", DataType::Int64, false),
+        Field::new("version", DataType::Int64, true),
+        Field::new("started_at", flatten::timestamp_type(), false),
+        Field::new("ended_at", flatten::timestamp_type(), false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("error", DataType::Utf8, true),
+        Field::new("checks", DataType::Utf8, false),
+    ]);
+    let as_i64 =
+        |a: ArrayRef| -> std::result::Result<ArrayRef, deltalake::arrow::error::ArrowError> {
+            deltalake::arrow::compute::cast(&a, &DataType::Int64)
+        };
+    let columns: Vec<ArrayRef> = vec![
+        strs(|r| &r.run_id),
+        strs(|r| &r.batch_id),
+        strs(|r| &r.topic),
+        strs(|r| &r.table),
+        as_i64(u64s(|r| r.rows_in))?,
+        as_i64(u64s(|r| r.rows_written))?,
+        as_i64(u64s(|r| r.files_added))?,
+        as_i64(u64s(|r| r.bytes_added))?,
+        Arc::new(Int64Array::from_iter(
+            rows.iter().map(|r| r.version.map(|v| v as i64)),
+        )),
+        ts(|r| r.started_at_micros),
+        ts(|r| r.ended_at_micros),
+        strs(|r| &r.status),
+        Arc::new(StringArray::from_iter(
+            rows.iter().map(|r| r.error.as_deref()),
+        )),
+        strs(|r| &r.checks),
     ];
     RecordBatch::try_new(Arc::new(schema), columns)
 }

@@ -36,7 +36,9 @@ mod write;
 
 pub use config::{EnvelopeConfig, IngestConfig, LockPolicy};
 pub use error::{Error, Result, chain as error_chain};
-pub use ingest::{DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder};
+pub use ingest::{
+    DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder, Progress, ProgressFn, RUN_CONTROL_TABLE,
+};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
-pub use report::{BatchReport, TableOutcome};
+pub use report::{BatchReport, RunControlRow, TableOutcome};

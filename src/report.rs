@@ -24,6 +24,40 @@ pub struct TableOutcome {
     pub error: Option<String>,
 }
 
+/// One row of `_run_control`: one (topic, table) write of a run.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct RunControlRow {
+    /// `<batch id>-<start micros>`: tells runs of the same batch apart.
+    pub run_id: String,
+    /// The batch.
+    pub batch_id: String,
+    /// The topic (empty for `_corrupt_records`).
+    pub topic: String,
+    /// The table written.
+    pub table: String,
+    /// Staged messages of the topic (corrupt lines for `_corrupt_records`).
+    pub rows_in: u64,
+    /// Rows the commit added (from the added files' statistics).
+    pub rows_written: u64,
+    /// Data files the commit added.
+    pub files_added: u64,
+    /// Bytes of the data files the commit added.
+    pub bytes_added: u64,
+    /// Delta version committed.
+    pub version: Option<u64>,
+    /// Start of this write, microseconds since the epoch (UTC).
+    pub started_at_micros: i64,
+    /// End of this write.
+    pub ended_at_micros: i64,
+    /// `ok` or `failed`.
+    pub status: String,
+    /// The error of a failed write.
+    pub error: Option<String>,
+    /// Checks run on the commit and their result.
+    pub checks: String,
+}
+
 /// The outcome of [`Ingest::run`](crate::Ingest::run).
 #[derive(Clone, Debug, Default, Serialize)]
 #[non_exhaustive]
@@ -52,6 +86,8 @@ pub struct BatchReport {
     pub files: Vec<FileStats>,
     /// The first [`MAX_LISTED_CORRUPT`] corrupt lines (file, line, reason).
     pub corrupt: Vec<CorruptLine>,
+    /// The rows written to `_run_control` for this run, one per (topic, table) write.
+    pub run_control: Vec<RunControlRow>,
     /// Wall time of the run.
     #[serde(serialize_with = "as_secs")]
     pub elapsed: Duration,

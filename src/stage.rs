@@ -139,11 +139,22 @@ impl Scratch {
 /// Stages every file on the current rayon pool; a file that cannot be read fails the
 /// whole stage (loading part of a batch would replace its rows with fewer).
 pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging> {
+    stage_with_progress(files, envelope, &|| {})
+}
+
+/// [`stage`], calling `on_file` after each file (from worker threads).
+pub fn stage_with_progress(
+    files: &[SourceFile],
+    envelope: &EnvelopeConfig,
+    on_file: &(dyn Fn() + Sync),
+) -> Result<Staging> {
     let staged: Vec<Result<StagedFile>> = files
         .par_iter()
         .map_init(Scratch::new, |scratch, file| {
             let bytes = read::read_file(file)?;
-            Ok(stage_bytes(&bytes, &file.name, envelope, scratch))
+            let staged = stage_bytes(&bytes, &file.name, envelope, scratch);
+            on_file();
+            Ok(staged)
         })
         .collect();
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;

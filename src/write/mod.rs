@@ -7,44 +7,210 @@
 //! already has a column, its type wins when the new values can be cast losslessly
 //! (integers to float, anything to string); otherwise the table's write fails with an
 //! error naming the column.
+//!
+//! When the table does not exist yet, or holds no row of this batch, the write is a plain
+//! append: no replace-where planning, no scan.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use deltalake::arrow::array::{ArrayRef, RecordBatch};
 use deltalake::arrow::compute::cast;
 use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::datafusion::prelude::{Expr, col, lit};
+use deltalake::logstore::object_store::DynObjectStore;
 use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
-use deltalake::{DeltaTable, DeltaTableError};
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
 use url::Url;
 
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
-/// Where a table lives: `<catalog>/<schema>/<table>`.
-pub(crate) fn table_dir(schema_dir: &Path, table: &TableName) -> PathBuf {
-    schema_dir.join(table.as_str())
+/// Where the tables of one schema live, and how to reach them.
+#[derive(Clone, Debug)]
+pub(crate) struct Storage {
+    /// `<catalog>/<schema>/`, as a directory URL (ends with `/`).
+    pub(crate) schema_url: Url,
+    /// The object store rooted at `/` of the URL's scheme, when the caller supplied one
+    /// (tests and benches wrap the local file system to inject latency or faults).
+    pub(crate) root_store: Option<Arc<DynObjectStore>>,
 }
 
-pub(crate) fn table_url(dir: &Path) -> Result<Url> {
-    Url::from_directory_path(dir).map_err(|()| Error::Config {
-        name: "catalog",
-        reason: format!("{} is not an absolute path", dir.display()),
-    })
+/// What one commit added, read back from its log entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Committed {
+    pub(crate) version: u64,
+    pub(crate) files_added: u64,
+    pub(crate) bytes_added: u64,
+    /// Sum of `numRecords` of the added files' statistics.
+    pub(crate) rows_added: u64,
 }
 
-/// Opens a table; `Ok(None)` when there is no Delta table at `dir` yet.
-pub(crate) async fn open(dir: &Path, table: &TableName) -> Result<Option<DeltaTable>> {
-    if !dir.join("_delta_log").is_dir() {
-        return Ok(None);
+impl Storage {
+    pub(crate) fn table_url(&self, table: &TableName) -> Result<Url> {
+        self.schema_url
+            .join(&format!("{}/", table.as_str()))
+            .map_err(|e| Error::Config {
+                name: "catalog",
+                reason: format!(
+                    "cannot address table `{table}` under {}: {e}",
+                    self.schema_url
+                ),
+            })
     }
-    let url = table_url(dir)?;
-    deltalake::open_table(url)
+
+    fn builder(&self, table: &TableName) -> Result<DeltaTableBuilder> {
+        let url = self.table_url(table)?;
+        let b = DeltaTableBuilder::from_url(url.clone())
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        Ok(match &self.root_store {
+            Some(store) => b.with_storage_backend(Arc::clone(store), url),
+            None => b,
+        })
+    }
+
+    /// The table, loaded; `Ok(None)` when there is no Delta table there yet.
+    pub(crate) async fn open(&self, table: &TableName) -> Result<Option<DeltaTable>> {
+        Ok(self.open_or_new(table).await?.1)
+    }
+
+    /// `(unloaded handle, loaded table if it exists)`.
+    async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        // Local catalogs: a folder without `_delta_log` is no table yet (deltalake reports
+        // a missing local path as an error, not as `NotATable`).
+        let local_log = self.local_dir(table).map(|d| d.join("_delta_log"));
+        if let Some(log) = &local_log
+            && !log.is_dir()
+        {
+            let t = self
+                .builder(table)?
+                .build()
+                .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+            return Ok((t, None));
+        }
+        let mut t = self
+            .builder(table)?
+            .build()
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        match t.load().await {
+            Ok(()) => Ok((t.clone(), Some(t))),
+            Err(DeltaTableError::NotATable(_)) => Ok((t, None)),
+            Err(e) => Err(Error::delta(table.as_str(), "open", e)),
+        }
+    }
+
+    /// Replaces the rows matching `predicate` with `batch` (creating the table when
+    /// needed) in one commit.
+    pub(crate) async fn replace(
+        &self,
+        table: &TableName,
+        batch: RecordBatch,
+        predicate: Expr,
+    ) -> Result<Committed> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        let write = match existing {
+            Some(t) => {
+                let schema = t
+                    .snapshot()
+                    .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+                    .snapshot()
+                    .arrow_schema();
+                let batch = conform(table, batch, &schema)?;
+                t.write(vec![batch])
+                    .with_save_mode(SaveMode::Overwrite)
+                    .with_replace_where(predicate)
+                    .with_schema_mode(SchemaMode::Merge)
+            }
+            // A new table holds no rows to replace: create it with a plain append.
+            None => {
+                self.ensure_local_dir(table)?;
+                handle.write(vec![batch]).with_save_mode(SaveMode::Append)
+            }
+        };
+        let written = write
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        committed(table, &written).await
+    }
+
+    /// Appends `batch` (creating the table when needed).
+    pub(crate) async fn append(&self, table: &TableName, batch: RecordBatch) -> Result<Committed> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        let write = match existing {
+            Some(t) => t.write(vec![batch]).with_schema_mode(SchemaMode::Merge),
+            None => {
+                self.ensure_local_dir(table)?;
+                handle.write(vec![batch])
+            }
+        };
+        let written = write
+            .with_save_mode(SaveMode::Append)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        committed(table, &written).await
+    }
+
+    /// Deletes the rows matching `predicate`, if the table exists. Returns the version.
+    pub(crate) async fn delete(&self, table: &TableName, predicate: Expr) -> Result<Option<u64>> {
+        let Some(t) = self.open(table).await? else {
+            return Ok(None);
+        };
+        let (t, _metrics) = t
+            .delete()
+            .with_predicate(predicate)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "delete", e))?;
+        Ok(t.version())
+    }
+
+    /// The table's folder when the catalog is on the local file system.
+    fn local_dir(&self, table: &TableName) -> Option<std::path::PathBuf> {
+        if self.schema_url.scheme() != "file" {
+            return None;
+        }
+        self.table_url(table).ok()?.to_file_path().ok()
+    }
+
+    /// Local catalogs: create the table folder (object stores need no folders).
+    fn ensure_local_dir(&self, table: &TableName) -> Result<()> {
+        if let Some(dir) = self.local_dir(table) {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// Reads what the table's latest commit added from its log entry.
+async fn committed(table: &TableName, t: &DeltaTable) -> Result<Committed> {
+    let version = t
+        .version()
+        .ok_or_else(|| Error::delta(table.as_str(), "write", DeltaTableError::NotInitialized))?;
+    let mut c = Committed {
+        version,
+        ..Default::default()
+    };
+    let entry = t
+        .log_store()
+        .read_commit_entry(version)
         .await
-        .map(Some)
-        .map_err(|e| Error::delta(table.as_str(), "open", e))
+        .map_err(|e| Error::delta(table.as_str(), "read commit of", e))?;
+    for line in entry.as_deref().unwrap_or_default().split(|&b| b == b'\n') {
+        let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
+            continue;
+        };
+        if let Some(add) = action.get("add") {
+            c.files_added += 1;
+            c.bytes_added += add.get("size").and_then(|s| s.as_u64()).unwrap_or(0);
+            let stats = add.get("stats").and_then(|s| s.as_str()).unwrap_or("{}");
+            if let Ok(stats) = serde_json::from_str::<serde_json::Value>(stats) {
+                c.rows_added += stats
+                    .get("numRecords")
+                    .and_then(|n| n.as_u64())
+                    .unwrap_or(0);
+            }
+        }
+    }
+    Ok(c)
 }
 
 /// `_batch_id = batch AND _topic = topic`.
@@ -57,59 +223,6 @@ pub(crate) fn batch_topic_predicate(batch_id: &str, topic: &str) -> Expr {
 /// `_batch_id = batch`.
 pub(crate) fn batch_predicate(batch_id: &str) -> Expr {
     col("_batch_id").eq(lit(batch_id.to_string()))
-}
-
-/// Replaces the rows matching `predicate` in the table at `dir` with `batch`, creating
-/// the table when needed. Returns the committed version.
-pub(crate) async fn replace(
-    dir: &Path,
-    table: &TableName,
-    batch: RecordBatch,
-    predicate: Expr,
-) -> Result<u64> {
-    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
-    let existing = open(dir, table).await?;
-    let (delta, batch) = match existing {
-        Some(t) => {
-            let schema = t
-                .snapshot()
-                .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
-                .snapshot()
-                .arrow_schema();
-            let batch = conform(table, batch, &schema)?;
-            (t, batch)
-        }
-        None => {
-            let url = table_url(dir)?;
-            let t = DeltaTable::try_from_url(url)
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "open", e))?;
-            (t, batch)
-        }
-    };
-    let written = delta
-        .write(vec![batch])
-        .with_save_mode(SaveMode::Overwrite)
-        .with_replace_where(predicate)
-        .with_schema_mode(SchemaMode::Merge)
-        .await
-        .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-    written
-        .version()
-        .ok_or_else(|| Error::delta(table.as_str(), "write", DeltaTableError::NotInitialized))
-}
-
-/// Deletes the rows matching `predicate`, if the table exists. Returns the new version.
-pub(crate) async fn delete(dir: &Path, table: &TableName, predicate: Expr) -> Result<Option<u64>> {
-    let Some(t) = open(dir, table).await? else {
-        return Ok(None);
-    };
-    let (t, _metrics) = t
-        .delete()
-        .with_predicate(predicate)
-        .await
-        .map_err(|e| Error::delta(table.as_str(), "delete", e))?;
-    Ok(t.version())
 }
 
 /// Casts the batch's columns to the table's types where that keeps every value.

@@ -4,4 +4,5 @@ mod cli;
 mod envelope;
 mod idempotency;
 mod ingest_basic;
+mod run_control;
 mod util;

@@ -56,8 +56,14 @@ impl TempLake {
     pub fn ingest(&self) -> bronze::IngestBuilder {
         bronze::Ingest::builder(self.catalog())
     }
-    /// Names of the Delta tables under the schema folder.
+    /// Names of the data tables (every Delta table but the `_run_control` log).
     pub fn tables(&self) -> Vec<String> {
+        let mut t = self.all_tables();
+        t.retain(|n| n != bronze::RUN_CONTROL_TABLE);
+        t
+    }
+    /// Names of every Delta table under the schema folder.
+    pub fn all_tables(&self) -> Vec<String> {
         let mut names: Vec<String> = std::fs::read_dir(self.schema_dir())
             .unwrap()
             .filter_map(|e| e.ok())
@@ -75,7 +81,7 @@ impl TempLake {
             .unwrap();
         rt.block_on(async {
             let ctx = SessionContext::new();
-            for name in self.tables() {
+            for name in self.all_tables() {
                 let url = url::Url::from_directory_path(self.schema_dir().join(&name)).unwrap();
                 let table = deltalake::open_table(url).await.unwrap();
                 table.update_datafusion_session(&ctx.state()).unwrap();

@@ -1,0 +1,54 @@
+//! `_run_control`: one row per (topic, table) write, written once per run.
+
+use crate::util::*;
+
+#[test]
+fn run_control_rows_account_for_every_write() {
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    let report = ingest.run(batch_dir(BATCH1)).unwrap();
+    let want = expected_tables(BATCH1);
+    assert_eq!(
+        report.run_control.len(),
+        lake.count("SELECT count(*) FROM _run_control") as usize
+    );
+    for (table, rows) in &want {
+        let written = lake.count(&format!(
+            "SELECT CAST(sum(rows_written) AS BIGINT) FROM _run_control WHERE \"table\" = '{table}' AND status = 'ok'"
+        ));
+        assert_eq!(written as u64, *rows, "{table}");
+    }
+    // One row per topic for the shared child table, each with its own commit.
+    assert_eq!(
+        lake.count("SELECT count(*) FROM _run_control WHERE \"table\" = 'currentprice'"),
+        3
+    );
+    assert_eq!(
+        lake.count(
+            "SELECT count(DISTINCT version) FROM _run_control WHERE \"table\" = 'currentprice'"
+        ),
+        3
+    );
+    // Topic tables: every staged message became a row.
+    assert_eq!(
+        lake.count(
+            "SELECT count(*) FROM _run_control WHERE topic = \"table\" AND rows_in <> rows_written"
+        ),
+        0
+    );
+    assert_eq!(lake.count("SELECT count(*) FROM _run_control WHERE status <> 'ok' OR files_added < 1 OR bytes_added < 1"), 0);
+    assert_eq!(
+        lake.count("SELECT count(*) FROM _run_control WHERE checks NOT LIKE '%ok'"),
+        0
+    );
+    // A rerun appends its own rows under a new run id; the first run's stay.
+    ingest.run(batch_dir(BATCH1)).unwrap();
+    assert_eq!(
+        lake.count("SELECT count(DISTINCT run_id) FROM _run_control"),
+        2
+    );
+    assert_eq!(
+        lake.count("SELECT count(*) FROM _run_control") as usize,
+        2 * report.run_control.len()
+    );
+}
