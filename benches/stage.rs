@@ -24,10 +24,10 @@ fn input() -> Vec<u8> {
 fn serde_baseline(bytes: &[u8]) -> usize {
     let mut n = 0;
     for line in bytes.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line) {
-            if v.get("topic").and_then(|t| t.as_str()).is_some() {
-                n += v.get("payload").map(|p| p.to_string().len()).unwrap_or(0);
-            }
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(line)
+            && v.get("topic").and_then(|t| t.as_str()).is_some()
+        {
+            n += v.get("payload").map(|p| p.to_string().len()).unwrap_or(0);
         }
     }
     n
