@@ -68,6 +68,18 @@ pub struct IngestArgs {
     /// Nesting depth beyond which sub-trees are kept as JSON text.
     #[arg(long, default_value_t = 16)]
     pub max_depth: usize,
+    /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
+    /// memory, so a crashed run can resume from it. Dropped when the batch ends.
+    #[arg(long)]
+    pub persist_staging: bool,
+    /// Landing bytes staged in memory at once (e.g. 512MB, 2GiB); a larger batch is staged
+    /// in chunks that spill to the staging table. Default: a quarter of the machine's memory.
+    #[arg(long, value_parser = parse_budget)]
+    pub memory_budget: Option<u64>,
+    /// Re-read the landing files even if a complete staging table of an earlier run of this
+    /// batch exists (by default the run resumes from it).
+    #[arg(long)]
+    pub no_resume: bool,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -86,6 +98,11 @@ impl IngestArgs {
         c.max_parallel = self.max_parallel;
         c.threads = self.threads;
         c.max_depth = self.max_depth;
+        c.persist_staging = self.persist_staging;
+        if let Some(b) = self.memory_budget {
+            c.memory_budget = b;
+        }
+        c.resume = !self.no_resume;
         c.validate()?;
         Ok(c)
     }
@@ -93,4 +110,8 @@ impl IngestArgs {
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
+}
+
+fn parse_budget(s: &str) -> std::result::Result<u64, String> {
+    bronze::parse_size(s).ok_or_else(|| format!("{s:?} is not a size; write e.g. 512MB or 2GiB"))
 }

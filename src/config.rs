@@ -70,6 +70,20 @@ pub struct IngestConfig {
     pub max_depth: usize,
     /// How writes to the same table are serialized. Default [`LockPolicy::PerTable`].
     pub lock_policy: LockPolicy,
+    /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
+    /// memory (so a crashed run can resume from it). Default `false`.
+    pub persist_staging: bool,
+    /// Bytes of landing data staged in memory at once. A batch larger than this is staged
+    /// in chunks that spill to the staging table. Default: a quarter of the machine's
+    /// memory (2 GiB when it cannot be read).
+    pub memory_budget: u64,
+    /// Resume from a complete staging table left by an earlier run of the same batch
+    /// instead of re-reading the landing files. Default `true`.
+    pub resume: bool,
+    /// Simulated crash point (tests only).
+    #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
+    pub failpoint: Option<String>,
     /// Object store rooted at `/` of the catalog's file system, used for every table
     /// instead of the default one. Default `None` (the local file system). Tests and
     /// benches wrap the local store to inject latency or faults.
@@ -88,8 +102,43 @@ impl Default for IngestConfig {
             max_depth: 16,
             lock_policy: LockPolicy::PerTable,
             object_store: None,
+            persist_staging: false,
+            memory_budget: default_memory_budget(),
+            resume: true,
+            #[cfg(feature = "failpoints")]
+            failpoint: None,
         }
     }
+}
+
+/// A quarter of the machine's memory, from `/proc/meminfo`; 2 GiB when unknown.
+pub fn default_memory_budget() -> u64 {
+    let total_kib = std::fs::read_to_string("/proc/meminfo").ok().and_then(|m| {
+        m.lines()
+            .find(|l| l.starts_with("MemTotal:"))
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|n| n.parse::<u64>().ok())
+    });
+    total_kib.map_or(2 << 30, |kib| kib * 1024 / 4)
+}
+
+/// Parses a size like `512MB`, `2GiB`, `64k` or `1000` (bytes).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    (num >= 0.0 && num.is_finite()).then(|| (num * mult as f64) as u64)
 }
 
 /// Longest field name accepted for the envelope settings.
@@ -132,6 +181,12 @@ impl IngestConfig {
                 reason: "must be at least 1".into(),
             });
         }
+        if self.memory_budget < 1 << 10 {
+            return Err(Error::Config {
+                name: "memory-budget",
+                reason: format!("{} bytes is below the 1 KiB minimum", self.memory_budget),
+            });
+        }
         if !(1..=64).contains(&self.max_depth) {
             return Err(Error::Config {
                 name: "max-depth",
@@ -163,6 +218,17 @@ mod tests {
     #[test]
     fn defaults_are_valid() {
         IngestConfig::default().validate().unwrap();
+    }
+
+    #[test]
+    fn sizes_parse() {
+        assert_eq!(parse_size("512MB"), Some(512 << 20));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5k"), Some(1536));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size(""), None);
+        assert!(default_memory_budget() >= 1 << 20);
     }
 
     #[test]

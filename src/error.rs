@@ -81,6 +81,12 @@ pub enum Error {
         #[source]
         source: Box<deltalake::DeltaTableError>,
     },
+    /// A simulated crash (only with the `failpoints` feature, for tests).
+    #[error("failpoint `{name}` hit")]
+    Failpoint {
+        /// The failpoint.
+        name: &'static str,
+    },
     /// The async runtime or the thread pool could not start.
     #[error("could not start the {what}")]
     Runtime {

@@ -26,6 +26,7 @@ use crate::locks::TableLocks;
 use crate::naming::{self, TableName};
 use crate::report::{BatchReport, MAX_LISTED_CORRUPT, RunControlRow, TableOutcome};
 use crate::stage::{self, CorruptLine};
+use crate::staging::{StagingSummary, StagingTable};
 use crate::write::{self, Committed, Storage};
 
 /// Default cap on topics processed at once.
@@ -156,6 +157,28 @@ impl IngestBuilder {
         self.config.object_store = Some(store);
         self
     }
+    /// Persist staging as `_tmp_raw_load_<batch_id>` even when it fits in memory.
+    pub fn with_persist_staging(mut self, persist: bool) -> Self {
+        self.config.persist_staging = persist;
+        self
+    }
+    /// Bytes of landing data staged in memory at once; more spills to the staging table.
+    pub fn with_memory_budget(mut self, bytes: u64) -> Self {
+        self.config.memory_budget = bytes;
+        self
+    }
+    /// Resume from a complete staging table of an earlier run. Default `true`.
+    pub fn with_resume(mut self, resume: bool) -> Self {
+        self.config.resume = resume;
+        self
+    }
+    /// Simulated crash at the named point (tests only).
+    #[cfg(feature = "failpoints")]
+    #[doc(hidden)]
+    pub fn with_failpoint(mut self, name: &str) -> Self {
+        self.config.failpoint = Some(name.to_string());
+        self
+    }
     /// Called as files are parsed and tables written (from worker threads).
     pub fn with_progress(mut self, f: impl Fn(&Progress) + Send + Sync + 'static) -> Self {
         self.progress = Some(Arc::new(f));
@@ -171,6 +194,61 @@ impl IngestBuilder {
         ingest.progress = self.progress;
         Ok(ingest)
     }
+}
+
+/// How the batch was staged.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StagingMode {
+    /// Parsed into memory; nothing persisted.
+    Memory,
+    /// Spilled to `_tmp_raw_load_<batch_id>` (over budget, or asked for).
+    Persisted,
+    /// Read back from a complete staging table left by an earlier run.
+    Resumed,
+}
+
+impl StagingMode {
+    fn as_str(self) -> &'static str {
+        match self {
+            StagingMode::Memory => "memory",
+            StagingMode::Persisted => "persisted",
+            StagingMode::Resumed => "resumed",
+        }
+    }
+}
+
+/// The staged batch, wherever it lives.
+struct StagedBatch {
+    mode: StagingMode,
+    summary: StagingSummary,
+    /// Topic → staged rows, when staged in memory.
+    memory: Option<BTreeMap<String, RecordBatch>>,
+    files: Vec<crate::stage::FileStats>,
+    corrupt: Vec<CorruptLine>,
+}
+
+/// Splits files into chunks of at most `budget` bytes of landing data (at least one
+/// file each). Gzip files count four times their size: JSON compresses about that much.
+fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::SourceFile]> {
+    let mut chunks = Vec::new();
+    let mut start = 0;
+    let mut bytes = 0u64;
+    for (i, f) in files.iter().enumerate() {
+        let size = match f.compression {
+            discover::Compression::Gzip => f.bytes.saturating_mul(4),
+            discover::Compression::None => f.bytes,
+        };
+        if i > start && bytes + size > budget {
+            chunks.push(&files[start..i]);
+            start = i;
+            bytes = 0;
+        }
+        bytes += size;
+    }
+    if start < files.len() {
+        chunks.push(&files[start..]);
+    }
+    chunks
 }
 
 /// One topic's write to one table.
@@ -283,57 +361,64 @@ impl Ingest {
         let batch_dir = batch_dir.as_ref();
         let found = discover::discover(batch_dir, self.config.batch_id.as_deref())?;
         let storage = self.storage()?;
+        let lineage = Lineage {
+            batch_id: found.batch_id.clone(),
+            loaded_at_micros: started_micros,
+        };
+        let run_id = format!("{}-{}", found.batch_id, started_micros);
         tracing::info!(batch_id = %found.batch_id, files = found.files.len(), skipped = found.skipped.len(), "discovered");
         self.report_progress(Progress::Discovered {
             files: found.files.len(),
             bytes: found.files.iter().map(|f| f.bytes).sum(),
         });
 
-        let staged_files = AtomicUsize::new(0);
-        let total_files = found.files.len();
-        let on_file = || {
-            let done = staged_files.fetch_add(1, Ordering::Relaxed) + 1;
-            self.report_progress(Progress::FileStaged {
-                done,
-                total: total_files,
-            });
-        };
-        let staging = self.parse_pool.install(|| {
-            stage::stage_with_progress(&found.files, &self.config.envelope, &on_file)
-        })?;
+        let staging_table = StagingTable::new(&storage, &found.batch_id);
+        let mut writes: Vec<TableWrite> = Vec::new();
+        let staged = self.stage_batch(
+            &found.files,
+            &storage,
+            &staging_table,
+            &lineage,
+            &mut writes,
+        )?;
+        self.failpoint("after_staging")?;
         tracing::info!(
-            lines = staging.lines(),
-            messages = staging.messages(),
-            corrupt = staging.corrupt.len(),
-            duplicates = staging.duplicates,
-            topics = staging.topics.len(),
+            mode = staged.mode.as_str(),
+            lines = staged.summary.lines,
+            corrupt = staged.summary.corrupt_lines,
+            duplicates = staged.summary.duplicates,
+            topics = staged.summary.topics.len(),
             "staged"
         );
 
-        let lineage = Lineage {
-            batch_id: found.batch_id.clone(),
-            loaded_at_micros: started_micros,
-        };
-        let run_id = format!("{}-{}", found.batch_id, started_micros);
-
-        let mut writes: Vec<TableWrite> = self
-            .write_corrupt(&storage, &staging.corrupt, &lineage)
-            .into_iter()
-            .collect();
-
-        let topics: Vec<(&String, &RecordBatch)> = staging.topics.iter().collect();
         let written = AtomicUsize::new(0);
-        let topic_count = topics.len();
+        let topic_count = staged.summary.topics.len();
         let results: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
-            topics
+            staged
+                .summary
+                .topics
                 .par_iter()
                 .with_max_len(1)
-                .map(|(topic, batch)| {
-                    self.handle_topic(&storage, topic, batch, &lineage, &written, topic_count)
+                .map(|(topic, _)| {
+                    let input = match &staged.memory {
+                        Some(m) => match m.get(topic) {
+                            Some(batch) => Ok(std::borrow::Cow::Borrowed(batch)),
+                            None => Err(Error::Config {
+                                name: "staging",
+                                reason: format!("topic {topic:?} missing from staging"),
+                            }),
+                        },
+                        None => self
+                            .runtime
+                            .block_on(staging_table.read_topic(topic))
+                            .map(std::borrow::Cow::Owned),
+                    };
+                    self.handle_topic(&storage, topic, input, &lineage, &written, topic_count)
                 })
                 .collect()
         });
         writes.extend(results.into_iter().flatten());
+        self.failpoint("before_run_control")?;
 
         let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
         let mut run_control = Vec::with_capacity(writes.len());
@@ -411,28 +496,155 @@ impl Ingest {
                 },
             );
         }
+        self.failpoint("before_drop_staging")?;
 
+        // Drop a persisted staging table once every table is in; keep it when a table
+        // failed, so the rerun resumes from it instead of re-reading the landing files.
+        let mut warnings = Vec::new();
+        let failed = tables.values().any(|t| t.error.is_some());
+        if staged.memory.is_none() {
+            if failed {
+                warnings.push(format!(
+                    "staging table `{}` kept: a table failed, a rerun resumes from it (pass --no-resume to re-read the landing files)",
+                    staging_table.name()
+                ));
+            } else if let Err(e) = self.runtime.block_on(staging_table.drop_table()) {
+                warnings.push(format!(
+                    "could not drop staging table `{}`: {}",
+                    staging_table.name(),
+                    crate::error::chain(&e)
+                ));
+            }
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+
+        let summary = staged.summary;
         Ok(BatchReport {
             batch_id: found.batch_id,
-            files_read: found.files.len(),
+            files_read: summary.files_read,
             files_skipped: found.skipped.len(),
-            bytes_read: staging.files.iter().map(|f| f.bytes).sum(),
-            lines: staging.lines(),
-            messages: staging.messages(),
-            corrupt_lines: staging.corrupt.len() as u64,
-            duplicates: staging.duplicates,
-            topics: staging.topics.len(),
+            bytes_read: summary.bytes_read,
+            lines: summary.lines,
+            messages: summary.topics.iter().map(|(_, n)| n).sum(),
+            corrupt_lines: summary.corrupt_lines,
+            duplicates: summary.duplicates,
+            topics: summary.topics.len(),
             tables,
-            corrupt: staging
-                .corrupt
-                .iter()
-                .take(MAX_LISTED_CORRUPT)
-                .cloned()
-                .collect(),
-            files: staging.files,
+            corrupt: staged.corrupt,
+            files: staged.files,
             run_control,
+            staging: staged.mode.as_str().to_string(),
+            warnings,
             elapsed: started.elapsed(),
         })
+    }
+
+    /// Stages the batch in memory, in chunks spilled to the staging table, or resumes
+    /// from a complete staging table; writes `_corrupt_records` (pushed to `writes`).
+    fn stage_batch(
+        &self,
+        files: &[discover::SourceFile],
+        storage: &Storage,
+        staging_table: &StagingTable<'_>,
+        lineage: &Lineage,
+        writes: &mut Vec<TableWrite>,
+    ) -> Result<StagedBatch> {
+        if self.config.resume
+            && let Some(summary) = self.runtime.block_on(staging_table.complete())?
+        {
+            tracing::info!(table = %staging_table.name(), "resuming from a complete staging table");
+            return Ok(StagedBatch {
+                mode: StagingMode::Resumed,
+                summary,
+                memory: None,
+                files: Vec::new(),
+                corrupt: Vec::new(),
+            });
+        }
+        // A leftover that is not complete (a run killed while staging) is cleared first.
+        if self
+            .runtime
+            .block_on(storage.open(staging_table.name()))?
+            .is_some()
+        {
+            self.runtime.block_on(staging_table.drop_table())?;
+        }
+        let staged_files = AtomicUsize::new(0);
+        let total_files = files.len();
+        let on_file = || {
+            let done = staged_files.fetch_add(1, Ordering::Relaxed) + 1;
+            self.report_progress(Progress::FileStaged {
+                done,
+                total: total_files,
+            });
+        };
+        let chunks = chunk_files(files, self.config.memory_budget);
+        let persist = self.config.persist_staging || chunks.len() > 1;
+        let mut seen = std::collections::HashSet::new();
+        let mut summary = StagingSummary::default();
+        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
+        let mut corrupt = Vec::new();
+        let mut file_stats = Vec::new();
+        let mut memory = None;
+        for chunk in chunks {
+            let staging = self.parse_pool.install(|| {
+                stage::stage_with_progress(chunk, &self.config.envelope, &on_file, &mut seen)
+            })?;
+            summary.files_read += chunk.len();
+            summary.bytes_read += staging.files.iter().map(|f| f.bytes).sum::<u64>();
+            summary.lines += staging.lines();
+            summary.duplicates += staging.duplicates;
+            for (topic, batch) in &staging.topics {
+                *counts.entry(topic.clone()).or_default() += batch.num_rows() as u64;
+            }
+            corrupt.extend(staging.corrupt);
+            file_stats.extend(staging.files);
+            if persist {
+                self.runtime
+                    .block_on(staging_table.append(staging.topics.iter()))?;
+                self.failpoint("after_staging_chunk")?;
+            } else {
+                memory = Some(staging.topics);
+            }
+        }
+        summary.corrupt_lines = corrupt.len() as u64;
+        summary.topics = counts.into_iter().collect();
+        writes.extend(self.write_corrupt(storage, &corrupt, lineage));
+        if persist {
+            self.runtime
+                .block_on(staging_table.mark_complete(&summary))?;
+        }
+        corrupt.truncate(MAX_LISTED_CORRUPT);
+        Ok(StagedBatch {
+            mode: if persist {
+                StagingMode::Persisted
+            } else {
+                StagingMode::Memory
+            },
+            summary,
+            memory,
+            files: file_stats,
+            corrupt,
+        })
+    }
+
+    /// Simulated crash at a named point (tests only, `failpoints` feature).
+    fn failpoint(&self, name: &'static str) -> Result<()> {
+        #[cfg(feature = "failpoints")]
+        {
+            let hit = self.config.failpoint.as_deref() == Some(name)
+                || std::env::var("BRONZE_FAILPOINT").ok().as_deref() == Some(name);
+            if hit {
+                if std::env::var_os("BRONZE_FAILPOINT_ABORT").is_some() {
+                    std::process::abort();
+                }
+                return Err(Error::Failpoint { name });
+            }
+        }
+        let _ = name;
+        Ok(())
     }
 
     /// Flattens one topic and writes each of its tables under that table's lock.
@@ -440,14 +652,16 @@ impl Ingest {
         &self,
         storage: &Storage,
         topic: &str,
-        staged: &RecordBatch,
+        staged: Result<std::borrow::Cow<'_, RecordBatch>>,
         lineage: &Lineage,
         written: &AtomicUsize,
         topics: usize,
     ) -> Vec<TableWrite> {
-        let rows_in = staged.num_rows() as u64;
         let started = now_micros();
-        let plan = match flatten::flatten(topic, staged, lineage, self.config.max_depth) {
+        let rows_in = staged.as_ref().map_or(0, |b| b.num_rows() as u64);
+        let plan = match staged
+            .and_then(|b| flatten::flatten(topic, &b, lineage, self.config.max_depth))
+        {
             Ok(plan) => plan,
             Err(e) => {
                 return vec![TableWrite {

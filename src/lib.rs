@@ -30,11 +30,12 @@ pub mod naming;
 pub mod read;
 mod report;
 pub mod stage;
+mod staging;
 #[doc(hidden)]
 pub mod testdata;
 mod write;
 
-pub use config::{EnvelopeConfig, IngestConfig, LockPolicy};
+pub use config::{EnvelopeConfig, IngestConfig, LockPolicy, default_memory_budget, parse_size};
 pub use error::{Error, Result, chain as error_chain};
 pub use ingest::{
     DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder, Progress, ProgressFn, RUN_CONTROL_TABLE,

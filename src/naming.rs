@@ -31,6 +31,9 @@ pub const SYSTEM_COLUMNS: &[&str] = &[
     "_corrupt_record",
 ];
 
+/// Prefix of the per-batch staging tables.
+pub const STAGING_PREFIX: &str = "_tmp_raw_load_";
+
 /// Table holding lines that could not be read as messages.
 pub const CORRUPT_TABLE: &str = "_corrupt_records";
 
@@ -60,6 +63,12 @@ impl TableName {
             .collect::<Vec<_>>()
             .join(PATH_SEP);
         TableName(user_name(&joined, "c_"))
+    }
+
+    /// The staging table of a batch, `_tmp_raw_load_<batch_id>` (the id is validated
+    /// against `[A-Za-z0-9_-]` before it gets here).
+    pub(crate) fn staging(batch_id: &str) -> TableName {
+        TableName(format!("{STAGING_PREFIX}{batch_id}"))
     }
 
     /// A system table (`_corrupt_records`, `_run_control`).

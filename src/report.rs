@@ -88,6 +88,12 @@ pub struct BatchReport {
     pub corrupt: Vec<CorruptLine>,
     /// The rows written to `_run_control` for this run, one per (topic, table) write.
     pub run_control: Vec<RunControlRow>,
+    /// Where staging lived: `memory`, `persisted` (spilled to `_tmp_raw_load_<batch_id>`)
+    /// or `resumed` (read back from a complete staging table of an earlier run; per-file
+    /// counts and the corrupt-line list are then empty, the totals are the staged ones).
+    pub staging: String,
+    /// Things that did not fail the load but need attention (a staging table not dropped).
+    pub warnings: Vec<String>,
     /// Wall time of the run.
     #[serde(serialize_with = "as_secs")]
     pub elapsed: Duration,
@@ -125,8 +131,9 @@ impl BatchReport {
         let mut s = String::new();
         let _ = writeln!(
             s,
-            "batch {}: {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
+            "batch {} (staging: {}): {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
             self.batch_id,
+            self.staging,
             self.files_read,
             self.files_skipped,
             self.bytes_read,
@@ -157,6 +164,9 @@ impl BatchReport {
                 "{name:<width$}  {:>9}  {version:>7}  {status}",
                 t.rows_written
             );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "warning: {w}");
         }
         for c in &self.corrupt {
             let _ = writeln!(s, "corrupt: {}:{}: {}", c.source_file, c.line, c.reason);

@@ -139,14 +139,16 @@ impl Scratch {
 /// Stages every file on the current rayon pool; a file that cannot be read fails the
 /// whole stage (loading part of a batch would replace its rows with fewer).
 pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging> {
-    stage_with_progress(files, envelope, &|| {})
+    stage_with_progress(files, envelope, &|| {}, &mut HashSet::new())
 }
 
-/// [`stage`], calling `on_file` after each file (from worker threads).
+/// [`stage`], calling `on_file` after each file (from worker threads). `seen` holds the
+/// message ids of earlier chunks of the same batch, so dedup spans chunks.
 pub fn stage_with_progress(
     files: &[SourceFile],
     envelope: &EnvelopeConfig,
     on_file: &(dyn Fn() + Sync),
+    seen: &mut HashSet<String>,
 ) -> Result<Staging> {
     let staged: Vec<Result<StagedFile>> = files
         .par_iter()
@@ -158,7 +160,7 @@ pub fn stage_with_progress(
         })
         .collect();
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;
-    Ok(assemble(files, staged, envelope.id_field.is_some()))
+    Ok(assemble(files, staged, envelope.id_field.is_some(), seen))
 }
 
 /// Stages one file's bytes (pure; used by tests and benches).
@@ -429,7 +431,12 @@ fn decode_id(raw: &[u8]) -> Option<String> {
 }
 
 /// Dedups across files (file order, then line) and builds one record batch per topic.
-pub(crate) fn assemble(files: &[SourceFile], staged: Vec<StagedFile>, dedup: bool) -> Staging {
+pub(crate) fn assemble(
+    files: &[SourceFile],
+    staged: Vec<StagedFile>,
+    dedup: bool,
+    seen: &mut HashSet<String>,
+) -> Staging {
     struct Cols {
         topic: StringBuilder,
         id: StringBuilder,
@@ -438,7 +445,6 @@ pub(crate) fn assemble(files: &[SourceFile], staged: Vec<StagedFile>, dedup: boo
         meta: StringBuilder,
         payload: StringBuilder,
     }
-    let mut seen: HashSet<String> = HashSet::new();
     let mut by_topic: BTreeMap<String, Cols> = BTreeMap::new();
     let mut corrupt = Vec::new();
     let mut stats = Vec::with_capacity(files.len());

@@ -25,7 +25,7 @@ fn run(lines: &[&str]) -> BTreeMap<String, Vec<RecordBatch>> {
         bytes: 0,
         compression: crate::discover::Compression::None,
     };
-    let staging = crate::stage::assemble(&[file], vec![staged], true);
+    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
     let mut out: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
     for (topic, batch) in &staging.topics {
         let plan = flatten(topic, batch, &lineage(), 16).unwrap();

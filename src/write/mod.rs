@@ -150,6 +150,31 @@ impl Storage {
         committed(table, &written).await
     }
 
+    /// A handle to write a table: loaded when it exists, else unloaded (the write creates
+    /// it). Local catalogs get the table folder created.
+    pub(crate) async fn create_handle(&self, table: &TableName) -> Result<DeltaTable> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        match existing {
+            Some(t) => Ok(t),
+            None => {
+                self.ensure_local_dir(table)?;
+                Ok(handle)
+            }
+        }
+    }
+
+    /// The object store rooted at the table's folder.
+    pub(crate) fn table_store(
+        &self,
+        table: &TableName,
+    ) -> Result<deltalake::logstore::ObjectStoreRef> {
+        let t = self
+            .builder(table)?
+            .build()
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        Ok(t.log_store().object_store(None))
+    }
+
     /// Deletes the rows matching `predicate`, if the table exists. Returns the version.
     pub(crate) async fn delete(&self, table: &TableName, predicate: Expr) -> Result<Option<u64>> {
         let Some(t) = self.open(table).await? else {
@@ -164,7 +189,7 @@ impl Storage {
     }
 
     /// The table's folder when the catalog is on the local file system.
-    fn local_dir(&self, table: &TableName) -> Option<std::path::PathBuf> {
+    pub(crate) fn local_dir(&self, table: &TableName) -> Option<std::path::PathBuf> {
         if self.schema_url.scheme() != "file" {
             return None;
         }

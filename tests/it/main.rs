@@ -5,4 +5,5 @@ mod envelope;
 mod idempotency;
 mod ingest_basic;
 mod run_control;
+mod staging;
 mod util;

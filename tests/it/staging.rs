@@ -1,0 +1,177 @@
+//! Staging: in memory, persisted, chunked under a memory budget, resumed after a crash,
+//! dropped at the end, never shared between batches.
+
+use crate::util::*;
+
+fn staging_dirs(lake: &TempLake) -> Vec<String> {
+    match std::fs::read_dir(lake.schema_dir()) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("_tmp_raw_load_"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+fn assert_same_tables(a: &TempLake, b: &TempLake) {
+    assert_eq!(a.tables(), b.tables());
+    for t in a.tables() {
+        assert_eq!(a.dump(&t), b.dump(&t), "{t}");
+    }
+}
+
+#[test]
+fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
+    let mem = TempLake::new();
+    let r = mem
+        .ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(r.staging, "memory");
+
+    let persisted = TempLake::new();
+    let r = persisted
+        .ingest()
+        .with_persist_staging(true)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(r.staging, "persisted");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_same_tables(&mem, &persisted);
+    assert!(staging_dirs(&persisted).is_empty(), "staging dropped");
+
+    // A 4 KiB budget: each file is its own chunk, dedup still spans the whole batch.
+    let chunked = TempLake::new();
+    let r = chunked
+        .ingest()
+        .with_memory_budget(4 << 10)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(r.staging, "persisted");
+    let exp = expected(BATCH1);
+    assert_eq!(r.duplicates, exp["duplicates"].as_u64().unwrap());
+    assert_eq!(r.corrupt_lines, exp["corrupt_lines"].as_u64().unwrap());
+    assert_same_tables(&mem, &chunked);
+    assert!(staging_dirs(&chunked).is_empty());
+}
+
+#[test]
+fn a_crash_after_staging_resumes_from_the_staging_table() {
+    let lake = TempLake::new();
+    let err = lake
+        .ingest()
+        .with_persist_staging(true)
+        .with_failpoint("after_staging")
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap_err();
+    assert!(matches!(err, bronze::Error::Failpoint { .. }), "{err}");
+    assert_eq!(staging_dirs(&lake), [format!("_tmp_raw_load_{BATCH1}")]);
+
+    // The rerun must not need the landing files: give it a copy, then empty the copy.
+    let landing = tempfile::tempdir().unwrap();
+    let copy = landing.path().join(format!("batch_id={BATCH1}"));
+    std::fs::create_dir_all(&copy).unwrap();
+    for e in std::fs::read_dir(batch_dir(BATCH1)).unwrap() {
+        let e = e.unwrap();
+        std::fs::write(copy.join(e.file_name()), b"").unwrap();
+    }
+    let report = lake.ingest().build().unwrap().run(&copy).unwrap();
+    assert_eq!(report.staging, "resumed");
+    let exp = expected(BATCH1);
+    assert_eq!(report.duplicates, exp["duplicates"].as_u64().unwrap());
+    assert_eq!(report.corrupt_lines, exp["corrupt_lines"].as_u64().unwrap());
+    for (table, rows) in expected_tables(BATCH1) {
+        assert_eq!(
+            lake.count(&format!("SELECT count(*) FROM {table}")) as u64,
+            rows,
+            "{table}"
+        );
+    }
+    assert!(
+        staging_dirs(&lake).is_empty(),
+        "staging dropped after the resumed run"
+    );
+}
+
+#[test]
+fn an_incomplete_staging_table_is_cleared_and_restaged() {
+    let lake = TempLake::new();
+    let err = lake
+        .ingest()
+        .with_memory_budget(4 << 10)
+        .with_failpoint("after_staging_chunk")
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap_err();
+    assert!(matches!(err, bronze::Error::Failpoint { .. }), "{err}");
+    assert_eq!(
+        staging_dirs(&lake).len(),
+        1,
+        "a partial staging table is left behind"
+    );
+    let report = lake
+        .ingest()
+        .with_memory_budget(4 << 10)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(
+        report.staging, "persisted",
+        "incomplete staging is never resumed"
+    );
+    for (table, rows) in expected_tables(BATCH1) {
+        assert_eq!(
+            lake.count(&format!("SELECT count(*) FROM {table}")) as u64,
+            rows,
+            "{table}"
+        );
+    }
+    assert!(staging_dirs(&lake).is_empty());
+}
+
+#[test]
+fn two_batches_at_once_use_their_own_staging_tables() {
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_persist_staging(true).build().unwrap();
+    let barrier = std::sync::Barrier::new(2);
+    let reports: Vec<bronze::BatchReport> = std::thread::scope(|s| {
+        let handles: Vec<_> = [BATCH1, BATCH2]
+            .into_iter()
+            .map(|b| {
+                let (ingest, barrier) = (&ingest, &barrier);
+                s.spawn(move || {
+                    barrier.wait();
+                    ingest.run(batch_dir(b)).unwrap()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for r in &reports {
+        assert_eq!(r.staging, "persisted");
+        assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
+    }
+    for (batch, want) in [
+        (BATCH1, expected_tables(BATCH1)),
+        (BATCH2, expected_tables(BATCH2)),
+    ] {
+        for (table, rows) in want {
+            let n = lake.count(&format!(
+                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
+            ));
+            assert_eq!(n as u64, rows, "{batch} {table}");
+        }
+    }
+    assert!(staging_dirs(&lake).is_empty());
+}
