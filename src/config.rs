@@ -138,7 +138,7 @@ pub fn parse_size(s: &str) -> Option<u64> {
         "t" | "tb" | "tib" => 1 << 40,
         _ => return None,
     };
-    (num >= 0.0 && num.is_finite()).then(|| (num * mult as f64) as u64)
+    (num >= 0.0 && num.is_finite()).then_some((num * mult as f64) as u64)
 }
 
 /// Longest field name accepted for the envelope settings.
