@@ -1,9 +1,11 @@
 //! The one integration-test binary (one link instead of one per file).
 
 mod cli;
+mod conflicts;
 mod envelope;
 mod idempotency;
 mod ingest_basic;
 mod run_control;
 mod staging;
+mod stores;
 mod util;

@@ -1,0 +1,125 @@
+//! Object stores that wrap the local file system to force interleavings (no sleeps).
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use deltalake::logstore::object_store::{
+    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, local::LocalFileSystem,
+    path::Path,
+};
+use futures::stream::BoxStream;
+
+/// Holds the first `parties` commit attempts (`_delta_log/<n>.json` puts) under paths
+/// containing `filter` until all of them have arrived, so that writers that loaded the
+/// same snapshot commit against each other. Later commits (retries) pass straight on.
+#[derive(Debug)]
+pub struct BarrierStore {
+    inner: LocalFileSystem,
+    filter: String,
+    barrier: tokio::sync::Barrier,
+    armed: AtomicUsize,
+    /// When set, of the held commits the one whose bytes contain this marker is written
+    /// first, the others after it: the interleaving is then fully determined.
+    first: Option<String>,
+    first_done: tokio::sync::Semaphore,
+    /// Commit attempts seen under `filter`.
+    pub commits: AtomicUsize,
+}
+
+impl BarrierStore {
+    pub fn new(filter: &str, parties: usize) -> Arc<Self> {
+        Arc::new(BarrierStore {
+            inner: LocalFileSystem::new(),
+            filter: filter.to_string(),
+            barrier: tokio::sync::Barrier::new(parties),
+            armed: AtomicUsize::new(parties),
+            first: None,
+            first_done: tokio::sync::Semaphore::new(0),
+            commits: AtomicUsize::new(0),
+        })
+    }
+
+    /// Like [`BarrierStore::new`] for two parties, the commit containing `marker` winning.
+    pub fn ordered(filter: &str, marker: &str) -> Arc<Self> {
+        Arc::new(BarrierStore {
+            inner: LocalFileSystem::new(),
+            filter: filter.to_string(),
+            barrier: tokio::sync::Barrier::new(2),
+            armed: AtomicUsize::new(2),
+            first: Some(marker.to_string()),
+            first_done: tokio::sync::Semaphore::new(0),
+            commits: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl fmt::Display for BarrierStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BarrierStore({})", self.filter)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for BarrierStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let loc = location.as_ref();
+        if loc.contains(&self.filter) && loc.contains("_delta_log/") && loc.ends_with(".json") {
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            let armed = self
+                .armed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok();
+            if armed {
+                self.barrier.wait().await;
+                if let Some(marker) = &self.first {
+                    let m = marker.as_bytes();
+                    let is_first = payload
+                        .iter()
+                        .any(|chunk| chunk.windows(m.len()).any(|w| w == m));
+                    if is_first {
+                        let result = self.inner.put_opts(location, payload, opts).await;
+                        self.first_done.add_permits(1);
+                        return result;
+                    }
+                    let _permit = self.first_done.acquire().await;
+                }
+            }
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+#[allow(dead_code)]
+fn _assert_object_store_in_scope(_: &dyn object_store::ObjectStore) {}
