@@ -120,17 +120,18 @@ fn user_name(name: &str, prefix: &str) -> String {
 pub(crate) fn validate_schema_name(schema: &str) -> Result<()> {
     let ok = !schema.is_empty()
         && schema.len() <= MAX_NAME_LEN
-        && !schema.starts_with(['.', '_'])
+        && !schema.starts_with(['.', '_', ' '])
+        && !schema.ends_with(' ')
         && schema
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || b == b' ');
     if ok {
         Ok(())
     } else {
         Err(Error::Config {
             name: "schema",
             reason: format!(
-                "{schema:?} is not 1 to {MAX_NAME_LEN} characters of A-Z, a-z, 0-9, `_`, `-` (not starting with `_` or `.`)"
+                "{schema:?} is not 1 to {MAX_NAME_LEN} characters of A-Z, a-z, 0-9, `_`, `-` and inner spaces (not starting with `_` or `.`)"
             ),
         })
     }
@@ -276,7 +277,8 @@ mod tests {
     #[test]
     fn schema_names_are_checked() {
         assert!(validate_schema_name("bronze").is_ok());
-        for bad in ["", "..", "a/b", "_x", "a b"] {
+        assert!(validate_schema_name("my bronze-raw").is_ok());
+        for bad in ["", "..", "a/b", "_x", " a", "a ", "a\tb"] {
             assert!(validate_schema_name(bad).is_err(), "{bad:?}");
         }
     }

@@ -109,3 +109,46 @@ fn help_teaches_the_command() {
         assert!(help.contains(want), "{want} missing from:\n{help}");
     }
 }
+
+#[test]
+fn separate_processes_load_different_batches_into_the_same_tables() {
+    // A catalog path and a schema name with hyphens and spaces, end to end.
+    let root = tempfile::tempdir().unwrap();
+    let catalog = root.path().join("my lake-1");
+    let spawn = |batch: &str| {
+        bronze()
+            .args(["ingest", "--schema", "bronze raw-1", "--catalog"])
+            .arg(&catalog)
+            .arg(batch_dir(batch))
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(BATCH1), spawn(BATCH2));
+    let (a, b) = (a.wait_with_output().unwrap(), b.wait_with_output().unwrap());
+    assert_eq!(
+        a.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&a.stderr)
+    );
+    assert_eq!(
+        b.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&b.stderr)
+    );
+    let lake = TempLake::at(catalog, "bronze raw-1");
+    for (batch, want) in [
+        (BATCH1, expected_tables(BATCH1)),
+        (BATCH2, expected_tables(BATCH2)),
+    ] {
+        for (table, rows) in want {
+            let n = lake.count(&format!(
+                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
+            ));
+            assert_eq!(n as u64, rows, "{batch} {table}");
+        }
+    }
+}

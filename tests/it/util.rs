@@ -36,22 +36,34 @@ pub fn expected_tables(batch: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
-/// A temporary catalog.
+/// A temporary catalog (or one at a given path, for CLI tests).
 pub struct TempLake {
-    pub dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
+    catalog: PathBuf,
+    schema: String,
 }
 
 impl TempLake {
     pub fn new() -> Self {
+        let dir = tempfile::tempdir().unwrap();
         TempLake {
-            dir: tempfile::tempdir().unwrap(),
+            catalog: dir.path().to_path_buf(),
+            _dir: Some(dir),
+            schema: "bronze".into(),
+        }
+    }
+    pub fn at(catalog: PathBuf, schema: &str) -> Self {
+        TempLake {
+            _dir: None,
+            catalog,
+            schema: schema.into(),
         }
     }
     pub fn catalog(&self) -> &Path {
-        self.dir.path()
+        &self.catalog
     }
     pub fn schema_dir(&self) -> PathBuf {
-        self.catalog().join("bronze")
+        self.catalog().join(&self.schema)
     }
     pub fn ingest(&self) -> bronze::IngestBuilder {
         bronze::Ingest::builder(self.catalog())
