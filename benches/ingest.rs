@@ -1,41 +1,156 @@
-//! End to end into local Delta tables: sequential vs parallel topics, per-table vs
-//! global lock, on a generated daily batch (200 files, 36 topics).
+//! End to end into Delta tables on a generated daily batch (200 files, ~8 MB, 36 topics):
+//! sequential vs parallel topics, per-table vs global lock, staged once vs re-reading the
+//! landing files per topic (the seed's baseline), beside a parse-only baseline over the
+//! same bytes; then the same on a store with 20 ms injected per request, where commits
+//! dominate. Set `BRONZE_BENCH_HISTORICAL=1` to add the 8,533-file historical batch.
+
+use std::sync::Arc;
+use std::time::Duration;
 
 use bronze::LockPolicy;
-use bronze::testdata::{GenSpec, generate};
+use bronze::testdata::{GenSpec, GenSummary, generate};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use deltalake::logstore::object_store::local::LocalFileSystem;
+use deltalake::logstore::object_store::throttle::{ThrottleConfig, ThrottledStore};
 
-const FILES: usize = 200; // a daily batch, ~8 MB
+const DAILY_FILES: usize = 200; // ~8 MB
+const HISTORICAL_FILES: usize = 8_533; // ~348 MB
+const LATENCY: Duration = Duration::from_millis(20); // per object-store request
 
-fn bench(c: &mut Criterion) {
+fn batch(files: usize) -> (tempfile::TempDir, GenSummary) {
     let landing = tempfile::tempdir().unwrap();
     let spec = GenSpec {
-        files: FILES,
+        files,
         ..Default::default()
     };
-    let batch = generate(landing.path(), "daily", &spec).unwrap();
-    let mut g = c.benchmark_group("ingest_daily");
-    g.sample_size(10);
+    let s = generate(landing.path(), &format!("b{files}"), &spec).unwrap();
+    (landing, s)
+}
+
+fn latency_store() -> Arc<ThrottledStore<LocalFileSystem>> {
+    let config = ThrottleConfig {
+        wait_get_per_call: LATENCY,
+        wait_put_per_call: LATENCY,
+        wait_list_per_call: LATENCY,
+        wait_list_with_delimiter_per_call: LATENCY,
+        wait_delete_per_call: LATENCY,
+        ..Default::default()
+    };
+    Arc::new(ThrottledStore::new(LocalFileSystem::new(), config))
+}
+
+struct Variant {
+    name: &'static str,
+    parallel: usize,
+    policy: LockPolicy,
+    reread: bool,
+}
+
+const fn v(name: &'static str, parallel: usize, policy: LockPolicy, reread: bool) -> Variant {
+    Variant {
+        name,
+        parallel,
+        policy,
+        reread,
+    }
+}
+
+fn run_group(
+    c: &mut Criterion,
+    group: &str,
+    files: usize,
+    variants: &[Variant],
+    latency: bool,
+    samples: usize,
+) {
+    let (_landing, batch) = batch(files);
+    let mut g = c.benchmark_group(group);
+    g.sample_size(samples);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(5));
     g.throughput(Throughput::Bytes(batch.bytes));
-    for (name, parallel, policy) in [
-        ("sequential", 1, LockPolicy::PerTable),
-        ("parallel_2_per_table", 2, LockPolicy::PerTable),
-        ("parallel_8_per_table", 8, LockPolicy::PerTable),
-        ("parallel_32_per_table", 32, LockPolicy::PerTable),
-        ("parallel_8_global_lock", 8, LockPolicy::Global),
-    ] {
+
+    // Parse-only baseline: simd-json over the same bytes on the same two threads.
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    let found = bronze::discover::discover(&batch.dir, None).unwrap();
+    g.bench_function(BenchmarkId::new("parse_only", files), |b| {
+        b.iter(|| {
+            pool.install(|| bronze::stage::stage(&found.files, &bronze::EnvelopeConfig::default()))
+                .unwrap()
+                .duplicates
+        })
+    });
+
+    for var in variants {
         // One catalog per variant; every iteration reruns the same batch (idempotent).
         let lake = tempfile::tempdir().unwrap();
-        let ingest = bronze::Ingest::builder(lake.path())
-            .with_max_parallel(parallel)
-            .with_lock_policy(policy)
-            .build()
-            .unwrap();
-        g.bench_function(BenchmarkId::new(name, FILES), |b| {
-            b.iter(|| ingest.run(&batch.dir).unwrap().messages)
+        let mut builder = bronze::Ingest::builder(lake.path())
+            .with_max_parallel(var.parallel)
+            .with_lock_policy(var.policy)
+            .with_reread_per_topic(var.reread);
+        if latency {
+            builder = builder.with_object_store(latency_store());
+        }
+        let ingest = builder.build().unwrap();
+        g.bench_function(BenchmarkId::new(var.name, files), |b| {
+            b.iter(|| {
+                let r = ingest.run(&batch.dir).unwrap();
+                assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
+                r.messages
+            })
         });
     }
     g.finish();
+}
+
+fn bench(c: &mut Criterion) {
+    let local = [
+        v("sequential", 1, LockPolicy::PerTable, false),
+        v("parallel_2", 2, LockPolicy::PerTable, false),
+        v("parallel_8", 8, LockPolicy::PerTable, false),
+        v("parallel_32", 32, LockPolicy::PerTable, false),
+        v("parallel_8_global_lock", 8, LockPolicy::Global, false),
+        v("parallel_8_reread_per_topic", 8, LockPolicy::PerTable, true),
+    ];
+    run_group(c, "ingest_daily_local", DAILY_FILES, &local, false, 10);
+    let remote = [
+        v("sequential", 1, LockPolicy::PerTable, false),
+        v("parallel_8", 8, LockPolicy::PerTable, false),
+        v("parallel_32", 32, LockPolicy::PerTable, false),
+        v("parallel_32_global_lock", 32, LockPolicy::Global, false),
+        v(
+            "parallel_32_reread_per_topic",
+            32,
+            LockPolicy::PerTable,
+            true,
+        ),
+    ];
+    run_group(
+        c,
+        "ingest_daily_latency_20ms",
+        DAILY_FILES,
+        &remote,
+        true,
+        10,
+    );
+    if std::env::var_os("BRONZE_BENCH_HISTORICAL").is_some() {
+        let hist = [
+            v("sequential", 1, LockPolicy::PerTable, false),
+            v("parallel_8", 8, LockPolicy::PerTable, false),
+            v("parallel_32", 32, LockPolicy::PerTable, false),
+        ];
+        run_group(
+            c,
+            "ingest_historical_local",
+            HISTORICAL_FILES,
+            &hist,
+            false,
+            10,
+        );
+    }
 }
 
 criterion_group!(benches, bench);

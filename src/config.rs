@@ -80,6 +80,10 @@ pub struct IngestConfig {
     /// Resume from a complete staging table left by an earlier run of the same batch
     /// instead of re-reading the landing files. Default `true`.
     pub resume: bool,
+    /// Bench baseline: every topic task re-reads the landing files (the seed's ~5 h
+    /// notebook). Never set it in production.
+    #[doc(hidden)]
+    pub reread_per_topic: bool,
     /// Simulated crash point (tests only).
     #[cfg(feature = "failpoints")]
     #[doc(hidden)]
@@ -105,6 +109,7 @@ impl Default for IngestConfig {
             persist_staging: false,
             memory_budget: default_memory_budget(),
             resume: true,
+            reread_per_topic: false,
             #[cfg(feature = "failpoints")]
             failpoint: None,
         }

@@ -6,6 +6,8 @@
 
 use std::io::Read as _;
 
+use deltalake::logstore::object_store::ObjectStoreExt as _;
+
 use crate::discover::{Compression, SourceFile};
 use crate::error::{Error, Result};
 
@@ -13,6 +15,46 @@ use crate::error::{Error, Result};
 /// naming the file: its content cannot be recovered, so the batch must not be loaded
 /// as if it were complete.
 pub fn read_file(file: &SourceFile) -> Result<Vec<u8>> {
+    decode(file, None)
+}
+
+/// Reads a file through an object store rooted at `/` (cloud landing zones, or a local
+/// store wrapped to inject latency), decompressing gzip.
+pub fn read_file_from_store(
+    file: &SourceFile,
+    store: &deltalake::logstore::object_store::DynObjectStore,
+    runtime: &tokio::runtime::Runtime,
+) -> Result<Vec<u8>> {
+    let to_io = |e: deltalake::logstore::object_store::Error| {
+        Error::io(&file.path, std::io::Error::other(e))
+    };
+    let location = deltalake::logstore::object_store::path::Path::from_absolute_path(&file.path)
+        .map_err(|e| {
+            Error::io(
+                &file.path,
+                std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
+            )
+        })?;
+    let bytes = runtime.block_on(async {
+        let got = store.get(&location).await.map_err(to_io)?;
+        got.bytes().await.map_err(to_io)
+    })?;
+    decode(file, Some(bytes.to_vec()))
+}
+
+fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
+    if let Some(raw) = raw {
+        return match file.compression {
+            Compression::None => Ok(raw),
+            Compression::Gzip => {
+                let mut out = Vec::with_capacity(raw.len() * 4);
+                flate2::read::MultiGzDecoder::new(raw.as_slice())
+                    .read_to_end(&mut out)
+                    .map_err(|e| Error::io(&file.path, e))?;
+                Ok(out)
+            }
+        };
+    }
     match file.compression {
         Compression::None => std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e)),
         Compression::Gzip => {

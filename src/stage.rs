@@ -139,8 +139,17 @@ impl Scratch {
 /// Stages every file on the current rayon pool; a file that cannot be read fails the
 /// whole stage (loading part of a batch would replace its rows with fewer).
 pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging> {
-    stage_with_progress(files, envelope, &|| {}, &mut HashSet::new())
+    stage_with_progress(
+        files,
+        envelope,
+        &|| {},
+        &mut HashSet::new(),
+        &read::read_file,
+    )
 }
+
+/// Reads one data file's bytes (decompressed).
+pub type FileReader<'a> = dyn Fn(&SourceFile) -> Result<Vec<u8>> + Sync + 'a;
 
 /// [`stage`], calling `on_file` after each file (from worker threads). `seen` holds the
 /// message ids of earlier chunks of the same batch, so dedup spans chunks.
@@ -149,11 +158,12 @@ pub fn stage_with_progress(
     envelope: &EnvelopeConfig,
     on_file: &(dyn Fn() + Sync),
     seen: &mut HashSet<String>,
+    reader: &FileReader<'_>,
 ) -> Result<Staging> {
     let staged: Vec<Result<StagedFile>> = files
         .par_iter()
         .map_init(Scratch::new, |scratch, file| {
-            let bytes = read::read_file(file)?;
+            let bytes = reader(file)?;
             let staged = stage_bytes(&bytes, &file.name, envelope, scratch);
             on_file();
             Ok(staged)
