@@ -68,7 +68,7 @@ pub enum Error {
         table: String,
         /// The cause.
         #[source]
-        source: Box<deltalake::arrow::error::ArrowError>,
+        source: Box<arrow::error::ArrowError>,
     },
     /// A Delta operation on a table failed.
     #[error("table `{table}`: {action} failed")]
@@ -118,10 +118,7 @@ impl Error {
         }
     }
 
-    pub(crate) fn arrow(
-        table: impl Into<String>,
-        source: deltalake::arrow::error::ArrowError,
-    ) -> Self {
+    pub(crate) fn arrow(table: impl Into<String>, source: arrow::error::ArrowError) -> Self {
         Error::Arrow {
             table: table.into(),
             source: Box::new(source),

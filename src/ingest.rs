@@ -10,11 +10,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-use deltalake::arrow::array::{
+use arrow::array::{
     ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
     UInt64Array,
 };
-use deltalake::arrow::datatypes::{DataType, Field, Schema};
+use arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
 use url::Url;
 
@@ -797,7 +797,7 @@ impl Ingest {
 fn corrupt_batch(
     corrupt: &[CorruptLine],
     lineage: &Lineage,
-) -> std::result::Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     let n = corrupt.len();
     let schema = Schema::new(vec![
         Field::new("_batch_id", DataType::Utf8, false),
@@ -834,7 +834,7 @@ fn corrupt_batch(
 
 fn run_control_batch(
     rows: &[RunControlRow],
-) -> std::result::Result<RecordBatch, deltalake::arrow::error::ArrowError> {
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     let ts = |f: fn(&RunControlRow) -> i64| -> ArrayRef {
         Arc::new(
             TimestampMicrosecondArray::from_iter_values(rows.iter().map(f)).with_timezone("UTC"),
@@ -862,10 +862,9 @@ fn run_control_batch(
         Field::new("error", DataType::Utf8, true),
         Field::new("checks", DataType::Utf8, false),
     ]);
-    let as_i64 =
-        |a: ArrayRef| -> std::result::Result<ArrayRef, deltalake::arrow::error::ArrowError> {
-            deltalake::arrow::compute::cast(&a, &DataType::Int64)
-        };
+    let as_i64 = |a: ArrayRef| -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
+        arrow::compute::cast(&a, &DataType::Int64)
+    };
     let columns: Vec<ArrayRef> = vec![
         strs(|r| &r.run_id),
         strs(|r| &r.batch_id),

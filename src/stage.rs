@@ -15,8 +15,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
-use deltalake::arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 
 use crate::config::EnvelopeConfig;

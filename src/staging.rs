@@ -11,12 +11,14 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{ArrayRef, RecordBatch, StringArray};
-use deltalake::arrow::compute::{cast, concat_batches};
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatch, StringArray};
+use arrow::compute::{cast, concat_batches};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::datafusion::prelude::{SessionContext, col, lit};
 use deltalake::protocol::SaveMode;
 use futures::{StreamExt as _, TryStreamExt as _};
+use parquet::basic::Compression;
+use parquet::file::properties::WriterProperties;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -114,8 +116,14 @@ impl<'a> StagingTable<'a> {
             return Ok(());
         }
         let handle = self.storage.create_handle(&self.table).await?;
+        // Staging lives for one batch and is dropped at the end: compressing it costs CPU
+        // and buys nothing, so its files are written uncompressed.
+        let props = WriterProperties::builder()
+            .set_compression(Compression::UNCOMPRESSED)
+            .build();
         handle
             .write(batches)
+            .with_writer_properties(props)
             .with_save_mode(SaveMode::Append)
             .with_partition_columns(["_topic_hash"])
             .await
@@ -223,8 +231,8 @@ impl<'a> StagingTable<'a> {
     }
 }
 
-fn missing(name: &str) -> deltalake::arrow::error::ArrowError {
-    deltalake::arrow::error::ArrowError::SchemaError(format!("staging column `{name}` missing"))
+fn missing(name: &str) -> arrow::error::ArrowError {
+    arrow::error::ArrowError::SchemaError(format!("staging column `{name}` missing"))
 }
 
 #[cfg(test)]

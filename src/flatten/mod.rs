@@ -25,11 +25,11 @@ pub use crate::naming::TableName;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use deltalake::arrow::array::{
+use arrow::array::{
     Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Array, Int64Builder, RecordBatch,
     StringArray, StringBuilder, TimestampMicrosecondArray,
 };
-use deltalake::arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
 use simd_json::prelude::*;
 use simd_json::tape::Value;
 
@@ -165,7 +165,7 @@ pub fn flatten(
             .ok_or_else(|| {
                 Error::arrow(
                     "_staging",
-                    deltalake::arrow::error::ArrowError::SchemaError(format!(
+                    arrow::error::ArrowError::SchemaError(format!(
                         "staging column `{name}` missing"
                     )),
                 )
@@ -181,9 +181,7 @@ pub fn flatten(
         .ok_or_else(|| {
             Error::arrow(
                 "_staging",
-                deltalake::arrow::error::ArrowError::SchemaError(
-                    "staging column `_line` missing".into(),
-                ),
+                arrow::error::ArrowError::SchemaError("staging column `_line` missing".into()),
             )
         })?;
 
@@ -244,9 +242,7 @@ pub fn flatten(
 fn parse_bug(topic: &str, e: &simd_json::Error) -> Error {
     Error::arrow(
         TableName::for_topic(topic).to_string(),
-        deltalake::arrow::error::ArrowError::ParseError(format!(
-            "staged JSON did not parse again: {e}"
-        )),
+        arrow::error::ArrowError::ParseError(format!("staged JSON did not parse again: {e}")),
     )
 }
 

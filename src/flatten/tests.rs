@@ -1,7 +1,7 @@
 use std::collections::BTreeMap;
 
-use deltalake::arrow::array::{Array, AsArray, RecordBatch};
-use deltalake::arrow::datatypes::{DataType, Float64Type, Int64Type};
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::datatypes::{DataType, Float64Type, Int64Type};
 
 use super::*;
 use crate::config::EnvelopeConfig;

@@ -13,9 +13,9 @@
 
 use std::sync::Arc;
 
-use deltalake::arrow::array::{ArrayRef, RecordBatch};
-use deltalake::arrow::compute::cast;
-use deltalake::arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use deltalake::logstore::object_store::DynObjectStore;
 use deltalake::operations::write::SchemaMode;

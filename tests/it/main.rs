@@ -1,5 +1,6 @@
 //! The one integration-test binary (one link instead of one per file).
 
+mod bad_records;
 mod cli;
 mod conflicts;
 mod envelope;

@@ -4,10 +4,10 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use deltalake::arrow::array::{Array, AsArray, RecordBatch};
-use deltalake::arrow::compute::cast;
-use deltalake::arrow::datatypes::{DataType, Int64Type};
-use deltalake::arrow::util::pretty::pretty_format_batches;
+use arrow::array::{Array, AsArray, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Int64Type};
+use arrow::util::pretty::pretty_format_batches;
 use deltalake::datafusion::prelude::SessionContext;
 
 pub const BATCH1: &str = "2026-04-05_001";
