@@ -17,7 +17,7 @@ fn main() -> ExitCode {
         _ => "trace",
     };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("bronze={level},warn")));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("bronze={level},error")));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
