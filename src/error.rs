@@ -81,6 +81,12 @@ pub enum Error {
         #[source]
         source: Box<deltalake::DeltaTableError>,
     },
+    /// The failure of a commit shared by several topics, reported on each of them.
+    #[error("{message}")]
+    Shared {
+        /// The shared error, with its causes.
+        message: String,
+    },
     /// A simulated crash (only with the `failpoints` feature, for tests).
     #[error("failpoint `{name}` hit")]
     Failpoint {

@@ -18,7 +18,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
 use url::Url;
 
-use crate::config::{IngestConfig, LockPolicy};
+use crate::config::{CommitPer, IngestConfig, LockPolicy};
 use crate::discover;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
@@ -155,6 +155,11 @@ impl IngestBuilder {
         store: Arc<deltalake::logstore::object_store::DynObjectStore>,
     ) -> Self {
         self.config.object_store = Some(store);
+        self
+    }
+    /// How rows are grouped into commits. Default [`CommitPer::Table`].
+    pub fn with_commit_per(mut self, per: CommitPer) -> Self {
+        self.config.commit_per = per;
         self
     }
     /// Bench baseline: each topic task re-reads and re-parses the landing files.
@@ -348,6 +353,7 @@ impl Ingest {
         Ok(Storage {
             schema_url,
             root_store: self.config.object_store.clone(),
+            target_file_size: self.config.target_file_size,
         })
     }
 
@@ -399,36 +405,55 @@ impl Ingest {
 
         let written = AtomicUsize::new(0);
         let topic_count = staged.summary.topics.len();
-        let results: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
-            staged
-                .summary
-                .topics
-                .par_iter()
-                .with_max_len(1)
-                .map(|(topic, _)| {
-                    let input = if self.config.reread_per_topic {
-                        // The seed's baseline: every topic re-reads and re-parses the batch.
-                        self.reread_topic(&found.files, topic)
-                            .map(std::borrow::Cow::Owned)
-                    } else {
-                        match &staged.memory {
-                            Some(m) => match m.get(topic) {
-                                Some(batch) => Ok(std::borrow::Cow::Borrowed(batch)),
-                                None => Err(Error::Config {
-                                    name: "staging",
-                                    reason: format!("topic {topic:?} missing from staging"),
-                                }),
-                            },
-                            None => self
-                                .runtime
-                                .block_on(staging_table.read_topic(topic))
-                                .map(std::borrow::Cow::Owned),
-                        }
-                    };
-                    self.handle_topic(&storage, topic, input, &lineage, &written, topic_count)
-                })
-                .collect()
-        });
+        let topic_input = |topic: &str| -> Result<std::borrow::Cow<'_, RecordBatch>> {
+            if self.config.reread_per_topic {
+                // The seed's baseline: every topic re-reads and re-parses the batch.
+                return self
+                    .reread_topic(&found.files, topic)
+                    .map(std::borrow::Cow::Owned);
+            }
+            match &staged.memory {
+                Some(m) => {
+                    m.get(topic)
+                        .map(std::borrow::Cow::Borrowed)
+                        .ok_or_else(|| Error::Config {
+                            name: "staging",
+                            reason: format!("topic {topic:?} missing from staging"),
+                        })
+                }
+                None => self
+                    .runtime
+                    .block_on(staging_table.read_topic(topic))
+                    .map(std::borrow::Cow::Owned),
+            }
+        };
+        let results: Vec<Vec<TableWrite>> = match self.config.commit_per {
+            CommitPer::Topic => self.fanout_pool.install(|| {
+                staged
+                    .summary
+                    .topics
+                    .par_iter()
+                    .with_max_len(1)
+                    .map(|(topic, _)| {
+                        self.handle_topic(
+                            &storage,
+                            topic,
+                            topic_input(topic),
+                            &lineage,
+                            &written,
+                            topic_count,
+                        )
+                    })
+                    .collect()
+            }),
+            CommitPer::Table => self.flatten_then_write(
+                &storage,
+                &staged.summary.topics,
+                &topic_input,
+                &lineage,
+                &written,
+            ),
+        };
         writes.extend(results.into_iter().flatten());
         self.failpoint("before_run_control")?;
 
@@ -689,6 +714,115 @@ impl Ingest {
         }
         let _ = name;
         Ok(())
+    }
+
+    /// Flattens every topic in parallel, then writes each table once (all its topics'
+    /// rows, one commit), tables in parallel, each under its lock.
+    fn flatten_then_write<'a>(
+        &self,
+        storage: &Storage,
+        topics: &[(String, u64)],
+        topic_input: &(dyn Fn(&str) -> Result<std::borrow::Cow<'a, RecordBatch>> + Sync),
+        lineage: &Lineage,
+        written: &AtomicUsize,
+    ) -> Vec<Vec<TableWrite>> {
+        let started = now_micros();
+        let plans: Vec<(String, u64, Result<flatten::TablePlan>)> =
+            self.fanout_pool.install(|| {
+                topics
+                    .par_iter()
+                    .with_max_len(1)
+                    .map(|(topic, rows)| {
+                        let plan = topic_input(topic).and_then(|b| {
+                            flatten::flatten(topic, &b, lineage, self.config.max_depth)
+                        });
+                        (topic.clone(), *rows, plan)
+                    })
+                    .collect()
+            });
+        let mut failed = Vec::new();
+        // Table → [(topic, rows in, batch)], topics in name order.
+        let mut by_table: BTreeMap<TableName, Vec<(String, u64, RecordBatch)>> = BTreeMap::new();
+        for (topic, rows_in, plan) in plans {
+            match plan {
+                Ok(plan) => {
+                    for (table, batch) in plan.tables {
+                        by_table
+                            .entry(table)
+                            .or_default()
+                            .push((topic.clone(), rows_in, batch));
+                    }
+                }
+                Err(e) => failed.push(vec![TableWrite {
+                    table: TableName::for_topic(&topic),
+                    topic,
+                    rows_in,
+                    rows_planned: rows_in,
+                    started_micros: started,
+                    ended_micros: now_micros(),
+                    result: Err(e),
+                }]),
+            }
+        }
+        let tables: Vec<(TableName, Vec<(String, u64, RecordBatch)>)> =
+            by_table.into_iter().collect();
+        let table_count = tables.len();
+        let mut out: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
+            tables
+                .into_par_iter()
+                .with_max_len(1)
+                .map(|(table, parts)| {
+                    let started_micros = now_micros();
+                    let topic_names: Vec<String> =
+                        parts.iter().map(|(t, _, _)| t.clone()).collect();
+                    let batches: Vec<RecordBatch> =
+                        parts.iter().map(|(_, _, b)| b.clone()).collect();
+                    let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+                    let predicate = write::batch_topics_predicate(&lineage.batch_id, &topic_names);
+                    let result = write::merge_batches(&table, &batches).and_then(|batch| {
+                        let _guard = self.locks.lock(&table);
+                        self.runtime
+                            .block_on(storage.replace(&table, batch, predicate))
+                    });
+                    let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                    self.report_progress(Progress::TableWritten {
+                        table: table.to_string(),
+                        topic: topic_names.join(","),
+                        done,
+                        topics: table_count,
+                    });
+                    let ended_micros = now_micros();
+                    // One run-control row per (topic, table); the commit's figures are the
+                    // table's, the check compares the commit with all its topics' rows.
+                    parts
+                        .into_iter()
+                        .map(|(topic, rows_in, batch)| TableWrite {
+                            table: table.clone(),
+                            topic,
+                            rows_in,
+                            rows_planned: batch.num_rows() as u64,
+                            started_micros,
+                            ended_micros,
+                            result: match &result {
+                                Ok(c) => Ok(Committed {
+                                    rows_added: if c.rows_added == total {
+                                        batch.num_rows() as u64
+                                    } else {
+                                        c.rows_added
+                                    },
+                                    ..*c
+                                }),
+                                Err(e) => Err(Error::Shared {
+                                    message: crate::error::chain(e),
+                                }),
+                            },
+                        })
+                        .collect()
+                })
+                .collect()
+        });
+        out.extend(failed);
+        out
     }
 
     /// Flattens one topic and writes each of its tables under that table's lock.

@@ -35,7 +35,9 @@ mod staging;
 pub mod testdata;
 mod write;
 
-pub use config::{EnvelopeConfig, IngestConfig, LockPolicy, default_memory_budget, parse_size};
+pub use config::{
+    CommitPer, EnvelopeConfig, IngestConfig, LockPolicy, default_memory_budget, parse_size,
+};
 pub use error::{Error, Result, chain as error_chain};
 pub use ingest::{
     DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder, Progress, ProgressFn, RUN_CONTROL_TABLE,

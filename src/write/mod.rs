@@ -11,6 +11,7 @@
 //! When the table does not exist yet, or holds no row of this batch, the write is a plain
 //! append: no replace-where planning, no scan.
 
+use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch};
@@ -34,6 +35,8 @@ pub(crate) struct Storage {
     /// The object store rooted at `/` of the URL's scheme, when the caller supplied one
     /// (tests and benches wrap the local file system to inject latency or faults).
     pub(crate) root_store: Option<Arc<DynObjectStore>>,
+    /// Target size of written data files (optimize write).
+    pub(crate) target_file_size: u64,
 }
 
 /// What one commit added, read back from its log entry.
@@ -243,6 +246,73 @@ pub(crate) fn batch_topic_predicate(batch_id: &str, topic: &str) -> Expr {
     col("_batch_id")
         .eq(lit(batch_id.to_string()))
         .and(col("_topic").eq(lit(topic.to_string())))
+}
+
+/// `_batch_id = batch AND _topic IN (topics)`: the rows this batch's topics wrote to a
+/// table; rows of a topic that failed to flatten are left alone.
+pub(crate) fn batch_topics_predicate(batch_id: &str, topics: &[String]) -> Expr {
+    let list = topics.iter().map(|t| lit(t.clone())).collect();
+    col("_batch_id")
+        .eq(lit(batch_id.to_string()))
+        .and(col("_topic").in_list(list, false))
+}
+
+/// Concatenates batches of one table from several topics into one, over the union of
+/// their columns (in order of first appearance). A column that one topic typed
+/// differently widens: int64 and float64 to float64, anything else to string.
+pub(crate) fn merge_batches(table: &TableName, batches: &[RecordBatch]) -> Result<RecordBatch> {
+    if let [one] = batches {
+        return Ok(one.clone());
+    }
+    let mut fields: Vec<Field> = Vec::new();
+    for b in batches {
+        for f in b.schema().fields() {
+            match fields.iter_mut().find(|x| x.name() == f.name()) {
+                None => fields.push(f.as_ref().clone()),
+                Some(x) if x.data_type() != f.data_type() => {
+                    let widened = match (x.data_type(), f.data_type()) {
+                        (DataType::Int64, DataType::Float64)
+                        | (DataType::Float64, DataType::Int64) => DataType::Float64,
+                        _ => DataType::Utf8,
+                    };
+                    *x = Field::new(x.name(), widened, true);
+                }
+                Some(x) => {
+                    if f.is_nullable() && !x.is_nullable() {
+                        *x = x.clone().with_nullable(true);
+                    }
+                }
+            }
+        }
+    }
+    // A column missing from some topic is null there.
+    for f in fields.iter_mut() {
+        if batches
+            .iter()
+            .any(|b| b.schema().field_with_name(f.name()).is_err())
+        {
+            *f = f.clone().with_nullable(true);
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut conformed = Vec::with_capacity(batches.len());
+    for b in batches {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| match b.column_by_name(f.name()) {
+                Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+                Some(c) => cast(c, f.data_type()),
+                None => Ok(arrow::array::new_null_array(f.data_type(), b.num_rows())),
+            })
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+            .map_err(|e| Error::arrow(table.as_str(), e))?;
+        conformed.push(
+            RecordBatch::try_new(Arc::clone(&schema), columns)
+                .map_err(|e| Error::arrow(table.as_str(), e))?,
+        );
+    }
+    arrow::compute::concat_batches(&schema, &conformed).map_err(|e| Error::arrow(table.as_str(), e))
 }
 
 /// `_batch_id = batch`.

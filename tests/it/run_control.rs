@@ -18,7 +18,7 @@ fn run_control_rows_account_for_every_write() {
         ));
         assert_eq!(written as u64, *rows, "{table}");
     }
-    // One row per topic for the shared child table, each with its own commit.
+    // One row per topic for the shared child table, all three in one commit (one file).
     assert_eq!(
         lake.count("SELECT count(*) FROM _run_control WHERE \"table\" = 'currentprice'"),
         3
@@ -27,7 +27,11 @@ fn run_control_rows_account_for_every_write() {
         lake.count(
             "SELECT count(DISTINCT version) FROM _run_control WHERE \"table\" = 'currentprice'"
         ),
-        3
+        1
+    );
+    assert_eq!(
+        lake.count("SELECT max(files_added) FROM _run_control WHERE \"table\" = 'currentprice'"),
+        1
     );
     // Topic tables: every staged message became a row.
     assert_eq!(
