@@ -262,6 +262,9 @@ fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::S
     chunks
 }
 
+/// One topic's rows for one table: `(topic, staged messages, rows)`.
+type TopicPart = (String, u64, RecordBatch);
+
 /// One topic's write to one table.
 struct TableWrite {
     table: TableName,
@@ -742,7 +745,7 @@ impl Ingest {
             });
         let mut failed = Vec::new();
         // Table → [(topic, rows in, batch)], topics in name order.
-        let mut by_table: BTreeMap<TableName, Vec<(String, u64, RecordBatch)>> = BTreeMap::new();
+        let mut by_table: BTreeMap<TableName, Vec<TopicPart>> = BTreeMap::new();
         for (topic, rows_in, plan) in plans {
             match plan {
                 Ok(plan) => {
@@ -764,7 +767,7 @@ impl Ingest {
                 }]),
             }
         }
-        let tables: Vec<(TableName, Vec<(String, u64, RecordBatch)>)> =
+        let tables: Vec<(TableName, Vec<TopicPart>)> =
             by_table.into_iter().collect();
         let table_count = tables.len();
         let mut out: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {

@@ -131,6 +131,7 @@ impl Storage {
             }
         };
         let written = write
+            .with_target_file_size(NonZeroU64::new(self.target_file_size))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await
