@@ -35,6 +35,114 @@ pub enum Command {
     ///
     /// Example: bronze ingest landing/market/events/batch_id=2026-04-05_001 --catalog ./lakehouse
     Ingest(IngestArgs),
+    /// Rank the tables that need work: files, bytes, small files, log length since the
+    /// last checkpoint and OPTIMIZE, bytes VACUUM could free; tables with more than 50
+    /// files averaging under 25 MB are flagged, worst first, with the action to run.
+    Health(HealthArgs),
+    /// Show a table's commits: version, time, operation, parameters and metrics.
+    History(HistoryArgs),
+    /// Bin-pack a table's small files toward the target size (or Z-order by columns).
+    ///
+    /// Example: bronze optimize --all            bronze optimize trade --zorder symbol
+    Optimize(OptimizeArgs),
+    /// Delete files no version within the retention references (default 168h).
+    ///
+    /// A retention under 168h is refused unless --force: readers of older versions and
+    /// running writers would lose their files. --dry-run lists what would go.
+    Vacuum(VacuumArgs),
+    /// Write a checkpoint so readers replay fewer log files.
+    Checkpoint(CheckpointArgs),
+}
+
+/// Where the tables are; shared by the maintenance commands.
+#[derive(Debug, Args)]
+pub struct Location {
+    /// Root folder of the lakehouse.
+    #[arg(long, default_value = "./lakehouse")]
+    pub catalog: PathBuf,
+    /// Schema (sub-folder of the catalog) holding the tables.
+    #[arg(long, default_value = "bronze")]
+    pub schema: String,
+    /// Print JSON on stdout instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+impl Location {
+    /// An `Ingest` for maintenance on this catalog and schema.
+    pub fn ingest(&self) -> Result<bronze::Ingest> {
+        let mut c = IngestConfig::default();
+        c.catalog = self.catalog.clone();
+        c.schema = self.schema.clone();
+        bronze::Ingest::from_config(c)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct HealthArgs {
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// The table.
+    pub table: String,
+    /// Newest commits to show (default all).
+    #[arg(long)]
+    pub limit: Option<usize>,
+    #[command(flatten)]
+    pub location: Location,
+}
+
+/// A table name or `--all`.
+#[derive(Debug, Args)]
+#[group(required = true, multiple = false)]
+pub struct Tables {
+    /// The table.
+    pub table: Option<String>,
+    /// Every table of the schema.
+    #[arg(long)]
+    pub all: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct OptimizeArgs {
+    #[command(flatten)]
+    pub tables: Tables,
+    /// Target file size (e.g. 128MB; default the table's target, 128 MiB).
+    #[arg(long, value_parser = parse_budget)]
+    pub target_size: Option<u64>,
+    /// Z-order by these columns (comma separated) instead of bin-packing.
+    #[arg(long, value_delimiter = ',')]
+    pub zorder: Vec<String>,
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct VacuumArgs {
+    #[command(flatten)]
+    pub tables: Tables,
+    /// Keep files referenced by any version newer than this (e.g. 168h, 7d).
+    #[arg(long, default_value = "168h", value_parser = parse_hours)]
+    pub retain: u64,
+    /// List what would be deleted; delete nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    /// Allow a retention under 168h.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct CheckpointArgs {
+    #[command(flatten)]
+    pub tables: Tables,
+    #[command(flatten)]
+    pub location: Location,
 }
 
 #[derive(Debug, Args)]
@@ -114,4 +222,34 @@ fn non_empty(s: &str) -> Option<String> {
 
 fn parse_budget(s: &str) -> std::result::Result<u64, String> {
     bronze::parse_size(s).ok_or_else(|| format!("{s:?} is not a size; write e.g. 512MB or 2GiB"))
+}
+
+/// `168h`, `7d`, `90m` (rounded up to whole hours) or a bare number of hours.
+pub fn parse_hours(s: &str) -> std::result::Result<u64, String> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration; write e.g. 168h or 7d"))?;
+    match unit {
+        "" | "h" => Ok(n),
+        "d" => Ok(n * 24),
+        "m" => Ok(n.div_ceil(60)),
+        _ => Err(format!("{s:?} is not a duration; write e.g. 168h or 7d")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_parse() {
+        assert_eq!(parse_hours("168h"), Ok(168));
+        assert_eq!(parse_hours("7d"), Ok(168));
+        assert_eq!(parse_hours("90m"), Ok(2));
+        assert_eq!(parse_hours("0"), Ok(0));
+        assert!(parse_hours("soon").is_err());
+    }
 }

@@ -88,6 +88,12 @@ pub struct IngestConfig {
     pub commit_per: CommitPer,
     /// Target size of the data files a write produces (optimize write). Default 128 MiB.
     pub target_file_size: u64,
+    /// Compact a table after a commit when it has `auto_compact_min_files` files under
+    /// half the target size, unless the table sets `delta.autoOptimize.autoCompact=false`.
+    /// Default `true`.
+    pub auto_compact: bool,
+    /// Small files that trigger auto compaction. Default 50 (Databricks' `minNumFiles`).
+    pub auto_compact_min_files: u64,
     /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
     /// memory (so a crashed run can resume from it). Default `false`.
     pub persist_staging: bool,
@@ -125,6 +131,8 @@ impl Default for IngestConfig {
             lock_policy: LockPolicy::PerTable,
             commit_per: CommitPer::Table,
             target_file_size: 128 << 20,
+            auto_compact: true,
+            auto_compact_min_files: 50,
             object_store: None,
             persist_staging: false,
             memory_budget: default_memory_budget(),

@@ -81,6 +81,12 @@ pub enum Error {
         #[source]
         source: Box<deltalake::DeltaTableError>,
     },
+    /// No Delta table of that name in the schema.
+    #[error("no table `{table}` in this schema; `bronze health` lists the tables")]
+    NoSuchTable {
+        /// The name asked for.
+        table: String,
+    },
     /// The failure of a commit shared by several topics, reported on each of them.
     #[error("{message}")]
     Shared {

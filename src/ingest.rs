@@ -157,6 +157,17 @@ impl IngestBuilder {
         self.config.object_store = Some(store);
         self
     }
+    /// Auto compaction after commits (default on) and its small-file trigger (default 50).
+    pub fn with_auto_compact(mut self, on: bool, min_files: u64) -> Self {
+        self.config.auto_compact = on;
+        self.config.auto_compact_min_files = min_files;
+        self
+    }
+    /// Target size of written files (default 128 MiB).
+    pub fn with_target_file_size(mut self, bytes: u64) -> Self {
+        self.config.target_file_size = bytes;
+        self
+    }
     /// How rows are grouped into commits. Default [`CommitPer::Table`].
     pub fn with_commit_per(mut self, per: CommitPer) -> Self {
         self.config.commit_per = per;
@@ -347,7 +358,11 @@ impl Ingest {
         Ok(catalog.join(&self.config.schema))
     }
 
-    fn storage(&self) -> Result<Storage> {
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {
+        &self.runtime
+    }
+
+    pub(crate) fn storage(&self) -> Result<Storage> {
         let dir = self.schema_dir()?;
         let schema_url = Url::from_directory_path(&dir).map_err(|()| Error::Config {
             name: "catalog",
@@ -492,6 +507,10 @@ impl Ingest {
                     // Check: the commit's statistics hold exactly the rows we planned.
                     if c.rows_added == w.rows_planned {
                         row.checks = format!("committed_rows=planned_rows({}) ok", w.rows_planned);
+                        if let Some((before, after)) = c.compacted {
+                            row.checks =
+                                format!("auto_compacted(files {before}->{after}); {}", row.checks);
+                        }
                     } else {
                         row.checks = format!(
                             "committed_rows({}) != planned_rows({}) FAILED",
@@ -767,8 +786,7 @@ impl Ingest {
                 }]),
             }
         }
-        let tables: Vec<(TableName, Vec<TopicPart>)> =
-            by_table.into_iter().collect();
+        let tables: Vec<(TableName, Vec<TopicPart>)> = by_table.into_iter().collect();
         let table_count = tables.len();
         let mut out: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
             tables
@@ -784,8 +802,10 @@ impl Ingest {
                     let predicate = write::batch_topics_predicate(&lineage.batch_id, &topic_names);
                     let result = write::merge_batches(&table, &batches).and_then(|batch| {
                         let _guard = self.locks.lock(&table);
-                        self.runtime
-                            .block_on(storage.replace(&table, batch, predicate))
+                        let committed = self
+                            .runtime
+                            .block_on(storage.replace(&table, batch, predicate))?;
+                        Ok(self.after_commit(storage, &table, committed))
                     });
                     let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                     self.report_progress(Progress::TableWritten {
@@ -828,6 +848,30 @@ impl Ingest {
         out
     }
 
+    /// Called with the table's lock held after a commit: adds missing table properties
+    /// and compacts when small files piled up. Failures here are warnings in the log,
+    /// never a failed load: the rows are committed.
+    fn after_commit(&self, storage: &Storage, table: &TableName, mut c: Committed) -> Committed {
+        let cfg = &self.config;
+        let compact_at = cfg.auto_compact.then_some(cfg.auto_compact_min_files);
+        match self.runtime.block_on(crate::maintenance::after_commit(
+            storage,
+            table,
+            cfg.target_file_size,
+            compact_at,
+        )) {
+            Ok(Some(report)) => {
+                tracing::info!(table = %table, before = report.files_before, after = report.files_after, "auto compacted");
+                c.compacted = Some((report.files_before, report.files_after));
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %table, error = %crate::error::chain(&e), "table maintenance after commit failed")
+            }
+        }
+        c
+    }
+
     /// Flattens one topic and writes each of its tables under that table's lock.
     fn handle_topic(
         &self,
@@ -866,6 +910,7 @@ impl Ingest {
                     let _guard = self.locks.lock(&table);
                     self.runtime
                         .block_on(storage.replace(&table, batch, predicate))
+                        .map(|c| self.after_commit(storage, &table, c))
                 };
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {

@@ -26,6 +26,7 @@ mod error;
 pub mod flatten;
 mod ingest;
 mod locks;
+pub mod maintenance;
 pub mod naming;
 pub mod read;
 mod report;

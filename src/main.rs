@@ -24,7 +24,111 @@ fn main() -> ExitCode {
         .init();
     match cli.command {
         Command::Ingest(args) => ingest(&args),
+        Command::Health(args) => maintain(&args.location, |m| {
+            let report = m.health()?;
+            Ok((
+                serde_json::to_value(&report).unwrap_or_default(),
+                report.to_text(),
+            ))
+        }),
+        Command::History(args) => maintain(&args.location, |m| {
+            let entries = m.history(&args.table, args.limit)?;
+            let mut text = String::new();
+            for e in &entries {
+                text.push_str(&format!(
+                    "{:>6}  {:>13}  {:<16}  {}\n",
+                    e.version,
+                    e.timestamp_millis.map_or("-".into(), |t| t.to_string()),
+                    e.operation.as_deref().unwrap_or("-"),
+                    e.metrics
+                ));
+            }
+            Ok((serde_json::to_value(&entries).unwrap_or_default(), text))
+        }),
+        Command::Optimize(args) => maintain(&args.location, |m| {
+            each_table(m, &args.tables, |t| {
+                let r = m.optimize(t, args.target_size, &args.zorder)?;
+                let line = format!(
+                    "{}: {} -> {} files (version {})",
+                    r.table, r.files_before, r.files_after, r.version
+                );
+                Ok((serde_json::to_value(&r).unwrap_or_default(), line))
+            })
+        }),
+        Command::Vacuum(args) => maintain(&args.location, |m| {
+            each_table(m, &args.tables, |t| {
+                let r = m.vacuum(t, Some(args.retain), args.dry_run, args.force)?;
+                let verb = if r.dry_run { "would delete" } else { "deleted" };
+                let mut line = format!("{}: {verb} {} files", r.table, r.files.len());
+                for f in &r.files {
+                    line.push_str(&format!("\n  {f}"));
+                }
+                Ok((serde_json::to_value(&r).unwrap_or_default(), line))
+            })
+        }),
+        Command::Checkpoint(args) => maintain(&args.location, |m| {
+            each_table(m, &args.tables, |t| {
+                let v = m.checkpoint(t)?;
+                Ok((
+                    serde_json::json!({"table": t, "version": v}),
+                    format!("{t}: checkpoint at version {v}"),
+                ))
+            })
+        }),
     }
+}
+
+type Output = (serde_json::Value, String);
+
+/// Runs a maintenance command and prints its JSON or text; exit 2 on error.
+fn maintain(
+    location: &cli::Location,
+    f: impl FnOnce(&bronze::maintenance::Maintenance<'_>) -> bronze::Result<Output>,
+) -> ExitCode {
+    let result = location
+        .ingest()
+        .and_then(|ingest| f(&ingest.maintenance()));
+    match result {
+        Ok((json, text)) => {
+            if location.json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&json).unwrap_or_default()
+                );
+            } else {
+                print!("{text}");
+                if !text.ends_with('\n') {
+                    println!();
+                }
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {}", bronze::error_chain(&e));
+            ExitCode::from(2)
+        }
+    }
+}
+
+/// Applies `f` to the named table or to every table (`--all`).
+fn each_table(
+    m: &bronze::maintenance::Maintenance<'_>,
+    tables: &cli::Tables,
+    f: impl Fn(&str) -> bronze::Result<Output>,
+) -> bronze::Result<Output> {
+    let names = match &tables.table {
+        Some(t) => vec![t.clone()],
+        None => m.tables()?,
+    };
+    let mut json = Vec::new();
+    let mut text = String::new();
+    for name in names {
+        let (j, t) = f(&name)?;
+        json.push(j);
+        text.push_str(&t);
+        text.push('\n');
+    }
+    Ok((serde_json::Value::Array(json), text))
 }
 
 fn ingest(args: &cli::IngestArgs) -> ExitCode {

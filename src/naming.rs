@@ -71,6 +71,23 @@ impl TableName {
         TableName(format!("{STAGING_PREFIX}{batch_id}"))
     }
 
+    /// The name of an existing table as a user typed it (`bronze optimize quote`):
+    /// one path segment of `[A-Za-z0-9_-]`, so it can never leave the schema folder.
+    pub fn existing(name: &str) -> Result<TableName> {
+        let ok = !name.is_empty()
+            && name.len() <= 2 * MAX_NAME_LEN
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+        if ok {
+            Ok(TableName(name.to_string()))
+        } else {
+            Err(Error::NoSuchTable {
+                table: name.chars().take(2 * MAX_NAME_LEN).collect(),
+            })
+        }
+    }
+
     /// A system table (`_corrupt_records`, `_run_control`).
     pub(crate) fn system(name: &'static str) -> TableName {
         TableName(name.to_string())

@@ -47,6 +47,8 @@ pub(crate) struct Committed {
     pub(crate) bytes_added: u64,
     /// Sum of `numRecords` of the added files' statistics.
     pub(crate) rows_added: u64,
+    /// Files before and after an auto compaction that followed the commit.
+    pub(crate) compacted: Option<(u64, u64)>,
 }
 
 impl Storage {
@@ -127,7 +129,10 @@ impl Storage {
             // A new table holds no rows to replace: create it with a plain append.
             None => {
                 self.ensure_local_dir(table)?;
-                handle.write(vec![batch]).with_save_mode(SaveMode::Append)
+                handle
+                    .write(vec![batch])
+                    .with_save_mode(SaveMode::Append)
+                    .with_configuration(self.table_properties())
             }
         };
         let written = write
@@ -144,7 +149,9 @@ impl Storage {
             Some(t) => t.write(vec![batch]).with_schema_mode(SchemaMode::Merge),
             None => {
                 self.ensure_local_dir(table)?;
-                handle.write(vec![batch])
+                handle
+                    .write(vec![batch])
+                    .with_configuration(self.table_properties())
             }
         };
         let written = write
@@ -152,6 +159,14 @@ impl Storage {
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await
+    }
+
+    /// Properties set on every table at creation.
+    fn table_properties(&self) -> Vec<(String, Option<String>)> {
+        crate::maintenance::default_table_properties(self.target_file_size)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v)))
+            .collect()
     }
 
     /// A handle to write a table: loaded when it exists, else unloaded (the write creates

@@ -6,6 +6,7 @@ mod conflicts;
 mod envelope;
 mod idempotency;
 mod ingest_basic;
+mod maintenance;
 mod run_control;
 mod staging;
 mod stores;

@@ -1,0 +1,573 @@
+//! Keeping tables healthy: health and history reports, OPTIMIZE (bin-pack or Z-order),
+//! VACUUM, checkpoints, and the auto compaction and table properties applied by ingest.
+//!
+//! Every operation takes the table's lock from the same [`TableLocks`](crate::TableLocks)
+//! map as ingest, so maintenance and loads of one `Ingest` never race on a table.
+//! Compaction commits with `dataChange = false`, so concurrent appends by other writers
+//! do not conflict with it.
+
+use std::collections::HashMap;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use deltalake::DeltaTable;
+use deltalake::logstore::object_store::ObjectStoreExt as _;
+use deltalake::operations::optimize::OptimizeType;
+use deltalake::operations::vacuum::{Clock, VacuumMode};
+use futures::TryStreamExt as _;
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::ingest::Ingest;
+use crate::naming::TableName;
+use crate::write::Storage;
+
+/// Minimum file size below which a file counts as small: half the target (Databricks'
+/// `minFileSize` default).
+pub fn small_file_threshold(target_file_size: u64) -> u64 {
+    target_file_size / 2
+}
+
+/// A table is flagged when it has more files than this...
+pub const FLAG_MIN_FILES: u64 = 50;
+/// ...and an average file size under this (25 MB).
+pub const FLAG_MAX_AVG_BYTES: u64 = 25 * 1000 * 1000;
+/// VACUUM retention under which `--force` is needed (7 days, Delta's default).
+pub const MIN_RETENTION_HOURS: u64 = 168;
+
+/// Table properties every bronze table carries (set at create, added on every run when
+/// missing; a value the user set, e.g. `autoCompact=false`, is kept).
+pub fn default_table_properties(target_file_size: u64) -> Vec<(&'static str, String)> {
+    vec![
+        ("delta.autoOptimize.optimizeWrite", "true".into()),
+        ("delta.autoOptimize.autoCompact", "true".into()),
+        ("delta.targetFileSize", target_file_size.to_string()),
+        // Spark's default: the log stays short, readers replay at most 10 JSON commits.
+        ("delta.checkpointInterval", "10".into()),
+    ]
+}
+
+/// One table's health.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct TableHealth {
+    /// Table name.
+    pub table: String,
+    /// Current version.
+    pub version: u64,
+    /// Live data files.
+    pub files: u64,
+    /// Bytes of the live data files.
+    pub bytes: u64,
+    /// Average live file size.
+    pub avg_file_bytes: u64,
+    /// Live files under the small-file threshold (half the target size).
+    pub small_files: u64,
+    /// Commits since the last checkpoint (all of them when there is none).
+    pub versions_since_checkpoint: u64,
+    /// Commits since the last OPTIMIZE; `None` when never optimized.
+    pub versions_since_optimize: Option<u64>,
+    /// Unreferenced files a VACUUM with the default 7-day retention would delete.
+    pub vacuum_files: u64,
+    /// Their bytes.
+    pub vacuum_bytes: u64,
+    /// More than 50 files averaging under 25 MB.
+    pub flagged: bool,
+    /// What to run, worst problem first (`optimize`, `vacuum`, `checkpoint`), or `none`.
+    pub action: String,
+}
+
+/// Health of every table of a schema, worst first.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct HealthReport {
+    /// Tables, flagged ones first, then by small files.
+    pub tables: Vec<TableHealth>,
+}
+
+impl HealthReport {
+    /// A human-readable table.
+    pub fn to_text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut s = String::new();
+        let w = self
+            .tables
+            .iter()
+            .map(|t| t.table.len())
+            .max()
+            .unwrap_or(5)
+            .max(5);
+        let _ = writeln!(
+            s,
+            "{:<w$}  {:>7}  {:>6}  {:>12}  {:>10}  {:>5}  {:>6}  {:>7}  {:>10}  flag  action",
+            "table",
+            "version",
+            "files",
+            "bytes",
+            "avg bytes",
+            "small",
+            "ckpt+",
+            "optim+",
+            "vacuumable"
+        );
+        for t in &self.tables {
+            let optim = t
+                .versions_since_optimize
+                .map_or("never".to_string(), |v| v.to_string());
+            let _ = writeln!(
+                s,
+                "{:<w$}  {:>7}  {:>6}  {:>12}  {:>10}  {:>5}  {:>6}  {:>7}  {:>10}  {:<4}  {}",
+                t.table,
+                t.version,
+                t.files,
+                t.bytes,
+                t.avg_file_bytes,
+                t.small_files,
+                t.versions_since_checkpoint,
+                optim,
+                t.vacuum_bytes,
+                if t.flagged { "!" } else { "" },
+                t.action
+            );
+        }
+        s
+    }
+}
+
+/// One commit of a table's history.
+#[derive(Clone, Debug, Serialize)]
+#[non_exhaustive]
+pub struct HistoryEntry {
+    /// Version.
+    pub version: u64,
+    /// Commit time, milliseconds since the epoch.
+    pub timestamp_millis: Option<i64>,
+    /// Operation (`WRITE`, `OPTIMIZE`, `VACUUM START`, ...).
+    pub operation: Option<String>,
+    /// Operation parameters (predicate, mode, ...).
+    pub parameters: HashMap<String, serde_json::Value>,
+    /// Operation metrics (files and rows added/removed, ...).
+    pub metrics: serde_json::Value,
+}
+
+/// What an OPTIMIZE did.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct OptimizeReport {
+    /// Table.
+    pub table: String,
+    /// Files before.
+    pub files_before: u64,
+    /// Files after.
+    pub files_after: u64,
+    /// Files written.
+    pub files_added: u64,
+    /// Files replaced.
+    pub files_removed: u64,
+    /// Version after (unchanged when there was nothing to do).
+    pub version: u64,
+}
+
+/// What a VACUUM did (or would do, in a dry run).
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct VacuumReport {
+    /// Table.
+    pub table: String,
+    /// True for a dry run: nothing was deleted.
+    pub dry_run: bool,
+    /// Files deleted (or that would be).
+    pub files: Vec<String>,
+    /// Their bytes, where known.
+    pub bytes: u64,
+}
+
+/// A fixed clock for VACUUM (tests move time forward instead of waiting).
+#[derive(Debug)]
+struct FixedClock(i64);
+
+impl Clock for FixedClock {
+    fn current_timestamp_millis(&self) -> i64 {
+        self.0
+    }
+}
+
+/// Maintenance operations on the tables of an [`Ingest`]'s catalog and schema.
+#[derive(Debug)]
+pub struct Maintenance<'a> {
+    ingest: &'a Ingest,
+}
+
+impl Ingest {
+    /// Maintenance on this catalog's tables, under the same table locks as ingest.
+    pub fn maintenance(&self) -> Maintenance<'_> {
+        Maintenance { ingest: self }
+    }
+}
+
+impl Maintenance<'_> {
+    fn storage(&self) -> Result<Storage> {
+        self.ingest.storage()
+    }
+
+    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+        self.ingest.runtime().block_on(f)
+    }
+
+    /// Names of the Delta tables of the schema (system tables included), sorted.
+    pub fn tables(&self) -> Result<Vec<String>> {
+        let dir = self.ingest.schema_dir()?;
+        let mut names = Vec::new();
+        let entries = match std::fs::read_dir(&dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(names),
+            Err(e) => return Err(Error::io(dir, e)),
+        };
+        for e in entries {
+            let e = e.map_err(|e| Error::io(&dir, e))?;
+            if e.path().join("_delta_log").is_dir() {
+                names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    fn open(&self, storage: &Storage, table: &str) -> Result<(TableName, DeltaTable)> {
+        let name = TableName::existing(table)?;
+        let t = self
+            .block_on(storage.open(&name))?
+            .ok_or_else(|| Error::NoSuchTable {
+                table: table.to_string(),
+            })?;
+        Ok((name, t))
+    }
+
+    /// Files, sizes, log length and what VACUUM could free, for every table, worst first.
+    pub fn health(&self) -> Result<HealthReport> {
+        let storage = self.storage()?;
+        let small = small_file_threshold(self.ingest.config().target_file_size);
+        let mut tables = Vec::new();
+        for name in self.tables()? {
+            let (_, t) = self.open(&storage, &name)?;
+            tables.push(self.block_on(table_health(&name, &t, small))?);
+        }
+        tables.sort_by(|a, b| {
+            b.flagged
+                .cmp(&a.flagged)
+                .then(b.small_files.cmp(&a.small_files))
+                .then(a.table.cmp(&b.table))
+        });
+        Ok(HealthReport { tables })
+    }
+
+    /// The table's commits, newest first (`limit` of them when given).
+    pub fn history(&self, table: &str, limit: Option<usize>) -> Result<Vec<HistoryEntry>> {
+        let storage = self.storage()?;
+        let (_, t) = self.open(&storage, table)?;
+        self.block_on(history(table, &t, limit))
+    }
+
+    /// Bin-packs small files toward `target_size` (default: the configured target), or
+    /// Z-orders by `zorder` columns when given. Takes the table's lock.
+    pub fn optimize(
+        &self,
+        table: &str,
+        target_size: Option<u64>,
+        zorder: &[String],
+    ) -> Result<OptimizeReport> {
+        let storage = self.storage()?;
+        let (name, _) = self.open(&storage, table)?;
+        let _guard = self.ingest.locks().lock(&name);
+        // Reopen under the lock: the snapshot must be the latest.
+        let (_, t) = self.open(&storage, table)?;
+        let target = target_size.unwrap_or(self.ingest.config().target_file_size);
+        self.block_on(optimize(table, t, target, zorder))
+    }
+
+    /// Deletes unreferenced files older than `retention_hours` (default 168). A retention
+    /// under 168 hours is refused unless `force`: readers time-travelling or still reading
+    /// an older version would lose their files.
+    pub fn vacuum(
+        &self,
+        table: &str,
+        retention_hours: Option<u64>,
+        dry_run: bool,
+        force: bool,
+    ) -> Result<VacuumReport> {
+        self.vacuum_at(table, retention_hours, dry_run, force, None)
+    }
+
+    /// [`Maintenance::vacuum`] as if the time were `now_millis` (tests).
+    #[doc(hidden)]
+    pub fn vacuum_at(
+        &self,
+        table: &str,
+        retention_hours: Option<u64>,
+        dry_run: bool,
+        force: bool,
+        now_millis: Option<i64>,
+    ) -> Result<VacuumReport> {
+        let hours = retention_hours.unwrap_or(MIN_RETENTION_HOURS);
+        if hours < MIN_RETENTION_HOURS && !force {
+            return Err(Error::Config {
+                name: "retain",
+                reason: format!(
+                    "{hours}h is under the {MIN_RETENTION_HOURS}h minimum: readers of older versions would lose their files; pass --force if no reader or writer needs them"
+                ),
+            });
+        }
+        let storage = self.storage()?;
+        let (name, _) = self.open(&storage, table)?;
+        let _guard = self.ingest.locks().lock(&name);
+        let (_, t) = self.open(&storage, table)?;
+        self.block_on(vacuum(table, t, hours, dry_run, now_millis))
+    }
+
+    /// Writes a checkpoint at the current version. Returns the version.
+    pub fn checkpoint(&self, table: &str) -> Result<u64> {
+        let storage = self.storage()?;
+        let (name, _) = self.open(&storage, table)?;
+        let _guard = self.ingest.locks().lock(&name);
+        let (_, t) = self.open(&storage, table)?;
+        self.block_on(async {
+            deltalake::checkpoints::create_checkpoint(&t, None)
+                .await
+                .map_err(|e| Error::delta(table, "checkpoint", e))?;
+            Ok(t.version().unwrap_or_default())
+        })
+    }
+}
+
+/// Live files and their sizes.
+fn live_files(t: &DeltaTable, table: &str) -> Result<Vec<(String, u64)>> {
+    let snapshot = t.snapshot().map_err(|e| Error::delta(table, "read", e))?;
+    Ok(snapshot
+        .log_data()
+        .iter()
+        .map(|f| (f.path().into_owned(), f.size().max(0) as u64))
+        .collect())
+}
+
+async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHealth> {
+    let version = t.version().unwrap_or_default();
+    let files = live_files(t, name)?;
+    let bytes: u64 = files.iter().map(|(_, s)| s).sum();
+    let n = files.len() as u64;
+    let small_files = files.iter().filter(|(_, s)| *s < small).count() as u64;
+    let last_checkpoint = last_checkpoint_version(t).await;
+    let versions_since_checkpoint = match last_checkpoint {
+        Some(c) => version.saturating_sub(c),
+        None => version + 1,
+    };
+    let hist = history(name, t, None).await?;
+    let versions_since_optimize = hist
+        .iter()
+        .find(|h| h.operation.as_deref() == Some("OPTIMIZE"))
+        .map(|h| version.saturating_sub(h.version));
+    let vac = vacuum(name, t.clone(), MIN_RETENTION_HOURS, true, None).await?;
+    let avg = if n == 0 { 0 } else { bytes / n };
+    let flagged = n > FLAG_MIN_FILES && avg < FLAG_MAX_AVG_BYTES;
+    let mut actions = Vec::new();
+    if flagged || small_files > FLAG_MIN_FILES {
+        actions.push("optimize");
+    }
+    if !vac.files.is_empty() {
+        actions.push("vacuum");
+    }
+    if versions_since_checkpoint > 10 {
+        actions.push("checkpoint");
+    }
+    Ok(TableHealth {
+        table: name.to_string(),
+        version,
+        files: n,
+        bytes,
+        avg_file_bytes: avg,
+        small_files,
+        versions_since_checkpoint,
+        versions_since_optimize,
+        vacuum_files: vac.files.len() as u64,
+        vacuum_bytes: vac.bytes,
+        flagged,
+        action: if actions.is_empty() {
+            "none".into()
+        } else {
+            actions.join(", ")
+        },
+    })
+}
+
+/// The version in `_delta_log/_last_checkpoint`, if any.
+async fn last_checkpoint_version(t: &DeltaTable) -> Option<u64> {
+    let store = t.log_store().object_store(None);
+    let got = store
+        .get(&deltalake::Path::from("_delta_log/_last_checkpoint"))
+        .await
+        .ok()?;
+    let bytes = got.bytes().await.ok()?;
+    let v: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    v.get("version")?.as_u64()
+}
+
+async fn history(name: &str, t: &DeltaTable, limit: Option<usize>) -> Result<Vec<HistoryEntry>> {
+    let latest = t.version().unwrap_or_default();
+    let infos: Vec<_> = t
+        .history(limit)
+        .try_collect()
+        .await
+        .map_err(|e| Error::delta(name, "read history of", e))?;
+    // Newest first; commit infos carry their read version, not their own.
+    Ok(infos
+        .into_iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let metrics = c
+                .info
+                .get("operationMetrics")
+                .cloned()
+                .unwrap_or(serde_json::Value::Null);
+            HistoryEntry {
+                version: latest.saturating_sub(i as u64),
+                timestamp_millis: c.timestamp,
+                operation: c.operation,
+                parameters: c.operation_parameters.unwrap_or_default(),
+                metrics,
+            }
+        })
+        .collect())
+}
+
+pub(crate) async fn optimize(
+    name: &str,
+    t: DeltaTable,
+    target: u64,
+    zorder: &[String],
+) -> Result<OptimizeReport> {
+    let files_before = live_files(&t, name)?.len() as u64;
+    let kind = if zorder.is_empty() {
+        OptimizeType::Compact
+    } else {
+        OptimizeType::ZOrder(zorder.to_vec())
+    };
+    let (t, metrics) = t
+        .optimize()
+        .with_type(kind)
+        .with_target_size(NonZeroU64::new(target).unwrap_or(NonZeroU64::MIN))
+        .await
+        .map_err(|e| Error::delta(name, "optimize", e))?;
+    let files_after = live_files(&t, name)?.len() as u64;
+    Ok(OptimizeReport {
+        table: name.to_string(),
+        files_before,
+        files_after,
+        files_added: metrics.num_files_added,
+        files_removed: metrics.num_files_removed,
+        version: t.version().unwrap_or_default(),
+    })
+}
+
+async fn vacuum(
+    name: &str,
+    t: DeltaTable,
+    hours: u64,
+    dry_run: bool,
+    now_millis: Option<i64>,
+) -> Result<VacuumReport> {
+    let store = t.log_store().object_store(None);
+    // Full mode: also removes files no commit ever referenced (a write that crashed after
+    // its Parquet files were uploaded), once they are older than the retention.
+    let mut builder = t
+        .vacuum()
+        .with_mode(VacuumMode::Full)
+        .with_retention_period(chrono::Duration::hours(hours as i64))
+        .with_enforce_retention_duration(false)
+        .with_dry_run(dry_run);
+    if let Some(now) = now_millis {
+        builder = builder.with_clock(Arc::new(FixedClock(now)));
+    }
+    // Sizes are read before deletion (a dry run keeps the files anyway).
+    let (_, metrics) = builder.await.map_err(|e| Error::delta(name, "vacuum", e))?;
+    let mut bytes = 0;
+    if dry_run {
+        for f in &metrics.files_deleted {
+            if let Ok(meta) = store.head(&deltalake::Path::from(f.as_str())).await {
+                bytes += meta.size;
+            }
+        }
+    }
+    Ok(VacuumReport {
+        table: name.to_string(),
+        dry_run,
+        files: metrics.files_deleted,
+        bytes,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_files_are_under_half_the_target() {
+        assert_eq!(small_file_threshold(128 << 20), 64 << 20);
+        let props = default_table_properties(128 << 20);
+        assert!(
+            props
+                .iter()
+                .any(|(k, v)| *k == "delta.checkpointInterval" && v == "10")
+        );
+    }
+}
+
+/// After a commit, under the table's lock: adds the default table properties the table
+/// lacks (created by an older version, or by another tool), then compacts when at least
+/// `compact_at` files are small, unless the table turned `autoCompact` off.
+pub(crate) async fn after_commit(
+    storage: &Storage,
+    table: &TableName,
+    target: u64,
+    compact_at: Option<u64>,
+) -> Result<Option<OptimizeReport>> {
+    let Some(mut t) = storage.open(table).await? else {
+        return Ok(None);
+    };
+    let config = t
+        .snapshot()
+        .map_err(|e| Error::delta(table.as_str(), "read", e))?
+        .metadata()
+        .configuration()
+        .clone();
+    let missing: HashMap<String, String> = default_table_properties(target)
+        .into_iter()
+        .filter(|(k, _)| !config.contains_key(*k))
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    if !missing.is_empty() {
+        t = t
+            .set_tbl_properties()
+            .with_properties(missing)
+            .with_raise_if_not_exists(false)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "set properties of", e))?;
+    }
+    let Some(min_files) = compact_at else {
+        return Ok(None);
+    };
+    if config
+        .get("delta.autoOptimize.autoCompact")
+        .map(String::as_str)
+        == Some("false")
+    {
+        return Ok(None);
+    }
+    let small = small_file_threshold(target);
+    let small_files = live_files(&t, table.as_str())?
+        .iter()
+        .filter(|(_, s)| *s < small)
+        .count() as u64;
+    if small_files < min_files {
+        return Ok(None);
+    }
+    optimize(table.as_str(), t, target, &[]).await.map(Some)
+}

@@ -1,0 +1,375 @@
+//! Table health: optimize write, auto compaction, table properties, checkpoints,
+//! OPTIMIZE, VACUUM, health and history.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use bronze::testdata::{GenSpec, generate};
+
+use crate::util::*;
+
+/// `n` small daily batches of 3 topics (`quote_00`, `trade_01`, `orderbook_02`).
+fn small_batches(root: &std::path::Path, n: usize) -> Vec<(PathBuf, u64)> {
+    (0..n)
+        .map(|i| {
+            let spec = GenSpec {
+                files: 2,
+                lines_per_file: 6,
+                topics: 3,
+                duplicates_per_mille: 0,
+                corrupt_per_10k: 0,
+                seed: i as u64 + 1,
+                ..Default::default()
+            };
+            let s = generate(root, &format!("d{i:03}"), &spec).unwrap();
+            (s.dir, s.lines)
+        })
+        .collect()
+}
+
+fn files_of(lake: &TempLake, table: &str) -> u64 {
+    let m = lake.ingest().build().unwrap();
+    let h = m.maintenance().health().unwrap();
+    h.tables.iter().find(|t| t.table == table).unwrap().files
+}
+
+#[test]
+fn health_flags_many_small_files_and_optimize_fixes_them() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 55);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    for (dir, _) in &batches {
+        let r = ingest.run(dir).unwrap();
+        assert_eq!(r.exit_code(), 0, "{}", r.to_text());
+    }
+    let health = ingest.maintenance().health().unwrap();
+    let quote = health
+        .tables
+        .iter()
+        .find(|t| t.table == "quote_00")
+        .unwrap();
+    let with_quote = lake.count("SELECT count(DISTINCT _batch_id) FROM quote_00") as u64;
+    assert!(with_quote > 50);
+    assert_eq!(quote.files, with_quote, "one file per batch: no compaction");
+    assert!(
+        quote.flagged && quote.action.contains("optimize"),
+        "{quote:?}"
+    );
+    assert!(
+        health.tables[0].flagged,
+        "worst first:\n{}",
+        health.to_text()
+    );
+    for w in health.tables.windows(2) {
+        let key = |t: &bronze::maintenance::TableHealth| (t.flagged, t.small_files);
+        assert!(
+            key(&w[0]) >= key(&w[1]),
+            "ranked worst first:\n{}",
+            health.to_text()
+        );
+    }
+    assert_eq!(quote.versions_since_optimize, None);
+    // Checkpoints every 10 commits keep the log short.
+    assert!(quote.versions_since_checkpoint < 10, "{quote:?}");
+    // deltalake checkpoints after every 10th commit: versions 9, 19, 29, ...
+    let ckpt = format!("{:020}.checkpoint", (quote.version + 1) / 10 * 10 - 1);
+    let log = std::fs::read_dir(lake.schema_dir().join("quote_00/_delta_log")).unwrap();
+    let names: Vec<String> = log
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(
+        names.iter().any(|n| n.starts_with(&ckpt)),
+        "{ckpt} not in {names:?}"
+    );
+
+    let avg_before = quote.avg_file_bytes;
+    let before: Vec<String> = lake.tables().iter().map(|t| lake.dump(t)).collect();
+    for t in ingest.maintenance().tables().unwrap() {
+        let r = ingest.maintenance().optimize(&t, None, &[]).unwrap();
+        assert!(r.files_after <= r.files_before);
+    }
+    let after: Vec<String> = lake.tables().iter().map(|t| lake.dump(t)).collect();
+    assert_eq!(before, after, "OPTIMIZE keeps every row");
+    let health = ingest.maintenance().health().unwrap();
+    let quote = health
+        .tables
+        .iter()
+        .find(|t| t.table == "quote_00")
+        .unwrap();
+    assert_eq!(quote.files, 1);
+    assert!(
+        !quote.flagged && quote.avg_file_bytes > 2 * avg_before,
+        "{quote:?}"
+    );
+    assert_eq!(quote.versions_since_optimize, Some(0));
+    let history = ingest.maintenance().history("quote_00", Some(3)).unwrap();
+    assert_eq!(history[0].operation.as_deref(), Some("OPTIMIZE"));
+    assert_eq!(history[0].version, quote.version);
+}
+
+#[test]
+fn auto_compaction_bounds_files_and_old_batches_still_replace_exactly() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 60);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(true, 10).build().unwrap();
+    let mut compactions = 0;
+    for (dir, _) in &batches {
+        let r = ingest.run(dir).unwrap();
+        assert_eq!(r.exit_code(), 0, "{}", r.to_text());
+        compactions += r
+            .run_control
+            .iter()
+            .filter(|c| c.checks.contains("auto_compacted"))
+            .count();
+    }
+    assert!(compactions > 0);
+    for t in [
+        "quote_00",
+        "trade_01",
+        "orderbook_02",
+        "levels",
+        "currentprice",
+    ] {
+        assert!(
+            files_of(&lake, t) <= 10,
+            "{t}: {} files",
+            files_of(&lake, t)
+        );
+    }
+    let total = |lake: &TempLake| lake.count("SELECT count(*) FROM quote_00");
+    let per_batch =
+        |lake: &TempLake| lake.count("SELECT count(*) FROM quote_00 WHERE _batch_id = 'd003'");
+    let (t0, b0) = (total(&lake), per_batch(&lake));
+    assert!(b0 > 0);
+    // Rerun an old batch whose rows now sit in compacted files with other batches' rows.
+    ingest.run(&batches[3].0).unwrap();
+    assert_eq!((total(&lake), per_batch(&lake)), (t0, b0));
+    let messages: u64 = batches.iter().map(|(_, lines)| lines).sum();
+    let topic_rows = lake.count("SELECT count(*) FROM quote_00")
+        + lake.count("SELECT count(*) FROM trade_01")
+        + lake.count("SELECT count(*) FROM orderbook_02");
+    assert_eq!(topic_rows as u64, messages);
+}
+
+#[test]
+fn table_properties_are_set_kept_and_honoured() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 8);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(true, 3).build().unwrap();
+    ingest.run(&batches[0].0).unwrap();
+    let props = table_config(&lake, "quote_00");
+    assert_eq!(
+        props
+            .get("delta.autoOptimize.autoCompact")
+            .map(String::as_str),
+        Some("true")
+    );
+    assert_eq!(
+        props.get("delta.checkpointInterval").map(String::as_str),
+        Some("10")
+    );
+    assert_eq!(
+        props.get("delta.targetFileSize").map(String::as_str),
+        Some("134217728")
+    );
+    // A latency-sensitive table turns auto compaction off; runs keep that setting.
+    set_property(&lake, "trade_01", "delta.autoOptimize.autoCompact", "false");
+    for (dir, _) in &batches[1..] {
+        ingest.run(dir).unwrap();
+    }
+    assert_eq!(
+        table_config(&lake, "trade_01")
+            .get("delta.autoOptimize.autoCompact")
+            .map(String::as_str),
+        Some("false")
+    );
+    let with_trade = lake.count("SELECT count(DISTINCT _batch_id) FROM trade_01") as u64;
+    assert!(with_trade > 3);
+    assert_eq!(files_of(&lake, "trade_01"), with_trade, "not compacted");
+    assert!(files_of(&lake, "quote_00") <= 3, "compacted");
+}
+
+fn table_config(lake: &TempLake, table: &str) -> std::collections::HashMap<String, String> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = url::Url::from_directory_path(lake.schema_dir().join(table)).unwrap();
+        let t = deltalake::open_table(url).await.unwrap();
+        t.snapshot().unwrap().metadata().configuration().clone()
+    })
+}
+
+fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let url = url::Url::from_directory_path(lake.schema_dir().join(table)).unwrap();
+        let t = deltalake::open_table(url).await.unwrap();
+        t.set_tbl_properties()
+            .with_properties([(key.to_string(), value.to_string())].into())
+            .await
+            .unwrap();
+    });
+}
+
+#[test]
+fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 4);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    for (dir, _) in &batches {
+        ingest.run(dir).unwrap();
+    }
+    let m = ingest.maintenance();
+    let opt = m.optimize("quote_00", None, &[]).unwrap();
+    let with_quote = lake.count("SELECT count(DISTINCT _batch_id) FROM quote_00") as u64;
+    assert!(with_quote >= 2);
+    assert_eq!((opt.files_before, opt.files_after), (with_quote, 1));
+    let before = lake.dump("quote_00");
+
+    let err = m.vacuum("quote_00", Some(1), false, false).unwrap_err();
+    assert!(err.to_string().contains("--force"), "{err}");
+    // The replaced files are minutes old: within the default 7 days, nothing goes.
+    assert!(
+        m.vacuum("quote_00", None, true, false)
+            .unwrap()
+            .files
+            .is_empty()
+    );
+    // Eight days later they are past the retention; the live file is never listed.
+    let later = chrono::Utc::now().timestamp_millis() + 8 * 24 * 3600 * 1000;
+    let dry = m
+        .vacuum_at("quote_00", None, true, false, Some(later))
+        .unwrap();
+    assert_eq!(dry.files.len() as u64, with_quote, "{:?}", dry.files);
+    assert!(dry.bytes > 0);
+    let done = m
+        .vacuum_at("quote_00", None, false, false, Some(later))
+        .unwrap();
+    assert_eq!(done.files.len() as u64, with_quote);
+    assert_eq!(lake.dump("quote_00"), before, "every row still readable");
+    let parquet = std::fs::read_dir(lake.schema_dir().join("quote_00"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .ends_with(".parquet")
+        })
+        .count();
+    assert_eq!(parquet, 1);
+}
+
+#[test]
+fn concurrent_ingest_and_optimize_lose_nothing() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 12);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    let done = AtomicBool::new(false);
+    let optimized = std::thread::scope(|s| {
+        let optimizer = s.spawn(|| {
+            let mut runs = 0;
+            while !done.load(Ordering::SeqCst) {
+                for t in ingest.maintenance().tables().unwrap() {
+                    ingest.maintenance().optimize(&t, None, &[]).unwrap();
+                }
+                runs += 1;
+            }
+            runs
+        });
+        for (dir, _) in &batches {
+            let r = ingest.run(dir).unwrap();
+            assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
+        }
+        done.store(true, Ordering::SeqCst);
+        optimizer.join().unwrap()
+    });
+    assert!(optimized > 0);
+    let messages: u64 = batches.iter().map(|(_, lines)| lines).sum();
+    let topic_rows = lake.count("SELECT count(*) FROM quote_00")
+        + lake.count("SELECT count(*) FROM trade_01")
+        + lake.count("SELECT count(*) FROM orderbook_02");
+    assert_eq!(topic_rows as u64, messages);
+    for t in ["quote_00", "trade_01", "orderbook_02"] {
+        assert_eq!(
+            lake.count(&format!("SELECT count(DISTINCT _id) FROM {t}")),
+            lake.count(&format!("SELECT count(*) FROM {t}")),
+            "no duplicates in {t}"
+        );
+    }
+}
+
+#[test]
+fn maintenance_commands_on_the_cli() {
+    let lake = TempLake::new();
+    let bronze = || std::process::Command::new(env!("CARGO_BIN_EXE_bronze"));
+    let ok = bronze()
+        .args(["ingest", "--catalog"])
+        .arg(lake.catalog())
+        .arg(batch_dir(BATCH2))
+        .output()
+        .unwrap();
+    assert_eq!(ok.status.code(), Some(0));
+    let run = |args: &[&str]| {
+        let out = bronze()
+            .args(args)
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (code, out, _) = run(&["health", "--json"]);
+    assert_eq!(code, Some(0));
+    let health: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(
+        health["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["table"] == "quote")
+    );
+    let (code, out, _) = run(&["history", "quote", "--limit", "1", "--json"]);
+    assert_eq!(code, Some(0));
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&out)
+            .unwrap()
+            .as_array()
+            .unwrap()
+            .len(),
+        1
+    );
+    let (code, out, _) = run(&["optimize", "--all"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("quote:"));
+    let (code, _, err) = run(&["vacuum", "--all", "--retain", "1h"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("--force"), "{err}");
+    let (code, out, _) = run(&["vacuum", "quote", "--dry-run"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("would delete 0 files"), "{out}");
+    let (code, out, _) = run(&["checkpoint", "--all"]);
+    assert_eq!(code, Some(0));
+    assert!(out.contains("quote: checkpoint at version"), "{out}");
+    let (code, _, err) = run(&["optimize", "../etc"]);
+    assert_eq!(code, Some(2));
+    assert!(err.contains("no table"), "{err}");
+    assert_eq!(
+        lake.count("SELECT count(*) FROM quote"),
+        expected_tables(BATCH2)["quote"] as i64
+    );
+}
