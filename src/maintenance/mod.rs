@@ -366,7 +366,7 @@ async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHea
         .find(|h| h.operation.as_deref() == Some("OPTIMIZE"))
         .map(|h| version.saturating_sub(h.version));
     let vac = vacuum(name, t.clone(), MIN_RETENTION_HOURS, true, None).await?;
-    let avg = if n == 0 { 0 } else { bytes / n };
+    let avg = bytes.checked_div(n).unwrap_or(0);
     let flagged = n > FLAG_MIN_FILES && avg < FLAG_MAX_AVG_BYTES;
     let mut actions = Vec::new();
     if flagged || small_files > FLAG_MIN_FILES {
