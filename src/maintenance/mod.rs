@@ -504,22 +504,6 @@ async fn vacuum(
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn small_files_are_under_half_the_target() {
-        assert_eq!(small_file_threshold(128 << 20), 64 << 20);
-        let props = default_table_properties(128 << 20);
-        assert!(
-            props
-                .iter()
-                .any(|(k, v)| *k == "delta.checkpointInterval" && v == "10")
-        );
-    }
-}
-
 /// After a commit, under the table's lock: adds the default table properties the table
 /// lacks (created by an older version, or by another tool), then compacts when at least
 /// `compact_at` files are small, unless the table turned `autoCompact` off.
@@ -570,4 +554,20 @@ pub(crate) async fn after_commit(
         return Ok(None);
     }
     optimize(table.as_str(), t, target, &[]).await.map(Some)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn small_files_are_under_half_the_target() {
+        assert_eq!(small_file_threshold(128 << 20), 64 << 20);
+        let props = default_table_properties(128 << 20);
+        assert!(
+            props
+                .iter()
+                .any(|(k, v)| *k == "delta.checkpointInterval" && v == "10")
+        );
+    }
 }
