@@ -6,6 +6,7 @@ mod conflicts;
 mod envelope;
 mod idempotency;
 mod ingest_basic;
+mod interop;
 mod maintenance;
 mod run_control;
 mod staging;
