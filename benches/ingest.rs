@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bronze::LockPolicy;
+use bronze::testdata::LatencyStore;
 use bronze::testdata::{GenSpec, GenSummary, generate};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use deltalake::logstore::object_store::local::LocalFileSystem;
-use deltalake::logstore::object_store::throttle::{ThrottleConfig, ThrottledStore};
 
 const DAILY_FILES: usize = 200; // ~8 MB
 const HISTORICAL_FILES: usize = 8_533; // ~348 MB
@@ -19,24 +19,18 @@ const LATENCY: Duration = Duration::from_millis(20); // per object-store request
 
 fn batch(files: usize) -> (tempfile::TempDir, GenSummary) {
     let landing = tempfile::tempdir().unwrap();
+    // 40 topics, as in the seed's historical load.
     let spec = GenSpec {
         files,
+        topics: 40,
         ..Default::default()
     };
     let s = generate(landing.path(), &format!("b{files}"), &spec).unwrap();
     (landing, s)
 }
 
-fn latency_store() -> Arc<ThrottledStore<LocalFileSystem>> {
-    let config = ThrottleConfig {
-        wait_get_per_call: LATENCY,
-        wait_put_per_call: LATENCY,
-        wait_list_per_call: LATENCY,
-        wait_list_with_delimiter_per_call: LATENCY,
-        wait_delete_per_call: LATENCY,
-        ..Default::default()
-    };
-    Arc::new(ThrottledStore::new(LocalFileSystem::new(), config))
+fn latency_store() -> Arc<LatencyStore<LocalFileSystem>> {
+    Arc::new(LatencyStore::new(LocalFileSystem::new(), LATENCY))
 }
 
 struct Variant {

@@ -230,6 +230,95 @@ fn payload(t: usize, n: u64, rng: &mut Rng) -> String {
     p
 }
 
+/// An object store that waits `latency` before every request to the wrapped store, as
+/// cloud object storage does (~20 ms per request). Benches use it over the local file
+/// system to show where parallel commits pay off. (`object_store`'s own `ThrottledStore`
+/// cannot wrap the local file system: it panics on its file-backed reads.)
+#[derive(Debug)]
+pub struct LatencyStore<S> {
+    inner: S,
+    latency: std::time::Duration,
+}
+
+impl<S> LatencyStore<S> {
+    /// Wraps `inner`, adding `latency` to every request.
+    pub fn new(inner: S, latency: std::time::Duration) -> Self {
+        LatencyStore { inner, latency }
+    }
+}
+
+impl<S: std::fmt::Display> std::fmt::Display for LatencyStore<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LatencyStore({}, {:?})", self.inner, self.latency)
+    }
+}
+
+mod latency_impl {
+    use deltalake::logstore::object_store::{
+        CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+        PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, path::Path,
+    };
+    use futures::stream::{BoxStream, StreamExt as _};
+
+    use super::LatencyStore;
+
+    #[async_trait::async_trait]
+    impl<S: ObjectStore> ObjectStore for LatencyStore<S> {
+        async fn put_opts(
+            &self,
+            location: &Path,
+            payload: PutPayload,
+            opts: PutOptions,
+        ) -> Result<PutResult> {
+            tokio::time::sleep(self.latency).await;
+            self.inner.put_opts(location, payload, opts).await
+        }
+        async fn put_multipart_opts(
+            &self,
+            location: &Path,
+            opts: PutMultipartOptions,
+        ) -> Result<Box<dyn MultipartUpload>> {
+            tokio::time::sleep(self.latency).await;
+            self.inner.put_multipart_opts(location, opts).await
+        }
+        async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+            tokio::time::sleep(self.latency).await;
+            self.inner.get_opts(location, options).await
+        }
+        fn delete_stream(
+            &self,
+            locations: BoxStream<'static, Result<Path>>,
+        ) -> BoxStream<'static, Result<Path>> {
+            let latency = self.latency;
+            let delayed = locations
+                .then(move |l| async move {
+                    tokio::time::sleep(latency).await;
+                    l
+                })
+                .boxed();
+            self.inner.delete_stream(delayed)
+        }
+        fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            let latency = self.latency;
+            let inner = self.inner.list(prefix);
+            futures::stream::once(async move {
+                tokio::time::sleep(latency).await;
+                inner
+            })
+            .flatten()
+            .boxed()
+        }
+        async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+            tokio::time::sleep(self.latency).await;
+            self.inner.list_with_delimiter(prefix).await
+        }
+        async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+            tokio::time::sleep(self.latency).await;
+            self.inner.copy_opts(from, to, options).await
+        }
+    }
+}
+
 /// Writes one batch folder `<root>/batch_id=<batch_id>/part-NNNNN.jsonl[.gz]`.
 pub fn generate(root: &Path, batch_id: &str, spec: &GenSpec) -> std::io::Result<GenSummary> {
     let dir = root.join(format!("batch_id={batch_id}"));

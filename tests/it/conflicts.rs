@@ -264,3 +264,35 @@ fn different_batches_into_the_same_tables_at_once_both_land() {
         }
     }
 }
+
+#[test]
+fn ingest_through_an_object_store_with_latency_gives_the_same_tables() {
+    use bronze::testdata::LatencyStore;
+    use deltalake::logstore::object_store::local::LocalFileSystem;
+    let plain = TempLake::new();
+    plain
+        .ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    let slow = TempLake::new();
+    let store = Arc::new(LatencyStore::new(
+        LocalFileSystem::new(),
+        std::time::Duration::from_millis(1),
+    ));
+    let r = slow
+        .ingest()
+        .with_object_store(store)
+        .with_persist_staging(true)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(r.staging, "persisted");
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    assert_eq!(plain.tables(), slow.tables());
+    for t in plain.tables() {
+        assert_eq!(plain.dump(&t), slow.dump(&t), "{t}");
+    }
+}

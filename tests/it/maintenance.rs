@@ -373,3 +373,25 @@ fn maintenance_commands_on_the_cli() {
         expected_tables(BATCH2)["quote"] as i64
     );
 }
+
+#[test]
+fn two_hundred_landing_files_give_one_file_per_table() {
+    let landing = tempfile::tempdir().unwrap();
+    let spec = GenSpec {
+        files: 200,
+        lines_per_file: 2,
+        topics: 6,
+        ..Default::default()
+    };
+    let b = generate(landing.path(), "daily", &spec).unwrap();
+    let lake = TempLake::new();
+    let r = lake.ingest().build().unwrap().run(&b.dir).unwrap();
+    assert_eq!(r.files_read, 200);
+    assert!(r.tables.len() >= 8, "{}", r.to_text());
+    for row in &r.run_control {
+        assert_eq!(row.files_added, 1, "{row:?}");
+    }
+    for t in lake.tables() {
+        assert_eq!(files_of(&lake, &t), 1, "{t}");
+    }
+}

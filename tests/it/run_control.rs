@@ -41,6 +41,11 @@ fn run_control_rows_account_for_every_write() {
         0
     );
     assert_eq!(lake.count("SELECT count(*) FROM _run_control WHERE status <> 'ok' OR files_added < 1 OR bytes_added < 1"), 0);
+    // Optimize write: 20 landing files, one data file per table.
+    assert_eq!(
+        lake.count("SELECT count(*) FROM _run_control WHERE files_added <> 1"),
+        0
+    );
     assert_eq!(
         lake.count("SELECT count(*) FROM _run_control WHERE checks NOT LIKE '%ok'"),
         0
