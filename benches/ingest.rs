@@ -2,7 +2,8 @@
 //! sequential vs parallel topics, per-table vs global lock, staged once vs re-reading the
 //! landing files per topic (the seed's baseline), beside a parse-only baseline over the
 //! same bytes; then the same on a store with 20 ms injected per request, where commits
-//! dominate. Set `BRONZE_BENCH_HISTORICAL=1` to add the 8,533-file historical batch.
+//! dominate. Set `BRONZE_BENCH_LARGE=1` to add 2,000 files on the slow store (staged once
+//! vs re-read per topic), `BRONZE_BENCH_HISTORICAL=1` the 8,533-file historical batch.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -130,6 +131,19 @@ fn bench(c: &mut Criterion) {
         true,
         10,
     );
+    if std::env::var_os("BRONZE_BENCH_LARGE").is_some() {
+        // Where re-reading per topic really hurts: 2,000 files on the slow store.
+        let large = [
+            v("parallel_32", 32, LockPolicy::PerTable, false),
+            v(
+                "parallel_32_reread_per_topic",
+                32,
+                LockPolicy::PerTable,
+                true,
+            ),
+        ];
+        run_group(c, "ingest_2000_latency_20ms", 2_000, &large, true, 10);
+    }
     if std::env::var_os("BRONZE_BENCH_HISTORICAL").is_some() {
         let hist = [
             v("sequential", 1, LockPolicy::PerTable, false),

@@ -42,6 +42,11 @@ pub fn read_file_from_store(
     decode(file, Some(bytes.to_vec()))
 }
 
+/// Decompresses bytes already fetched for `file` (gzip), or returns them as they are.
+pub fn decode_bytes(file: &SourceFile, raw: Vec<u8>) -> Result<Vec<u8>> {
+    decode(file, Some(raw))
+}
+
 fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
     if let Some(raw) = raw {
         return match file.compression {
