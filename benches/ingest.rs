@@ -17,6 +17,7 @@ use deltalake::logstore::object_store::local::LocalFileSystem;
 const DAILY_FILES: usize = 200; // ~8 MB
 const HISTORICAL_FILES: usize = 8_533; // ~348 MB
 const LATENCY: Duration = Duration::from_millis(20); // per object-store request
+const IN_FLIGHT: usize = 32; // requests at once, per process
 
 fn batch(files: usize) -> (tempfile::TempDir, GenSummary) {
     let landing = tempfile::tempdir().unwrap();
@@ -30,8 +31,9 @@ fn batch(files: usize) -> (tempfile::TempDir, GenSummary) {
     (landing, s)
 }
 
+/// 20 ms per request, at most 32 requests in flight (a client's connection pool).
 fn latency_store() -> Arc<LatencyStore<LocalFileSystem>> {
-    Arc::new(LatencyStore::new(LocalFileSystem::new(), LATENCY))
+    Arc::new(LatencyStore::new(LocalFileSystem::new(), LATENCY).with_max_in_flight(IN_FLIGHT))
 }
 
 struct Variant {

@@ -238,12 +238,33 @@ fn payload(t: usize, n: u64, rng: &mut Rng) -> String {
 pub struct LatencyStore<S> {
     inner: S,
     latency: std::time::Duration,
+    /// Requests in flight at once, like a client's connection pool; `None`: unbounded.
+    in_flight: Option<tokio::sync::Semaphore>,
 }
 
 impl<S> LatencyStore<S> {
     /// Wraps `inner`, adding `latency` to every request.
     pub fn new(inner: S, latency: std::time::Duration) -> Self {
-        LatencyStore { inner, latency }
+        LatencyStore {
+            inner,
+            latency,
+            in_flight: None,
+        }
+    }
+
+    /// At most `n` requests wait at once (a client's connection pool); the others queue.
+    pub fn with_max_in_flight(mut self, n: usize) -> Self {
+        self.in_flight = Some(tokio::sync::Semaphore::new(n.max(1)));
+        self
+    }
+
+    /// Waits the request latency, holding a connection slot when the pool is bounded.
+    async fn wait(&self) {
+        let _slot = match &self.in_flight {
+            Some(s) => s.acquire().await.ok(),
+            None => None,
+        };
+        tokio::time::sleep(self.latency).await;
     }
 }
 
@@ -270,7 +291,7 @@ mod latency_impl {
             payload: PutPayload,
             opts: PutOptions,
         ) -> Result<PutResult> {
-            tokio::time::sleep(self.latency).await;
+            self.wait().await;
             self.inner.put_opts(location, payload, opts).await
         }
         async fn put_multipart_opts(
@@ -278,17 +299,18 @@ mod latency_impl {
             location: &Path,
             opts: PutMultipartOptions,
         ) -> Result<Box<dyn MultipartUpload>> {
-            tokio::time::sleep(self.latency).await;
+            self.wait().await;
             self.inner.put_multipart_opts(location, opts).await
         }
         async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-            tokio::time::sleep(self.latency).await;
+            self.wait().await;
             self.inner.get_opts(location, options).await
         }
         fn delete_stream(
             &self,
             locations: BoxStream<'static, Result<Path>>,
         ) -> BoxStream<'static, Result<Path>> {
+            // Deletes are rare (VACUUM, dropping staging): latency only, no pool.
             let latency = self.latency;
             let delayed = locations
                 .then(move |l| async move {
@@ -299,6 +321,7 @@ mod latency_impl {
             self.inner.delete_stream(delayed)
         }
         fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+            // Listings are rare (opening a table): latency only, no pool.
             let latency = self.latency;
             let inner = self.inner.list(prefix);
             futures::stream::once(async move {
@@ -309,11 +332,11 @@ mod latency_impl {
             .boxed()
         }
         async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-            tokio::time::sleep(self.latency).await;
+            self.wait().await;
             self.inner.list_with_delimiter(prefix).await
         }
         async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-            tokio::time::sleep(self.latency).await;
+            self.wait().await;
             self.inner.copy_opts(from, to, options).await
         }
     }
