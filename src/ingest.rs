@@ -252,6 +252,25 @@ struct StagedBatch {
     corrupt: Vec<CorruptLine>,
 }
 
+/// Topics processed at once when a batch is over the memory budget: a topic in flight
+/// holds its staged rows and their flattened tables (about four times its landing
+/// bytes); at least one, at most the fan-out pool's threads.
+fn wave_size(summary: &StagingSummary, budget: u64, threads: usize) -> usize {
+    let bytes_per_message = summary.bytes_read / summary.lines.max(1);
+    let largest = summary.topics.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let per_topic = (largest * bytes_per_message * 4).max(1);
+    ((budget / per_topic) as usize).clamp(1, threads.max(1))
+}
+
+/// Bytes a landing file takes once read: gzip counts four times its size (JSON
+/// compresses about that much).
+fn landing_size(f: &discover::SourceFile) -> u64 {
+    match f.compression {
+        discover::Compression::Gzip => f.bytes.saturating_mul(4),
+        discover::Compression::None => f.bytes,
+    }
+}
+
 /// Splits files into chunks of at most `budget` bytes of landing data (at least one
 /// file each). Gzip files count four times their size: JSON compresses about that much.
 fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::SourceFile]> {
@@ -259,10 +278,7 @@ fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::S
     let mut start = 0;
     let mut bytes = 0u64;
     for (i, f) in files.iter().enumerate() {
-        let size = match f.compression {
-            discover::Compression::Gzip => f.bytes.saturating_mul(4),
-            discover::Compression::None => f.bytes,
-        };
+        let size = landing_size(f);
         if i > start && bytes + size > budget {
             chunks.push(&files[start..i]);
             start = i;
@@ -361,6 +377,10 @@ impl Ingest {
         Ok(catalog.join(&self.config.schema))
     }
 
+    fn fanout_threads(&self) -> usize {
+        self.fanout_pool.current_num_threads()
+    }
+
     pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {
         &self.runtime
     }
@@ -448,32 +468,49 @@ impl Ingest {
                     .map(std::borrow::Cow::Owned),
             }
         };
-        let results: Vec<Vec<TableWrite>> = match self.config.commit_per {
-            CommitPer::Topic => self.fanout_pool.install(|| {
-                staged
-                    .summary
-                    .topics
-                    .par_iter()
-                    .with_max_len(1)
-                    .map(|(topic, _)| {
-                        self.handle_topic(
-                            &storage,
-                            topic,
-                            topic_input(topic),
-                            &lineage,
-                            &written,
-                            topic_count,
-                        )
-                    })
-                    .collect()
-            }),
-            CommitPer::Table => self.flatten_then_write(
+        // A batch staged in memory fits the budget: flatten every topic, then one commit
+        // per table. A persisted (over-budget) batch is processed topic by topic, in
+        // waves sized so that the topics in flight fit the memory budget.
+        let bounded = staged.memory.is_none() && !self.config.persist_staging;
+        let per_topic = self.config.commit_per == CommitPer::Topic || bounded;
+        let wave = if bounded {
+            wave_size(
+                &staged.summary,
+                self.config.memory_budget,
+                self.fanout_threads(),
+            )
+        } else {
+            topic_count.max(1)
+        };
+        let results: Vec<Vec<TableWrite>> = if per_topic {
+            let mut results = Vec::with_capacity(topic_count);
+            for topics in staged.summary.topics.chunks(wave) {
+                results.extend(self.fanout_pool.install(|| {
+                    topics
+                        .par_iter()
+                        .with_max_len(1)
+                        .map(|(topic, _)| {
+                            self.handle_topic(
+                                &storage,
+                                topic,
+                                topic_input(topic),
+                                &lineage,
+                                &written,
+                                topic_count,
+                            )
+                        })
+                        .collect::<Vec<_>>()
+                }));
+            }
+            results
+        } else {
+            self.flatten_then_write(
                 &storage,
                 &staged.summary.topics,
                 &topic_input,
                 &lineage,
                 &written,
-            ),
+            )
         };
         writes.extend(results.into_iter().flatten());
         self.failpoint("before_run_control")?;
@@ -643,8 +680,16 @@ impl Ingest {
             });
         };
         let reader = |f: &discover::SourceFile| self.read_landing_file(f);
-        let chunks = chunk_files(files, self.config.memory_budget);
-        let persist = self.config.persist_staging || chunks.len() > 1;
+        // A chunk in flight holds its raw bytes, the parsed messages and their Arrow
+        // staging (about three times its size): a quarter of the budget per chunk.
+        let landing_bytes: u64 = files.iter().map(landing_size).sum();
+        let over_budget = landing_bytes > self.config.memory_budget;
+        let chunks = if over_budget {
+            chunk_files(files, self.config.memory_budget / 4)
+        } else {
+            vec![files]
+        };
+        let persist = self.config.persist_staging || over_budget;
         let mut seen = std::collections::HashSet::new();
         let mut summary = StagingSummary::default();
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
