@@ -140,15 +140,5 @@ fn separate_processes_load_different_batches_into_the_same_tables() {
         String::from_utf8_lossy(&b.stderr)
     );
     let lake = TempLake::at(catalog, "bronze raw-1");
-    for (batch, want) in [
-        (BATCH1, expected_tables(BATCH1)),
-        (BATCH2, expected_tables(BATCH2)),
-    ] {
-        for (table, rows) in want {
-            let n = lake.count(&format!(
-                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
-            ));
-            assert_eq!(n as u64, rows, "{batch} {table}");
-        }
-    }
+    assert_both_fixture_batches_landed(&lake);
 }

@@ -252,17 +252,7 @@ fn different_batches_into_the_same_tables_at_once_both_land() {
     });
     assert!(ra.failed_tables().next().is_none(), "{}", ra.to_text());
     assert!(rb.failed_tables().next().is_none(), "{}", rb.to_text());
-    for (batch, want) in [
-        (BATCH1, expected_tables(BATCH1)),
-        (BATCH2, expected_tables(BATCH2)),
-    ] {
-        for (table, rows) in want {
-            let n = lake.count(&format!(
-                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
-            ));
-            assert_eq!(n as u64, rows, "{batch} {table}");
-        }
-    }
+    assert_both_fixture_batches_landed(&lake);
 }
 
 #[test]

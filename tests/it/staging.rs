@@ -162,16 +162,6 @@ fn two_batches_at_once_use_their_own_staging_tables() {
         assert_eq!(r.staging, "persisted");
         assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
     }
-    for (batch, want) in [
-        (BATCH1, expected_tables(BATCH1)),
-        (BATCH2, expected_tables(BATCH2)),
-    ] {
-        for (table, rows) in want {
-            let n = lake.count(&format!(
-                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
-            ));
-            assert_eq!(n as u64, rows, "{batch} {table}");
-        }
-    }
+    assert_both_fixture_batches_landed(&lake);
     assert!(staging_dirs(&lake).is_empty());
 }

@@ -36,6 +36,18 @@ pub fn expected_tables(batch: &str) -> BTreeMap<String, u64> {
         .collect()
 }
 
+/// Every table holds exactly the expected rows of each fixture batch (both loaded).
+pub fn assert_both_fixture_batches_landed(lake: &TempLake) {
+    for batch in [BATCH1, BATCH2] {
+        for (table, rows) in expected_tables(batch) {
+            let n = lake.count(&format!(
+                "SELECT count(*) FROM {table} WHERE _batch_id = '{batch}'"
+            ));
+            assert_eq!(n as u64, rows, "{batch} {table}");
+        }
+    }
+}
+
 /// A temporary catalog (or one at a given path, for CLI tests).
 pub struct TempLake {
     _dir: Option<tempfile::TempDir>,
