@@ -482,10 +482,18 @@ impl Ingest {
         } else {
             topic_count.max(1)
         };
+        // Over budget, the waves run on a pool of `wave` threads: every thread that
+        // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
+        let wave_pool = if bounded {
+            Some(pool(wave, "wave")?)
+        } else {
+            None
+        };
+        let topic_pool = wave_pool.as_ref().unwrap_or(&self.fanout_pool);
         let results: Vec<Vec<TableWrite>> = if per_topic {
             let mut results = Vec::with_capacity(topic_count);
             for topics in staged.summary.topics.chunks(wave) {
-                results.extend(self.fanout_pool.install(|| {
+                results.extend(topic_pool.install(|| {
                     topics
                         .par_iter()
                         .with_max_len(1)
