@@ -180,8 +180,9 @@ pub struct IngestArgs {
     /// memory, so a crashed run can resume from it. Dropped when the batch ends.
     #[arg(long)]
     pub persist_staging: bool,
-    /// Landing bytes staged in memory at once (e.g. 512MB, 2GiB); a larger batch is staged
-    /// in chunks that spill to the staging table. Default: a quarter of the machine's memory.
+    /// Memory staging may use (e.g. 512MB, 2GiB); a batch needing more (about 4x its
+    /// landing size) is staged in chunks that spill to the staging table. Default: a
+    /// quarter of the machine's memory.
     #[arg(long, value_parser = parse_budget)]
     pub memory_budget: Option<u64>,
     /// Re-read the landing files even if a complete staging table of an earlier run of this

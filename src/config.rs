@@ -97,9 +97,10 @@ pub struct IngestConfig {
     /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
     /// memory (so a crashed run can resume from it). Default `false`.
     pub persist_staging: bool,
-    /// Bytes of landing data staged in memory at once. A batch larger than this is staged
-    /// in chunks that spill to the staging table. Default: a quarter of the machine's
-    /// memory (2 GiB when it cannot be read).
+    /// Memory staging may use. A batch that would need more in memory (about four times
+    /// its landing size) is staged in chunks of a quarter of the budget that spill to the
+    /// staging table, and its topics are processed in waves that fit the budget. Default:
+    /// a quarter of the machine's memory (2 GiB when it cannot be read).
     pub memory_budget: u64,
     /// Resume from a complete staging table left by an earlier run of the same batch
     /// instead of re-reading the landing files. Default `true`.
