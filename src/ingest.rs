@@ -774,7 +774,6 @@ impl Ingest {
         &self,
         files: &[discover::SourceFile],
     ) -> Result<Option<std::collections::HashMap<PathBuf, Vec<u8>>>> {
-        use deltalake::logstore::object_store::ObjectStoreExt as _;
         use futures::{StreamExt as _, TryStreamExt as _};
         let Some(store) = &self.config.object_store else {
             return Ok(None);
@@ -783,18 +782,10 @@ impl Ingest {
             futures::stream::iter(files.iter().map(|f| {
                 let store = Arc::clone(store);
                 async move {
-                    let to_io = |e: deltalake::logstore::object_store::Error| {
-                        Error::io(&f.path, std::io::Error::other(e))
-                    };
-                    let location = deltalake::Path::from_absolute_path(&f.path).map_err(|e| {
-                        Error::io(
-                            &f.path,
-                            std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
-                        )
-                    })?;
-                    let got = store.get(&location).await.map_err(to_io)?;
-                    let bytes = got.bytes().await.map_err(to_io)?;
-                    Ok::<_, Error>((f.path.clone(), bytes.to_vec()))
+                    Ok::<_, Error>((
+                        f.path.clone(),
+                        crate::read::fetch_raw(f, store.as_ref()).await?,
+                    ))
                 }
             }))
             .buffer_unordered(PREFETCH_CONCURRENCY)

@@ -25,6 +25,15 @@ pub fn read_file_from_store(
     store: &deltalake::logstore::object_store::DynObjectStore,
     runtime: &tokio::runtime::Runtime,
 ) -> Result<Vec<u8>> {
+    let raw = runtime.block_on(fetch_raw(file, store))?;
+    decode(file, Some(raw))
+}
+
+/// The raw (still compressed) bytes of a file from an object store rooted at `/`.
+pub async fn fetch_raw(
+    file: &SourceFile,
+    store: &deltalake::logstore::object_store::DynObjectStore,
+) -> Result<Vec<u8>> {
     let to_io = |e: deltalake::logstore::object_store::Error| {
         Error::io(&file.path, std::io::Error::other(e))
     };
@@ -35,11 +44,8 @@ pub fn read_file_from_store(
                 std::io::Error::new(std::io::ErrorKind::InvalidInput, e),
             )
         })?;
-    let bytes = runtime.block_on(async {
-        let got = store.get(&location).await.map_err(to_io)?;
-        got.bytes().await.map_err(to_io)
-    })?;
-    decode(file, Some(bytes.to_vec()))
+    let got = store.get(&location).await.map_err(to_io)?;
+    Ok(got.bytes().await.map_err(to_io)?.to_vec())
 }
 
 /// Decompresses bytes already fetched for `file` (gzip), or returns them as they are.

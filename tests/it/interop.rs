@@ -19,15 +19,7 @@ fn python() -> PathBuf {
 }
 
 fn count_at(lake: &TempLake, table: &str, version: u64) -> u64 {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let url = url::Url::from_directory_path(lake.schema_dir().join(table)).unwrap();
-        let t = deltalake::open_table_with_version(url, version)
-            .await
-            .unwrap();
+    lake.with_table(table, Some(version), async |t| {
         let snapshot = t.snapshot().unwrap();
         let mut rows = 0;
         for f in snapshot.log_data().iter() {

@@ -193,25 +193,13 @@ fn table_properties_are_set_kept_and_honoured() {
 }
 
 fn table_config(lake: &TempLake, table: &str) -> std::collections::HashMap<String, String> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let url = url::Url::from_directory_path(lake.schema_dir().join(table)).unwrap();
-        let t = deltalake::open_table(url).await.unwrap();
+    lake.with_table(table, None, async |t| {
         t.snapshot().unwrap().metadata().configuration().clone()
     })
 }
 
 fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let url = url::Url::from_directory_path(lake.schema_dir().join(table)).unwrap();
-        let t = deltalake::open_table(url).await.unwrap();
+    lake.with_table(table, None, async |t| {
         t.set_tbl_properties()
             .with_properties([(key.to_string(), value.to_string())].into())
             .await

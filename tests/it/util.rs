@@ -115,15 +115,29 @@ impl TempLake {
             ctx.sql(sql).await.unwrap().collect().await.unwrap()
         })
     }
-    /// Column names of a table, as the Delta log has them.
-    pub fn columns(&self, table: &str) -> Vec<String> {
+    /// Runs `f` on the table opened through `deltalake` (at `version` when given).
+    pub fn with_table<T>(
+        &self,
+        table: &str,
+        version: Option<u64>,
+        f: impl AsyncFnOnce(deltalake::DeltaTable) -> T,
+    ) -> T {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
             let url = url::Url::from_directory_path(self.schema_dir().join(table)).unwrap();
-            let t = deltalake::open_table(url).await.unwrap();
+            let t = match version {
+                Some(v) => deltalake::open_table_with_version(url, v).await.unwrap(),
+                None => deltalake::open_table(url).await.unwrap(),
+            };
+            f(t).await
+        })
+    }
+    /// Column names of a table, as the Delta log has them.
+    pub fn columns(&self, table: &str) -> Vec<String> {
+        self.with_table(table, None, async |t| {
             let schema = t.snapshot().unwrap().snapshot().arrow_schema();
             schema.fields().iter().map(|f| f.name().clone()).collect()
         })
