@@ -512,6 +512,9 @@ impl Ingest {
                         })
                         .collect::<Vec<_>>()
                 }));
+                if bounded {
+                    crate::mem::release_free_memory();
+                }
             }
             results
         } else {
@@ -742,6 +745,8 @@ impl Ingest {
             if persist {
                 self.runtime
                     .block_on(staging_table.append(staging.topics.iter()))?;
+                drop(staging.topics);
+                crate::mem::release_free_memory();
                 self.failpoint("after_staging_chunk")?;
             } else {
                 memory = Some(staging.topics);

@@ -118,8 +118,12 @@ impl<'a> StagingTable<'a> {
         let handle = self.storage.create_handle(&self.table).await?;
         // Staging lives for one batch and is dropped at the end: compressing it costs CPU
         // and buys nothing, so its files are written uncompressed.
+        // Nor dictionary-encoded: payloads are unique per row, and the dictionary
+        // interner held every payload of a chunk in memory (33 MB of a 95 MB heap peak,
+        // valgrind massif) before falling back to plain encoding.
         let props = WriterProperties::builder()
             .set_compression(Compression::UNCOMPRESSED)
+            .set_dictionary_enabled(false)
             .build();
         handle
             .write(batches)
