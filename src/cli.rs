@@ -149,33 +149,52 @@ pub struct CheckpointArgs {
 pub struct IngestArgs {
     /// The batch folder, normally named `batch_id=<id>`.
     pub batch_dir: PathBuf,
-    /// Root folder of the lakehouse; created if missing.
-    #[arg(long, default_value = "./lakehouse")]
-    pub catalog: PathBuf,
-    /// Schema (sub-folder of the catalog) holding the tables.
-    #[arg(long, default_value = "bronze")]
-    pub schema: String,
+    /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
+    /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
+    /// keys are an error. See the README for every key.
+    #[arg(long)]
+    pub config: Option<PathBuf>,
+    /// Root folder of the lakehouse; created if missing [default: ./lakehouse].
+    #[arg(long)]
+    pub catalog: Option<PathBuf>,
+    /// Schema (sub-folder of the catalog) holding the tables [default: bronze].
+    #[arg(long)]
+    pub schema: Option<String>,
     /// Batch id to use instead of the folder's `batch_id=<id>` ([A-Za-z0-9_-], up to 128).
     #[arg(long)]
     pub batch_id: Option<String>,
-    /// Envelope field holding the topic (e.g. `type`, `_path`, `event_type`).
-    #[arg(long, default_value = "topic")]
-    pub topic_field: String,
-    /// Envelope field holding the message id; '' for none (no dedup, ids from file and line).
-    #[arg(long, default_value = "message_id")]
-    pub id_field: String,
-    /// Envelope field holding the payload; '' for none (every non-envelope field is payload).
-    #[arg(long, default_value = "payload")]
-    pub payload_field: String,
+    /// Envelope field holding the topic (e.g. `type`, `_path`, `event_type`) [default: topic].
+    #[arg(long)]
+    pub topic_field: Option<String>,
+    /// Envelope field holding the message id; '' for none (no dedup, ids from file and
+    /// line) [default: message_id].
+    #[arg(long)]
+    pub id_field: Option<String>,
+    /// Envelope field holding the payload; '' for none (every non-envelope field is
+    /// payload) [default: payload].
+    #[arg(long)]
+    pub payload_field: Option<String>,
+    /// How leaf values are typed: `infer` (bool/int64/float64/string per column, mixed
+    /// columns as JSON text) or `strings` (every leaf as text) [default: infer].
+    #[arg(long, value_parser = parse_enum::<bronze::TypesMode>)]
+    pub types: Option<bronze::TypesMode>,
+    /// What a field with no column in an existing table does: `add` the column in the same
+    /// commit, `rescue` it into `_rescued_data`, or `fail` the topic's write [default: add].
+    #[arg(long, value_parser = parse_enum::<bronze::Evolution>)]
+    pub evolution: Option<bronze::Evolution>,
+    /// Child tables named by array `path` (shared across topics: `currentprice`) or
+    /// qualified by `topic` (`quote__currentprice`) [default: path].
+    #[arg(long, value_parser = parse_enum::<bronze::ChildNaming>)]
+    pub child_naming: Option<bronze::ChildNaming>,
     /// Topics processed at once (default min(32, topics); 1 = sequential).
     #[arg(long)]
     pub max_parallel: Option<usize>,
     /// Threads used to parse files (default: all cores).
     #[arg(long)]
     pub threads: Option<usize>,
-    /// Nesting depth beyond which sub-trees are kept as JSON text.
-    #[arg(long, default_value_t = 16)]
-    pub max_depth: usize,
+    /// Nesting depth beyond which sub-trees are kept as JSON text [default: 16].
+    #[arg(long)]
+    pub max_depth: Option<usize>,
     /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
     /// memory, so a crashed run can resume from it. Dropped when the batch ends.
     #[arg(long)]
@@ -198,15 +217,44 @@ impl IngestArgs {
     /// The library settings these flags describe (validated by the library).
     pub fn to_config(&self) -> Result<IngestConfig> {
         let mut c = IngestConfig::default();
-        c.catalog = self.catalog.clone();
-        c.schema = self.schema.clone();
+        let default_file = PathBuf::from("bronze.toml");
+        match &self.config {
+            Some(path) => bronze::ConfigFile::load(path)?.apply(&mut c),
+            None if default_file.is_file() => {
+                bronze::ConfigFile::load(&default_file)?.apply(&mut c)
+            }
+            None => {}
+        }
+        if let Some(v) = &self.catalog {
+            c.catalog = v.clone();
+        }
+        if let Some(v) = &self.schema {
+            c.schema = v.clone();
+        }
         c.batch_id = self.batch_id.clone();
-        c.envelope.topic_field = self.topic_field.clone();
-        c.envelope.id_field = non_empty(&self.id_field);
-        c.envelope.payload_field = non_empty(&self.payload_field);
+        if let Some(v) = &self.topic_field {
+            c.envelope.topic_field = v.clone();
+        }
+        if let Some(v) = &self.id_field {
+            c.envelope.id_field = non_empty(v);
+        }
+        if let Some(v) = &self.payload_field {
+            c.envelope.payload_field = non_empty(v);
+        }
+        if let Some(v) = self.types {
+            c.flatten.types = v;
+        }
+        if let Some(v) = self.evolution {
+            c.flatten.evolution = v;
+        }
+        if let Some(v) = self.child_naming {
+            c.flatten.child_naming = v;
+        }
+        if let Some(v) = self.max_depth {
+            c.flatten.max_depth = v;
+        }
         c.max_parallel = self.max_parallel;
         c.threads = self.threads;
-        c.max_depth = self.max_depth;
         c.persist_staging = self.persist_staging;
         if let Some(b) = self.memory_budget {
             c.memory_budget = b;
@@ -219,6 +267,12 @@ impl IngestArgs {
 
 fn non_empty(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
+}
+
+/// Parses a lower-case setting value the way `bronze.toml` spells it.
+fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> std::result::Result<T, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string()))
+        .map_err(|e| format!("{s:?}: {e}"))
 }
 
 fn parse_budget(s: &str) -> std::result::Result<u64, String> {

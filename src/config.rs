@@ -24,6 +24,10 @@ pub struct EnvelopeConfig {
     /// Top-level field holding the payload. Default `payload`. `None`, or a line without
     /// that field: every non-envelope field is the payload and there is no metadata.
     pub payload_field: Option<String>,
+    /// Top-level fields whose values together form the dedup key, instead of the id
+    /// (`["source", "seq"]`). `None`: the id field. A line missing one of them is never
+    /// a duplicate.
+    pub dedup_fields: Option<Vec<String>>,
 }
 
 impl Default for EnvelopeConfig {
@@ -32,7 +36,98 @@ impl Default for EnvelopeConfig {
             topic_field: "topic".into(),
             id_field: Some("message_id".into()),
             payload_field: Some("payload".into()),
+            dedup_fields: None,
         }
+    }
+}
+
+/// How leaf values get their column types.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TypesMode {
+    /// Per batch and column: all booleans → boolean, all integers → int64, integers and
+    /// floats → float64, all strings → string, any other mix (or numbers beyond
+    /// int64/float64) → a JSON-text string column (default).
+    #[default]
+    Infer,
+    /// Every leaf lands as text (numbers as their literal, objects kept as JSON text): the
+    /// all-string bronze some teams prefer.
+    Strings,
+}
+
+/// What happens to a field that has no column in an existing table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Evolution {
+    /// Add the column in the same commit (default).
+    #[default]
+    Add,
+    /// Keep the schema; the new field's values go to `_rescued_data`.
+    Rescue,
+    /// Fail the topic's write to that table with an error naming the new fields.
+    Fail,
+}
+
+/// How child tables (rows of nested arrays) are named.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChildNaming {
+    /// By the array's path in the payload, shared by every topic with an array at that
+    /// path (`currentprice`) (default).
+    #[default]
+    Path,
+    /// Qualified by the topic (`quote__currentprice`).
+    Topic,
+}
+
+/// Flattening settings.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct FlattenConfig {
+    /// Nesting depth to which objects are flattened; deeper sub-trees are kept as JSON
+    /// text. Default 16.
+    pub max_depth: usize,
+    /// How column types are chosen. Default [`TypesMode::Infer`].
+    pub types: TypesMode,
+    /// Evolution mode for topics without their own. Default [`Evolution::Add`].
+    pub evolution: Evolution,
+    /// Per-topic evolution modes.
+    pub topic_evolution: std::collections::BTreeMap<String, Evolution>,
+    /// How child tables are named. Default [`ChildNaming::Path`].
+    pub child_naming: ChildNaming,
+    /// Explicit child table names by array path (`quotes[].currentprice` →
+    /// `currentprice`); a leading `payload.` is ignored.
+    pub child_tables: std::collections::BTreeMap<String, String>,
+}
+
+impl Default for FlattenConfig {
+    fn default() -> Self {
+        FlattenConfig {
+            max_depth: 16,
+            types: TypesMode::Infer,
+            evolution: Evolution::Add,
+            topic_evolution: Default::default(),
+            child_naming: ChildNaming::Path,
+            child_tables: Default::default(),
+        }
+    }
+}
+
+impl FlattenConfig {
+    /// The evolution mode of `topic`.
+    pub fn evolution_for(&self, topic: &str) -> Evolution {
+        self.topic_evolution
+            .get(topic)
+            .copied()
+            .unwrap_or(self.evolution)
+    }
+
+    /// The explicit child table for an array path, if configured.
+    pub(crate) fn mapped_child(&self, origin: &str) -> Option<&str> {
+        self.child_tables
+            .iter()
+            .find(|(k, _)| k.strip_prefix("payload.").unwrap_or(k) == origin)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -79,9 +174,8 @@ pub struct IngestConfig {
     pub max_parallel: Option<usize>,
     /// Threads of the pool the library owns. Default: the machine's available parallelism.
     pub threads: Option<usize>,
-    /// Nesting depth below which objects are flattened; deeper sub-trees are kept as JSON
-    /// text. Default 16.
-    pub max_depth: usize,
+    /// How payloads become columns and child tables.
+    pub flatten: FlattenConfig,
     /// How writes to the same table are serialized. Default [`LockPolicy::PerTable`].
     pub lock_policy: LockPolicy,
     /// How rows are grouped into commits. Default [`CommitPer::Table`].
@@ -128,7 +222,7 @@ impl Default for IngestConfig {
             envelope: EnvelopeConfig::default(),
             max_parallel: None,
             threads: None,
-            max_depth: 16,
+            flatten: FlattenConfig::default(),
             lock_policy: LockPolicy::PerTable,
             commit_per: CommitPer::Table,
             target_file_size: 128 << 20,
@@ -173,6 +267,156 @@ pub fn parse_size(s: &str) -> Option<u64> {
         _ => return None,
     };
     (num >= 0.0 && num.is_finite()).then_some((num * mult as f64) as u64)
+}
+
+/// The file `bronze.toml`: every setting that describes a feed rather than one run.
+/// Unknown keys are an error naming them (a typo must not silently do nothing).
+///
+/// ```toml
+/// catalog = "./lakehouse"
+/// schema = "bronze"
+///
+/// [envelope]
+/// topic_field = "topic"
+/// id_field = "message_id"      # "" for none
+/// payload_field = "payload"    # "" for none
+/// dedup_fields = ["message_id"] # top-level fields forming the dedup key
+///
+/// [flatten]
+/// max_depth = 16
+/// types = "infer"              # or "strings"
+/// evolution = "add"            # or "rescue", "fail"
+/// child_naming = "path"        # or "topic"
+///
+/// [flatten.child_tables]
+/// "payload.quotes[].currentprice" = "currentprice"
+///
+/// [topics."market.quote"]
+/// evolution = "fail"
+/// ```
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFile {
+    /// Root folder of the lakehouse.
+    pub catalog: Option<PathBuf>,
+    /// Schema holding the bronze tables.
+    pub schema: Option<String>,
+    /// Envelope field names.
+    #[serde(default)]
+    pub envelope: EnvelopeFile,
+    /// Flattening settings.
+    #[serde(default)]
+    pub flatten: FlattenFile,
+    /// Per-topic settings.
+    #[serde(default)]
+    pub topics: std::collections::BTreeMap<String, TopicFile>,
+}
+
+/// `[envelope]` of `bronze.toml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EnvelopeFile {
+    /// See [`EnvelopeConfig::topic_field`].
+    pub topic_field: Option<String>,
+    /// See [`EnvelopeConfig::id_field`]; `""` for none.
+    pub id_field: Option<String>,
+    /// See [`EnvelopeConfig::payload_field`]; `""` for none.
+    pub payload_field: Option<String>,
+    /// See [`EnvelopeConfig::dedup_fields`].
+    pub dedup_fields: Option<Vec<String>>,
+}
+
+/// `[flatten]` of `bronze.toml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FlattenFile {
+    /// See [`FlattenConfig::max_depth`].
+    pub max_depth: Option<usize>,
+    /// See [`FlattenConfig::types`].
+    pub types: Option<TypesMode>,
+    /// See [`FlattenConfig::evolution`].
+    pub evolution: Option<Evolution>,
+    /// See [`FlattenConfig::child_naming`].
+    pub child_naming: Option<ChildNaming>,
+    /// See [`FlattenConfig::child_tables`].
+    #[serde(default)]
+    pub child_tables: std::collections::BTreeMap<String, String>,
+}
+
+/// `[topics."<topic>"]` of `bronze.toml`.
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicFile {
+    /// This topic's evolution mode.
+    pub evolution: Option<Evolution>,
+}
+
+impl ConfigFile {
+    /// Reads and parses a config file; errors name the file, the line and the key.
+    pub fn load(path: &std::path::Path) -> Result<ConfigFile> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            name: "config",
+            reason: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Self::parse(&text).map_err(|e| match e {
+            Error::Config { reason, .. } => Error::Config {
+                name: "config",
+                reason: format!("{}: {reason}", path.display()),
+            },
+            other => other,
+        })
+    }
+
+    /// Parses the text of a config file.
+    pub fn parse(text: &str) -> Result<ConfigFile> {
+        toml::from_str(text).map_err(|e| Error::Config {
+            name: "config",
+            reason: e.to_string().trim_end().replace('\n', " "),
+        })
+    }
+
+    /// Applies the file's settings over `c` (flags are applied after, and win).
+    pub fn apply(self, c: &mut IngestConfig) {
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        if let Some(v) = self.catalog {
+            c.catalog = v;
+        }
+        if let Some(v) = self.schema {
+            c.schema = v;
+        }
+        let e = self.envelope;
+        if let Some(v) = e.topic_field {
+            c.envelope.topic_field = v;
+        }
+        if let Some(v) = e.id_field {
+            c.envelope.id_field = non_empty(v);
+        }
+        if let Some(v) = e.payload_field {
+            c.envelope.payload_field = non_empty(v);
+        }
+        if let Some(v) = e.dedup_fields {
+            c.envelope.dedup_fields = Some(v);
+        }
+        let f = self.flatten;
+        if let Some(v) = f.max_depth {
+            c.flatten.max_depth = v;
+        }
+        if let Some(v) = f.types {
+            c.flatten.types = v;
+        }
+        if let Some(v) = f.evolution {
+            c.flatten.evolution = v;
+        }
+        if let Some(v) = f.child_naming {
+            c.flatten.child_naming = v;
+        }
+        c.flatten.child_tables.extend(f.child_tables);
+        for (topic, t) in self.topics {
+            if let Some(v) = t.evolution {
+                c.flatten.topic_evolution.insert(topic, v);
+            }
+        }
+    }
 }
 
 /// Longest field name accepted for the envelope settings.
@@ -221,11 +465,19 @@ impl IngestConfig {
                 reason: format!("{} bytes is below the 1 KiB minimum", self.memory_budget),
             });
         }
-        if !(1..=64).contains(&self.max_depth) {
+        if !(1..=64).contains(&self.flatten.max_depth) {
             return Err(Error::Config {
                 name: "max-depth",
-                reason: format!("{} is outside 1..=64", self.max_depth),
+                reason: format!("{} is outside 1..=64", self.flatten.max_depth),
             });
+        }
+        for (path, table) in &self.flatten.child_tables {
+            if path.is_empty() || crate::naming::sanitize(table).is_empty() {
+                return Err(Error::Config {
+                    name: "child_tables",
+                    reason: format!("mapping {path:?} -> {table:?} needs a path and a table name"),
+                });
+            }
         }
         Ok(())
     }
@@ -263,6 +515,57 @@ mod tests {
         assert_eq!(parse_size("12 parsecs"), None);
         assert_eq!(parse_size(""), None);
         assert!(default_memory_budget() >= 1 << 20);
+    }
+
+    #[test]
+    fn config_file_sets_everything_and_names_unknown_keys() {
+        let f = ConfigFile::parse(
+            r#"
+schema = "raw"
+[envelope]
+topic_field = "type"
+id_field = ""
+dedup_fields = ["source", "seq"]
+[flatten]
+max_depth = 4
+types = "strings"
+evolution = "rescue"
+child_naming = "topic"
+[flatten.child_tables]
+"payload.quotes[].currentprice" = "currentprice"
+[topics."market.quote"]
+evolution = "fail"
+"#,
+        )
+        .unwrap();
+        let mut c = IngestConfig::default();
+        f.apply(&mut c);
+        c.validate().unwrap();
+        assert_eq!(c.schema, "raw");
+        assert_eq!(c.envelope.topic_field, "type");
+        assert_eq!(c.envelope.id_field, None);
+        assert_eq!(
+            c.envelope.dedup_fields,
+            Some(vec!["source".to_string(), "seq".to_string()])
+        );
+        assert_eq!(c.flatten.max_depth, 4);
+        assert_eq!(c.flatten.types, TypesMode::Strings);
+        assert_eq!(c.flatten.evolution_for("other"), Evolution::Rescue);
+        assert_eq!(c.flatten.evolution_for("market.quote"), Evolution::Fail);
+        assert_eq!(c.flatten.child_naming, ChildNaming::Topic);
+        assert_eq!(
+            c.flatten.mapped_child("quotes[].currentprice"),
+            Some("currentprice")
+        );
+        for (bad, key) in [
+            ("shema = \"x\"", "shema"),
+            ("[flatten]\nevolutoin = \"add\"", "evolutoin"),
+            ("[topics.q]\ntypes = \"strings\"", "types"),
+            ("[flatten]\nevolution = \"sometimes\"", "sometimes"),
+        ] {
+            let err = ConfigFile::parse(bad).unwrap_err().to_string();
+            assert!(err.contains(key), "{bad:?}: {err}");
+        }
     }
 
     #[test]

@@ -81,6 +81,17 @@ pub enum Error {
         #[source]
         source: Box<deltalake::DeltaTableError>,
     },
+    /// New fields arrived for a table whose topic has `evolution = "fail"`.
+    #[error(
+        "table `{table}` has no column for {}; the topic's evolution mode is `fail`: add the fields with `--evolution add` (or `rescue` to keep them in `_rescued_data`)",
+        fields.join(", ")
+    )]
+    SchemaEvolution {
+        /// The table.
+        table: String,
+        /// The new fields, as `column (original path)`.
+        fields: Vec<String>,
+    },
     /// No Delta table of that name in the schema.
     #[error("no table `{table}` in this schema; `bronze health` lists the tables")]
     NoSuchTable {

@@ -147,7 +147,7 @@ impl IngestBuilder {
     }
     /// Depth beyond which sub-trees are kept as JSON text. Default 16.
     pub fn with_max_depth(mut self, depth: usize) -> Self {
-        self.config.max_depth = depth;
+        self.config.flatten.max_depth = depth;
         self
     }
     /// How writes to one table are serialized. Default [`LockPolicy::PerTable`].
@@ -307,6 +307,78 @@ struct TableWrite {
     started_micros: i64,
     ended_micros: i64,
     result: Result<Committed>,
+    /// Columns the write added to the table.
+    added: Vec<String>,
+    /// Values moved to `_rescued_data` while fitting the table's schema.
+    rescued: u64,
+}
+
+/// One [`TableWrite`] per part of a shared commit: `meta` is `(topic, rows in, rows
+/// planned)` per part, in the order the parts were given.
+fn part_writes(
+    table: &TableName,
+    meta: Vec<(String, u64, u64)>,
+    result: Result<(Committed, Vec<write::PartOutcome>)>,
+    started_micros: i64,
+    ended_micros: i64,
+) -> Vec<TableWrite> {
+    let write = |topic: String, rows_in, rows_planned, result, added, rescued| TableWrite {
+        table: table.clone(),
+        topic,
+        rows_in,
+        rows_planned,
+        started_micros,
+        ended_micros,
+        result,
+        added,
+        rescued,
+    };
+    match result {
+        Err(e) => {
+            let message = crate::error::chain(&e);
+            let mut e = Some(e);
+            let n = meta.len();
+            meta.into_iter()
+                .enumerate()
+                .map(|(i, (topic, rows_in, planned))| {
+                    // The first (or only) part keeps the original error.
+                    let err = match (i, e.take()) {
+                        (0, Some(e)) if n == 1 => e,
+                        _ => Error::Shared {
+                            message: message.clone(),
+                        },
+                    };
+                    write(topic, rows_in, planned, Err(err), Vec::new(), 0)
+                })
+                .collect()
+        }
+        Ok((c, outcomes)) => {
+            let total: u64 = outcomes.iter().map(|o| o.rows).sum();
+            meta.into_iter()
+                .zip(outcomes)
+                .map(|((topic, rows_in, planned), o)| match o.error {
+                    Some(e) => write(topic, rows_in, planned, Err(e), Vec::new(), 0),
+                    None => {
+                        // The commit's statistics count all parts; a part's share is its
+                        // own rows when the total matches.
+                        let rows_added = if c.rows_added == total {
+                            o.rows
+                        } else {
+                            c.rows_added
+                        };
+                        write(
+                            topic,
+                            rows_in,
+                            planned,
+                            Ok(Committed { rows_added, ..c }),
+                            o.added,
+                            o.rescued,
+                        )
+                    }
+                })
+                .collect()
+        }
+    }
 }
 
 fn pool(threads: usize, name: &'static str) -> Result<rayon::ThreadPool> {
@@ -551,7 +623,19 @@ impl Ingest {
                 status: "ok".into(),
                 error: None,
                 checks: String::new(),
+                schema_changes: if w.added.is_empty() {
+                    String::new()
+                } else {
+                    format!("added: {}", w.added.join(", "))
+                },
+                rescued_values: w.rescued,
             };
+            for c in &w.added {
+                if !t.added_columns.contains(c) {
+                    t.added_columns.push(c.clone());
+                }
+            }
+            t.rescued_values += w.rescued;
             match w.result {
                 Ok(c) => {
                     row.rows_written = c.rows_added;
@@ -866,7 +950,7 @@ impl Ingest {
                     .with_max_len(1)
                     .map(|(topic, rows)| {
                         let plan = topic_input(topic).and_then(|b| {
-                            flatten::flatten(topic, &b, lineage, self.config.max_depth)
+                            flatten::flatten(topic, &b, lineage, &self.config.flatten)
                         });
                         (topic.clone(), *rows, plan)
                     })
@@ -893,6 +977,8 @@ impl Ingest {
                     started_micros: started,
                     ended_micros: now_micros(),
                     result: Err(e),
+                    added: Vec::new(),
+                    rescued: 0,
                 }]),
             }
         }
@@ -906,17 +992,24 @@ impl Ingest {
                     let started_micros = now_micros();
                     let topic_names: Vec<String> =
                         parts.iter().map(|(t, _, _)| t.clone()).collect();
-                    let batches: Vec<RecordBatch> =
-                        parts.iter().map(|(_, _, b)| b.clone()).collect();
-                    let total: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-                    let predicate = write::batch_topics_predicate(&lineage.batch_id, &topic_names);
-                    let result = write::merge_batches(&table, &batches).and_then(|batch| {
+                    let meta: Vec<(String, u64, u64)> = parts
+                        .iter()
+                        .map(|(t, rows_in, b)| (t.clone(), *rows_in, b.num_rows() as u64))
+                        .collect();
+                    let parts: Vec<write::Part> = parts
+                        .into_iter()
+                        .map(|(topic, _, batch)| write::Part {
+                            evolution: self.config.flatten.evolution_for(&topic),
+                            topic,
+                            batch,
+                        })
+                        .collect();
+                    let result = {
                         let _guard = self.locks.lock(&table);
-                        let committed = self
-                            .runtime
-                            .block_on(storage.replace(&table, batch, predicate))?;
-                        Ok(self.after_commit(storage, &table, committed))
-                    });
+                        self.runtime
+                            .block_on(storage.replace_parts(&table, parts, &lineage.batch_id))
+                            .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
+                    };
                     let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                     self.report_progress(Progress::TableWritten {
                         table: table.to_string(),
@@ -925,37 +1018,22 @@ impl Ingest {
                         topics: table_count,
                     });
                     let ended_micros = now_micros();
-                    // One run-control row per (topic, table); the commit's figures are the
-                    // table's, the check compares the commit with all its topics' rows.
-                    parts
-                        .into_iter()
-                        .map(|(topic, rows_in, batch)| TableWrite {
-                            table: table.clone(),
-                            topic,
-                            rows_in,
-                            rows_planned: batch.num_rows() as u64,
-                            started_micros,
-                            ended_micros,
-                            result: match &result {
-                                Ok(c) => Ok(Committed {
-                                    rows_added: if c.rows_added == total {
-                                        batch.num_rows() as u64
-                                    } else {
-                                        c.rows_added
-                                    },
-                                    ..*c
-                                }),
-                                Err(e) => Err(Error::Shared {
-                                    message: crate::error::chain(e),
-                                }),
-                            },
-                        })
-                        .collect()
+                    part_writes(&table, meta, result, started_micros, ended_micros)
                 })
                 .collect()
         });
         out.extend(failed);
         out
+    }
+
+    /// [`Self::after_commit`] when the write committed something (every part refused:
+    /// nothing was written).
+    fn after_write(&self, storage: &Storage, table: &TableName, c: Committed) -> Committed {
+        if c == Committed::default() {
+            c
+        } else {
+            self.after_commit(storage, table, c)
+        }
     }
 
     /// Called with the table's lock held after a commit: adds missing table properties
@@ -994,33 +1072,38 @@ impl Ingest {
     ) -> Vec<TableWrite> {
         let started = now_micros();
         let rows_in = staged.as_ref().map_or(0, |b| b.num_rows() as u64);
-        let plan = match staged
-            .and_then(|b| flatten::flatten(topic, &b, lineage, self.config.max_depth))
-        {
-            Ok(plan) => plan,
-            Err(e) => {
-                return vec![TableWrite {
-                    table: TableName::for_topic(topic),
-                    topic: topic.to_string(),
-                    rows_in,
-                    rows_planned: rows_in,
-                    started_micros: started,
-                    ended_micros: now_micros(),
-                    result: Err(e),
-                }];
-            }
-        };
+        let plan =
+            match staged.and_then(|b| flatten::flatten(topic, &b, lineage, &self.config.flatten)) {
+                Ok(plan) => plan,
+                Err(e) => {
+                    return vec![TableWrite {
+                        table: TableName::for_topic(topic),
+                        topic: topic.to_string(),
+                        rows_in,
+                        rows_planned: rows_in,
+                        started_micros: started,
+                        ended_micros: now_micros(),
+                        result: Err(e),
+                        added: Vec::new(),
+                        rescued: 0,
+                    }];
+                }
+            };
         plan.tables
             .into_iter()
-            .map(|(table, batch)| {
+            .flat_map(|(table, batch)| {
                 let started_micros = now_micros();
-                let rows_planned = batch.num_rows() as u64;
-                let predicate = write::batch_topic_predicate(&lineage.batch_id, topic);
+                let meta = vec![(topic.to_string(), rows_in, batch.num_rows() as u64)];
+                let parts = vec![write::Part {
+                    topic: topic.to_string(),
+                    batch,
+                    evolution: self.config.flatten.evolution_for(topic),
+                }];
                 let result = {
                     let _guard = self.locks.lock(&table);
                     self.runtime
-                        .block_on(storage.replace(&table, batch, predicate))
-                        .map(|c| self.after_commit(storage, &table, c))
+                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id))
+                        .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
                 };
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {
@@ -1029,15 +1112,7 @@ impl Ingest {
                     done,
                     topics,
                 });
-                TableWrite {
-                    table,
-                    topic: topic.to_string(),
-                    rows_in,
-                    rows_planned,
-                    started_micros,
-                    ended_micros: now_micros(),
-                    result,
-                }
+                part_writes(&table, meta, result, started_micros, now_micros())
             })
             .collect()
     }
@@ -1082,6 +1157,8 @@ impl Ingest {
             started_micros,
             ended_micros: now_micros(),
             result,
+            added: Vec::new(),
+            rescued: 0,
         })
     }
 }
@@ -1153,6 +1230,8 @@ fn run_control_batch(
         Field::new("status", DataType::Utf8, false),
         Field::new("error", DataType::Utf8, true),
         Field::new("checks", DataType::Utf8, false),
+        Field::new("schema_changes", DataType::Utf8, false),
+        Field::new("rescued_values", DataType::Int64, false),
     ]);
     let as_i64 = |a: ArrayRef| -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
         arrow::compute::cast(&a, &DataType::Int64)
@@ -1176,6 +1255,8 @@ fn run_control_batch(
             rows.iter().map(|r| r.error.as_deref()),
         )),
         strs(|r| &r.checks),
+        strs(|r| &r.schema_changes),
+        as_i64(u64s(|r| r.rescued_values))?,
     ];
     RecordBatch::try_new(Arc::new(schema), columns)
 }

@@ -22,10 +22,12 @@
 #![deny(unsafe_code)]
 
 mod config;
+mod conform;
 pub mod discover;
 mod error;
 pub mod flatten;
 mod ingest;
+pub mod json;
 mod locks;
 pub mod maintenance;
 mod mem;
@@ -39,7 +41,8 @@ pub mod testdata;
 mod write;
 
 pub use config::{
-    CommitPer, EnvelopeConfig, IngestConfig, LockPolicy, default_memory_budget, parse_size,
+    ChildNaming, CommitPer, ConfigFile, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig,
+    LockPolicy, TypesMode, default_memory_budget, parse_size,
 };
 pub use error::{Error, Result, chain as error_chain};
 pub use ingest::{

@@ -22,6 +22,10 @@ pub struct TableOutcome {
     pub version: Option<u64>,
     /// The error of a failed write (the other tables are still written).
     pub error: Option<String>,
+    /// Columns this run added to the table (schema evolution `add`).
+    pub added_columns: Vec<String>,
+    /// Values this run kept in `_rescued_data` because they did not fit the table.
+    pub rescued_values: u64,
 }
 
 /// One row of `_run_control`: one (topic, table) write of a run.
@@ -56,6 +60,10 @@ pub struct RunControlRow {
     pub error: Option<String>,
     /// Checks run on the commit and their result.
     pub checks: String,
+    /// Schema changes the write applied (`added: a, b`), empty when none.
+    pub schema_changes: String,
+    /// Values moved to `_rescued_data` because they did not fit the table's columns.
+    pub rescued_values: u64,
 }
 
 /// The outcome of [`Ingest::run`](crate::Ingest::run).
@@ -158,7 +166,13 @@ impl BatchReport {
         );
         for (name, t) in &self.tables {
             let version = t.version.map_or("-".to_string(), |v| v.to_string());
-            let status = t.error.as_deref().unwrap_or("ok");
+            let mut status = t.error.as_deref().unwrap_or("ok").to_string();
+            if !t.added_columns.is_empty() {
+                status.push_str(&format!("; added columns: {}", t.added_columns.join(", ")));
+            }
+            if t.rescued_values > 0 {
+                status.push_str(&format!("; {} values rescued", t.rescued_values));
+            }
             let _ = writeln!(
                 s,
                 "{name:<width$}  {:>9}  {version:>7}  {status}",

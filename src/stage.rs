@@ -51,6 +51,9 @@ pub struct Message {
     pub meta: Option<String>,
     /// JSON text of the payload.
     pub payload: String,
+    /// The dedup key from [`EnvelopeConfig::dedup_fields`] (their raw values), when
+    /// configured and every field is present.
+    pub dedup_key: Option<String>,
 }
 
 /// What staging one file gave.
@@ -170,7 +173,8 @@ pub fn stage_with_progress(
         })
         .collect();
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;
-    Ok(assemble(files, staged, envelope.id_field.is_some(), seen))
+    let by_id = envelope.id_field.is_some() && envelope.dedup_fields.is_none();
+    Ok(assemble(files, staged, by_id, seen))
 }
 
 /// Stages one file's bytes (pure; used by tests and benches).
@@ -219,7 +223,16 @@ fn parse_line(
     // One validating parse of the whole line; the tape is dropped at once, the spans
     // below are read from the original (unmodified) bytes.
     if let Err(e) = simd_json::to_tape_with_buffers(&mut scratch.input, &mut scratch.buffers) {
-        return Err(format!("invalid JSON: {e}"));
+        // simd-json refuses numbers an f64 cannot hold (`1e400`); the strict reader
+        // accepts them (their literal text is kept) and refuses what is really not JSON.
+        let strict = std::str::from_utf8(text)
+            .map_err(|_| "invalid UTF-8".to_string())
+            .and_then(|t| crate::json::validate(t).map_err(|_| String::new()));
+        match strict {
+            Ok(()) => {}
+            Err(reason) if !reason.is_empty() => return Err(format!("invalid JSON: {reason}")),
+            Err(_) => return Err(format!("invalid JSON: {e}")),
+        }
     }
     let text = trim(text);
     if text.first() != Some(&b'{') {
@@ -230,9 +243,20 @@ fn parse_line(
     let mut id = None;
     let mut payload = None;
     let mut others: Vec<(&[u8], &[u8])> = Vec::new();
+    let mut dedup_parts: Vec<Option<&[u8]>> = match &env.dedup_fields {
+        Some(f) => vec![None; f.len()],
+        None => Vec::new(),
+    };
     for (key_raw, value) in fields {
         let key = decode_key(key_raw);
         let key = key.as_deref();
+        if let (Some(names), Some(k)) = (&env.dedup_fields, key) {
+            for (slot, name) in dedup_parts.iter_mut().zip(names) {
+                if slot.is_none() && name == k {
+                    *slot = Some(value);
+                }
+            }
+        }
         if key == Some(env.topic_field.as_str()) && topic.is_none() {
             topic = Some(value);
         } else if key.is_some() && key == env.id_field.as_deref() && id.is_none() {
@@ -299,7 +323,18 @@ fn parse_line(
     // The line passed simd-json's UTF-8 validation, so every sub-slice of it cut at
     // structural characters is valid UTF-8 too; the lossy path never allocates here.
     let to_string = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "invalid UTF-8".to_string());
+    // Raw JSON values joined by a byte JSON text cannot hold outside strings.
+    let dedup_key = if dedup_parts.is_empty() {
+        None
+    } else {
+        dedup_parts
+            .iter()
+            .map(|p| p.map(|v| String::from_utf8_lossy(v)))
+            .collect::<Option<Vec<_>>>()
+            .map(|parts| parts.join("\u{1}"))
+    };
     Ok(Message {
+        dedup_key,
         topic,
         id,
         line: line.number,
@@ -469,9 +504,15 @@ pub(crate) fn assemble(
             duplicates: 0,
         };
         for m in staged.messages {
+            if let Some(key) = &m.dedup_key
+                && !seen.insert(key.clone())
+            {
+                fs.duplicates += 1;
+                continue;
+            }
             let id = match m.id {
                 Some(id) => {
-                    if dedup && !seen.insert(id.clone()) {
+                    if dedup && m.dedup_key.is_none() && !seen.insert(id.clone()) {
                         fs.duplicates += 1;
                         continue;
                     }
@@ -558,6 +599,7 @@ mod tests {
             topic_field: "type".into(),
             id_field: None,
             payload_field: Some("payload".into()),
+            dedup_fields: None,
         };
         let m = one_with(r#"{"type":"t","x":{"y":"}"},"z":null}"#, &env).unwrap();
         assert_eq!(m.topic, "t");

@@ -1,28 +1,34 @@
 //! Flatten: one topic's staged messages → a topic table plus child tables.
 //!
 //! Takes a topic's staging [`RecordBatch`] (schema [`crate::stage::staging_schema`]) and
-//! gives back a [`TablePlan`]: one Arrow batch per target table. Pure: no I/O.
+//! gives back a [`TablePlan`]: one Arrow batch per target table. Pure: no I/O. The
+//! payload text is read with [`crate::json`], so cells borrow the staged text (no copy
+//! per value), numbers keep their literal and sub-trees kept as JSON are their exact
+//! source text.
 //!
-//! Rules (see `DESIGN.md`):
-//! - nested objects become columns joined with `__` (`quote__bid`);
-//! - an array whose non-null elements are all objects becomes rows of a child table named
-//!   by its path inside the payload (`currentprice`, `quotes__legs`), shared by every
-//!   topic with an array at that path; any other array becomes rows of a child table with
-//!   one `value` column (objects and arrays inside it as JSON text); an empty array
-//!   gives no rows;
-//! - objects and arrays deeper than `max_depth` are kept as JSON text;
-//! - a payload that is not an object is flattened as `{"value": payload}`;
-//! - envelope metadata becomes `_meta__<field>` columns (its arrays as JSON text);
-//! - column types are inferred per batch and column: all bool → boolean, all integers →
-//!   int64, integers and floats → float64, anything else → string (numbers and booleans
-//!   as their JSON text). A column holding only nulls is a string column.
+//! Rules (also in the README and `DESIGN.md`):
+//! - nested objects become columns joined with `__` (`quote__bid`); every data column
+//!   carries its original path as a JSON pointer in field metadata `bronze.path`;
+//! - an array whose elements are all objects becomes rows of a child table named by its
+//!   path (`currentprice`, `quotes__legs`), shared by every topic with an array at that
+//!   path (or qualified by topic, or mapped explicitly: [`FlattenConfig`]); any other
+//!   non-empty array becomes rows of a child table with one `value` column (objects and
+//!   arrays inside it as JSON text); an empty array or object is kept as the JSON text
+//!   `[]` / `{}` in the parent's column at its path;
+//! - objects and arrays deeper than `max_depth` are kept as their JSON source text;
+//! - a payload that is not an object is one `value` column (path ``);
+//! - envelope metadata becomes `_meta__<field>` columns (path `_meta/<pointer>`);
+//! - column types: see [`TypesMode`]. A JSON-text column is marked `bronze.json=true`;
+//! - a key repeated in one object: the last value is the column's (as JSON readers do),
+//!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
 //!
 //! Keys: topic rows have `_id` = message id; child rows `_id` = stable hash of
-//! (root id, table, parent id, index), `_parent_id`, `_root_id`, `_idx`.
+//! (root id, table, array path, parent id, index), `_parent_id`, `_root_id`, `_idx`.
 
 pub use crate::naming::TableName;
 
-use std::collections::BTreeMap;
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{
@@ -30,11 +36,18 @@ use arrow::array::{
     StringArray, StringBuilder, TimestampMicrosecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
-use simd_json::prelude::*;
-use simd_json::tape::Value;
 
+use crate::config::{ChildNaming, FlattenConfig, TypesMode};
 use crate::error::{Error, Result};
+use crate::json::{Doc, Kind, NumClass};
 use crate::naming::{self, ColumnNamer};
+
+/// Field metadata key holding a column's original path (a JSON pointer).
+pub const PATH_META: &str = "bronze.path";
+/// Field metadata key marking a column whose values are JSON text.
+pub const JSON_META: &str = "bronze.json";
+/// The column holding values that did not fit their column.
+pub const RESCUED: &str = "_rescued_data";
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -52,45 +65,59 @@ pub struct TablePlan {
     pub tables: BTreeMap<TableName, RecordBatch>,
 }
 
-/// A flattened leaf value.
-#[derive(Clone, Debug, PartialEq)]
-enum Cell {
+/// A flattened leaf value, borrowing the staged text.
+#[derive(Clone, Copy, Debug)]
+enum Cell<'a> {
     Bool(bool),
-    Int(i64),
-    Float(f64),
-    Str(String),
+    /// A number literal and its class.
+    Num(&'a str, NumClass),
+    /// A string literal with its quotes, and whether it has escapes.
+    Str(&'a str, bool),
+    /// JSON source text of a sub-tree.
+    Json(&'a str),
 }
 
-#[derive(Debug, Default)]
-struct Column {
-    /// `(row, value)` in row order; nulls are absent.
-    cells: Vec<(usize, Cell)>,
-}
+impl<'a> Cell<'a> {
+    /// The value as JSON text.
+    fn json(self) -> Cow<'a, str> {
+        match self {
+            Cell::Bool(true) => "true".into(),
+            Cell::Bool(false) => "false".into(),
+            Cell::Num(s, _) | Cell::Str(s, _) | Cell::Json(s) => s.into(),
+        }
+    }
 
-impl Column {
-    fn set(&mut self, row: usize, cell: Cell) {
-        match self.cells.last_mut() {
-            // A duplicate key in one object: the last value wins, as in most JSON readers.
-            Some((r, c)) if *r == row => *c = cell,
-            _ => self.cells.push((row, cell)),
+    /// The value as text: strings decoded, anything else as its JSON text.
+    fn text(self) -> Cow<'a, str> {
+        match self {
+            Cell::Str(s, escaped) => crate::json::decode_string(s, escaped),
+            other => other.json(),
         }
     }
 }
 
-/// Rows being built for one target table.
-struct TableBuilder {
-    is_child: bool,
-    namer: ColumnNamer,
-    columns: Vec<Column>,
-    ids: Vec<String>,
-    parent_ids: Vec<String>,
-    root_ids: Vec<String>,
-    idx: Vec<i64>,
-    files: Vec<usize>,
-    lines: Vec<i64>,
+#[derive(Debug, Default)]
+struct Column<'a> {
+    /// `(row, value)` in row order; nulls are absent.
+    cells: Vec<(u32, Cell<'a>)>,
 }
 
-impl TableBuilder {
+/// Rows being built for one target table.
+struct TableBuilder<'a> {
+    is_child: bool,
+    namer: ColumnNamer,
+    columns: Vec<Column<'a>>,
+    ids: Vec<String>,
+    parent_ids: Vec<String>,
+    root_ids: Vec<&'a str>,
+    idx: Vec<i64>,
+    files: Vec<u32>,
+    lines: Vec<i64>,
+    /// `(row, key, JSON text)` of values kept aside.
+    rescued: Vec<(u32, String, String)>,
+}
+
+impl TableBuilder<'_> {
     fn new(is_child: bool) -> Self {
         TableBuilder {
             is_child,
@@ -102,15 +129,8 @@ impl TableBuilder {
             idx: Vec::new(),
             files: Vec::new(),
             lines: Vec::new(),
+            rescued: Vec::new(),
         }
-    }
-
-    fn column(&mut self, key: &str, name: &str) -> usize {
-        let i = self.namer.column(key, name);
-        if i == self.columns.len() {
-            self.columns.push(Column::default());
-        }
-        i
     }
 }
 
@@ -118,29 +138,25 @@ impl TableBuilder {
 #[derive(Clone, Copy)]
 struct RowCtx<'a> {
     root_id: &'a str,
-    file: usize,
+    file: u32,
     line: i64,
 }
 
-struct Flattener<'a> {
-    max_depth: usize,
-    tables: BTreeMap<TableName, TableBuilder>,
-    /// The topic's own table.
-    topic_table: TableName,
-    files: Vec<&'a str>,
-}
-
-/// A path inside the payload: original keys (for collision detection) and sanitised
-/// parts (for the column name).
+/// A path inside the row's object: decoded keys.
 #[derive(Default, Clone)]
-struct Path {
-    keys: Vec<String>,
+struct Path<'a> {
+    keys: Vec<Cow<'a, str>>,
 }
 
-impl Path {
-    fn key(&self) -> String {
-        // Unit separator: cannot clash with keys containing `.` or `__`.
-        self.keys.join("\u{1f}")
+impl Path<'_> {
+    /// RFC 6901 JSON pointer (`/a/b`, `~` → `~0`, `/` → `~1`); `""` is the whole value.
+    fn pointer(&self) -> String {
+        let mut s = String::new();
+        for k in &self.keys {
+            s.push('/');
+            s.push_str(&k.replace('~', "~0").replace('/', "~1"));
+        }
+        s
     }
     fn name(&self) -> String {
         self.keys
@@ -151,25 +167,29 @@ impl Path {
     }
 }
 
+struct Flattener<'a, 'c> {
+    cfg: &'c FlattenConfig,
+    topic: &'a str,
+    tables: BTreeMap<TableName, TableBuilder<'a>>,
+    /// The topic's own table.
+    topic_table: TableName,
+    /// Array path (`quotes[].legs`) of each child table, for child names and ids.
+    origins: HashMap<TableName, String>,
+    files: Vec<&'a str>,
+}
+
 /// Flattens one topic's staged rows.
-pub fn flatten(
-    topic: &str,
-    staged: &RecordBatch,
+pub fn flatten<'a>(
+    topic: &'a str,
+    staged: &'a RecordBatch,
     lineage: &Lineage,
-    max_depth: usize,
+    cfg: &FlattenConfig,
 ) -> Result<TablePlan> {
-    let col = |name: &str| -> Result<&StringArray> {
+    let col = |name: &str| -> Result<&'a StringArray> {
         staged
             .column_by_name(name)
             .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| {
-                Error::arrow(
-                    "_staging",
-                    arrow::error::ArrowError::SchemaError(format!(
-                        "staging column `{name}` missing"
-                    )),
-                )
-            })
+            .ok_or_else(|| staging_bug(format!("staging column `{name}` missing")))
     };
     let ids = col("_id")?;
     let files = col("_source_file")?;
@@ -178,272 +198,300 @@ pub fn flatten(
     let lines = staged
         .column_by_name("_line")
         .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .ok_or_else(|| {
-            Error::arrow(
-                "_staging",
-                arrow::error::ArrowError::SchemaError("staging column `_line` missing".into()),
-            )
-        })?;
+        .ok_or_else(|| staging_bug("staging column `_line` missing".into()))?;
 
     let topic_table = TableName::for_topic(topic);
     let mut f = Flattener {
-        max_depth,
+        cfg,
+        topic,
         tables: BTreeMap::new(),
         topic_table: topic_table.clone(),
+        origins: HashMap::new(),
         files: Vec::new(),
     };
     f.tables
         .insert(topic_table.clone(), TableBuilder::new(false));
-    let mut scratch = Vec::new();
-    let mut buffers = simd_json::Buffers::default();
+    let mut nodes = Vec::new();
     for r in 0..staged.num_rows() {
-        let file = files.value(r);
+        let file: &'a str = files.value(r);
         let file_idx = match f.files.last() {
             Some(last) if *last == file => f.files.len() - 1,
             _ => {
                 f.files.push(file);
                 f.files.len() - 1
             }
-        };
+        } as u32;
         let ctx = RowCtx {
             root_id: ids.value(r),
             file: file_idx,
             line: lines.value(r),
         };
-        let row = f.new_row(&topic_table, ctx, None, None);
+        let row = f.new_row(&topic_table, ctx, None);
         if metas.is_valid(r) {
-            scratch.clear();
-            scratch.extend_from_slice(metas.value(r).as_bytes());
-            // Staging only holds text that parsed as JSON; a failure here is a bug.
-            let tape = simd_json::to_tape_with_buffers(&mut scratch, &mut buffers)
-                .map_err(|e| parse_bug(topic, &e))?;
-            if let Some(obj) = tape.as_value().as_object() {
-                for (k, v) in obj.iter() {
-                    f.meta_value(&topic_table, row, k, v);
+            match Doc::parse_reusing(metas.value(r), cfg.max_depth + 1, nodes) {
+                Ok(doc) => {
+                    if doc.kind(0) == Kind::Object {
+                        let mut path = Path::default();
+                        f.meta_object(&topic_table, row, &mut path, &doc, 0, 1);
+                    }
+                    nodes = doc.into_nodes();
+                }
+                Err((_, reused)) => {
+                    let text = serde_json::to_string(metas.value(r)).unwrap_or_default();
+                    f.rescue(&topic_table, row, "_meta".into(), text);
+                    nodes = reused;
                 }
             }
         }
-        scratch.clear();
-        scratch.extend_from_slice(payloads.value(r).as_bytes());
-        let tape = simd_json::to_tape_with_buffers(&mut scratch, &mut buffers)
-            .map_err(|e| parse_bug(topic, &e))?;
-        let payload = tape.as_value();
+        let payload = payloads.value(r);
+        let doc = match Doc::parse_reusing(payload, cfg.max_depth + 1, nodes) {
+            Ok(doc) => doc,
+            Err((e, reused)) => {
+                // Staging accepted the line, so this reader should too; if they ever
+                // disagree the payload is kept whole rather than lost.
+                tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
+                let text = serde_json::to_string(payload).unwrap_or_default();
+                f.rescue(&topic_table, row, String::new(), text);
+                nodes = reused;
+                continue;
+            }
+        };
         let mut path = Path::default();
-        if payload.is_object() {
-            f.object(&topic_table, row, &mut path, payload, 0, ctx);
+        if doc.kind(0) == Kind::Object {
+            f.object(&topic_table, row, &mut path, &doc, 0, ctx);
         } else {
-            path.keys.push("value".into());
-            f.value(&topic_table, row, &mut path, payload, 0, ctx);
+            f.value(&topic_table, row, &mut path, "value", &doc, 0, ctx);
         }
+        nodes = doc.into_nodes();
     }
-    f.finish(topic, lineage)
+    f.finish(lineage)
 }
 
-fn parse_bug(topic: &str, e: &simd_json::Error) -> Error {
-    Error::arrow(
-        TableName::for_topic(topic).to_string(),
-        arrow::error::ArrowError::ParseError(format!("staged JSON did not parse again: {e}")),
-    )
+fn staging_bug(reason: String) -> Error {
+    Error::arrow("_staging", arrow::error::ArrowError::SchemaError(reason))
 }
 
-impl<'a> Flattener<'a> {
+impl<'a> Flattener<'a, '_> {
     fn new_row(
         &mut self,
         table: &TableName,
-        ctx: RowCtx<'_>,
-        parent: Option<&str>,
-        idx: Option<usize>,
-    ) -> usize {
+        ctx: RowCtx<'a>,
+        parent: Option<(&str, &str, usize)>,
+    ) -> u32 {
         let t = self
             .tables
             .entry(table.clone())
             .or_insert_with(|| TableBuilder::new(true));
-        let row = t.ids.len();
-        match (parent, idx) {
-            (Some(parent), Some(idx)) => {
+        let row = t.ids.len() as u32;
+        match parent {
+            Some((origin, parent_id, idx)) => {
                 let id = naming::stable_id(&[
                     ctx.root_id.as_bytes(),
                     table.as_str().as_bytes(),
-                    parent.as_bytes(),
+                    origin.as_bytes(),
+                    parent_id.as_bytes(),
                     &(idx as u64).to_le_bytes(),
                 ]);
                 t.ids.push(id);
-                t.parent_ids.push(parent.to_string());
-                t.root_ids.push(ctx.root_id.to_string());
+                t.parent_ids.push(parent_id.to_string());
+                t.root_ids.push(ctx.root_id);
                 t.idx.push(idx as i64);
             }
-            _ => t.ids.push(ctx.root_id.to_string()),
+            None => t.ids.push(ctx.root_id.to_string()),
         }
         t.files.push(ctx.file);
         t.lines.push(ctx.line);
         row
     }
 
-    fn row_id(&self, table: &TableName, row: usize) -> String {
-        self.tables[table].ids[row].clone()
-    }
-
-    fn set(&mut self, table: &TableName, row: usize, key: &str, name: &str, cell: Option<Cell>) {
+    fn set(&mut self, table: &TableName, row: u32, key: &str, name: &str, cell: Option<Cell<'a>>) {
         // `table` was created by `new_row` before any value of its rows is set.
         let Some(t) = self.tables.get_mut(table) else {
             return;
         };
-        let c = t.column(key, name);
+        let c = t.namer.column(key, name);
+        if c == t.columns.len() {
+            t.columns.push(Column::default());
+        }
         if let Some(cell) = cell {
-            t.columns[c].set(row, cell);
+            t.columns[c].cells.push((row, cell));
         }
     }
 
-    fn meta_value(&mut self, table: &TableName, row: usize, key: &str, v: Value<'_, '_>) {
-        let mut path = Path {
-            keys: vec![key.to_string()],
-        };
-        self.meta_rec(table, row, &mut path, v, 0);
+    fn rescue(&mut self, table: &TableName, row: u32, key: String, json: String) {
+        if let Some(t) = self.tables.get_mut(table) {
+            t.rescued.push((row, key, json));
+        }
     }
 
-    fn meta_rec(
+    /// Members of object `obj` with their duplicates split off: `(key, value, is_last)`.
+    fn members(doc: &Doc<'a>, obj: usize) -> Vec<(Cow<'a, str>, usize, bool)> {
+        let members: Vec<(Cow<'a, str>, usize)> =
+            doc.members(obj).map(|(k, v)| (doc.str(k), v)).collect();
+        let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+        for (i, (k, _)) in members.iter().enumerate() {
+            last.insert(k.as_ref(), i);
+        }
+        let last: Vec<bool> = (0..members.len())
+            .map(|i| last[members[i].0.as_ref()] == i)
+            .collect();
+        members
+            .into_iter()
+            .zip(last)
+            .map(|((k, v), l)| (k, v, l))
+            .collect()
+    }
+
+    fn meta_object(
         &mut self,
         table: &TableName,
-        row: usize,
-        path: &mut Path,
-        v: Value<'_, '_>,
+        row: u32,
+        path: &mut Path<'a>,
+        doc: &Doc<'a>,
+        obj: usize,
         depth: usize,
     ) {
-        match v.as_object() {
-            Some(obj) if depth < self.max_depth && !obj.is_empty() => {
-                for (k, child) in obj.iter() {
-                    path.keys.push(k.to_string());
-                    self.meta_rec(table, row, path, child, depth + 1);
-                    path.keys.pop();
-                }
-            }
-            _ => {
-                let key = format!("\u{0}meta\u{1f}{}", path.key());
+        for (k, v, is_last) in Self::members(doc, obj) {
+            path.keys.push(k);
+            let key = format!("_meta{}", path.pointer());
+            if !is_last {
+                self.rescue(table, row, format!("dup:{key}"), doc.raw(v).to_string());
+            } else if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth
+            {
+                self.meta_object(table, row, path, doc, v, depth + 1);
+            } else {
                 let name = format!("_meta{}{}", naming::PATH_SEP, path.name());
-                let cell = scalar_or_json(v);
+                let cell = leaf(doc, v);
                 self.set(table, row, &key, &name, cell);
             }
-        }
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn object(
-        &mut self,
-        table: &TableName,
-        row: usize,
-        path: &mut Path,
-        obj: Value<'_, '_>,
-        depth: usize,
-        ctx: RowCtx<'_>,
-    ) {
-        let Some(o) = obj.as_object() else { return };
-        for (k, v) in o.iter() {
-            path.keys.push(k.to_string());
-            self.value(table, row, path, v, depth + 1, ctx);
             path.keys.pop();
         }
     }
 
-    /// Flattens value `v` found at `path` (relative to the row's table) into `row`.
+    fn object(
+        &mut self,
+        table: &TableName,
+        row: u32,
+        path: &mut Path<'a>,
+        doc: &Doc<'a>,
+        obj: usize,
+        ctx: RowCtx<'a>,
+    ) {
+        for (k, v, is_last) in Self::members(doc, obj) {
+            path.keys.push(k);
+            if is_last {
+                let name = path.name();
+                self.value(table, row, path, &name, doc, v, ctx);
+            } else {
+                let key = format!("dup:{}", path.pointer());
+                self.rescue(table, row, key, doc.raw(v).to_string());
+            }
+            path.keys.pop();
+        }
+    }
+
+    /// Flattens node `v` found at `path` (relative to the row's table) into `row`.
     #[allow(clippy::too_many_arguments)]
     fn value(
         &mut self,
         table: &TableName,
-        row: usize,
-        path: &mut Path,
-        v: Value<'_, '_>,
-        depth: usize,
-        ctx: RowCtx<'_>,
+        row: u32,
+        path: &mut Path<'a>,
+        name: &str,
+        doc: &Doc<'a>,
+        v: usize,
+        ctx: RowCtx<'a>,
     ) {
-        let too_deep = depth > self.max_depth;
-        match v.value_type() {
-            ValueType::Object if !too_deep => {
-                if v.as_object().is_some_and(|o| o.is_empty()) {
-                    // `{}`: keep it visible as JSON text rather than dropping the key.
-                    self.set(
-                        table,
-                        row,
-                        &path.key(),
-                        &path.name(),
-                        Some(Cell::Str("{}".into())),
-                    );
-                } else {
-                    self.object(table, row, path, v, depth, ctx);
-                }
-            }
-            ValueType::Array if !too_deep => self.array(table, row, path, v, depth, ctx),
+        match doc.kind(v) {
+            Kind::Object if !doc.is_empty(v) => self.object(table, row, path, doc, v, ctx),
+            Kind::Array if !doc.is_empty(v) => self.array(table, row, path, doc, v, ctx),
             _ => {
-                let cell = scalar_or_json(v);
-                self.set(table, row, &path.key(), &path.name(), cell);
+                let cell = leaf(doc, v);
+                self.set(table, row, &path.pointer(), name, cell);
             }
         }
+    }
+
+    /// The child table for the array at `path` of a row of `table`, and its array path.
+    fn child_table(&mut self, table: &TableName, path: &Path<'_>) -> (TableName, String) {
+        let keys: Vec<&str> = path.keys.iter().map(|k| k.as_ref()).collect();
+        let origin = match self.origins.get(table) {
+            None => keys.join("."),
+            Some(parent) => format!("{parent}[].{}", keys.join(".")),
+        };
+        let name = if let Some(mapped) = self.cfg.mapped_child(&origin) {
+            TableName::for_child(&[mapped.to_string()])
+        } else {
+            let mut parts: Vec<String> = Vec::with_capacity(keys.len() + 1);
+            if table != &self.topic_table || self.cfg.child_naming == ChildNaming::Topic {
+                parts.push(table.as_str().to_string());
+            }
+            parts.extend(keys.iter().map(|k| k.to_string()));
+            TableName::for_child(&parts)
+        };
+        self.origins.entry(name.clone()).or_insert(origin.clone());
+        (name, origin)
     }
 
     fn array(
         &mut self,
         table: &TableName,
-        row: usize,
-        path: &Path,
-        v: Value<'_, '_>,
-        depth: usize,
-        ctx: RowCtx<'_>,
+        row: u32,
+        path: &Path<'a>,
+        doc: &Doc<'a>,
+        arr: usize,
+        ctx: RowCtx<'a>,
     ) {
-        let Some(arr) = v.as_array() else { return };
-        if arr.is_empty() {
-            return;
-        }
-        // Child table path: the parent's path (for a child row) + this array's path.
-        let mut child_path: Vec<String> = if table == &self.topic_table {
-            Vec::new()
-        } else {
-            vec![table.as_str().to_string()]
-        };
-        child_path.extend(path.keys.iter().cloned());
-        // A parent child table's name is already sanitised; sanitising is idempotent.
-        let child = TableName::for_child(&child_path);
-        let parent_id = self.row_id(table, row);
-        let all_objects =
-            arr.iter().all(|e| e.is_null() || e.is_object()) && arr.iter().any(|e| e.is_object());
-        for (i, elem) in arr.iter().enumerate() {
-            let child_row = self.new_row(&child, ctx, Some(&parent_id), Some(i));
+        let (child, origin) = self.child_table(table, path);
+        let parent_id = self.tables[table].ids[row as usize].clone();
+        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
+        for (i, elem) in doc.elements(arr).enumerate() {
+            let child_row = self.new_row(&child, ctx, Some((&origin, &parent_id, i)));
             if all_objects {
                 let mut p = Path::default();
-                self.object(&child, child_row, &mut p, elem, depth, ctx);
+                if doc.is_empty(elem) {
+                    // `{}` as an element: a row with no values would read back as null.
+                    self.set(
+                        &child,
+                        child_row,
+                        "",
+                        "value",
+                        Some(Cell::Json(doc.raw(elem))),
+                    );
+                } else {
+                    self.object(&child, child_row, &mut p, doc, elem, ctx);
+                }
             } else {
-                let cell = match elem.value_type() {
-                    ValueType::Object | ValueType::Array => Some(Cell::Str(elem.encode())),
-                    _ => scalar_or_json(elem),
+                let cell = match doc.kind(elem) {
+                    Kind::Object | Kind::Array | Kind::Raw => Some(Cell::Json(doc.raw(elem))),
+                    _ => leaf(doc, elem),
                 };
-                self.set(&child, child_row, "value", "value", cell);
+                self.set(&child, child_row, "", "value", cell);
             }
         }
     }
 
-    fn finish(self, topic: &str, lineage: &Lineage) -> Result<TablePlan> {
+    fn finish(self, lineage: &Lineage) -> Result<TablePlan> {
         let mut plan = TablePlan::default();
         for (name, t) in self.tables {
             if t.ids.is_empty() {
                 continue;
             }
-            let batch = build_batch(&name, t, topic, lineage, &self.files)?;
+            let batch = build_batch(&name, t, self.topic, lineage, &self.files, self.cfg.types)?;
             plan.tables.insert(name, batch);
         }
         Ok(plan)
     }
 }
 
-fn scalar_or_json(v: Value<'_, '_>) -> Option<Cell> {
-    match v.value_type() {
-        ValueType::Null => None,
-        ValueType::Bool => v.as_bool().map(Cell::Bool),
-        ValueType::I64 => v.as_i64().map(Cell::Int),
-        // Beyond i64: keep the exact digits as text rather than rounding.
-        ValueType::U64 => v
-            .as_u64()
-            .map(|u| i64::try_from(u).map_or_else(|_| Cell::Str(u.to_string()), Cell::Int)),
-        ValueType::F64 => v.as_f64().map(Cell::Float),
-        ValueType::String => v.as_str().map(|s| Cell::Str(s.to_string())),
-        _ => Some(Cell::Str(v.encode())),
+/// A scalar, or the JSON text of a container kept whole (empty, or beyond the depth).
+fn leaf<'a>(doc: &Doc<'a>, v: usize) -> Option<Cell<'a>> {
+    match doc.kind(v) {
+        Kind::Null => None,
+        Kind::Bool(b) => Some(Cell::Bool(b)),
+        Kind::Num(class) => Some(Cell::Num(doc.raw(v), class)),
+        Kind::Str { escaped } => Some(Cell::Str(doc.raw(v), escaped)),
+        Kind::Object | Kind::Array | Kind::Raw => Some(Cell::Json(doc.raw(v))),
     }
 }
 
@@ -452,12 +500,58 @@ pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
 }
 
+/// A data column's field: its name, type, original path and JSON marker.
+pub(crate) fn data_field(name: &str, dt: DataType, path: &str, json: bool) -> Field {
+    let mut meta = std::collections::HashMap::from([(PATH_META.to_string(), path.to_string())]);
+    if json {
+        meta.insert(JSON_META.to_string(), "true".to_string());
+    }
+    Field::new(name, dt, true).with_metadata(meta)
+}
+
+/// Builds the `_rescued_data` column: per row, a JSON object of the entries for it.
+/// Entries of one key are collected in order; `dup:` keys always hold an array.
+pub(crate) fn rescued_column(n: usize, mut entries: Vec<(u32, String, String)>) -> ArrayRef {
+    entries.sort_by_key(|e| e.0);
+    let mut b = StringBuilder::new();
+    let mut it = entries.into_iter().peekable();
+    for row in 0..n as u32 {
+        let mut obj: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        while let Some(e) = it.next_if(|e| e.0 == row) {
+            obj.entry(e.1).or_default().push(e.2);
+        }
+        if obj.is_empty() {
+            b.append_null();
+            continue;
+        }
+        let mut s = String::from("{");
+        for (i, (k, vals)) in obj.into_iter().enumerate() {
+            if i > 0 {
+                s.push(',');
+            }
+            s.push_str(&serde_json::to_string(&k).unwrap_or_default());
+            s.push(':');
+            if k.starts_with("dup:") || vals.len() > 1 {
+                s.push('[');
+                s.push_str(&vals.join(","));
+                s.push(']');
+            } else {
+                s.push_str(&vals[0]);
+            }
+        }
+        s.push('}');
+        b.append_value(s);
+    }
+    Arc::new(b.finish())
+}
+
 fn build_batch(
     name: &TableName,
-    t: TableBuilder,
+    t: TableBuilder<'_>,
     topic: &str,
     lineage: &Lineage,
     files: &[&str],
+    types: TypesMode,
 ) -> Result<RecordBatch> {
     let n = t.ids.len();
     let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
@@ -479,7 +573,7 @@ fn build_batch(
     arrays.push(Arc::new(StringArray::from(vec![topic; n])));
     fields.push(Field::new("_source_file", DataType::Utf8, false));
     arrays.push(Arc::new(StringArray::from_iter_values(
-        t.files.iter().map(|&i| files[i]),
+        t.files.iter().map(|&i| files[i as usize]),
     )));
     fields.push(Field::new("_line", DataType::Int64, false));
     arrays.push(Arc::new(Int64Array::from(t.lines)));
@@ -487,96 +581,122 @@ fn build_batch(
     arrays.push(Arc::new(
         TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
     ));
-    for ((col_name, _original), column) in t.namer.into_names().into_iter().zip(t.columns) {
-        let (dt, array) = build_column(column, n);
-        fields.push(Field::new(col_name, dt, true));
+    for ((col_name, path), column) in t.namer.into_names().into_iter().zip(t.columns) {
+        let (dt, json, array) = build_column(column, n, types);
+        fields.push(data_field(&col_name, dt, &path, json));
         arrays.push(array);
+    }
+    if !t.rescued.is_empty() {
+        fields.push(Field::new(RESCUED, DataType::Utf8, true));
+        arrays.push(rescued_column(n, t.rescued));
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-fn build_column(col: Column, n: usize) -> (DataType, ArrayRef) {
-    let (mut bools, mut ints, mut floats, mut strs) = (0, 0, 0, 0);
+/// Largest integer magnitude an `f64` holds exactly.
+const F64_EXACT_INT: i64 = 1 << 53;
+
+/// `(type, is JSON text, values)` of one column, by the rules of [`TypesMode`].
+fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool, ArrayRef) {
+    let (mut bools, mut ints, mut floats, mut strs, mut wide_ints) = (0, 0, 0, 0, 0);
     for (_, c) in &col.cells {
         match c {
             Cell::Bool(_) => bools += 1,
-            Cell::Int(_) => ints += 1,
-            Cell::Float(_) => floats += 1,
-            Cell::Str(_) => strs += 1,
+            Cell::Num(s, NumClass::Int) => {
+                ints += 1;
+                if s.parse::<i64>().is_ok_and(|v| v.abs() > F64_EXACT_INT) {
+                    wide_ints += 1;
+                }
+            }
+            Cell::Num(_, NumClass::Float) => floats += 1,
+            Cell::Str(..) => strs += 1,
+            Cell::Num(_, NumClass::Big) | Cell::Json(_) => {}
         }
     }
     let total = col.cells.len();
+    if types == TypesMode::Strings {
+        let b = fill_strings(n, &col.cells, |c| c.text());
+        return (DataType::Utf8, false, Arc::new(b));
+    }
     if total > 0 && bools == total {
         let mut b = BooleanBuilder::with_capacity(n);
         fill(
             &mut b,
             n,
-            col.cells,
-            |b, c| {
-                if let Cell::Bool(v) = c {
-                    b.append_value(v)
-                }
+            &col.cells,
+            |b, c| match c {
+                Cell::Bool(v) => b.append_value(v),
+                _ => b.append_null(),
             },
             |b| b.append_null(),
         );
-        (DataType::Boolean, Arc::new(b.finish()))
+        (DataType::Boolean, false, Arc::new(b.finish()))
     } else if total > 0 && ints == total {
         let mut b = Int64Builder::with_capacity(n);
         fill(
             &mut b,
             n,
-            col.cells,
-            |b, c| {
-                if let Cell::Int(v) = c {
-                    b.append_value(v)
-                }
-            },
-            |b| b.append_null(),
-        );
-        (DataType::Int64, Arc::new(b.finish()))
-    } else if total > 0 && ints + floats == total && strs == 0 {
-        let mut b = Float64Builder::with_capacity(n);
-        fill(
-            &mut b,
-            n,
-            col.cells,
+            &col.cells,
             |b, c| match c {
-                Cell::Int(v) => b.append_value(v as f64),
-                Cell::Float(v) => b.append_value(v),
+                Cell::Num(s, _) => b.append_option(s.parse::<i64>().ok()),
                 _ => b.append_null(),
             },
             |b| b.append_null(),
         );
-        (DataType::Float64, Arc::new(b.finish()))
-    } else {
-        let mut b = StringBuilder::new();
+        (DataType::Int64, false, Arc::new(b.finish()))
+    } else if total > 0 && ints + floats == total && wide_ints == 0 {
+        let mut b = Float64Builder::with_capacity(n);
         fill(
             &mut b,
             n,
-            col.cells,
+            &col.cells,
             |b, c| match c {
-                Cell::Bool(v) => b.append_value(if v { "true" } else { "false" }),
-                Cell::Int(v) => b.append_value(v.to_string()),
-                Cell::Float(v) => b.append_value(v.to_string()),
-                Cell::Str(s) => b.append_value(s),
+                Cell::Num(s, _) => b.append_option(s.parse::<f64>().ok()),
+                _ => b.append_null(),
             },
             |b| b.append_null(),
         );
-        (DataType::Utf8, Arc::new(b.finish()))
+        (DataType::Float64, false, Arc::new(b.finish()))
+    } else if strs == total {
+        // All strings, or no value at all: a string column.
+        let b = fill_strings(n, &col.cells, |c| c.text());
+        (DataType::Utf8, false, Arc::new(b))
+    } else {
+        // Any other mix, or numbers an int64/float64 would not hold: JSON text, so every
+        // value (and its type) survives.
+        let b = fill_strings(n, &col.cells, |c| c.json());
+        (DataType::Utf8, true, Arc::new(b))
     }
 }
 
-fn fill<B>(
+fn fill_strings<'a>(
+    n: usize,
+    cells: &[(u32, Cell<'a>)],
+    text: impl Fn(Cell<'a>) -> Cow<'a, str>,
+) -> StringArray {
+    let bytes: usize = cells.iter().map(|(_, c)| c.json().len()).sum();
+    let mut b = StringBuilder::with_capacity(n, bytes);
+    fill(
+        &mut b,
+        n,
+        cells,
+        |b, c| b.append_value(text(c)),
+        |b| b.append_null(),
+    );
+    b.finish()
+}
+
+fn fill<'a, B>(
     b: &mut B,
     n: usize,
-    cells: Vec<(usize, Cell)>,
-    mut put: impl FnMut(&mut B, Cell),
+    cells: &[(u32, Cell<'a>)],
+    mut put: impl FnMut(&mut B, Cell<'a>),
     mut null: impl FnMut(&mut B),
 ) {
-    let mut next = 0;
-    for (row, cell) in cells {
-        while next < row {
+    let mut next = 0usize;
+    for &(row, cell) in cells {
+        while next < row as usize {
             null(b);
             next += 1;
         }

@@ -5,6 +5,7 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type};
 
 use super::*;
 use crate::config::EnvelopeConfig;
+use crate::config::TypesMode;
 use crate::stage::stage_file_bytes;
 
 fn lineage() -> Lineage {
@@ -28,7 +29,7 @@ fn run(lines: &[&str]) -> BTreeMap<String, Vec<RecordBatch>> {
     let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
     let mut out: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
     for (topic, batch) in &staging.topics {
-        let plan = flatten(topic, batch, &lineage(), 16).unwrap();
+        let plan = flatten(topic, batch, &lineage(), &FlattenConfig::default()).unwrap();
         for (t, b) in plan.tables {
             out.entry(t.to_string()).or_default().push(b);
         }
@@ -173,8 +174,12 @@ fn nested_arrays_scalar_arrays_and_grandchildren() {
     let v = tags.column_by_name("value").unwrap().as_string::<i32>();
     assert_eq!(
         (v.value(0), v.value(1)),
-        ("x", "1"),
-        "mixed scalars widen to text"
+        ("\"x\"", "1"),
+        "mixed scalars become JSON text, keeping each value's type"
+    );
+    assert_eq!(
+        tags.schema().field_with_name("value").unwrap().metadata()[JSON_META],
+        "true"
     );
 }
 
@@ -190,7 +195,7 @@ fn types_widen_and_nulls_stay_null() {
         &DataType::Float64
     );
     let s = b.column_by_name("b").unwrap().as_string::<i32>();
-    assert_eq!((s.value(0), s.value(1)), ("1", "x"));
+    assert_eq!((s.value(0), s.value(1)), ("1", "\"x\""));
     let c = b.column_by_name("c").unwrap();
     assert_eq!(c.null_count(), 2);
     assert_eq!(
@@ -259,4 +264,163 @@ fn non_object_payload_is_a_value_column() {
             .value(0),
         "hello"
     );
+}
+
+fn strings_of(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
+    let c = b
+        .column_by_name(name)
+        .unwrap_or_else(|| panic!("no column {name} in {:?}", col_names(b)))
+        .as_string::<i32>();
+    (0..c.len())
+        .map(|i| c.is_valid(i).then(|| c.value(i).to_string()))
+        .collect()
+}
+
+#[test]
+fn numbers_beyond_int64_and_float64_keep_their_literal_text() {
+    let t = run(&[
+        r#"{"topic":"n","message_id":"1","payload":{"i":123456789012345678901234567890,"f":1e400,"p":3.14159265358979323846,"ok":1.25}}"#,
+        r#"{"topic":"n","message_id":"2","payload":{"i":1,"f":2.5,"p":1,"ok":2}}"#,
+    ]);
+    let b = &t["n"][0];
+    assert_eq!(
+        strings_of(b, "i"),
+        [
+            Some("123456789012345678901234567890".into()),
+            Some("1".into())
+        ]
+    );
+    assert_eq!(
+        strings_of(b, "f"),
+        [Some("1e400".into()), Some("2.5".into())]
+    );
+    assert_eq!(
+        strings_of(b, "p")[0].as_deref(),
+        Some("3.14159265358979323846")
+    );
+    assert_eq!(
+        b.column_by_name("ok").unwrap().data_type(),
+        &DataType::Float64
+    );
+}
+
+#[test]
+fn duplicate_keys_keep_every_value() {
+    let t = run(&[
+        r#"{"topic":"d","message_id":"1","payload":{"a":1,"b":{"c":true},"a":2,"a":"three"}}"#,
+    ]);
+    let b = &t["d"][0];
+    assert_eq!(strings_of(b, "a"), [Some("three".into())]);
+    assert_eq!(strings_of(b, RESCUED), [Some(r#"{"dup:/a":[1,2]}"#.into())]);
+}
+
+#[test]
+fn empty_containers_and_mixed_arrays_are_kept() {
+    let t = run(&[
+        r#"{"topic":"e","message_id":"1","payload":{"none":[],"obj":{},"mix":[1,"a",{"k":null},[2]],"objs":[{"x":1},{}]}}"#,
+    ]);
+    let b = &t["e"][0];
+    assert_eq!(strings_of(b, "none"), [Some("[]".into())]);
+    assert_eq!(strings_of(b, "obj"), [Some("{}".into())]);
+    let mix = &t["mix"][0];
+    assert_eq!(
+        strings_of(mix, "value"),
+        [
+            Some("1".into()),
+            Some("\"a\"".into()),
+            Some(r#"{"k":null}"#.into()),
+            Some("[2]".into())
+        ]
+    );
+    let objs = &t["objs"][0];
+    assert_eq!(objs.num_rows(), 2);
+    assert_eq!(strings_of(objs, "value"), [None, Some("{}".into())]);
+}
+
+#[test]
+fn columns_record_their_original_path() {
+    let t = run(&[r#"{"topic":"p","message_id":"1","payload":{"A.b":1,"a":{"b":2},"x/y~z":3}}"#]);
+    let b = &t["p"][0];
+    let schema = b.schema();
+    let path = |name: &str| schema.field_with_name(name).unwrap().metadata()[PATH_META].clone();
+    assert_eq!(path("a_b"), "/A.b");
+    assert_eq!(path("a__b"), "/a/b");
+    assert_eq!(path("x_y_z"), "/x~1y~0z");
+}
+
+#[test]
+fn strings_mode_lands_every_leaf_as_text() {
+    let text =
+        r#"{"topic":"s","message_id":"1","payload":{"n":1.50,"b":true,"s":"x","o":{"deep":[1]}}}"#;
+    let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
+    let file = crate::discover::SourceFile {
+        path: "f.jsonl".into(),
+        name: "f.jsonl".into(),
+        bytes: 0,
+        compression: crate::discover::Compression::None,
+    };
+    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
+    let cfg = FlattenConfig {
+        types: TypesMode::Strings,
+        ..Default::default()
+    };
+    let plan = flatten("s", &staging.topics["s"], &lineage(), &cfg).unwrap();
+    let b = &plan.tables[&TableName::for_topic("s")];
+    assert_eq!(strings_of(b, "n"), [Some("1.50".into())]);
+    assert_eq!(strings_of(b, "b"), [Some("true".into())]);
+    assert_eq!(strings_of(b, "s"), [Some("x".into())]);
+}
+
+#[test]
+fn child_tables_can_be_qualified_by_topic_or_mapped() {
+    let text =
+        r#"{"topic":"quote","message_id":"1","payload":{"quotes":[{"currentprice":[{"px":1}]}]}}"#;
+    let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
+    let file = crate::discover::SourceFile {
+        path: "f.jsonl".into(),
+        name: "f.jsonl".into(),
+        bytes: 0,
+        compression: crate::discover::Compression::None,
+    };
+    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
+    let names = |cfg: &FlattenConfig| -> Vec<String> {
+        flatten("quote", &staging.topics["quote"], &lineage(), cfg)
+            .unwrap()
+            .tables
+            .keys()
+            .map(|t| t.to_string())
+            .collect()
+    };
+    assert_eq!(
+        names(&FlattenConfig::default()),
+        ["quote", "quotes", "quotes__currentprice"]
+    );
+    let by_topic = FlattenConfig {
+        child_naming: crate::config::ChildNaming::Topic,
+        ..Default::default()
+    };
+    assert_eq!(
+        names(&by_topic),
+        ["quote", "quote__quotes", "quote__quotes__currentprice"]
+    );
+    let mut mapped = FlattenConfig::default();
+    mapped.child_tables.insert(
+        "payload.quotes[].currentprice".into(),
+        "currentprice".into(),
+    );
+    assert_eq!(names(&mapped), ["currentprice", "quote", "quotes"]);
+}
+
+#[test]
+fn hostile_nesting_is_kept_as_text_without_recursion() {
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let line = format!(r#"{{"topic":"deep","message_id":"1","payload":{{"a":{deep}}}}}"#);
+    // In a small-stack thread, as rayon workers have.
+    let t = std::thread::Builder::new()
+        .stack_size(256 << 10)
+        .spawn(move || run(&[&line]))
+        .unwrap()
+        .join()
+        .unwrap();
+    assert_eq!(t["deep"][0].num_rows(), 1);
 }

@@ -39,6 +39,26 @@ pub(crate) struct Storage {
     pub(crate) target_file_size: u64,
 }
 
+/// One topic's rows for a table, and how new fields of it are handled.
+pub(crate) struct Part {
+    pub(crate) topic: String,
+    pub(crate) batch: RecordBatch,
+    pub(crate) evolution: crate::config::Evolution,
+}
+
+/// What became of a [`Part`].
+#[derive(Debug)]
+pub(crate) struct PartOutcome {
+    /// Rows of the part in the commit.
+    pub(crate) rows: u64,
+    /// Columns it added to the table.
+    pub(crate) added: Vec<String>,
+    /// Values it moved to `_rescued_data`.
+    pub(crate) rescued: u64,
+    /// Why it was refused.
+    pub(crate) error: Option<Error>,
+}
+
 /// What one commit added, read back from its log entry.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Committed {
@@ -140,6 +160,82 @@ impl Storage {
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await
+    }
+
+    /// Writes the parts several topics have for one table in one commit: each part is
+    /// fitted to the table's schema (as it will be after the parts before it, see
+    /// [`crate::conform`]) with its topic's evolution mode, then the rows of this batch
+    /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
+    /// leaves its topic's earlier rows alone and gets its error back in its outcome.
+    pub(crate) async fn replace_parts(
+        &self,
+        table: &TableName,
+        parts: Vec<Part>,
+        batch_id: &str,
+    ) -> Result<(Committed, Vec<PartOutcome>)> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        let mut schema: Option<SchemaRef> = match &existing {
+            Some(t) => Some(
+                t.snapshot()
+                    .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+                    .snapshot()
+                    .arrow_schema(),
+            ),
+            None => None,
+        };
+        let mut outcomes = Vec::with_capacity(parts.len());
+        let mut batches = Vec::with_capacity(parts.len());
+        let mut topics = Vec::with_capacity(parts.len());
+        for part in parts {
+            // A table created by this commit takes every part's columns.
+            let evolution = if existing.is_some() {
+                part.evolution
+            } else {
+                crate::config::Evolution::Add
+            };
+            match crate::conform::conform(table, part.batch, schema.as_deref(), evolution) {
+                Ok(c) => {
+                    schema = Some(crate::conform::merged_schema(schema.as_deref(), &c.batch));
+                    outcomes.push(PartOutcome {
+                        rows: c.batch.num_rows() as u64,
+                        added: c.added,
+                        rescued: c.rescued,
+                        error: None,
+                    });
+                    topics.push(part.topic);
+                    batches.push(c.batch);
+                }
+                Err(e) => outcomes.push(PartOutcome {
+                    rows: 0,
+                    added: Vec::new(),
+                    rescued: 0,
+                    error: Some(e),
+                }),
+            }
+        }
+        if batches.is_empty() {
+            return Ok((Committed::default(), outcomes));
+        }
+        let batch = merge_batches(table, &batches)?;
+        let write = match existing {
+            Some(t) => t
+                .write(vec![batch])
+                .with_save_mode(SaveMode::Overwrite)
+                .with_replace_where(batch_topics_predicate(batch_id, &topics))
+                .with_schema_mode(SchemaMode::Merge),
+            None => {
+                self.ensure_local_dir(table)?;
+                handle
+                    .write(vec![batch])
+                    .with_save_mode(SaveMode::Append)
+                    .with_configuration(self.table_properties())
+            }
+        };
+        let written = write
+            .with_target_file_size(NonZeroU64::new(self.target_file_size))
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        Ok((committed(table, &written).await?, outcomes))
     }
 
     /// Appends `batch` (creating the table when needed).
@@ -255,13 +351,6 @@ async fn committed(table: &TableName, t: &DeltaTable) -> Result<Committed> {
         }
     }
     Ok(c)
-}
-
-/// `_batch_id = batch AND _topic = topic`.
-pub(crate) fn batch_topic_predicate(batch_id: &str, topic: &str) -> Expr {
-    col("_batch_id")
-        .eq(lit(batch_id.to_string()))
-        .and(col("_topic").eq(lit(topic.to_string())))
 }
 
 /// `_batch_id = batch AND _topic IN (topics)`: the rows this batch's topics wrote to a

