@@ -176,6 +176,9 @@ struct Flattener<'a, 'c> {
     /// Array path (`quotes[].legs`) of each child table, for child names and ids.
     origins: HashMap<TableName, String>,
     files: Vec<&'a str>,
+    /// Values, rescued values and child rows recorded so far (to spot elements that
+    /// produced nothing).
+    recorded: usize,
 }
 
 /// Flattens one topic's staged rows.
@@ -208,6 +211,7 @@ pub fn flatten<'a>(
         topic_table: topic_table.clone(),
         origins: HashMap::new(),
         files: Vec::new(),
+        recorded: 0,
     };
     f.tables
         .insert(topic_table.clone(), TableBuilder::new(false));
@@ -283,6 +287,7 @@ impl<'a> Flattener<'a, '_> {
             .entry(table.clone())
             .or_insert_with(|| TableBuilder::new(true));
         let row = t.ids.len() as u32;
+        self.recorded += 1;
         match parent {
             Some((origin, parent_id, idx)) => {
                 let id = naming::stable_id(&[
@@ -315,12 +320,14 @@ impl<'a> Flattener<'a, '_> {
         }
         if let Some(cell) = cell {
             t.columns[c].cells.push((row, cell));
+            self.recorded += 1;
         }
     }
 
     fn rescue(&mut self, table: &TableName, row: u32, key: String, json: String) {
         if let Some(t) = self.tables.get_mut(table) {
             t.rescued.push((row, key, json));
+            self.recorded += 1;
         }
     }
 
@@ -449,17 +456,12 @@ impl<'a> Flattener<'a, '_> {
             let child_row = self.new_row(&child, ctx, Some((&origin, &parent_id, i)));
             if all_objects {
                 let mut p = Path::default();
-                if doc.is_empty(elem) {
-                    // `{}` as an element: a row with no values would read back as null.
-                    self.set(
-                        &child,
-                        child_row,
-                        "",
-                        "value",
-                        Some(Cell::Json(doc.raw(elem))),
-                    );
-                } else {
-                    self.object(&child, child_row, &mut p, doc, elem, ctx);
+                let before = self.recorded;
+                self.object(&child, child_row, &mut p, doc, elem, ctx);
+                if self.recorded == before {
+                    // `{}` (or only nulls): a row with no values would read back as a
+                    // null element, so it says `{}` in `value`.
+                    self.set(&child, child_row, "", "value", Some(Cell::Json("{}")));
                 }
             } else {
                 let cell = match doc.kind(elem) {
@@ -709,5 +711,7 @@ fn fill<'a, B>(
     }
 }
 
+#[cfg(test)]
+mod roundtrip;
 #[cfg(test)]
 mod tests;
