@@ -150,6 +150,39 @@ impl IngestBuilder {
         self.config.flatten.max_depth = depth;
         self
     }
+    /// All flattening settings at once (types, evolution, child naming, depth).
+    pub fn with_flatten(mut self, flatten: crate::config::FlattenConfig) -> Self {
+        self.config.flatten = flatten;
+        self
+    }
+    /// What a field with no column in an existing table does, for every topic without
+    /// its own mode. Default [`crate::Evolution::Add`].
+    pub fn with_evolution(mut self, evolution: crate::config::Evolution) -> Self {
+        self.config.flatten.evolution = evolution;
+        self
+    }
+    /// The evolution mode of one topic.
+    pub fn with_topic_evolution(
+        mut self,
+        topic: impl Into<String>,
+        evolution: crate::config::Evolution,
+    ) -> Self {
+        self.config
+            .flatten
+            .topic_evolution
+            .insert(topic.into(), evolution);
+        self
+    }
+    /// How leaf values are typed. Default [`crate::TypesMode::Infer`].
+    pub fn with_types(mut self, types: crate::config::TypesMode) -> Self {
+        self.config.flatten.types = types;
+        self
+    }
+    /// Top-level fields forming the dedup key instead of the id.
+    pub fn with_dedup_fields(mut self, fields: Option<Vec<String>>) -> Self {
+        self.config.envelope.dedup_fields = fields;
+        self
+    }
     /// How writes to one table are serialized. Default [`LockPolicy::PerTable`].
     pub fn with_lock_policy(mut self, policy: LockPolicy) -> Self {
         self.config.lock_policy = policy;

@@ -62,7 +62,7 @@ impl TableName {
             .map(|p| sanitize(p))
             .collect::<Vec<_>>()
             .join(PATH_SEP);
-        TableName(user_name(&joined, "c_"))
+        TableName(user_name(&sanitize(&joined), "c_"))
     }
 
     /// The staging table of a batch, `_tmp_raw_load_<batch_id>` (the id is validated
@@ -259,6 +259,16 @@ mod tests {
         let b = sanitize(&format!("{long}y"));
         assert_eq!(a.len(), MAX_NAME_LEN);
         assert_ne!(a, b);
+    }
+
+    #[test]
+    fn deep_paths_stay_bounded() {
+        let parts: Vec<String> = (0..40).map(|i| format!("level{i}")).collect();
+        let t = TableName::for_child(&parts);
+        assert!(t.as_str().len() <= MAX_NAME_LEN, "{t}");
+        let mut other = parts.clone();
+        other[39] = "different".into();
+        assert_ne!(t, TableName::for_child(&other));
     }
 
     #[test]

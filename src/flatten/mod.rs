@@ -158,12 +158,16 @@ impl Path<'_> {
         }
         s
     }
+    /// The column name: sanitised keys joined by `__`, bounded to
+    /// [`naming::MAX_NAME_LEN`] as a whole.
     fn name(&self) -> String {
-        self.keys
+        let joined = self
+            .keys
             .iter()
             .map(|k| naming::sanitize(k))
             .collect::<Vec<_>>()
-            .join(naming::PATH_SEP)
+            .join(naming::PATH_SEP);
+        naming::sanitize(&joined)
     }
 }
 
@@ -367,7 +371,7 @@ impl<'a> Flattener<'a, '_> {
             {
                 self.meta_object(table, row, path, doc, v, depth + 1);
             } else {
-                let name = format!("_meta{}{}", naming::PATH_SEP, path.name());
+                let name = naming::sanitize(&format!("_meta{}{}", naming::PATH_SEP, path.name()));
                 let cell = leaf(doc, v);
                 self.set(table, row, &key, &name, cell);
             }

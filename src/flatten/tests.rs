@@ -424,3 +424,16 @@ fn hostile_nesting_is_kept_as_text_without_recursion() {
         .unwrap();
     assert_eq!(t["deep"][0].num_rows(), 1);
 }
+
+#[test]
+fn long_paths_give_bounded_distinct_column_names() {
+    let deep_a = format!(
+        r#"{{"topic":"l","message_id":"1","payload":{}1{}}}"#,
+        r#"{"segment_with_a_long_name":"#.repeat(12),
+        "}".repeat(12)
+    );
+    let t = run(&[&deep_a]);
+    for f in t["l"][0].schema().fields() {
+        assert!(f.name().len() <= crate::naming::MAX_NAME_LEN, "{}", f.name());
+    }
+}

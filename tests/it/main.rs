@@ -4,6 +4,7 @@ mod bad_records;
 mod cli;
 mod conflicts;
 mod envelope;
+mod flattening;
 mod idempotency;
 mod ingest_basic;
 mod interop;
