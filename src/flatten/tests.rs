@@ -434,6 +434,10 @@ fn long_paths_give_bounded_distinct_column_names() {
     );
     let t = run(&[&deep_a]);
     for f in t["l"][0].schema().fields() {
-        assert!(f.name().len() <= crate::naming::MAX_NAME_LEN, "{}", f.name());
+        assert!(
+            f.name().len() <= crate::naming::MAX_NAME_LEN,
+            "{}",
+            f.name()
+        );
     }
 }

@@ -38,7 +38,11 @@ const RESENT: &[&str] = &[
 fn rerun_with_a_new_field_under_add_adds_the_column_in_the_same_commit() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
-    run(&lake, &write_batch(landing.path(), "e1", FIRST), Evolution::Add);
+    run(
+        &lake,
+        &write_batch(landing.path(), "e1", FIRST),
+        Evolution::Add,
+    );
     let dir = write_batch(landing.path(), "e1", RESENT);
     let report = run(&lake, &dir, Evolution::Add);
     assert_eq!(report.exit_code(), 0);
@@ -47,7 +51,11 @@ fn rerun_with_a_new_field_under_add_adds_the_column_in_the_same_commit() {
         lake.strings("SELECT venue FROM q WHERE _id = '1'"),
         ["XAMS"]
     );
-    assert_eq!(lake.count("SELECT count(*) FROM q"), 2, "replaced, not appended");
+    assert_eq!(
+        lake.count("SELECT count(*) FROM q"),
+        2,
+        "replaced, not appended"
+    );
     assert_eq!(
         lake.strings(
             "SELECT schema_changes FROM _run_control WHERE \"table\" = 'q' AND schema_changes <> ''"
@@ -60,14 +68,25 @@ fn rerun_with_a_new_field_under_add_adds_the_column_in_the_same_commit() {
 fn rerun_with_a_new_field_under_rescue_keeps_the_schema_and_the_value() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
-    run(&lake, &write_batch(landing.path(), "e2", FIRST), Evolution::Add);
+    run(
+        &lake,
+        &write_batch(landing.path(), "e2", FIRST),
+        Evolution::Add,
+    );
     let before = lake.columns("q");
-    let report = run(&lake, &write_batch(landing.path(), "e2", RESENT), Evolution::Rescue);
+    let report = run(
+        &lake,
+        &write_batch(landing.path(), "e2", RESENT),
+        Evolution::Rescue,
+    );
     assert_eq!(report.exit_code(), 0);
     let after = lake.columns("q");
     assert!(!after.contains(&"venue".to_string()), "{after:?}");
     assert_eq!(
-        after.iter().filter(|c| !before.contains(c)).collect::<Vec<_>>(),
+        after
+            .iter()
+            .filter(|c| !before.contains(c))
+            .collect::<Vec<_>>(),
         ["_rescued_data"]
     );
     assert_eq!(
@@ -81,9 +100,17 @@ fn rerun_with_a_new_field_under_rescue_keeps_the_schema_and_the_value() {
 fn rerun_with_a_new_field_under_fail_fails_the_topic_and_keeps_old_rows() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
-    run(&lake, &write_batch(landing.path(), "e3", FIRST), Evolution::Add);
+    run(
+        &lake,
+        &write_batch(landing.path(), "e3", FIRST),
+        Evolution::Add,
+    );
     let before = lake.dump("q");
-    let report = run(&lake, &write_batch(landing.path(), "e3", RESENT), Evolution::Fail);
+    let report = run(
+        &lake,
+        &write_batch(landing.path(), "e3", RESENT),
+        Evolution::Fail,
+    );
     assert_eq!(report.exit_code(), 2);
     let err = report.tables["q"].error.clone().unwrap();
     assert!(err.contains("venue (/venue)"), "{err}");
@@ -122,7 +149,11 @@ fn rerun_with_a_new_field_under_fail_fails_the_topic_and_keeps_old_rows() {
 fn a_type_conflict_in_a_later_batch_is_rescued_on_the_same_row() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
-    run(&lake, &write_batch(landing.path(), "t1", FIRST), Evolution::Add);
+    run(
+        &lake,
+        &write_batch(landing.path(), "t1", FIRST),
+        Evolution::Add,
+    );
     let report = run(
         &lake,
         &write_batch(
@@ -179,11 +210,18 @@ fn hostile_topics_and_keys_stay_inside_the_schema_and_out_of_system_columns() {
             "{t} leaves the schema folder"
         );
     }
-    for t in ["t_______x", "t__delta_log", "t__run_control", "t__tmp_raw_load_h1"] {
+    for t in [
+        "t_______x",
+        "t__delta_log",
+        "t__run_control",
+        "t__tmp_raw_load_h1",
+    ] {
         assert!(tables.contains(&t.to_string()), "{t} not in {tables:?}");
     }
     assert_eq!(
-        lake.strings("SELECT concat(_batch_id, '|', _id, '|', _batch_id_2, '|', _id_2) FROM t_______x"),
+        lake.strings(
+            "SELECT concat(_batch_id, '|', _id, '|', _batch_id_2, '|', _id_2) FROM t_______x"
+        ),
         ["h1|1|mine|also mine"]
     );
     // `_run_control` itself holds run-control rows only.
@@ -235,7 +273,11 @@ types = "strings"
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(report["duplicates"], 1, "dedup on (seq, src)");
     let raw = TempLake::at(lake.path().to_path_buf(), "raw");
@@ -256,7 +298,11 @@ types = "strings"
         .arg(&dir)
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let typed = TempLake::at(lake.path().to_path_buf(), "typed");
     assert_eq!(
         typed.strings("SELECT CAST(px AS VARCHAR) FROM q ORDER BY _line"),
@@ -274,5 +320,42 @@ types = "strings"
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("evolutoin") && err.contains("bronze.toml"), "{err}");
+    assert!(
+        err.contains("evolutoin") && err.contains("bronze.toml"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_100k_deep_line_is_kept_inside_the_pool_threads() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
+    let objects = format!(
+        "{}{}",
+        r#"{"a":"#.repeat(50_000),
+        format!("1{}", "}".repeat(50_000))
+    );
+    let lines = [
+        format!(r#"{{"topic":"deep","message_id":"1","payload":{{"x":{deep}}}}}"#),
+        format!(r#"{{"topic":"deep","message_id":"2","payload":{objects}}}"#),
+    ];
+    let dir = write_batch(
+        landing.path(),
+        "d1",
+        &lines.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let report = lake
+        .ingest()
+        .with_max_parallel(4)
+        .build()
+        .unwrap()
+        .run(&dir)
+        .unwrap();
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    assert_eq!(lake.count("SELECT count(*) FROM deep"), 2);
+    // The array is a one-row `value` child table holding the rest as JSON text.
+    let kept = lake.strings("SELECT value FROM x");
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].len(), deep.len() - 2);
 }
