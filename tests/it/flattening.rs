@@ -331,11 +331,7 @@ fn a_100k_deep_line_is_kept_inside_the_pool_threads() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
     let deep = format!("{}1{}", "[".repeat(100_000), "]".repeat(100_000));
-    let objects = format!(
-        "{}{}",
-        r#"{"a":"#.repeat(50_000),
-        format!("1{}", "}".repeat(50_000))
-    );
+    let objects = format!("{}1{}", r#"{"a":"#.repeat(50_000), "}".repeat(50_000));
     let lines = [
         format!(r#"{{"topic":"deep","message_id":"1","payload":{{"x":{deep}}}}}"#),
         format!(r#"{{"topic":"deep","message_id":"2","payload":{objects}}}"#),
