@@ -329,7 +329,14 @@ fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::S
 }
 
 /// One topic's rows for one table: `(topic, staged messages, rows)`.
-type TopicPart = (String, u64, RecordBatch);
+type TopicPart = (String, u64, Vec<RecordBatch>);
+
+/// A topic's flattened rows: table → batches (one per staged slice).
+type SlicedPlan = BTreeMap<TableName, Vec<RecordBatch>>;
+
+fn rows_of(batches: &[RecordBatch]) -> u64 {
+    batches.iter().map(|b| b.num_rows() as u64).sum()
+}
 
 /// One topic's write to one table.
 struct TableWrite {
@@ -554,26 +561,22 @@ impl Ingest {
 
         let written = AtomicUsize::new(0);
         let topic_count = staged.summary.topics.len();
-        let topic_input = |topic: &str| -> Result<std::borrow::Cow<'_, RecordBatch>> {
+        // A topic's staged rows: one batch when staged in memory, DataFusion's batches
+        // (slices of a few thousand rows) when read back from the staging table.
+        let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
             if self.config.reread_per_topic {
                 // The seed's baseline: every topic re-reads and re-parses the batch.
-                return self
-                    .reread_topic(&found.files, topic)
-                    .map(std::borrow::Cow::Owned);
+                return self.reread_topic(&found.files, topic).map(|b| vec![b]);
             }
             match &staged.memory {
-                Some(m) => {
-                    m.get(topic)
-                        .map(std::borrow::Cow::Borrowed)
-                        .ok_or_else(|| Error::Config {
-                            name: "staging",
-                            reason: format!("topic {topic:?} missing from staging"),
-                        })
-                }
-                None => self
-                    .runtime
-                    .block_on(staging_table.read_topic(topic))
-                    .map(std::borrow::Cow::Owned),
+                Some(m) => m
+                    .get(topic)
+                    .map(|b| vec![b.clone()])
+                    .ok_or_else(|| Error::Config {
+                        name: "staging",
+                        reason: format!("topic {topic:?} missing from staging"),
+                    }),
+                None => self.runtime.block_on(staging_table.read_topic(topic)),
             }
         };
         // A batch staged in memory fits the budget: flatten every topic, then one commit
@@ -820,7 +823,7 @@ impl Ingest {
         let over_budget =
             landing_bytes.saturating_mul(MEMORY_PER_LANDING_BYTE) > self.config.memory_budget;
         let chunks = if over_budget {
-            chunk_files(files, self.config.memory_budget / 4)
+            chunk_files(files, self.config.memory_budget / 8)
         } else {
             vec![files]
         };
@@ -965,41 +968,57 @@ impl Ingest {
         Ok(())
     }
 
+    /// Flattens a topic's staged batches one at a time (so only one slice's values are
+    /// in flight), collecting each table's batches.
+    fn flatten_slices(
+        &self,
+        topic: &str,
+        batches: &[RecordBatch],
+        lineage: &Lineage,
+    ) -> Result<SlicedPlan> {
+        let mut out: SlicedPlan = BTreeMap::new();
+        for b in batches {
+            for (table, batch) in flatten::flatten(topic, b, lineage, &self.config.flatten)?.tables
+            {
+                out.entry(table).or_default().push(batch);
+            }
+        }
+        Ok(out)
+    }
+
     /// Flattens every topic in parallel, then writes each table once (all its topics'
     /// rows, one commit), tables in parallel, each under its lock.
-    fn flatten_then_write<'a>(
+    fn flatten_then_write(
         &self,
         storage: &Storage,
         topics: &[(String, u64)],
-        topic_input: &(dyn Fn(&str) -> Result<std::borrow::Cow<'a, RecordBatch>> + Sync),
+        topic_input: &(dyn Fn(&str) -> Result<Vec<RecordBatch>> + Sync),
         lineage: &Lineage,
         written: &AtomicUsize,
     ) -> Vec<Vec<TableWrite>> {
         let started = now_micros();
-        let plans: Vec<(String, u64, Result<flatten::TablePlan>)> =
-            self.fanout_pool.install(|| {
-                topics
-                    .par_iter()
-                    .with_max_len(1)
-                    .map(|(topic, rows)| {
-                        let plan = topic_input(topic).and_then(|b| {
-                            flatten::flatten(topic, &b, lineage, &self.config.flatten)
-                        });
-                        (topic.clone(), *rows, plan)
-                    })
-                    .collect()
-            });
+        let plans: Vec<(String, u64, Result<SlicedPlan>)> = self.fanout_pool.install(|| {
+            topics
+                .par_iter()
+                .with_max_len(1)
+                .map(|(topic, rows)| {
+                    let plan = topic_input(topic)
+                        .and_then(|batches| self.flatten_slices(topic, &batches, lineage));
+                    (topic.clone(), *rows, plan)
+                })
+                .collect()
+        });
         let mut failed = Vec::new();
         // Table → [(topic, rows in, batch)], topics in name order.
         let mut by_table: BTreeMap<TableName, Vec<TopicPart>> = BTreeMap::new();
         for (topic, rows_in, plan) in plans {
             match plan {
                 Ok(plan) => {
-                    for (table, batch) in plan.tables {
+                    for (table, batches) in plan {
                         by_table
                             .entry(table)
                             .or_default()
-                            .push((topic.clone(), rows_in, batch));
+                            .push((topic.clone(), rows_in, batches));
                     }
                 }
                 Err(e) => failed.push(vec![TableWrite {
@@ -1027,14 +1046,14 @@ impl Ingest {
                         parts.iter().map(|(t, _, _)| t.clone()).collect();
                     let meta: Vec<(String, u64, u64)> = parts
                         .iter()
-                        .map(|(t, rows_in, b)| (t.clone(), *rows_in, b.num_rows() as u64))
+                        .map(|(t, rows_in, b)| (t.clone(), *rows_in, rows_of(b)))
                         .collect();
                     let parts: Vec<write::Part> = parts
                         .into_iter()
-                        .map(|(topic, _, batch)| write::Part {
+                        .map(|(topic, _, batches)| write::Part {
                             evolution: self.config.flatten.evolution_for(&topic),
                             topic,
-                            batch,
+                            batches,
                         })
                         .collect();
                     let result = {
@@ -1098,38 +1117,36 @@ impl Ingest {
         &self,
         storage: &Storage,
         topic: &str,
-        staged: Result<std::borrow::Cow<'_, RecordBatch>>,
+        staged: Result<Vec<RecordBatch>>,
         lineage: &Lineage,
         written: &AtomicUsize,
         topics: usize,
     ) -> Vec<TableWrite> {
         let started = now_micros();
-        let rows_in = staged.as_ref().map_or(0, |b| b.num_rows() as u64);
-        let plan =
-            match staged.and_then(|b| flatten::flatten(topic, &b, lineage, &self.config.flatten)) {
-                Ok(plan) => plan,
-                Err(e) => {
-                    return vec![TableWrite {
-                        table: TableName::for_topic(topic),
-                        topic: topic.to_string(),
-                        rows_in,
-                        rows_planned: rows_in,
-                        started_micros: started,
-                        ended_micros: now_micros(),
-                        result: Err(e),
-                        added: Vec::new(),
-                        rescued: 0,
-                    }];
-                }
-            };
-        plan.tables
-            .into_iter()
-            .flat_map(|(table, batch)| {
+        let rows_in = staged.as_ref().map_or(0, |b| rows_of(b));
+        let plan = match staged.and_then(|batches| self.flatten_slices(topic, &batches, lineage)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                return vec![TableWrite {
+                    table: TableName::for_topic(topic),
+                    topic: topic.to_string(),
+                    rows_in,
+                    rows_planned: rows_in,
+                    started_micros: started,
+                    ended_micros: now_micros(),
+                    result: Err(e),
+                    added: Vec::new(),
+                    rescued: 0,
+                }];
+            }
+        };
+        plan.into_iter()
+            .flat_map(|(table, batches)| {
                 let started_micros = now_micros();
-                let meta = vec![(topic.to_string(), rows_in, batch.num_rows() as u64)];
+                let meta = vec![(topic.to_string(), rows_in, rows_of(&batches))];
                 let parts = vec![write::Part {
                     topic: topic.to_string(),
-                    batch,
+                    batches,
                     evolution: self.config.flatten.evolution_for(topic),
                 }];
                 let result = {

@@ -18,7 +18,7 @@
 
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
-// One audited exception: `mem::release_free_memory` (glibc `malloc_trim`).
+// Audited exceptions, all in `mem`: glibc `malloc_trim` and `mallopt`.
 #![deny(unsafe_code)]
 
 mod config;
@@ -31,6 +31,7 @@ pub mod json;
 mod locks;
 pub mod maintenance;
 mod mem;
+pub use mem::tune_allocator;
 pub mod naming;
 pub mod read;
 mod report;

@@ -9,6 +9,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 fn main() -> ExitCode {
+    bronze::tune_allocator();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",

@@ -12,9 +12,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
-use arrow::compute::{cast, concat_batches};
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::datafusion::prelude::{SessionContext, col, lit};
+use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col, lit};
 use deltalake::protocol::SaveMode;
 use futures::{StreamExt as _, TryStreamExt as _};
 use parquet::basic::Compression;
@@ -159,7 +159,7 @@ impl<'a> StagingTable<'a> {
 
     /// The staged rows of one topic, in (file, line) order, with the in-memory staging
     /// schema.
-    pub(crate) async fn read_topic(&self, topic: &str) -> Result<RecordBatch> {
+    pub(crate) async fn read_topic(&self, topic: &str) -> Result<Vec<RecordBatch>> {
         let err = |e: deltalake::datafusion::error::DataFusionError| {
             Error::delta(
                 self.table.as_str(),
@@ -174,7 +174,17 @@ impl<'a> StagingTable<'a> {
                 deltalake::DeltaTableError::NotInitialized,
             )
         })?;
-        let ctx = SessionContext::new();
+        // One partition: files are read one after the other in the log's order and rows
+        // keep their order within a file, so the read is deterministic without a sort
+        // (a sort would hold the whole topic twice). Plain strings, not views: flatten
+        // takes the staging schema's types, and a cast would copy every payload.
+        let mut config = SessionConfig::new().with_target_partitions(1);
+        config
+            .options_mut()
+            .execution
+            .parquet
+            .schema_force_view_types = false;
+        let ctx = SessionContext::new_with_config(config);
         t.update_datafusion_session(&ctx.state())
             .map_err(|e| Error::delta(self.table.as_str(), "read", e))?;
         let provider = t.table_provider().await.map_err(err)?;
@@ -186,16 +196,12 @@ impl<'a> StagingTable<'a> {
                     .eq(lit(topic_hash(topic)))
                     .and(col("_topic").eq(lit(topic.to_string()))),
             )
-            .map_err(err)?
-            .sort(vec![
-                col("_source_file").sort(true, false),
-                col("_line").sort(true, false),
-            ])
             .map_err(err)?;
         let batches = df.collect().await.map_err(err)?;
         // DataFusion may read strings as views; flatten takes the staging schema's types.
         let schema = staging_schema();
         let mut out = Vec::with_capacity(batches.len());
+        // Consumed one batch at a time: each read batch is freed once cast.
         for b in batches {
             let mut columns = Vec::with_capacity(schema.fields().len());
             for field in schema.fields() {
@@ -211,7 +217,7 @@ impl<'a> StagingTable<'a> {
                     .map_err(|e| Error::arrow(self.table.as_str(), e))?,
             );
         }
-        concat_batches(&schema, &out).map_err(|e| Error::arrow(self.table.as_str(), e))
+        Ok(out)
     }
 
     /// Deletes every object of the staging table.

@@ -42,7 +42,8 @@ pub(crate) struct Storage {
 /// One topic's rows for a table, and how new fields of it are handled.
 pub(crate) struct Part {
     pub(crate) topic: String,
-    pub(crate) batch: RecordBatch,
+    /// The rows, one batch per staged slice.
+    pub(crate) batches: Vec<RecordBatch>,
     pub(crate) evolution: crate::config::Evolution,
 }
 
@@ -193,40 +194,65 @@ impl Storage {
             } else {
                 crate::config::Evolution::Add
             };
-            match crate::conform::conform(table, part.batch, schema.as_deref(), evolution) {
-                Ok(c) => {
-                    schema = Some(crate::conform::merged_schema(schema.as_deref(), &c.batch));
-                    outcomes.push(PartOutcome {
-                        rows: c.batch.num_rows() as u64,
-                        added: c.added,
-                        rescued: c.rescued,
-                        error: None,
-                    });
-                    topics.push(part.topic);
-                    batches.push(c.batch);
+            // Each slice is fitted to the schema the slices before it leave; a refused
+            // slice refuses the whole part (the topic's rows go in whole or not at all).
+            let mut fitted = Vec::with_capacity(part.batches.len());
+            let mut outcome = PartOutcome {
+                rows: 0,
+                added: Vec::new(),
+                rescued: 0,
+                error: None,
+            };
+            let mut part_schema = schema.clone();
+            for batch in part.batches {
+                match crate::conform::conform(table, batch, part_schema.as_deref(), evolution) {
+                    Ok(c) => {
+                        part_schema = Some(crate::conform::merged_schema(
+                            part_schema.as_deref(),
+                            &c.batch,
+                        ));
+                        outcome.rows += c.batch.num_rows() as u64;
+                        outcome.rescued += c.rescued;
+                        for a in c.added {
+                            if !outcome.added.contains(&a) {
+                                outcome.added.push(a);
+                            }
+                        }
+                        fitted.push(c.batch);
+                    }
+                    Err(e) => {
+                        outcome.error = Some(e);
+                        break;
+                    }
                 }
-                Err(e) => outcomes.push(PartOutcome {
-                    rows: 0,
-                    added: Vec::new(),
-                    rescued: 0,
-                    error: Some(e),
-                }),
             }
+            if outcome.error.is_none() {
+                schema = part_schema;
+                if !topics.contains(&part.topic) {
+                    topics.push(part.topic);
+                }
+                batches.extend(fitted);
+            } else {
+                outcome.rows = 0;
+                outcome.added.clear();
+                outcome.rescued = 0;
+            }
+            outcomes.push(outcome);
         }
         if batches.is_empty() {
             return Ok((Committed::default(), outcomes));
         }
-        let batch = merge_batches(table, &batches)?;
+        let batches = merge_batches(table, &batches)?;
         let write = match existing {
             Some(t) => t
-                .write(vec![batch])
+                .write(batches)
                 .with_save_mode(SaveMode::Overwrite)
                 .with_replace_where(batch_topics_predicate(batch_id, &topics))
                 .with_schema_mode(SchemaMode::Merge),
             None => {
                 self.ensure_local_dir(table)?;
                 handle
-                    .write(vec![batch])
+                    .write(batches)
                     .with_save_mode(SaveMode::Append)
                     .with_configuration(self.table_properties())
             }
@@ -365,9 +391,12 @@ pub(crate) fn batch_topics_predicate(batch_id: &str, topics: &[String]) -> Expr 
 /// Concatenates batches of one table from several topics into one, over the union of
 /// their columns (in order of first appearance). A column that one topic typed
 /// differently widens: int64 and float64 to float64, anything else to string.
-pub(crate) fn merge_batches(table: &TableName, batches: &[RecordBatch]) -> Result<RecordBatch> {
+pub(crate) fn merge_batches(
+    table: &TableName,
+    batches: &[RecordBatch],
+) -> Result<Vec<RecordBatch>> {
     if let [one] = batches {
-        return Ok(one.clone());
+        return Ok(vec![one.clone()]);
     }
     let mut fields: Vec<Field> = Vec::new();
     for b in batches {
@@ -417,7 +446,7 @@ pub(crate) fn merge_batches(table: &TableName, batches: &[RecordBatch]) -> Resul
                 .map_err(|e| Error::arrow(table.as_str(), e))?,
         );
     }
-    arrow::compute::concat_batches(&schema, &conformed).map_err(|e| Error::arrow(table.as_str(), e))
+    Ok(conformed)
 }
 
 /// `_batch_id = batch`.
