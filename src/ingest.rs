@@ -593,6 +593,10 @@ impl Ingest {
         } else {
             topic_count.max(1)
         };
+        // Staged bytes a topic in flight flattens and commits at once: a topic larger than
+        // that is written in several commits (the first replaces, the others append).
+        let slice_bytes =
+            (self.config.memory_budget / (MEMORY_PER_LANDING_BYTE * wave as u64)).max(1);
         // Over budget, the waves run on a pool of `wave` threads: every thread that
         // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
         let wave_pool = if bounded {
@@ -609,14 +613,26 @@ impl Ingest {
                         .par_iter()
                         .with_max_len(1)
                         .map(|(topic, _)| {
-                            self.handle_topic(
-                                &storage,
-                                topic,
-                                topic_input(topic),
-                                &lineage,
-                                &written,
-                                topic_count,
-                            )
+                            if bounded && !self.config.reread_per_topic {
+                                self.handle_topic_streamed(
+                                    &storage,
+                                    topic,
+                                    &staging_table,
+                                    &lineage,
+                                    &written,
+                                    topic_count,
+                                    slice_bytes,
+                                )
+                            } else {
+                                self.handle_topic(
+                                    &storage,
+                                    topic,
+                                    topic_input(topic),
+                                    &lineage,
+                                    &written,
+                                    topic_count,
+                                )
+                            }
                         })
                         .collect::<Vec<_>>()
                 }));
@@ -828,7 +844,7 @@ impl Ingest {
             vec![files]
         };
         let persist = self.config.persist_staging || over_budget;
-        let mut seen = std::collections::HashSet::new();
+        let mut seen = crate::stage::IdSet::default();
         let mut summary = StagingSummary::default();
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let mut corrupt = Vec::new();
@@ -934,7 +950,7 @@ impl Ingest {
             files,
             &self.config.envelope,
             &|| {},
-            &mut std::collections::HashSet::new(),
+            &mut stage::IdSet::default(),
             &reader,
         )?;
         staging.topics.remove(topic).ok_or_else(|| Error::Config {
@@ -1059,7 +1075,7 @@ impl Ingest {
                     let result = {
                         let _guard = self.locks.lock(&table);
                         self.runtime
-                            .block_on(storage.replace_parts(&table, parts, &lineage.batch_id))
+                            .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
                             .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
                     };
                     let done = written.fetch_add(1, Ordering::Relaxed) + 1;
@@ -1152,7 +1168,7 @@ impl Ingest {
                 let result = {
                     let _guard = self.locks.lock(&table);
                     self.runtime
-                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id))
+                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
                         .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
                 };
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
@@ -1163,6 +1179,136 @@ impl Ingest {
                     topics,
                 });
                 part_writes(&table, meta, result, started_micros, now_micros())
+            })
+            .collect()
+    }
+
+    /// [`Self::handle_topic`] for an over-budget batch: the topic is read from the staging
+    /// table as a stream and flattened and committed `slice_bytes` of staged rows at a
+    /// time, so memory holds one slice, never the whole topic. Each table's first commit
+    /// replaces this batch's rows of the topic; later ones append. A crash in between
+    /// leaves part of the topic, which the rerun's replace clears.
+    #[allow(clippy::too_many_arguments)]
+    fn handle_topic_streamed(
+        &self,
+        storage: &Storage,
+        topic: &str,
+        staging_table: &StagingTable<'_>,
+        lineage: &Lineage,
+        written: &AtomicUsize,
+        topics: usize,
+        slice_bytes: u64,
+    ) -> Vec<TableWrite> {
+        use futures::StreamExt as _;
+        let started = now_micros();
+        let fail = |e: Error| {
+            vec![TableWrite {
+                table: TableName::for_topic(topic),
+                topic: topic.to_string(),
+                rows_in: 0,
+                rows_planned: 0,
+                started_micros: started,
+                ended_micros: now_micros(),
+                result: Err(e),
+                added: Vec::new(),
+                rescued: 0,
+            }]
+        };
+        let mut stream = match self.runtime.block_on(staging_table.topic_stream(topic)) {
+            Ok(s) => s,
+            Err(e) => return fail(e),
+        };
+        // Per table: the aggregate of its commits.
+        let mut done: BTreeMap<TableName, TableWrite> = BTreeMap::new();
+        let mut rows_in = 0u64;
+        let mut exhausted = false;
+        while !exhausted {
+            let mut slice = Vec::new();
+            let mut bytes = 0u64;
+            while bytes < slice_bytes {
+                match self.runtime.block_on(stream.next()) {
+                    Some(Ok(b)) => {
+                        bytes += b.get_array_memory_size() as u64;
+                        rows_in += b.num_rows() as u64;
+                        slice.push(b);
+                    }
+                    Some(Err(e)) => return fail(e),
+                    None => {
+                        exhausted = true;
+                        break;
+                    }
+                }
+            }
+            if slice.is_empty() {
+                break;
+            }
+            let plan = match self.flatten_slices(topic, &slice, lineage) {
+                Ok(p) => p,
+                Err(e) => return fail(e),
+            };
+            drop(slice);
+            for (table, batches) in plan {
+                let replace = !done.contains_key(&table);
+                if done.get(&table).is_some_and(|w| w.result.is_err()) {
+                    continue;
+                }
+                let started_micros = now_micros();
+                let meta = vec![(topic.to_string(), 0, rows_of(&batches))];
+                let parts = vec![write::Part {
+                    topic: topic.to_string(),
+                    batches,
+                    evolution: self.config.flatten.evolution_for(topic),
+                }];
+                let result = {
+                    let _guard = self.locks.lock(&table);
+                    self.runtime
+                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, replace))
+                        .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
+                };
+                for w in part_writes(&table, meta, result, started_micros, now_micros()) {
+                    match done.get_mut(&table) {
+                        None => {
+                            done.insert(table.clone(), w);
+                        }
+                        Some(acc) => {
+                            acc.rows_planned += w.rows_planned;
+                            acc.ended_micros = w.ended_micros;
+                            acc.rescued += w.rescued;
+                            for a in w.added {
+                                if !acc.added.contains(&a) {
+                                    acc.added.push(a);
+                                }
+                            }
+                            acc.result = match (
+                                std::mem::replace(&mut acc.result, Ok(Committed::default())),
+                                w.result,
+                            ) {
+                                (Ok(a), Ok(b)) => Ok(Committed {
+                                    version: b.version,
+                                    files_added: a.files_added + b.files_added,
+                                    bytes_added: a.bytes_added + b.bytes_added,
+                                    rows_added: a.rows_added + b.rows_added,
+                                    compacted: b.compacted.or(a.compacted),
+                                }),
+                                (Err(e), _) | (_, Err(e)) => Err(e),
+                            };
+                        }
+                    }
+                }
+            }
+            crate::mem::release_free_memory();
+        }
+        done.into_values()
+            .map(|mut w| {
+                w.rows_in = rows_in;
+                let n = written.fetch_add(1, Ordering::Relaxed) + 1;
+                self.report_progress(Progress::TableWritten {
+                    table: w.table.to_string(),
+                    topic: topic.to_string(),
+                    done: n,
+                    topics,
+                });
+                w
             })
             .collect()
     }

@@ -12,7 +12,7 @@
 //!
 //! This stage does no Delta I/O; it only reads the landing files.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
@@ -146,7 +146,7 @@ pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging>
         files,
         envelope,
         &|| {},
-        &mut HashSet::new(),
+        &mut IdSet::default(),
         &read::read_file,
     )
 }
@@ -160,7 +160,7 @@ pub fn stage_with_progress(
     files: &[SourceFile],
     envelope: &EnvelopeConfig,
     on_file: &(dyn Fn() + Sync),
-    seen: &mut HashSet<String>,
+    seen: &mut IdSet,
     reader: &FileReader<'_>,
 ) -> Result<Staging> {
     let staged: Vec<Result<StagedFile>> = files
@@ -475,12 +475,55 @@ fn decode_id(raw: &[u8]) -> Option<String> {
     }
 }
 
+/// Message ids (or dedup keys) seen so far in a batch, across files and staging chunks.
+///
+/// Packed for batches of millions of messages: every id's bytes go to one arena and the
+/// table holds `(offset, length)`, about 20 bytes plus the id per entry instead of a
+/// `String` each (~60 bytes and one allocation per id).
+#[derive(Default)]
+pub struct IdSet {
+    arena: Vec<u8>,
+    table: hashbrown::HashTable<(u64, u32)>,
+    hasher: std::hash::RandomState,
+}
+
+impl IdSet {
+    /// Adds `id`; `false` when it was already there.
+    pub fn insert(&mut self, id: &str) -> bool {
+        use std::hash::BuildHasher as _;
+        let bytes = id.as_bytes();
+        let hash = self.hasher.hash_one(bytes);
+        let arena = &self.arena;
+        let slice = |&(o, l): &(u64, u32)| &arena[o as usize..o as usize + l as usize];
+        if self.table.find(hash, |e| slice(e) == bytes).is_some() {
+            return false;
+        }
+        let entry = (self.arena.len() as u64, bytes.len() as u32);
+        self.arena.extend_from_slice(bytes);
+        let (arena, hasher) = (&self.arena, &self.hasher);
+        self.table.insert_unique(hash, entry, |&(o, l)| {
+            hasher.hash_one(&arena[o as usize..o as usize + l as usize])
+        });
+        true
+    }
+
+    /// Ids held.
+    pub fn len(&self) -> usize {
+        self.table.len()
+    }
+
+    /// Whether no id was added.
+    pub fn is_empty(&self) -> bool {
+        self.table.is_empty()
+    }
+}
+
 /// Dedups across files (file order, then line) and builds one record batch per topic.
 pub(crate) fn assemble(
     files: &[SourceFile],
     staged: Vec<StagedFile>,
     dedup: bool,
-    seen: &mut HashSet<String>,
+    seen: &mut IdSet,
 ) -> Staging {
     struct Cols {
         topic: StringBuilder,
@@ -505,14 +548,14 @@ pub(crate) fn assemble(
         };
         for m in staged.messages {
             if let Some(key) = &m.dedup_key
-                && !seen.insert(key.clone())
+                && !seen.insert(key)
             {
                 fs.duplicates += 1;
                 continue;
             }
             let id = match m.id {
                 Some(id) => {
-                    if dedup && m.dedup_key.is_none() && !seen.insert(id.clone()) {
+                    if dedup && m.dedup_key.is_none() && !seen.insert(&id) {
                         fs.duplicates += 1;
                         continue;
                     }
@@ -613,6 +656,19 @@ mod tests {
         let m = one(r#"{"top\u0069c":"a\"b","message_id":42,"payload":{}}"#).unwrap();
         assert_eq!(m.topic, "a\"b");
         assert_eq!(m.id.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn id_set_dedups_exactly() {
+        let mut s = IdSet::default();
+        for i in 0..10_000 {
+            assert!(s.insert(&format!("id-{i}")));
+        }
+        for i in 0..10_000 {
+            assert!(!s.insert(&format!("id-{i}")));
+        }
+        assert!(s.insert("id-10000") && s.insert("") && !s.insert(""));
+        assert_eq!(s.len(), 10_002);
     }
 
     #[test]

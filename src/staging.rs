@@ -157,9 +157,14 @@ impl<'a> StagingTable<'a> {
         Ok(())
     }
 
-    /// The staged rows of one topic, in (file, line) order, with the in-memory staging
-    /// schema.
-    pub(crate) async fn read_topic(&self, topic: &str) -> Result<Vec<RecordBatch>> {
+    /// The staged rows of one topic, with the in-memory staging schema, as a stream of
+    /// batches of a few thousand rows read one after the other (so an over-budget topic
+    /// never has to be in memory at once). Deterministic order: files in the log's order,
+    /// rows in file order.
+    pub(crate) async fn topic_stream(
+        &self,
+        topic: &str,
+    ) -> Result<impl futures::Stream<Item = Result<RecordBatch>> + Send + Unpin + use<'_>> {
         let err = |e: deltalake::datafusion::error::DataFusionError| {
             Error::delta(
                 self.table.as_str(),
@@ -188,7 +193,7 @@ impl<'a> StagingTable<'a> {
         t.update_datafusion_session(&ctx.state())
             .map_err(|e| Error::delta(self.table.as_str(), "read", e))?;
         let provider = t.table_provider().await.map_err(err)?;
-        let df = ctx
+        let stream = ctx
             .read_table(provider)
             .map_err(err)?
             .filter(
@@ -196,13 +201,13 @@ impl<'a> StagingTable<'a> {
                     .eq(lit(topic_hash(topic)))
                     .and(col("_topic").eq(lit(topic.to_string()))),
             )
+            .map_err(err)?
+            .execute_stream()
+            .await
             .map_err(err)?;
-        let batches = df.collect().await.map_err(err)?;
-        // DataFusion may read strings as views; flatten takes the staging schema's types.
         let schema = staging_schema();
-        let mut out = Vec::with_capacity(batches.len());
-        // Consumed one batch at a time: each read batch is freed once cast.
-        for b in batches {
+        Ok(stream.map(move |b| {
+            let b = b.map_err(err)?;
             let mut columns = Vec::with_capacity(schema.fields().len());
             for field in schema.fields() {
                 let c = b
@@ -212,12 +217,14 @@ impl<'a> StagingTable<'a> {
                     cast(c, field.data_type()).map_err(|e| Error::arrow(self.table.as_str(), e))?,
                 );
             }
-            out.push(
-                RecordBatch::try_new(Arc::clone(&schema), columns)
-                    .map_err(|e| Error::arrow(self.table.as_str(), e))?,
-            );
-        }
-        Ok(out)
+            RecordBatch::try_new(Arc::clone(&schema), columns)
+                .map_err(|e| Error::arrow(self.table.as_str(), e))
+        }))
+    }
+
+    /// All staged rows of one topic (see [`Self::topic_stream`]).
+    pub(crate) async fn read_topic(&self, topic: &str) -> Result<Vec<RecordBatch>> {
+        self.topic_stream(topic).await?.try_collect().await
     }
 
     /// Deletes every object of the staging table.

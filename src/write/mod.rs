@@ -66,7 +66,8 @@ pub(crate) struct Committed {
     pub(crate) version: u64,
     pub(crate) files_added: u64,
     pub(crate) bytes_added: u64,
-    /// Sum of `numRecords` of the added files' statistics.
+    /// Rows the commit added: the writer's `num_added_rows` metric, else the sum of
+    /// `numRecords` of the added files' statistics.
     pub(crate) rows_added: u64,
     /// Files before and after an auto compaction that followed the commit.
     pub(crate) compacted: Option<(u64, u64)>,
@@ -168,11 +169,13 @@ impl Storage {
     /// [`crate::conform`]) with its topic's evolution mode, then the rows of this batch
     /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
     /// leaves its topic's earlier rows alone and gets its error back in its outcome.
+    /// `replace = false` appends instead (the later slices of an over-budget topic).
     pub(crate) async fn replace_parts(
         &self,
         table: &TableName,
         parts: Vec<Part>,
         batch_id: &str,
+        replace: bool,
     ) -> Result<(Committed, Vec<PartOutcome>)> {
         let (handle, existing) = self.open_or_new(table).await?;
         let mut schema: Option<SchemaRef> = match &existing {
@@ -244,10 +247,15 @@ impl Storage {
         }
         let batches = merge_batches(table, &batches)?;
         let write = match existing {
-            Some(t) => t
+            Some(t) if replace => t
                 .write(batches)
                 .with_save_mode(SaveMode::Overwrite)
                 .with_replace_where(batch_topics_predicate(batch_id, &topics))
+                .with_schema_mode(SchemaMode::Merge),
+            // A later slice of a topic whose first slice already replaced its rows.
+            Some(t) => t
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
                 .with_schema_mode(SchemaMode::Merge),
             None => {
                 self.ensure_local_dir(table)?;
@@ -360,10 +368,20 @@ async fn committed(table: &TableName, t: &DeltaTable) -> Result<Committed> {
         .read_commit_entry(version)
         .await
         .map_err(|e| Error::delta(table.as_str(), "read commit of", e))?;
+    // The writer's own count of the rows it was given: a replace-where that rewrites a
+    // file holding other topics' rows (after a compaction mixed them) adds those rows
+    // again, so the files' statistics overcount.
+    let mut source_rows = None;
     for line in entry.as_deref().unwrap_or_default().split(|&b| b == b'\n') {
         let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
             continue;
         };
+        if let Some(n) = action
+            .pointer("/commitInfo/operationMetrics/num_added_rows")
+            .and_then(|n| n.as_u64())
+        {
+            source_rows = Some(n);
+        }
         if let Some(add) = action.get("add") {
             c.files_added += 1;
             c.bytes_added += add.get("size").and_then(|s| s.as_u64()).unwrap_or(0);
@@ -375,6 +393,9 @@ async fn committed(table: &TableName, t: &DeltaTable) -> Result<Committed> {
                     .unwrap_or(0);
             }
         }
+    }
+    if let Some(n) = source_rows {
+        c.rows_added = n;
     }
     Ok(c)
 }

@@ -55,11 +55,26 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .run(batch_dir(BATCH1))
         .unwrap();
     assert_eq!(r.staging, "persisted");
+    assert!(
+        r.tables["quote"].version > Some(0),
+        "a 4 KiB budget commits a topic in several slices: {:?}",
+        r.tables["quote"]
+    );
     let exp = expected(BATCH1);
     assert_eq!(r.duplicates, exp["duplicates"].as_u64().unwrap());
     assert_eq!(r.corrupt_lines, exp["corrupt_lines"].as_u64().unwrap());
     assert_same_tables(&mem, &chunked);
     assert!(staging_dirs(&chunked).is_empty());
+    // Over budget, a topic is committed in slices (the first replaces, the others
+    // append): a rerun still replaces the batch's rows exactly.
+    chunked
+        .ingest()
+        .with_memory_budget(4 << 10)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_same_tables(&mem, &chunked);
 }
 
 #[test]
