@@ -191,9 +191,10 @@ pub struct IngestConfig {
     /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
     /// memory (so a crashed run can resume from it). Default `false`.
     pub persist_staging: bool,
-    /// Memory staging may use. A batch that would need more in memory (about four times
-    /// its landing size) is staged in chunks of a quarter of the budget that spill to the
-    /// staging table, and its topics are processed in waves that fit the budget. Default:
+    /// Memory a run may use beyond the process's own (code, runtime, pools). A batch that
+    /// would need more in memory (about four times its landing size) is staged in chunks
+    /// of an eighth of the budget that spill to the staging table, and its topics are
+    /// read back as streams and committed in slices that fit the budget. Default:
     /// a quarter of the machine's memory (2 GiB when it cannot be read).
     pub memory_budget: u64,
     /// Resume from a complete staging table left by an earlier run of the same batch

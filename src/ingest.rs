@@ -830,8 +830,9 @@ impl Ingest {
             });
         };
         let reader = |f: &discover::SourceFile| self.read_landing_file(f);
-        // A chunk in flight holds its raw bytes, the parsed messages and their Arrow
-        // staging (about three times its size): a quarter of the budget per chunk.
+        // A chunk in flight holds its raw bytes, the parsed messages, their Arrow staging
+        // and the staging write's buffers (four to five times its size, plus allocator
+        // slack): an eighth of the budget per chunk.
         let landing_bytes: u64 = files.iter().map(landing_size).sum();
         // Staged in memory, a batch takes about four times its landing size (raw bytes,
         // parsed messages, Arrow staging, flattened tables): measured 566 MB of RSS for
