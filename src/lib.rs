@@ -47,7 +47,8 @@ pub use config::{
 };
 pub use error::{Error, Result, chain as error_chain};
 pub use ingest::{
-    DEFAULT_MAX_PARALLEL, Ingest, IngestBuilder, Progress, ProgressFn, RUN_CONTROL_TABLE,
+    DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder, Progress, ProgressFn,
+    RUN_CONTROL_TABLE,
 };
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;

@@ -102,6 +102,11 @@ pub struct BatchReport {
     pub staging: String,
     /// Things that did not fail the load but need attention (a staging table not dropped).
     pub warnings: Vec<String>,
+    /// Whether every non-blank line is accounted for (topic-table row, corrupt record or
+    /// dropped duplicate), per file and per topic; checked by the library on every run.
+    pub invariant_ok: bool,
+    /// The accounting check, as recorded in `_run_control` (table `(batch)`).
+    pub invariant: String,
     /// Wall time of the run.
     #[serde(serialize_with = "as_secs")]
     pub elapsed: Duration,
@@ -119,12 +124,12 @@ impl BatchReport {
 
     /// True when every line became a row and every table was written.
     pub fn is_clean(&self) -> bool {
-        self.corrupt_lines == 0 && self.failed_tables().next().is_none()
+        self.corrupt_lines == 0 && self.failed_tables().next().is_none() && self.invariant_ok
     }
 
     /// Process exit code: 0 clean, 1 finished with corrupt lines, 2 a table failed.
     pub fn exit_code(&self) -> u8 {
-        if self.failed_tables().next().is_some() {
+        if self.failed_tables().next().is_some() || !self.invariant_ok {
             2
         } else if self.corrupt_lines > 0 {
             1
@@ -178,6 +183,9 @@ impl BatchReport {
                 "{name:<width$}  {:>9}  {version:>7}  {status}",
                 t.rows_written
             );
+        }
+        if !self.invariant_ok {
+            let _ = writeln!(s, "error: row accounting: {}", self.invariant);
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning: {w}");
