@@ -17,8 +17,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanBuilder, Float64Builder, Int64Builder, RecordBatch,
-    StringBuilder,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringBuilder,
 };
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
 
@@ -293,6 +292,29 @@ fn parse_json_scalar(s: &str) -> Option<Val<'_>> {
     }
 }
 
+/// Each row's value in a typed column: `fit` says what a value becomes there (`None`: it
+/// does not fit, and `rescue` keeps it). JSON text is read as a typed scalar first.
+fn fitted<T>(
+    array: &ArrayRef,
+    from_json: bool,
+    rescue: &mut impl FnMut(usize),
+    fit: impl Fn(Val<'_>) -> Option<T>,
+) -> Vec<Option<T>> {
+    (0..array.len())
+        .map(|row| {
+            let v = match value_at(array, from_json, row)? {
+                Val::Json(s) => parse_json_scalar(s).unwrap_or(Val::Json(s)),
+                v => v,
+            };
+            let out = fit(v);
+            if out.is_none() {
+                rescue(row);
+            }
+            out
+        })
+        .collect()
+}
+
 /// Converts `array` (typed as `from`) to the type of `to`; values that do not fit come
 /// back as `(row, path, JSON text)`.
 fn convert(
@@ -343,62 +365,34 @@ fn convert(
             }
             Arc::new(b.finish())
         }
-        DataType::Int64 => {
-            let mut b = Int64Builder::with_capacity(n);
-            for row in 0..n {
-                let v = value_at(array, from_json, row);
-                let v = match v {
-                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
-                    v => v,
-                };
-                match v {
-                    None => b.append_null(),
-                    Some(Val::Int(i)) => b.append_value(i),
-                    Some(_) => {
-                        rescue(row);
-                        b.append_null()
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Float64 => {
-            let mut b = Float64Builder::with_capacity(n);
-            for row in 0..n {
-                let v = match value_at(array, from_json, row) {
-                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
-                    v => v,
-                };
-                match v {
-                    None => b.append_null(),
-                    Some(Val::Float(f)) => b.append_value(f),
-                    Some(Val::Int(i)) if i.abs() <= F64_EXACT_INT => b.append_value(i as f64),
-                    Some(_) => {
-                        rescue(row);
-                        b.append_null()
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Boolean => {
-            let mut b = BooleanBuilder::with_capacity(n);
-            for row in 0..n {
-                let v = match value_at(array, from_json, row) {
-                    Some(Val::Json(s)) => parse_json_scalar(s).or(Some(Val::Json(s))),
-                    v => v,
-                };
-                match v {
-                    None => b.append_null(),
-                    Some(Val::Bool(x)) => b.append_value(x),
-                    Some(_) => {
-                        rescue(row);
-                        b.append_null()
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
+        DataType::Int64 => Arc::new(Int64Array::from(fitted(
+            array,
+            from_json,
+            &mut rescue,
+            |v| match v {
+                Val::Int(i) => Some(i),
+                _ => None,
+            },
+        ))),
+        DataType::Float64 => Arc::new(Float64Array::from(fitted(
+            array,
+            from_json,
+            &mut rescue,
+            |v| match v {
+                Val::Float(f) => Some(f),
+                Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
+                _ => None,
+            },
+        ))),
+        DataType::Boolean => Arc::new(BooleanArray::from(fitted(
+            array,
+            from_json,
+            &mut rescue,
+            |v| match v {
+                Val::Bool(b) => Some(b),
+                _ => None,
+            },
+        ))),
         other => {
             // A type bronze does not write (a table created by another tool): every
             // value is rescued rather than guessed at.
@@ -414,7 +408,7 @@ fn convert(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Float64Array, Int64Array, StringArray};
+    use arrow::array::StringArray;
 
     fn data(name: &str, dt: DataType, path: &str, json: bool) -> Field {
         data_field(name, dt, path, json)
