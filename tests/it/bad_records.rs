@@ -18,6 +18,7 @@ fn a_generated_gzip_batch_conserves_every_line() {
     let truth = generate(landing.path(), "gz1", &spec).unwrap();
     let lake = TempLake::new();
     let report = lake.ingest().build().unwrap().run(&truth.dir).unwrap();
+    assert_accounted(&lake, &report);
     assert_eq!(report.files_read, 6);
     assert_eq!(report.lines, truth.lines);
     assert_eq!(report.duplicates, truth.duplicates);
@@ -62,6 +63,7 @@ fn invalid_utf8_crlf_bom_and_missing_newline_are_kept_exactly() {
     std::fs::write(dir.join("f.jsonl"), &text).unwrap();
     let lake = TempLake::new();
     let report = lake.ingest().build().unwrap().run(&dir).unwrap();
+    assert_accounted(&lake, &report);
     assert_eq!(
         (report.lines, report.messages, report.corrupt_lines),
         (3, 2, 1)

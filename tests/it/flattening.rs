@@ -196,6 +196,7 @@ fn hostile_topics_and_keys_stay_inside_the_schema_and_out_of_system_columns() {
         ],
     );
     let report = lake.ingest().build().unwrap().run(&dir).unwrap();
+    assert_accounted(&lake, &report);
     assert_eq!(report.exit_code(), 0, "{}", report.to_text());
     // Nothing was created next to the schema folder or above it.
     let parent: Vec<_> = std::fs::read_dir(lake.catalog())

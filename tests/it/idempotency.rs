@@ -10,6 +10,7 @@ fn rerunning_a_batch_leaves_identical_tables() {
     let tables = lake.tables();
     let first: Vec<String> = tables.iter().map(|t| lake.dump(t)).collect();
     let report = ingest.run(batch_dir(BATCH1)).unwrap();
+    assert_accounted(&lake, &report);
     assert_eq!(lake.tables(), tables);
     for (t, before) in tables.iter().zip(&first) {
         assert_eq!(&lake.dump(t), before, "table {t} changed on rerun");

@@ -11,6 +11,7 @@ fn fixture_batch_lands_with_exact_counts() {
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
+    assert_accounted(&lake, &report);
     let exp = expected(BATCH1);
     let want = expected_tables(BATCH1);
 

@@ -55,6 +55,7 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .run(batch_dir(BATCH1))
         .unwrap();
     assert_eq!(r.staging, "persisted");
+    assert_accounted(&chunked, &r);
     assert!(
         r.tables["quote"].version > Some(0),
         "a 4 KiB budget commits a topic in several slices: {:?}",

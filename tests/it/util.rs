@@ -179,3 +179,43 @@ impl TempLake {
         pretty_format_batches(&batches).unwrap().to_string()
     }
 }
+
+/// The row accounting of a run, checked from outside the library: its own check passed,
+/// and the tables hold it: per topic, the topic table's rows of this batch equal the
+/// topic's messages; `_corrupt_records` holds the batch's corrupt lines; and non-blank
+/// lines = messages + corrupt + duplicates.
+pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
+    assert!(report.invariant_ok, "{}", report.invariant);
+    assert_eq!(
+        report.lines,
+        report.messages + report.corrupt_lines + report.duplicates,
+        "{}",
+        report.to_text()
+    );
+    let batch = &report.batch_id;
+    let mut in_tables = 0;
+    for row in &report.run_control {
+        if !row.topic.is_empty() && row.table == bronze::TableName::for_topic(&row.topic).as_str() {
+            let n = lake.count(&format!(
+                "SELECT count(*) FROM \"{}\" WHERE _batch_id = '{batch}' AND _topic = '{}'",
+                row.table,
+                row.topic.replace('\'', "''")
+            ));
+            assert_eq!(
+                n as u64, row.rows_in,
+                "topic {:?} in {}",
+                row.topic, row.table
+            );
+            in_tables += n as u64;
+        }
+    }
+    assert_eq!(in_tables, report.messages, "topic-table rows = messages");
+    if report.corrupt_lines > 0 {
+        assert_eq!(
+            lake.count(&format!(
+                "SELECT count(*) FROM _corrupt_records WHERE _batch_id = '{batch}'"
+            )) as u64,
+            report.corrupt_lines
+        );
+    }
+}
