@@ -419,12 +419,13 @@ fn string(b: &[u8], i: usize) -> Result<(usize, bool), ParseError> {
                         let hi = hex_at(b, j + 2).ok_or_else(|| err(j, "bad \\u escape"))?;
                         j += 6;
                         if (0xD800..0xDC00).contains(&hi) {
-                            let lo = (b.get(j) == Some(&b'\\') && b.get(j + 1) == Some(&b'u'))
-                                .then(|| hex_at(b, j + 2))
-                                .flatten()
-                                .filter(|lo| (0xDC00..0xE000).contains(lo))
-                                .ok_or_else(|| err(j, "lone high surrogate"))?;
-                            let _ = lo;
+                            let low_follows = b.get(j) == Some(&b'\\')
+                                && b.get(j + 1) == Some(&b'u')
+                                && hex_at(b, j + 2)
+                                    .is_some_and(|lo| (0xDC00..0xE000).contains(&lo));
+                            if !low_follows {
+                                return Err(err(j, "lone high surrogate"));
+                            }
                             j += 6;
                         } else if (0xDC00..0xE000).contains(&hi) {
                             return Err(err(j - 6, "lone low surrogate"));

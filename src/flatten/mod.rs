@@ -339,13 +339,21 @@ impl<'a> Flattener<'a, '_> {
     fn members(doc: &Doc<'a>, obj: usize) -> Vec<(Cow<'a, str>, usize, bool)> {
         let members: Vec<(Cow<'a, str>, usize)> =
             doc.members(obj).map(|(k, v)| (doc.str(k), v)).collect();
-        let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
-        for (i, (k, _)) in members.iter().enumerate() {
-            last.insert(k.as_ref(), i);
-        }
-        let last: Vec<bool> = (0..members.len())
-            .map(|i| last[members[i].0.as_ref()] == i)
-            .collect();
+        // Objects are small: comparing keys pairwise beats hashing them, once per object
+        // of every message.
+        let last: Vec<bool> = if members.len() <= 16 {
+            (0..members.len())
+                .map(|i| members[i + 1..].iter().all(|(k, _)| *k != members[i].0))
+                .collect()
+        } else {
+            let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
+            for (i, (k, _)) in members.iter().enumerate() {
+                last.insert(k.as_ref(), i);
+            }
+            (0..members.len())
+                .map(|i| last[members[i].0.as_ref()] == i)
+                .collect()
+        };
         members
             .into_iter()
             .zip(last)
@@ -468,10 +476,8 @@ impl<'a> Flattener<'a, '_> {
                     self.set(&child, child_row, "", "value", Some(Cell::Json("{}")));
                 }
             } else {
-                let cell = match doc.kind(elem) {
-                    Kind::Object | Kind::Array | Kind::Raw => Some(Cell::Json(doc.raw(elem))),
-                    _ => leaf(doc, elem),
-                };
+                // Scalars as they are; objects and arrays as their JSON text.
+                let cell = leaf(doc, elem);
                 self.set(&child, child_row, "", "value", cell);
             }
         }

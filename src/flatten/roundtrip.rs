@@ -17,7 +17,7 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use proptest::prelude::*;
 
 use super::*;
-use crate::config::{EnvelopeConfig, Evolution};
+use crate::config::Evolution;
 use crate::json::{Doc, Kind, NumClass};
 
 /// Cases run by the property test.
@@ -361,20 +361,6 @@ fn top(v: Option<C>) -> Option<C> {
     prune(v.or(Some(C::Obj(BTreeMap::new()))))
 }
 
-fn stage_lines(lines: &[String]) -> BTreeMap<String, RecordBatch> {
-    let text = lines.join("\n");
-    let staged =
-        crate::stage::stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
-    assert!(staged.corrupt.is_empty(), "{:?}", staged.corrupt);
-    let file = crate::discover::SourceFile {
-        path: "f.jsonl".into(),
-        name: "f.jsonl".into(),
-        bytes: 0,
-        compression: crate::discover::Compression::None,
-    };
-    crate::stage::assemble(&[file], vec![staged], true, &mut Default::default()).topics
-}
-
 fn tables_of(plan: TablePlan) -> BTreeMap<String, RecordBatch> {
     plan.tables
         .into_iter()
@@ -407,13 +393,13 @@ proptest! {
         };
         // The first batch creates the tables.
         let (l1, want1) = lines(&first, "a");
-        let staged1 = stage_lines(&l1);
+        let staged1 = super::tests::stage_topics(&l1);
         let t1 = tables_of(flatten("t", &staged1["t"], &lineage, &cfg).unwrap());
         let got1: HashMap<_, _> = rebuild("t", &t1).into_iter().map(|(k, v)| (k, top(v))).collect();
         prop_assert_eq!(&got1, &want1);
         // The second is fitted to the schemas the first created.
         let (l2, want2) = lines(&second, "b");
-        let staged2 = stage_lines(&l2);
+        let staged2 = super::tests::stage_topics(&l2);
         let mut t2 = tables_of(flatten("t", &staged2["t"], &lineage, &cfg).unwrap());
         for (name, batch) in t2.iter_mut() {
             if let Some(existing) = t1.get(name) {

@@ -15,9 +15,13 @@ fn lineage() -> Lineage {
     }
 }
 
-/// Stages the lines and flattens every topic; tables of all topics by name.
-fn run(lines: &[&str]) -> BTreeMap<String, Vec<RecordBatch>> {
-    let text = lines.join("\n");
+/// Stages the lines as one file: each topic's staged rows.
+pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, RecordBatch> {
+    let text = lines
+        .iter()
+        .map(AsRef::as_ref)
+        .collect::<Vec<_>>()
+        .join("\n");
     let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
     assert!(staged.corrupt.is_empty(), "{:?}", staged.corrupt);
     let file = crate::discover::SourceFile {
@@ -26,9 +30,13 @@ fn run(lines: &[&str]) -> BTreeMap<String, Vec<RecordBatch>> {
         bytes: 0,
         compression: crate::discover::Compression::None,
     };
-    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
+    crate::stage::assemble(&[file], vec![staged], true, &mut Default::default()).topics
+}
+
+/// Stages the lines and flattens every topic; tables of all topics by name.
+fn run(lines: &[&str]) -> BTreeMap<String, Vec<RecordBatch>> {
     let mut out: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
-    for (topic, batch) in &staging.topics {
+    for (topic, batch) in &stage_topics(lines) {
         let plan = flatten(topic, batch, &lineage(), &FlattenConfig::default()).unwrap();
         for (t, b) in plan.tables {
             out.entry(t.to_string()).or_default().push(b);
@@ -352,19 +360,12 @@ fn columns_record_their_original_path() {
 fn strings_mode_lands_every_leaf_as_text() {
     let text =
         r#"{"topic":"s","message_id":"1","payload":{"n":1.50,"b":true,"s":"x","o":{"deep":[1]}}}"#;
-    let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
-    let file = crate::discover::SourceFile {
-        path: "f.jsonl".into(),
-        name: "f.jsonl".into(),
-        bytes: 0,
-        compression: crate::discover::Compression::None,
-    };
-    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
+    let topics = stage_topics(&[text]);
     let cfg = FlattenConfig {
         types: TypesMode::Strings,
         ..Default::default()
     };
-    let plan = flatten("s", &staging.topics["s"], &lineage(), &cfg).unwrap();
+    let plan = flatten("s", &topics["s"], &lineage(), &cfg).unwrap();
     let b = &plan.tables[&TableName::for_topic("s")];
     assert_eq!(strings_of(b, "n"), [Some("1.50".into())]);
     assert_eq!(strings_of(b, "b"), [Some("true".into())]);
@@ -375,16 +376,9 @@ fn strings_mode_lands_every_leaf_as_text() {
 fn child_tables_can_be_qualified_by_topic_or_mapped() {
     let text =
         r#"{"topic":"quote","message_id":"1","payload":{"quotes":[{"currentprice":[{"px":1}]}]}}"#;
-    let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
-    let file = crate::discover::SourceFile {
-        path: "f.jsonl".into(),
-        name: "f.jsonl".into(),
-        bytes: 0,
-        compression: crate::discover::Compression::None,
-    };
-    let staging = crate::stage::assemble(&[file], vec![staged], true, &mut Default::default());
+    let topics = stage_topics(&[text]);
     let names = |cfg: &FlattenConfig| -> Vec<String> {
-        flatten("quote", &staging.topics["quote"], &lineage(), cfg)
+        flatten("quote", &topics["quote"], &lineage(), cfg)
             .unwrap()
             .tables
             .keys()
