@@ -31,7 +31,10 @@ pub enum Command {
     /// message ids (first wins), and replaces this batch's rows in every table it writes.
     ///
     /// Exit code: 0 clean, 1 finished but some lines were corrupt (see `_corrupt_records`),
-    /// 2 failed (a table could not be written, or the batch could not be read).
+    /// 2 failed (a table could not be written, or the batch could not be read), 3 another
+    /// run is loading the same batch right now (its lease is in
+    /// <CATALOG>/<SCHEMA>/_bronze_leases/; retry later). A failed or killed run is
+    /// repaired by running the same command again.
     ///
     /// Example: bronze ingest landing/market/events/batch_id=2026-04-05_001 --catalog ./lakehouse
     Ingest(IngestArgs),
@@ -190,7 +193,7 @@ pub struct IngestArgs {
     #[arg(long)]
     pub max_parallel: Option<usize>,
     /// Threads used to parse files (default: all cores).
-    #[arg(long)]
+    #[arg(long, env = "BRONZE_THREADS")]
     pub threads: Option<usize>,
     /// Nesting depth beyond which sub-trees are kept as JSON text [default: 16].
     #[arg(long)]

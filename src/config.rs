@@ -200,6 +200,13 @@ pub struct IngestConfig {
     /// Resume from a complete staging table left by an earlier run of the same batch
     /// instead of re-reading the landing files. Default `true`.
     pub resume: bool,
+    /// Take the batch lease (`<schema>/_bronze_leases/<batch_id>.json`) so that two runs
+    /// of one batch never load it at once. Default `true`; turn it off only when the
+    /// runs are coordinated elsewhere (an orchestrator that never starts a batch twice).
+    pub batch_lease: bool,
+    /// Age after which a lease whose holder cannot be checked (another host) is taken
+    /// over. Default 6 hours: longer than any run should take.
+    pub lease_ttl: std::time::Duration,
     /// Bench baseline: every topic task re-reads the landing files (the seed's ~5 h
     /// notebook). Never set it in production.
     #[doc(hidden)]
@@ -233,6 +240,8 @@ impl Default for IngestConfig {
             persist_staging: false,
             memory_budget: default_memory_budget(),
             resume: true,
+            batch_lease: true,
+            lease_ttl: std::time::Duration::from_secs(6 * 3600),
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
             failpoint: None,

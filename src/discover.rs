@@ -73,6 +73,8 @@ pub struct Discovery {
     /// Entries skipped: manifests, `_SUCCESS`, hidden files, sub-folders, symlinks,
     /// other extensions.
     pub skipped: Vec<PathBuf>,
+    /// Skipped entries named like data files (symlinks, FIFOs, folders), one line each.
+    pub warnings: Vec<String>,
 }
 
 /// The batch id carried by a folder named `batch_id=<id>`.
@@ -94,6 +96,7 @@ pub fn discover(dir: &Path, batch_id: Option<&str>) -> Result<Discovery> {
     let entries = std::fs::read_dir(&dir).map_err(|e| Error::io(&dir, e))?;
     let mut files = Vec::new();
     let mut skipped = Vec::new();
+    let mut warnings = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| Error::io(&dir, e))?;
         let path = entry.path();
@@ -111,7 +114,20 @@ pub fn discover(dir: &Path, batch_id: Option<&str>) -> Result<Discovery> {
                     compression,
                 });
             }
-            _ => skipped.push(path),
+            Some(_) => {
+                // Named like a data file but not a regular file: say so, since the user
+                // may expect its lines to be loaded.
+                let kind = if file_type.is_symlink() {
+                    "a symbolic link (links are not followed: copy the file into the batch folder)"
+                } else if file_type.is_dir() {
+                    "a folder (sub-folders are not read)"
+                } else {
+                    "not a regular file (FIFO, socket or device: never read, it could block)"
+                };
+                warnings.push(format!("skipped {}: {kind}", path.display()));
+                skipped.push(path);
+            }
+            None => skipped.push(path),
         }
     }
     if files.is_empty() {
@@ -126,6 +142,7 @@ pub fn discover(dir: &Path, batch_id: Option<&str>) -> Result<Discovery> {
         batch_id: batch_id.to_string(),
         files,
         skipped,
+        warnings,
     })
 }
 

@@ -44,6 +44,20 @@ pub enum Error {
         /// Entries skipped (manifests, hidden files, other extensions).
         skipped: usize,
     },
+    /// A landed file changed size between discovery and reading: the copy step is
+    /// probably still writing the batch.
+    #[error(
+        "{} changed while being read ({before} bytes when the batch was listed, {after} bytes now): the copy step is still writing the batch; rerun once it is complete",
+        path.display()
+    )]
+    FileChanged {
+        /// The file.
+        path: PathBuf,
+        /// Size at discovery.
+        before: u64,
+        /// Size after reading.
+        after: u64,
+    },
     /// A file or folder could not be read.
     #[error("failed to read {}", path.display())]
     Io {
@@ -103,6 +117,22 @@ pub enum Error {
     Shared {
         /// The shared error, with its causes.
         message: String,
+    },
+    /// Another run holds the batch's lease: it is loading the same batch right now.
+    #[error(
+        "batch {batch_id} is being loaded by another run ({} on host {}, pid {}, since {}); wait for it to finish and rerun. If that run is gone for good, delete {path} and rerun",
+        holder.run_id,
+        holder.host,
+        holder.pid,
+        chrono::DateTime::from_timestamp_micros(holder.since_micros).map_or_else(|| holder.since_micros.to_string(), |t| t.to_rfc3339())
+    )]
+    BatchLeased {
+        /// The batch id.
+        batch_id: String,
+        /// Who holds the lease.
+        holder: crate::lease::Holder,
+        /// The lease file.
+        path: String,
     },
     /// A simulated crash (only with the `failpoints` feature, for tests).
     #[error("failpoint `{name}` hit")]

@@ -18,6 +18,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
 use url::Url;
 
+use crate::lease::Lease;
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
 use crate::discover;
 use crate::error::{Error, Result};
@@ -226,6 +227,11 @@ impl IngestBuilder {
     /// Bytes of landing data staged in memory at once; more spills to the staging table.
     pub fn with_memory_budget(mut self, bytes: u64) -> Self {
         self.config.memory_budget = bytes;
+        self
+    }
+    /// Take the batch lease (default on; see [`IngestConfig::batch_lease`]).
+    pub fn with_batch_lease(mut self, on: bool) -> Self {
+        self.config.batch_lease = on;
         self
     }
     /// Resume from a complete staging table of an earlier run. Default `true`.
@@ -573,11 +579,44 @@ impl Ingest {
             name: "catalog",
             reason: format!("{} is not an absolute path", dir.display()),
         })?;
+        #[allow(unused_mut)]
+        let mut root_store = self.config.object_store.clone();
+        #[cfg(feature = "failpoints")]
+        if self.failpoint_hit("before_commit") && crate::failpoint::kill_action() {
+            let inner = root_store.unwrap_or_else(|| {
+                Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+            });
+            root_store = Some(crate::failpoint::BeforeCommitStore::wrap(inner));
+        }
         Ok(Storage {
             schema_url,
-            root_store: self.config.object_store.clone(),
+            root_store,
             target_file_size: self.config.target_file_size,
         })
+    }
+
+    /// Takes the batch lease under the schema folder, through the run's store.
+    fn lease(&self, storage: &Storage, batch_id: &str, run_id: &str) -> Result<Lease> {
+        let store = storage.root_store.clone().unwrap_or_else(|| {
+            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+        });
+        let dir = deltalake::logstore::object_store::path::Path::from_url_path(
+            storage.schema_url.path(),
+        )
+        .map_err(|e| Error::Config {
+            name: "catalog",
+            reason: format!("cannot address {}: {e}", storage.schema_url),
+        })?;
+        let shown = storage.schema_url.as_str().trim_end_matches('/').to_string();
+        Lease::acquire(
+            store,
+            &dir,
+            &shown,
+            batch_id,
+            run_id,
+            self.config.lease_ttl,
+            &self.runtime,
+        )
     }
 
     fn report_progress(&self, p: Progress) {
@@ -600,13 +639,26 @@ impl Ingest {
             batch_id: found.batch_id.clone(),
             loaded_at_micros: started_micros,
         };
-        let run_id = format!("{}-{}", found.batch_id, started_micros);
         tracing::info!(batch_id = %found.batch_id, files = found.files.len(), skipped = found.skipped.len(), "discovered");
         self.report_progress(Progress::Discovered {
             files: found.files.len(),
             bytes: found.files.iter().map(|f| f.bytes).sum(),
         });
 
+        let run_id = format!("{}-{}", found.batch_id, started_micros);
+        let lease = if self.config.batch_lease {
+            Some(self.lease(&storage, &found.batch_id, &run_id)?)
+        } else {
+            None
+        };
+        let mut warnings = found.warnings.clone();
+        if let Some(h) = lease.as_ref().and_then(|l| l.took_over.as_ref()) {
+            warnings.push(format!(
+                "took over the lease of run {} (host {}, pid {}), which is gone; its partial writes are replaced by this run",
+                h.run_id, h.host, h.pid
+            ));
+        }
+        self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.batch_id);
         let mut writes: Vec<TableWrite> = Vec::new();
         let staged = self.stage_batch(
@@ -837,7 +889,6 @@ impl Ingest {
 
         // Drop a persisted staging table once every table is in; keep it when a table
         // failed, so the rerun resumes from it instead of re-reading the landing files.
-        let mut warnings = Vec::new();
         let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
         if staged.memory.is_none() {
             if failed {
@@ -876,6 +927,7 @@ impl Ingest {
             invariant_ok: invariant.ok,
             invariant: invariant.text,
             warnings,
+            peak_rss_bytes: crate::mem::peak_rss(),
             elapsed: started.elapsed(),
         })
     }
@@ -1052,6 +1104,23 @@ impl Ingest {
 
     /// Reads a landing file, through the configured object store when there is one.
     fn read_landing_file(&self, file: &discover::SourceFile) -> Result<Vec<u8>> {
+        // Crash-test hooks: the copy step appends to a file after discovery; a file the
+        // process may not read (permissions cannot stop root, which CI runs as).
+        if self.failpoint_hit("grow_file") {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file.path)
+                .map_err(|e| Error::io(&file.path, e))?;
+            f.write_all(b"{\"topic\":\"late\",\"message_id\":\"late\"}\n")
+                .map_err(|e| Error::io(&file.path, e))?;
+        }
+        if self.failpoint_hit("unreadable_file") && file.name.contains("unreadable") {
+            return Err(Error::io(
+                &file.path,
+                std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+            ));
+        }
         match &self.config.object_store {
             Some(store) => crate::read::read_file_from_store(file, store.as_ref(), &self.runtime),
             None => crate::read::read_file(file),
@@ -1078,8 +1147,8 @@ impl Ingest {
         #[cfg(feature = "failpoints")]
         {
             if self.failpoint_hit(name) {
-                if std::env::var_os("BRONZE_FAILPOINT_ABORT").is_some() {
-                    std::process::abort();
+                if crate::failpoint::kill_action() {
+                    crate::failpoint::kill_self(name);
                 }
                 return Err(Error::Failpoint { name });
             }
@@ -1211,10 +1280,14 @@ impl Ingest {
     /// nothing was written).
     fn after_write(&self, storage: &Storage, table: &TableName, c: Committed) -> Committed {
         if c == Committed::default() {
-            c
-        } else {
-            self.after_commit(storage, table, c)
+            return c;
         }
+        let c = self.after_commit(storage, table, c);
+        #[cfg(feature = "failpoints")]
+        if self.failpoint_hit("between_tables") && crate::failpoint::kill_action() {
+            crate::failpoint::kill_self("between_tables");
+        }
+        c
     }
 
     /// Called with the table's lock held after a commit: adds missing table properties
@@ -1570,6 +1643,6 @@ fn run_control_batch(
     RecordBatch::try_new(Arc::new(schema), columns)
 }
 
-fn now_micros() -> i64 {
+pub(crate) fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }

@@ -25,9 +25,14 @@ mod config;
 mod conform;
 pub mod discover;
 mod error;
+#[cfg(feature = "failpoints")]
+pub mod failpoint;
 pub mod flatten;
+#[doc(hidden)]
+pub mod fuzzing;
 mod ingest;
 pub mod json;
+pub mod lease;
 mod locks;
 pub mod maintenance;
 mod mem;

@@ -162,7 +162,10 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
         }
         Err(e) => {
             eprintln!("error: {}", bronze::error_chain(&e));
-            ExitCode::from(2)
+            match e {
+                bronze::Error::BatchLeased { .. } => ExitCode::from(3),
+                _ => ExitCode::from(2),
+            }
         }
     }
 }

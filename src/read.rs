@@ -53,8 +53,22 @@ pub fn decode_bytes(file: &SourceFile, raw: Vec<u8>) -> Result<Vec<u8>> {
     decode(file, Some(raw))
 }
 
+/// `Err(FileChanged)` unless the file still has the size discovery saw.
+fn check_unchanged(file: &SourceFile, now: u64) -> Result<()> {
+    if now == file.bytes {
+        Ok(())
+    } else {
+        Err(Error::FileChanged {
+            path: file.path.clone(),
+            before: file.bytes,
+            after: now,
+        })
+    }
+}
+
 fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
     if let Some(raw) = raw {
+        check_unchanged(file, raw.len() as u64)?;
         return match file.compression {
             Compression::None => Ok(raw),
             Compression::Gzip => {
@@ -67,13 +81,24 @@ fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
         };
     }
     match file.compression {
-        Compression::None => std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e)),
+        Compression::None => {
+            let bytes = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
+            check_unchanged(file, bytes.len() as u64)?;
+            Ok(bytes)
+        }
         Compression::Gzip => {
             let f = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
             let mut out = Vec::with_capacity(file.bytes as usize * 4);
-            flate2::read::MultiGzDecoder::new(std::io::BufReader::new(f))
+            let mut reader = std::io::BufReader::new(f);
+            flate2::read::MultiGzDecoder::new(&mut reader)
                 .read_to_end(&mut out)
                 .map_err(|e| Error::io(&file.path, e))?;
+            let now = reader
+                .get_ref()
+                .metadata()
+                .map_err(|e| Error::io(&file.path, e))?
+                .len();
+            check_unchanged(file, now)?;
             Ok(out)
         }
     }

@@ -11,7 +11,7 @@ use crate::stage::{CorruptLine, FileStats};
 pub const MAX_LISTED_CORRUPT: usize = 100;
 
 /// What happened to one table in a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct TableOutcome {
     /// Rows written by this run (over all its topics).
@@ -29,7 +29,7 @@ pub struct TableOutcome {
 }
 
 /// One row of `_run_control`: one (topic, table) write of a run.
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct RunControlRow {
     /// `<batch id>-<start micros>`: tells runs of the same batch apart.
@@ -67,7 +67,7 @@ pub struct RunControlRow {
 }
 
 /// The outcome of [`Ingest::run`](crate::Ingest::run).
-#[derive(Clone, Debug, Default, Serialize)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 #[non_exhaustive]
 pub struct BatchReport {
     /// The batch id.
@@ -107,9 +107,17 @@ pub struct BatchReport {
     pub invariant_ok: bool,
     /// The accounting check, as recorded in `_run_control` (table `(batch)`).
     pub invariant: String,
+    /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
+    #[serde(default)]
+    pub peak_rss_bytes: Option<u64>,
     /// Wall time of the run.
-    #[serde(serialize_with = "as_secs")]
+    #[serde(serialize_with = "as_secs", deserialize_with = "from_secs")]
     pub elapsed: Duration,
+}
+
+fn from_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let secs = <f64 as serde::Deserialize>::deserialize(d)?;
+    Duration::try_from_secs_f64(secs).map_err(serde::de::Error::custom)
 }
 
 fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -25,7 +25,7 @@ use crate::error::{Error, Result};
 use crate::read::{self, Line};
 
 /// A line that could not be read as a message; kept byte-exact in `_corrupt_records`.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct CorruptLine {
     /// `_source_file` of the line.
     pub source_file: String,
@@ -72,7 +72,7 @@ pub struct StagedFile {
 }
 
 /// Per-file counts, in file order.
-#[derive(Clone, Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct FileStats {
     /// `_source_file`.
     pub file: String,

@@ -5,7 +5,7 @@ use std::process::Command;
 use crate::util::*;
 
 fn bronze() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bronze"))
+    crate::util::bronze_cli()
 }
 
 #[test]

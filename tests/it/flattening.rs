@@ -233,7 +233,7 @@ fn hostile_topics_and_keys_stay_inside_the_schema_and_out_of_system_columns() {
 }
 
 fn bronze() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_bronze"))
+    crate::util::bronze_cli()
 }
 
 #[test]

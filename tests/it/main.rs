@@ -3,6 +3,7 @@
 mod bad_records;
 mod cli;
 mod conflicts;
+mod crash;
 mod envelope;
 mod flattening;
 mod idempotency;

@@ -300,7 +300,7 @@ fn concurrent_ingest_and_optimize_lose_nothing() {
 #[test]
 fn maintenance_commands_on_the_cli() {
     let lake = TempLake::new();
-    let bronze = || std::process::Command::new(env!("CARGO_BIN_EXE_bronze"));
+    let bronze = crate::util::bronze_cli;
     let ok = bronze()
         .args(["ingest", "--catalog"])
         .arg(lake.catalog())

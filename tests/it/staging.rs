@@ -3,24 +3,6 @@
 
 use crate::util::*;
 
-fn staging_dirs(lake: &TempLake) -> Vec<String> {
-    match std::fs::read_dir(lake.schema_dir()) {
-        Ok(rd) => rd
-            .filter_map(|e| e.ok())
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .filter(|n| n.starts_with("_tmp_raw_load_"))
-            .collect(),
-        Err(_) => Vec::new(),
-    }
-}
-
-fn assert_same_tables(a: &TempLake, b: &TempLake) {
-    assert_eq!(a.tables(), b.tables());
-    for t in a.tables() {
-        assert_eq!(a.dump(&t), b.dump(&t), "{t}");
-    }
-}
-
 #[test]
 fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
     let mem = TempLake::new();

@@ -48,6 +48,22 @@ pub fn assert_both_fixture_batches_landed(lake: &TempLake) {
     }
 }
 
+/// Parse threads for every test run: `BRONZE_THREADS` (which the CLI reads too), else
+/// four per core, so that tests run with more threads than cores.
+pub fn test_threads() -> usize {
+    std::env::var("BRONZE_THREADS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| 4 * std::thread::available_parallelism().map_or(2, |n| n.get()))
+}
+
+/// The CLI as built for the tests, with [`test_threads`] parse threads.
+pub fn bronze_cli() -> std::process::Command {
+    let mut c = std::process::Command::new(env!("CARGO_BIN_EXE_bronze"));
+    c.env("BRONZE_THREADS", test_threads().to_string());
+    c
+}
+
 /// A temporary catalog (or one at a given path, for CLI tests).
 pub struct TempLake {
     _dir: Option<tempfile::TempDir>,
@@ -77,8 +93,9 @@ impl TempLake {
     pub fn schema_dir(&self) -> PathBuf {
         self.catalog().join(&self.schema)
     }
+    /// A builder on this catalog with [`test_threads`] parse threads.
     pub fn ingest(&self) -> bronze::IngestBuilder {
-        bronze::Ingest::builder(self.catalog())
+        bronze::Ingest::builder(self.catalog()).with_threads(test_threads())
     }
     /// Names of the data tables (every Delta table but the `_run_control` log).
     pub fn tables(&self) -> Vec<String> {
@@ -217,5 +234,50 @@ pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
             )) as u64,
             report.corrupt_lines
         );
+    }
+}
+
+/// Staging tables (`_tmp_raw_load_*`) left under the schema folder.
+pub fn staging_dirs(lake: &TempLake) -> Vec<String> {
+    match std::fs::read_dir(lake.schema_dir()) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.starts_with("_tmp_raw_load_"))
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Batch leases left under the schema folder.
+pub fn leases(lake: &TempLake) -> Vec<String> {
+    match std::fs::read_dir(lake.schema_dir().join(bronze::lease::LEASE_DIR)) {
+        Ok(rd) => rd
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// Both catalogs hold the same data tables with the same rows (`_loaded_at` aside).
+pub fn assert_same_tables(a: &TempLake, b: &TempLake) {
+    assert_eq!(a.tables(), b.tables());
+    for t in a.tables() {
+        assert_eq!(a.dump(&t), b.dump(&t), "{t}");
+    }
+}
+
+/// Copies a folder tree (a catalog, to start several scenarios from one state).
+pub fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let target = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_tree(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), target).unwrap();
+        }
     }
 }

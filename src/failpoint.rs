@@ -1,0 +1,130 @@
+//! Named crash points for the crash tests; compiled in only with the `failpoints`
+//! feature, which releases never enable.
+//!
+//! `BRONZE_FAILPOINT=<name>` (or `IngestBuilder::with_failpoint`) arms one point. With
+//! `BRONZE_FAILPOINT_ACTION=kill` the process sends itself SIGKILL there (no destructor
+//! runs, nothing is flushed: what an OOM kill or a lost node leaves behind); otherwise the
+//! run stops with [`crate::Error::Failpoint`]. [`POINTS`] lists them in run order.
+
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use deltalake::logstore::object_store::{
+    CopyOptions, DynObjectStore, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, path::Path,
+};
+use futures::stream::BoxStream;
+
+/// Every named point, in the order a run passes them. `after_staging_chunk` is passed
+/// only when the staging table is persisted; `before_commit` and `between_tables` only
+/// support the kill action (they sit inside the parallel write phase).
+pub const POINTS: &[&str] = &[
+    "before_staging",
+    "after_staging_chunk",
+    "after_staging",
+    "before_commit",
+    "between_tables",
+    "before_run_control",
+    "before_drop_staging",
+];
+
+/// Whether an armed point kills the process rather than returning an error.
+pub(crate) fn kill_action() -> bool {
+    std::env::var("BRONZE_FAILPOINT_ACTION").is_ok_and(|a| a == "kill")
+}
+
+/// Sends SIGKILL to this process (through `kill(1)`: no unsafe code) and never returns.
+pub(crate) fn kill_self(name: &str) -> ! {
+    eprintln!("bronze: failpoint `{name}` reached: killing the process (SIGKILL)");
+    let _ = std::process::Command::new("kill")
+        .args(["-KILL", &std::process::id().to_string()])
+        .status();
+    // Only reached if `kill` could not run: still die without unwinding.
+    std::process::abort()
+}
+
+/// Wraps the store of a run armed with `before_commit`: the first commit of a data
+/// table (a `_delta_log/<n>.json` put after at least one data file was written) kills
+/// the process, leaving written but uncommitted Parquet files behind.
+pub(crate) struct BeforeCommitStore {
+    inner: Arc<DynObjectStore>,
+    wrote_data: AtomicBool,
+}
+
+impl BeforeCommitStore {
+    pub(crate) fn wrap(inner: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
+        Arc::new(BeforeCommitStore {
+            inner,
+            wrote_data: AtomicBool::new(false),
+        })
+    }
+
+    fn is_data_table(loc: &str) -> bool {
+        !loc.contains(crate::naming::STAGING_PREFIX)
+            && !loc.contains(&format!("/{}/", crate::RUN_CONTROL_TABLE))
+    }
+}
+
+impl fmt::Debug for BeforeCommitStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "BeforeCommitStore({})", self.inner)
+    }
+}
+
+impl fmt::Display for BeforeCommitStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for BeforeCommitStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let loc = location.as_ref();
+        if Self::is_data_table(loc) {
+            if loc.ends_with(".parquet") {
+                self.wrote_data.store(true, Ordering::SeqCst);
+            } else if loc.contains("/_delta_log/")
+                && loc.ends_with(".json")
+                && self.wrote_data.load(Ordering::SeqCst)
+            {
+                kill_self("before_commit");
+            }
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        if Self::is_data_table(location.as_ref()) && location.as_ref().ends_with(".parquet") {
+            self.wrote_data.store(true, Ordering::SeqCst);
+        }
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
