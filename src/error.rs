@@ -130,9 +130,18 @@ pub enum Error {
         /// The batch id.
         batch_id: String,
         /// Who holds the lease.
-        holder: crate::lease::Holder,
+        holder: Box<crate::lease::Holder>,
         /// The lease file.
         path: String,
+    },
+    /// The batch lease could not be written or read.
+    #[error("could not take the batch lease {path}")]
+    Lease {
+        /// The lease file.
+        path: String,
+        /// The storage error.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
     /// A simulated crash (only with the `failpoints` feature, for tests).
     #[error("failpoint `{name}` hit")]

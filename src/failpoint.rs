@@ -4,7 +4,8 @@
 //! `BRONZE_FAILPOINT=<name>` (or `IngestBuilder::with_failpoint`) arms one point. With
 //! `BRONZE_FAILPOINT_ACTION=kill` the process sends itself SIGKILL there (no destructor
 //! runs, nothing is flushed: what an OOM kill or a lost node leaves behind); otherwise the
-//! run stops with [`crate::Error::Failpoint`]. [`POINTS`] lists them in run order.
+//! run stops with [`crate::Error::Failpoint`]; with `pause` it waits for a line on stdin
+//! and goes on. [`POINTS`] lists them in run order.
 
 use std::fmt;
 use std::sync::Arc;
@@ -32,6 +33,19 @@ pub const POINTS: &[&str] = &[
 /// Whether an armed point kills the process rather than returning an error.
 pub(crate) fn kill_action() -> bool {
     std::env::var("BRONZE_FAILPOINT_ACTION").is_ok_and(|a| a == "kill")
+}
+
+/// Whether an armed point pauses the run until a line arrives on stdin (so a test can
+/// start a second run while the first holds its lease, with no sleep).
+pub(crate) fn pause_action() -> bool {
+    std::env::var("BRONZE_FAILPOINT_ACTION").is_ok_and(|a| a == "pause")
+}
+
+/// Says the point is reached on stderr, then waits for a line (or EOF) on stdin.
+pub(crate) fn pause(name: &str) {
+    eprintln!("bronze: failpoint `{name}` reached: paused until a line on stdin");
+    let mut line = String::new();
+    let _ = std::io::stdin().read_line(&mut line);
 }
 
 /// Sends SIGKILL to this process (through `kill(1)`: no unsafe code) and never returns.

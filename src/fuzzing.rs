@@ -34,16 +34,15 @@ pub fn parse_and_flatten(data: &[u8]) {
         .map_or(0, |i| i + 1);
     let earlier = flatten_all(&data[..cut], &cfg);
     for (table, batches) in &whole {
-        let target = earlier.get(table).and_then(|b| b.first()).map(|b| b.schema());
+        let target = earlier
+            .get(table)
+            .and_then(|b| b.first())
+            .map(|b| b.schema());
         for batch in batches {
             for evolution in [Evolution::Add, Evolution::Rescue] {
-                let fitted = crate::conform::conform(
-                    table,
-                    batch.clone(),
-                    target.as_deref(),
-                    evolution,
-                )
-                .unwrap_or_else(|e| panic!("conform {table} ({evolution:?}): {e}"));
+                let fitted =
+                    crate::conform::conform(table, batch.clone(), target.as_deref(), evolution)
+                        .unwrap_or_else(|e| panic!("conform {table} ({evolution:?}): {e}"));
                 assert_eq!(fitted.batch.num_rows(), batch.num_rows(), "{table}: rows");
                 if let Some(target) = &target {
                     // Every column of the table is still there, with its type.
@@ -101,7 +100,11 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
             .unwrap_or_else(|e| panic!("flatten {topic:?}: {e}"));
         let own = TableName::for_topic(topic);
         let rows = plan.tables.get(&own).map_or(0, RecordBatch::num_rows);
-        assert_eq!(rows, batch.num_rows(), "topic {topic:?}: one row per message");
+        assert_eq!(
+            rows,
+            batch.num_rows(),
+            "topic {topic:?}: one row per message"
+        );
         for (table, b) in plan.tables {
             check_system_columns(&table, &b);
             out.entry(table).or_default().push(b);
@@ -137,7 +140,11 @@ pub fn pipeline(data: &[u8], work: &Path) {
     let first = ingest.run(&batch).expect("ingest");
     assert!(first.invariant_ok, "accounting: {:?}", first.invariant);
     let second = ingest.run(&batch).expect("rerun");
-    assert!(second.invariant_ok, "rerun accounting: {:?}", second.invariant);
+    assert!(
+        second.invariant_ok,
+        "rerun accounting: {:?}",
+        second.invariant
+    );
     assert_eq!(first.messages, second.messages, "rerun: messages");
     assert_eq!(first.corrupt_lines, second.corrupt_lines, "rerun: corrupt");
 }

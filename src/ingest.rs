@@ -18,11 +18,11 @@ use arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
 use url::Url;
 
-use crate::lease::Lease;
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
 use crate::discover;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
+use crate::lease::Lease;
 use crate::locks::TableLocks;
 use crate::naming::{self, TableName};
 use crate::report::{BatchReport, MAX_LISTED_CORRUPT, RunControlRow, TableOutcome};
@@ -600,14 +600,17 @@ impl Ingest {
         let store = storage.root_store.clone().unwrap_or_else(|| {
             Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
         });
-        let dir = deltalake::logstore::object_store::path::Path::from_url_path(
-            storage.schema_url.path(),
-        )
-        .map_err(|e| Error::Config {
-            name: "catalog",
-            reason: format!("cannot address {}: {e}", storage.schema_url),
-        })?;
-        let shown = storage.schema_url.as_str().trim_end_matches('/').to_string();
+        let dir =
+            deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
+                .map_err(|e| Error::Config {
+                    name: "catalog",
+                    reason: format!("cannot address {}: {e}", storage.schema_url),
+                })?;
+        let shown = storage
+            .schema_url
+            .as_str()
+            .trim_end_matches('/')
+            .to_string();
         Lease::acquire(
             store,
             &dir,
@@ -954,14 +957,10 @@ impl Ingest {
                 corrupt: Vec::new(),
             });
         }
-        // A leftover that is not complete (a run killed while staging) is cleared first.
-        if self
-            .runtime
-            .block_on(storage.open(staging_table.name()))?
-            .is_some()
-        {
-            self.runtime.block_on(staging_table.drop_table())?;
-        }
+        // A leftover that is not complete (a run killed or failed while staging, maybe
+        // before its first commit: data files without a log) is cleared first, whether
+        // this run stages in memory or not. One listing when there is none.
+        self.runtime.block_on(staging_table.drop_table())?;
         let staged_files = AtomicUsize::new(0);
         let total_files = files.len();
         let on_file = || {
@@ -1149,6 +1148,10 @@ impl Ingest {
             if self.failpoint_hit(name) {
                 if crate::failpoint::kill_action() {
                     crate::failpoint::kill_self(name);
+                }
+                if crate::failpoint::pause_action() {
+                    crate::failpoint::pause(name);
+                    return Ok(());
                 }
                 return Err(Error::Failpoint { name });
             }

@@ -104,13 +104,14 @@ impl Lease {
         ttl: Duration,
         runtime: &tokio::runtime::Runtime,
     ) -> Result<Lease> {
-        let path = schema_dir.clone().join(LEASE_DIR).join(format!("{batch_id}.json"));
+        let path = schema_dir
+            .clone()
+            .join(LEASE_DIR)
+            .join(format!("{batch_id}.json"));
         let shown = format!("{display_dir}/{LEASE_DIR}/{batch_id}.json");
-        let io = |e: object_store::Error| {
-            Error::io(
-                std::path::Path::new(&shown),
-                std::io::Error::other(e.to_string()),
-            )
+        let io = |e: object_store::Error| Error::Lease {
+            path: shown.clone(),
+            source: Box::new(e),
         };
         let now = crate::ingest::now_micros();
         let me = Holder::me(run_id, now);
@@ -149,8 +150,8 @@ impl Lease {
                 Some(h) if !h.is_stale(now, ttl) => {
                     return Err(Error::BatchLeased {
                         batch_id: batch_id.to_string(),
-                        holder: h,
-                        path: shown,
+                        holder: Box::new(h),
+                        path: shown.clone(),
                     });
                 }
                 // Stale, or unreadable (a torn write of a killed run): take it over.
@@ -166,7 +167,7 @@ impl Lease {
         }
         Err(Error::BatchLeased {
             batch_id: batch_id.to_string(),
-            holder: Holder::me("(another run that just took it)", now),
+            holder: Box::new(Holder::me("(another run that just took it)", now)),
             path: shown,
         })
     }
@@ -176,7 +177,10 @@ impl Drop for Lease {
     fn drop(&mut self) {
         let (store, path) = (Arc::clone(&self.store), self.path.clone());
         // Dropped on a pool or caller thread, never inside the runtime.
-        if let Err(e) = self.runtime.block_on(async move { store.delete(&path).await }) {
+        if let Err(e) = self
+            .runtime
+            .block_on(async move { store.delete(&path).await })
+        {
             tracing::warn!(lease = %self.path, error = %e, "could not release the batch lease");
         }
     }
@@ -221,7 +225,10 @@ mod tests {
             pid: u32::MAX - 1,
             ..live.clone()
         };
-        assert!(!elsewhere.is_stale(now, ttl), "another host: only the TTL tells");
+        assert!(
+            !elsewhere.is_stale(now, ttl),
+            "another host: only the TTL tells"
+        );
         let old = Holder {
             since_micros: now - 2 * 3_600_000_000,
             ..elsewhere

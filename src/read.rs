@@ -171,15 +171,19 @@ mod tests {
         enc.write_all(&b"{\"topic\":\"a\"}\n".repeat(100)).unwrap();
         let gz = enc.finish().unwrap();
         std::fs::write(&path, &gz[..gz.len() / 2]).unwrap();
-        let file = SourceFile {
+        let mut file = SourceFile {
             path: path.clone(),
             name: "x".into(),
-            bytes: 0,
+            bytes: (gz.len() / 2) as u64,
             compression: Compression::Gzip,
         };
         let err = read_file(&file).unwrap_err();
         assert!(err.to_string().contains("x.jsonl.gz"), "{err}");
         std::fs::write(&path, &gz).unwrap();
+        // Listed at half its size, read whole: it changed in between.
+        let err = read_file(&file).unwrap_err();
+        assert!(matches!(err, Error::FileChanged { .. }), "{err}");
+        file.bytes = gz.len() as u64;
         assert_eq!(lines(&read_file(&file).unwrap()).count(), 100);
     }
 }

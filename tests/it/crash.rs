@@ -2,8 +2,8 @@
 //! readable, no row is duplicated at any point, and after the rerun the tables equal a
 //! clean run's, staging and the batch lease are gone, and every line is accounted for.
 
-use std::os::unix::process::ExitStatusExt as _;
 use std::collections::BTreeMap;
+use std::os::unix::process::ExitStatusExt as _;
 use std::path::Path;
 
 use bronze::failpoint::POINTS;
@@ -19,7 +19,12 @@ const PERSISTED: Mode = ("persisted", &["--persist-staging"], true);
 /// are committed in two slices (the first replaces, the second appends).
 const OVER_BUDGET: Mode = ("over-budget", &["--memory-budget", "64KiB"], true);
 
-fn run(lake: &TempLake, batch: &str, flags: &[&str], failpoint: Option<&str>) -> std::process::Output {
+fn run(
+    lake: &TempLake,
+    batch: &str,
+    flags: &[&str],
+    failpoint: Option<&str>,
+) -> std::process::Output {
     let mut c = bronze_cli();
     c.arg("ingest")
         .arg(batch_dir(batch))
@@ -45,27 +50,6 @@ fn load(lake: &TempLake, batch: &str, flags: &[&str]) -> bronze::BatchReport {
     report
 }
 
-/// Every table opens and is read in full; no `_id` appears twice within a batch (the
-/// one-copy rule holds even in the middle of a crashed rerun). One query per table.
-fn assert_readable_without_duplicates(lake: &TempLake, context: &str) {
-    for t in lake.all_tables() {
-        let cols = lake.columns(&t);
-        let sql = if cols.iter().any(|c| c == "_id") && cols.iter().any(|c| c == "_batch_id") {
-            format!(
-                "SELECT count(*) - count(DISTINCT concat(_batch_id, '/', _id)) FROM \"{t}\""
-            )
-        } else {
-            format!("SELECT count(*) * 0 FROM \"{t}\"")
-        };
-        assert_eq!(lake.count(&sql), 0, "{context}: duplicate rows in {t}");
-    }
-}
-
-/// Every data table's rows (`_loaded_at` aside), sorted, by table.
-fn snapshot(lake: &TempLake) -> BTreeMap<String, String> {
-    lake.tables().into_iter().map(|t| (lake.dump(&t), t)).map(|(d, t)| (t, d)).collect()
-}
-
 fn kill_then_rerun(
     reference: &BTreeMap<String, String>,
     start: Option<&Path>,
@@ -73,7 +57,14 @@ fn kill_then_rerun(
     point: &str,
 ) -> bool {
     let (name, flags, chunked) = mode;
-    let context = format!("{name}, killed at {point}, {}", if start.is_some() { "during a rerun" } else { "on the first load" });
+    let context = format!(
+        "{name}, killed at {point}, {}",
+        if start.is_some() {
+            "during a rerun"
+        } else {
+            "on the first load"
+        }
+    );
     let lake = TempLake::new();
     if let Some(start) = start {
         copy_tree(start, lake.catalog());
@@ -95,7 +86,10 @@ fn kill_then_rerun(
     let report = load(&lake, BATCH1, flags);
     assert_accounted(&lake, &report);
     assert_readable_without_duplicates(&lake, &context);
-    assert!(snapshot(&lake) == *reference, "{context}: tables differ from a clean run's");
+    assert!(
+        snapshot(&lake) == *reference,
+        "{context}: tables differ from a clean run's"
+    );
     assert!(staging_dirs(&lake).is_empty(), "{context}: staging left");
     assert!(leases(&lake).is_empty(), "{context}: lease left");
     if start.is_some() {
@@ -131,11 +125,24 @@ fn every_point(mode: Mode, first_load: bool) {
         if first_load {
             kills += usize::from(kill_then_rerun(&first_reference, None, mode, point));
         }
-        kills += usize::from(kill_then_rerun(&reference, Some(loaded.catalog()), mode, point));
+        kills += usize::from(kill_then_rerun(
+            &reference,
+            Some(loaded.catalog()),
+            mode,
+            point,
+        ));
     }
-    let passed = if chunked { POINTS.len() } else { POINTS.len() - 1 };
+    let passed = if chunked {
+        POINTS.len()
+    } else {
+        POINTS.len() - 1
+    };
     let starts = if first_load { 2 } else { 1 };
-    assert_eq!(kills, passed * starts, "killed at every point the mode passes");
+    assert_eq!(
+        kills,
+        passed * starts,
+        "killed at every point the mode passes"
+    );
 }
 
 #[test]

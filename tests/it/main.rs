@@ -2,10 +2,14 @@
 
 mod bad_records;
 mod cli;
+mod concurrency;
 mod conflicts;
 mod crash;
 mod envelope;
+mod faults;
 mod flattening;
+mod fuzz_regressions;
+mod hostile;
 mod idempotency;
 mod ingest_basic;
 mod interop;

@@ -2,7 +2,7 @@
 
 use std::fmt;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use deltalake::logstore::object_store::{
     self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
@@ -102,6 +102,149 @@ impl ObjectStore for BarrierStore {
         self.inner.put_multipart_opts(location, opts).await
     }
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Which requests a [`FaultStore`] counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Puts and multipart uploads (data files, commits, checkpoints, leases).
+    Write,
+    /// Commits only: puts of `_delta_log/<n>.json`.
+    Commit,
+    /// Gets (log replay, data reads, landing files).
+    Read,
+}
+
+/// What a [`FaultStore`] does to the request it picks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fault {
+    /// Refused with ENOSPC, nothing written.
+    DiskFull,
+    /// Refused with EIO, nothing written or read.
+    IoError,
+    /// Written, then reported as failed (a timeout after the write reached storage).
+    LandsButFails,
+}
+
+/// The local file system, failing the `fail_at`-th request of kind `op` (1-based; 0 =
+/// never, to count them) with `fault`.
+#[derive(Debug)]
+pub struct FaultStore {
+    inner: LocalFileSystem,
+    op: Op,
+    fault: Fault,
+    fail_at: usize,
+    /// Requests of kind `op` seen.
+    pub seen: AtomicUsize,
+    /// Whether the fault was injected.
+    pub fired: AtomicBool,
+    /// The path of the request it was injected into.
+    pub picked: std::sync::Mutex<String>,
+}
+
+impl FaultStore {
+    pub fn new(op: Op, fault: Fault, fail_at: usize) -> Arc<Self> {
+        Arc::new(FaultStore {
+            inner: LocalFileSystem::new(),
+            op,
+            fault,
+            fail_at,
+            seen: AtomicUsize::new(0),
+            fired: AtomicBool::new(false),
+            picked: Default::default(),
+        })
+    }
+
+    /// Counts a request of kind `op`; true when it is the one to fail.
+    fn pick(&self, op: Op, location: &Path) -> bool {
+        if op != self.op {
+            return false;
+        }
+        let n = self.seen.fetch_add(1, Ordering::SeqCst) + 1;
+        let hit = n == self.fail_at;
+        if hit {
+            self.fired.store(true, Ordering::SeqCst);
+            *self.picked.lock().unwrap() = location.to_string();
+        }
+        hit
+    }
+
+    fn error(&self, location: &Path) -> object_store::Error {
+        let source = match self.fault {
+            Fault::DiskFull => std::io::Error::from_raw_os_error(28),
+            Fault::IoError => std::io::Error::from_raw_os_error(5),
+            Fault::LandsButFails => std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "connection reset after the request was sent (injected)",
+            ),
+        };
+        object_store::Error::Generic {
+            store: "FaultStore",
+            source: format!("{location}: {source}").into(),
+        }
+    }
+}
+
+impl fmt::Display for FaultStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "FaultStore({:?} #{} {:?})",
+            self.op, self.fail_at, self.fault
+        )
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for FaultStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let loc = location.as_ref();
+        let commit = loc.contains("_delta_log/") && loc.ends_with(".json");
+        let picked = self.pick(Op::Write, location) || (commit && self.pick(Op::Commit, location));
+        if picked {
+            if self.fault == Fault::LandsButFails {
+                self.inner.put_opts(location, payload, opts).await?;
+            }
+            return Err(self.error(location));
+        }
+        self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        if self.pick(Op::Write, location) && self.fault != Fault::LandsButFails {
+            return Err(self.error(location));
+        }
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        if self.pick(Op::Read, location) {
+            return Err(self.error(location));
+        }
         self.inner.get_opts(location, options).await
     }
     fn delete_stream(

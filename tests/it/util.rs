@@ -114,7 +114,7 @@ impl TempLake {
         names.sort();
         names
     }
-    /// Runs `sql` with every table of the schema registered under its own name.
+    /// Runs `sql` with the tables of the schema it names registered under their names.
     pub fn sql(&self, sql: &str) -> Vec<RecordBatch> {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -122,7 +122,12 @@ impl TempLake {
             .unwrap();
         rt.block_on(async {
             let ctx = SessionContext::new();
-            for name in self.all_tables() {
+            // Only the tables the query names (a catalog may hold a thousand).
+            for name in self
+                .all_tables()
+                .into_iter()
+                .filter(|n| sql.contains(n.as_str()))
+            {
                 let url = url::Url::from_directory_path(self.schema_dir().join(&name)).unwrap();
                 let table = deltalake::open_table(url).await.unwrap();
                 table.update_datafusion_session(&ctx.state()).unwrap();
@@ -278,6 +283,97 @@ pub fn copy_tree(from: &Path, to: &Path) {
             copy_tree(&e.path(), &target);
         } else {
             std::fs::copy(e.path(), target).unwrap();
+        }
+    }
+}
+
+/// Every table opens and is read in full; no `_id` appears twice within a batch (the
+/// one-copy rule holds even in the middle of a crashed rerun). One query per table.
+pub fn assert_readable_without_duplicates(lake: &TempLake, context: &str) {
+    for t in lake.all_tables() {
+        let cols = lake.columns(&t);
+        let sql = if cols.iter().any(|c| c == "_id") && cols.iter().any(|c| c == "_batch_id") {
+            format!("SELECT count(*) - count(DISTINCT concat(_batch_id, '/', _id)) FROM \"{t}\"")
+        } else {
+            format!("SELECT count(*) * 0 FROM \"{t}\"")
+        };
+        assert_eq!(lake.count(&sql), 0, "{context}: duplicate rows in {t}");
+    }
+}
+
+/// Every data table's rows (`_loaded_at` aside), sorted, by table.
+pub fn snapshot(lake: &TempLake) -> BTreeMap<String, String> {
+    lake.tables()
+        .into_iter()
+        .map(|t| (lake.dump(&t), t))
+        .map(|(dump, t)| (t, dump))
+        .collect()
+}
+
+/// Every integration test ends with this check (run by `TempLake`'s drop): for each
+/// batch in `_run_control`, the last recorded run, if it succeeded, is what the tables
+/// hold: per topic, the topic table's rows of the batch equal the run's messages of the
+/// topic, and `_corrupt_records` holds its corrupt lines. Runs that failed (a refused
+/// topic, a simulated lost row) are skipped: their check is their own test's.
+pub fn assert_last_runs_accounted(lake: &TempLake) {
+    if !lake.schema_dir().join("_run_control/_delta_log").is_dir() {
+        return;
+    }
+    const SEP: char = '\u{1}';
+    let rows = lake.strings(
+        "SELECT concat_ws(chr(1), _batch_id, run_id, status, \"table\", CAST(rows_in AS VARCHAR), topic) FROM _run_control",
+    );
+    // batch → (run started, run id) of its last run; run id → its rows.
+    let mut last: BTreeMap<String, (i64, String)> = BTreeMap::new();
+    let mut runs: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
+    for r in rows {
+        let f: Vec<String> = r.splitn(6, SEP).map(str::to_string).collect();
+        let started: i64 = f[1].rsplit('-').next().unwrap().parse().unwrap();
+        let e = last.entry(f[0].clone()).or_insert((started, f[1].clone()));
+        if started > e.0 {
+            *e = (started, f[1].clone());
+        }
+        runs.entry(f[1].clone()).or_default().push(f);
+    }
+    for (batch, (_, run)) in last {
+        let rows = &runs[&run];
+        if rows.iter().any(|f| f[2] != "ok") {
+            continue;
+        }
+        assert!(
+            rows.iter().any(|f| f[3] == bronze::INVARIANT_ROW),
+            "{run}: no check row"
+        );
+        for f in rows {
+            let (table, rows_in, topic) = (&f[3], f[4].parse::<i64>().unwrap(), &f[5]);
+            let sql = if !topic.is_empty() && *table == bronze::TableName::for_topic(topic).as_str()
+            {
+                format!(
+                    "SELECT count(*) FROM \"{table}\" WHERE _batch_id = '{batch}' AND _topic = '{}'",
+                    topic.replace('\'', "''")
+                )
+            } else if table == "_corrupt_records" {
+                if !lake.schema_dir().join(table).join("_delta_log").is_dir() {
+                    assert_eq!(rows_in, 0, "last run {run}: {table} missing");
+                    continue;
+                }
+                format!("SELECT count(*) FROM _corrupt_records WHERE _batch_id = '{batch}'")
+            } else {
+                continue;
+            };
+            assert_eq!(
+                lake.count(&sql),
+                rows_in,
+                "last run {run}: {table} {topic:?}"
+            );
+        }
+    }
+}
+
+impl Drop for TempLake {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            assert_last_runs_accounted(self);
         }
     }
 }
