@@ -99,6 +99,10 @@ fn strike_each(op: Op, fault: Fault, picks: &[usize], over_budget: bool, says: &
         );
         assert!(staging_dirs(&lake).is_empty(), "{context}: staging left");
     }
+    // For RELIABILITY.md's figures (`cargo test faults -- --nocapture`).
+    eprintln!(
+        "{fault:?} on {op:?}: {fired} faults struck, over budget: {over_budget}, each rerun converged"
+    );
     fired
 }
 
