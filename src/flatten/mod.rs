@@ -448,6 +448,23 @@ impl<'a> Flattener<'a, '_> {
             parts.extend(keys.iter().map(|k| k.to_string()));
             TableName::for_child(&parts)
         };
+        // A child named like its own topic's table (topic `c__levels` with an array
+        // `` `levels ``, or a mapping onto it) would mix the topic's rows with its child
+        // rows: it is qualified by the topic table instead (stable: a function of the
+        // topic and the path only).
+        let name = if name == self.topic_table {
+            let mut parts = vec![self.topic_table.as_str().to_string()];
+            parts.extend(keys.iter().map(|k| k.to_string()));
+            match TableName::for_child(&parts) {
+                n if n == self.topic_table => {
+                    parts.push("child".to_string());
+                    TableName::for_child(&parts)
+                }
+                n => n,
+            }
+        } else {
+            name
+        };
         self.origins.entry(name.clone()).or_insert(origin.clone());
         (name, origin)
     }

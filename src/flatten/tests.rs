@@ -435,3 +435,21 @@ fn long_paths_give_bounded_distinct_column_names() {
         );
     }
 }
+
+#[test]
+fn a_child_named_like_its_own_topic_table_gets_the_topic_qualified_name() {
+    // Found by the `parse_flatten` fuzz target: topic `c__levels` and an array under
+    // `` `levels `` both sanitise to `c__levels`.
+    let t = run(&[
+        r#"{"topic":"c__levels","message_id":"1","payload":{"`levels":[{"px":1}]}}"#,
+        r#"{"topic":"levels","message_id":"2","payload":{"levels":[{"px":2}],"x":1}}"#,
+    ]);
+    assert_eq!(
+        t["c__levels"].iter().map(|b| b.num_rows()).sum::<usize>(),
+        1
+    );
+    assert_eq!(t["levels"].iter().map(|b| b.num_rows()).sum::<usize>(), 1);
+    assert!(!col_names(&t["levels"][0]).contains(&"_parent_id".to_string()));
+    assert_eq!(t["c__levels___levels"][0].num_rows(), 1, "{:?}", t.keys());
+    assert_eq!(t["levels__levels"][0].num_rows(), 1, "{:?}", t.keys());
+}
