@@ -1279,6 +1279,29 @@ impl Ingest {
         out
     }
 
+    /// Commits one topic's rows for `table` under the table's lock (replacing the
+    /// batch's rows of the topic, or appending a later slice), then runs
+    /// [`Self::after_write`].
+    fn write_topic(
+        &self,
+        storage: &Storage,
+        table: &TableName,
+        topic: &str,
+        batches: Vec<RecordBatch>,
+        lineage: &Lineage,
+        replace: bool,
+    ) -> Result<(Committed, Vec<write::PartOutcome>)> {
+        let parts = vec![write::Part {
+            topic: topic.to_string(),
+            batches,
+            evolution: self.config.flatten.evolution_for(topic),
+        }];
+        let _guard = self.locks.lock(table);
+        self.runtime
+            .block_on(storage.replace_parts(table, parts, &lineage.batch_id, replace))
+            .map(|(c, outcomes)| (self.after_write(storage, table, c), outcomes))
+    }
+
     /// [`Self::after_commit`] when the write committed something (every part refused:
     /// nothing was written).
     fn after_write(&self, storage: &Storage, table: &TableName, c: Committed) -> Committed {
@@ -1349,17 +1372,7 @@ impl Ingest {
             .flat_map(|(table, batches)| {
                 let started_micros = now_micros();
                 let meta = vec![(topic.to_string(), rows_in, rows_of(&batches))];
-                let parts = vec![write::Part {
-                    topic: topic.to_string(),
-                    batches,
-                    evolution: self.config.flatten.evolution_for(topic),
-                }];
-                let result = {
-                    let _guard = self.locks.lock(&table);
-                    self.runtime
-                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
-                        .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
-                };
+                let result = self.write_topic(storage, &table, topic, batches, lineage, true);
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {
                     table: table.to_string(),
@@ -1443,17 +1456,7 @@ impl Ingest {
                 }
                 let started_micros = now_micros();
                 let meta = vec![(topic.to_string(), 0, rows_of(&batches))];
-                let parts = vec![write::Part {
-                    topic: topic.to_string(),
-                    batches,
-                    evolution: self.config.flatten.evolution_for(topic),
-                }];
-                let result = {
-                    let _guard = self.locks.lock(&table);
-                    self.runtime
-                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, replace))
-                        .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
-                };
+                let result = self.write_topic(storage, &table, topic, batches, lineage, replace);
                 for w in part_writes(&table, meta, result, started_micros, now_micros()) {
                     match done.get_mut(&table) {
                         None => {
