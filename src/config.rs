@@ -182,6 +182,9 @@ pub struct IngestConfig {
     pub commit_per: CommitPer,
     /// Target size of the data files a write produces (optimize write). Default 128 MiB.
     pub target_file_size: u64,
+    /// Parquet compression of the data files. Default snappy (the fastest to write and
+    /// read of those measured; BENCHMARKS.md).
+    pub compression: crate::write::Compression,
     /// Compact a table after a commit when it has `auto_compact_min_files` files under
     /// half the target size, unless the table sets `delta.autoOptimize.autoCompact=false`.
     /// Default `true`.
@@ -234,6 +237,7 @@ impl Default for IngestConfig {
             lock_policy: LockPolicy::PerTable,
             commit_per: CommitPer::Table,
             target_file_size: 128 << 20,
+            compression: crate::write::Compression::SNAPPY,
             auto_compact: true,
             auto_compact_min_files: 50,
             object_store: None,

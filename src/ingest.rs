@@ -592,6 +592,7 @@ impl Ingest {
             schema_url,
             root_store,
             target_file_size: self.config.target_file_size,
+            compression: self.config.compression,
         })
     }
 
@@ -664,7 +665,7 @@ impl Ingest {
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.batch_id);
         let mut writes: Vec<TableWrite> = Vec::new();
-        let staged = self.stage_batch(
+        let mut staged = self.stage_batch(
             &found.files,
             &storage,
             &staging_table,
@@ -683,6 +684,8 @@ impl Ingest {
 
         let written = AtomicUsize::new(0);
         let topic_count = staged.summary.topics.len();
+        let in_memory = staged.memory.is_some();
+        let memory = staged.memory.take().map(parking_lot::Mutex::new);
         // A topic's staged rows: one batch when staged in memory, DataFusion's batches
         // (slices of a few thousand rows) when read back from the staging table.
         let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
@@ -690,10 +693,13 @@ impl Ingest {
                 // The seed's baseline: every topic re-reads and re-parses the batch.
                 return self.reread_topic(&found.files, topic).map(|b| vec![b]);
             }
-            match &staged.memory {
+            // Each topic's staged rows are taken out once, so they are freed as soon as
+            // the topic is flattened.
+            match &memory {
                 Some(m) => m
-                    .get(topic)
-                    .map(|b| vec![b.clone()])
+                    .lock()
+                    .remove(topic)
+                    .map(|b| vec![b])
                     .ok_or_else(|| Error::Config {
                         name: "staging",
                         reason: format!("topic {topic:?} missing from staging"),
@@ -704,7 +710,7 @@ impl Ingest {
         // A batch staged in memory fits the budget: flatten every topic, then one commit
         // per table. A persisted (over-budget) batch is processed topic by topic, in
         // waves sized so that the topics in flight fit the memory budget.
-        let bounded = staged.memory.is_none() && !self.config.persist_staging;
+        let bounded = !in_memory && !self.config.persist_staging;
         let per_topic = self.config.commit_per == CommitPer::Topic || bounded;
         let wave = if bounded {
             wave_size(
@@ -893,7 +899,7 @@ impl Ingest {
         // Drop a persisted staging table once every table is in; keep it when a table
         // failed, so the rerun resumes from it instead of re-reading the landing files.
         let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
-        if staged.memory.is_none() {
+        if !in_memory {
             if failed {
                 warnings.push(format!(
                     "staging table `{}` kept: a table failed, a rerun resumes from it (pass --no-resume to re-read the landing files)",
@@ -1187,8 +1193,12 @@ impl Ingest {
         Ok(out)
     }
 
-    /// Flattens every topic in parallel, then writes each table once (all its topics'
-    /// rows, one commit), tables in parallel, each under its lock.
+    /// Flattens every topic in parallel and commits its own table as soon as it is
+    /// flattened (while other topics flatten); then writes each child table once (all
+    /// its topics' rows, one commit), tables in parallel, each under its lock.
+    ///
+    /// A topic table that another topic of the batch also maps to (topics that sanitise
+    /// alike) waits for the second phase, so that it too gets one commit.
     fn flatten_then_write(
         &self,
         storage: &Storage,
@@ -1198,21 +1208,58 @@ impl Ingest {
         written: &AtomicUsize,
     ) -> Vec<Vec<TableWrite>> {
         let started = now_micros();
-        let plans: Vec<(String, u64, Result<SlicedPlan>)> = self.fanout_pool.install(|| {
-            topics
-                .par_iter()
-                .with_max_len(1)
-                .map(|(topic, rows)| {
-                    let plan = topic_input(topic)
-                        .and_then(|batches| self.flatten_slices(topic, &batches, lineage));
-                    (topic.clone(), *rows, plan)
-                })
-                .collect()
-        });
-        let mut failed = Vec::new();
+        let mut shared_topic_tables: BTreeMap<TableName, usize> = BTreeMap::new();
+        for (topic, _) in topics {
+            *shared_topic_tables
+                .entry(TableName::for_topic(topic))
+                .or_default() += 1;
+        }
+        let flattened: Vec<(String, u64, Result<SlicedPlan>, Vec<TableWrite>)> =
+            self.fanout_pool.install(|| {
+                topics
+                    .par_iter()
+                    .with_max_len(1)
+                    .map(|(topic, rows_in)| {
+                        let plan = topic_input(topic)
+                            .and_then(|batches| self.flatten_slices(topic, &batches, lineage));
+                        let own = TableName::for_topic(topic);
+                        let mut early = Vec::new();
+                        let plan = plan.map(|mut plan| {
+                            if shared_topic_tables.get(&own) == Some(&1)
+                                && let Some(batches) = plan.remove(&own)
+                            {
+                                let started_micros = now_micros();
+                                let meta = vec![(topic.clone(), *rows_in, rows_of(&batches))];
+                                let result =
+                                    self.write_topic(storage, &own, topic, batches, lineage, true);
+                                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                                self.report_progress(Progress::TableWritten {
+                                    table: own.to_string(),
+                                    topic: topic.clone(),
+                                    done,
+                                    topics: topics.len(),
+                                });
+                                early =
+                                    part_writes(&own, meta, result, started_micros, now_micros());
+                            }
+                            plan
+                        });
+                        (topic.clone(), *rows_in, plan, early)
+                    })
+                    .collect()
+            });
+        tracing::info!(
+            ms = (now_micros() - started) / 1000,
+            topics = flattened.len(),
+            "flattened, topic tables written"
+        );
+        let mut out: Vec<Vec<TableWrite>> = Vec::new();
         // Table → [(topic, rows in, batch)], topics in name order.
         let mut by_table: BTreeMap<TableName, Vec<TopicPart>> = BTreeMap::new();
-        for (topic, rows_in, plan) in plans {
+        for (topic, rows_in, plan, early) in flattened {
+            if !early.is_empty() {
+                out.push(early);
+            }
             match plan {
                 Ok(plan) => {
                     for (table, batches) in plan {
@@ -1222,7 +1269,7 @@ impl Ingest {
                             .push((topic.clone(), rows_in, batches));
                     }
                 }
-                Err(e) => failed.push(vec![TableWrite {
+                Err(e) => out.push(vec![TableWrite {
                     table: TableName::for_topic(&topic),
                     topic,
                     rows_in,
@@ -1236,8 +1283,8 @@ impl Ingest {
             }
         }
         let tables: Vec<(TableName, Vec<TopicPart>)> = by_table.into_iter().collect();
-        let table_count = tables.len();
-        let mut out: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
+        let table_count = written.load(Ordering::Relaxed) + tables.len();
+        let shared: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
             tables
                 .into_par_iter()
                 .with_max_len(1)
@@ -1275,7 +1322,12 @@ impl Ingest {
                 })
                 .collect()
         });
-        out.extend(failed);
+        tracing::info!(
+            ms = (now_micros() - started) / 1000,
+            tables = table_count,
+            "written"
+        );
+        out.extend(shared);
         out
     }
 

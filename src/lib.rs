@@ -41,6 +41,8 @@ pub mod naming;
 pub mod read;
 mod report;
 pub mod stage;
+#[doc(hidden)]
+pub mod stages;
 mod staging;
 #[doc(hidden)]
 pub mod testdata;

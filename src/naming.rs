@@ -217,7 +217,14 @@ pub fn stable_id(parts: &[&[u8]]) -> String {
         h ^= 0xff;
         h = h.wrapping_mul(PRIME);
     }
-    format!("{h:032x}")
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hex: Vec<u8> = h
+        .to_be_bytes()
+        .iter()
+        .flat_map(|b| [HEX[usize::from(b >> 4)], HEX[usize::from(b & 0xf)]])
+        .collect();
+    // Hex digits are ASCII.
+    String::from_utf8(hex).unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@
 //!
 //! This stage does no Delta I/O; it only reads the landing files.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
@@ -519,91 +519,124 @@ impl IdSet {
 }
 
 /// Dedups across files (file order, then line) and builds one record batch per topic.
+///
+/// Dedup is one pass over the messages in order (first wins); the topics' batches are
+/// then built in parallel on the current rayon pool, each sized exactly up front (no
+/// buffer regrowth, no copy of a half-built column).
 pub(crate) fn assemble(
     files: &[SourceFile],
-    staged: Vec<StagedFile>,
+    mut staged: Vec<StagedFile>,
     dedup: bool,
     seen: &mut IdSet,
 ) -> Staging {
-    struct Cols {
-        topic: StringBuilder,
-        id: StringBuilder,
-        file: StringBuilder,
-        line: Int64Builder,
-        meta: StringBuilder,
-        payload: StringBuilder,
+    /// One topic's messages, as `(file, message)` indices, and the bytes they need.
+    #[derive(Default)]
+    struct TopicRows<'s> {
+        topic: &'s str,
+        rows: Vec<(u32, u32)>,
+        id_bytes: usize,
+        file_bytes: usize,
+        meta_bytes: usize,
+        payload_bytes: usize,
     }
-    let mut by_topic: BTreeMap<String, Cols> = BTreeMap::new();
-    let mut corrupt = Vec::new();
+    let corrupt_per_file: Vec<u64> = staged.iter().map(|f| f.corrupt.len() as u64).collect();
+    let corrupt: Vec<CorruptLine> = staged
+        .iter_mut()
+        .flat_map(|f| std::mem::take(&mut f.corrupt))
+        .collect();
     let mut stats = Vec::with_capacity(files.len());
     let mut duplicates = 0;
-    for (file, staged) in files.iter().zip(staged) {
+    let mut topics: Vec<TopicRows<'_>> = Vec::new();
+    let mut topic_index: HashMap<&str, usize> = HashMap::new();
+    for (fi, (file, staged)) in files.iter().zip(&staged).enumerate() {
         let mut fs = FileStats {
             file: file.name.clone(),
             bytes: staged.bytes,
             lines: staged.lines,
             messages: 0,
-            corrupt: staged.corrupt.len() as u64,
+            corrupt: corrupt_per_file[fi],
             duplicates: 0,
         };
-        for m in staged.messages {
+        for (mi, m) in staged.messages.iter().enumerate() {
             if let Some(key) = &m.dedup_key
                 && !seen.insert(key)
             {
                 fs.duplicates += 1;
                 continue;
             }
-            let id = match m.id {
-                Some(id) => {
-                    if dedup && m.dedup_key.is_none() && !seen.insert(&id) {
-                        fs.duplicates += 1;
-                        continue;
-                    }
-                    id
-                }
-                None => crate::naming::stable_id(&[file.name.as_bytes(), &m.line.to_le_bytes()]),
-            };
+            if dedup
+                && m.dedup_key.is_none()
+                && let Some(id) = &m.id
+                && !seen.insert(id)
+            {
+                fs.duplicates += 1;
+                continue;
+            }
             fs.messages += 1;
-            let cols = by_topic.entry(m.topic.clone()).or_insert_with(|| Cols {
-                topic: StringBuilder::new(),
-                id: StringBuilder::new(),
-                file: StringBuilder::new(),
-                line: Int64Builder::new(),
-                meta: StringBuilder::new(),
-                payload: StringBuilder::new(),
+            let t = *topic_index.entry(m.topic.as_str()).or_insert_with(|| {
+                topics.push(TopicRows {
+                    topic: m.topic.as_str(),
+                    ..Default::default()
+                });
+                topics.len() - 1
             });
-            cols.topic.append_value(&m.topic);
-            cols.id.append_value(&id);
-            cols.file.append_value(&file.name);
-            cols.line.append_value(m.line as i64);
-            cols.meta.append_option(m.meta.as_deref());
-            cols.payload.append_value(&m.payload);
+            let t = &mut topics[t];
+            t.rows.push((fi as u32, mi as u32));
+            // A generated id is 32 hex characters.
+            t.id_bytes += m.id.as_ref().map_or(32, String::len);
+            t.file_bytes += file.name.len();
+            t.meta_bytes += m.meta.as_ref().map_or(0, String::len);
+            t.payload_bytes += m.payload.len();
         }
         duplicates += fs.duplicates;
-        corrupt.extend(staged.corrupt);
         stats.push(fs);
     }
     let schema = staging_schema();
-    let topics = by_topic
-        .into_iter()
-        .map(|(topic, mut c)| {
+    let staged = &staged;
+    let built: Vec<(String, RecordBatch)> = topics
+        .into_par_iter()
+        .with_max_len(1)
+        .map(|t| {
+            let n = t.rows.len();
+            let mut topic = StringBuilder::with_capacity(n, n * t.topic.len());
+            let mut id = StringBuilder::with_capacity(n, t.id_bytes);
+            let mut file = StringBuilder::with_capacity(n, t.file_bytes);
+            let mut line = Int64Builder::with_capacity(n);
+            let mut meta = StringBuilder::with_capacity(n, t.meta_bytes);
+            let mut payload = StringBuilder::with_capacity(n, t.payload_bytes);
+            for &(fi, mi) in &t.rows {
+                let source = &files[fi as usize];
+                let m = &staged[fi as usize].messages[mi as usize];
+                topic.append_value(t.topic);
+                match &m.id {
+                    Some(v) => id.append_value(v),
+                    None => id.append_value(crate::naming::stable_id(&[
+                        source.name.as_bytes(),
+                        &m.line.to_le_bytes(),
+                    ])),
+                }
+                file.append_value(&source.name);
+                line.append_value(m.line as i64);
+                meta.append_option(m.meta.as_deref());
+                payload.append_value(&m.payload);
+            }
             let columns: Vec<ArrayRef> = vec![
-                Arc::new(c.topic.finish()),
-                Arc::new(c.id.finish()),
-                Arc::new(c.file.finish()),
-                Arc::new(c.line.finish()),
-                Arc::new(c.meta.finish()),
-                Arc::new(c.payload.finish()),
+                Arc::new(topic.finish()),
+                Arc::new(id.finish()),
+                Arc::new(file.finish()),
+                Arc::new(line.finish()),
+                Arc::new(meta.finish()),
+                Arc::new(payload.finish()),
             ];
             // The columns are built right above with the schema's types and equal lengths.
             let batch = RecordBatch::try_new(schema.clone(), columns)
                 .map_err(|e| Error::arrow("_staging", e))
                 .expect("staging columns match the staging schema");
-            (topic, batch)
+            (t.topic.to_string(), batch)
         })
         .collect();
     Staging {
-        topics,
+        topics: built.into_iter().collect(),
         corrupt,
         files: stats,
         duplicates,

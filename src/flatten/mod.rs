@@ -29,6 +29,7 @@ pub use crate::naming::TableName;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -102,13 +103,52 @@ struct Column<'a> {
     cells: Vec<(u32, Cell<'a>)>,
 }
 
+/// The payload's root in a table's path trie (the row's object, or the element).
+const ROOT: u32 = 0;
+/// The envelope metadata's root in the topic table's path trie.
+const META_ROOT: u32 = 1;
+/// Children a trie node scans linearly before it builds a hash index.
+const LINEAR_CHILDREN: usize = 16;
+
+/// One distinct key path below a table's row, resolved once per table: its column and
+/// the child table of an array found there. Values then find their column by walking
+/// the trie with the decoded keys; no path string is built per value.
+struct PathNode {
+    parent: u32,
+    key: Box<str>,
+    /// Child nodes in first-seen order.
+    children: Vec<u32>,
+    /// Position in `children` by key, once a node has more than [`LINEAR_CHILDREN`].
+    index: Option<HashMap<Box<str>, usize>>,
+    column: Option<usize>,
+    /// `(table index, array path)` of the child table of an array at this path.
+    child_table: Option<(usize, Rc<str>)>,
+}
+
+impl PathNode {
+    fn new(parent: u32, key: &str) -> Self {
+        PathNode {
+            parent,
+            key: key.into(),
+            children: Vec::new(),
+            index: None,
+            column: None,
+            child_table: None,
+        }
+    }
+}
+
 /// Rows being built for one target table.
 struct TableBuilder<'a> {
     is_child: bool,
+    /// Array path (`quotes[].legs`) of a child table, for the names and ids of its own
+    /// children.
+    origin: Option<Rc<str>>,
     namer: ColumnNamer,
+    nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
-    ids: Vec<String>,
-    parent_ids: Vec<String>,
+    ids: Vec<Cow<'a, str>>,
+    parent_ids: Vec<Cow<'a, str>>,
     root_ids: Vec<&'a str>,
     idx: Vec<i64>,
     files: Vec<u32>,
@@ -118,10 +158,12 @@ struct TableBuilder<'a> {
 }
 
 impl TableBuilder<'_> {
-    fn new(is_child: bool) -> Self {
+    fn new(is_child: bool, origin: Option<Rc<str>>) -> Self {
         TableBuilder {
             is_child,
+            origin,
             namer: ColumnNamer::new(),
+            nodes: vec![PathNode::new(ROOT, ""), PathNode::new(META_ROOT, "")],
             columns: Vec::new(),
             ids: Vec::new(),
             parent_ids: Vec::new(),
@@ -131,6 +173,85 @@ impl TableBuilder<'_> {
             lines: Vec::new(),
             rescued: Vec::new(),
         }
+    }
+
+    /// The node for `key` below `node`, created on first sight. `hint` is the position
+    /// where the previous member of the same object was found: messages of a topic mostly
+    /// repeat their key order, so the next key is usually the next child.
+    fn child_node(&mut self, node: u32, key: &str, hint: &mut usize) -> u32 {
+        let n = &self.nodes[node as usize];
+        if let Some(&c) = n.children.get(*hint)
+            && *self.nodes[c as usize].key == *key
+        {
+            *hint += 1;
+            return c;
+        }
+        let found = match &n.index {
+            Some(index) => index.get(key).copied(),
+            None => n
+                .children
+                .iter()
+                .position(|&c| *self.nodes[c as usize].key == *key),
+        };
+        if let Some(pos) = found {
+            *hint = pos + 1;
+            return n.children[pos];
+        }
+        let id = self.nodes.len() as u32;
+        self.nodes.push(PathNode::new(node, key));
+        let n = &mut self.nodes[node as usize];
+        n.children.push(id);
+        let pos = n.children.len() - 1;
+        if let Some(index) = &mut n.index {
+            index.insert(key.into(), pos);
+        } else if n.children.len() > LINEAR_CHILDREN {
+            let keys = n.children.clone();
+            let index = keys
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (self.nodes[c as usize].key.clone(), i))
+                .collect();
+            self.nodes[node as usize].index = Some(index);
+        }
+        *hint = pos + 1;
+        id
+    }
+
+    /// The decoded keys from the root to `node`.
+    fn keys(&self, mut node: u32) -> Vec<&str> {
+        let mut keys = Vec::new();
+        while node > META_ROOT {
+            let n = &self.nodes[node as usize];
+            keys.push(&*n.key);
+            node = n.parent;
+        }
+        keys.reverse();
+        keys
+    }
+
+    /// The column of the value at `node` (a payload path, or a metadata path when
+    /// `meta`), named on first sight.
+    fn column(&mut self, node: u32, meta: bool) -> usize {
+        if let Some(c) = self.nodes[node as usize].column {
+            return c;
+        }
+        let keys = self.keys(node);
+        let (key, name) = if meta {
+            (
+                format!("_meta{}", pointer(&keys, None)),
+                naming::sanitize(&format!("_meta{}{}", naming::PATH_SEP, path_name(&keys))),
+            )
+        } else if keys.is_empty() {
+            (String::new(), "value".to_string())
+        } else {
+            (pointer(&keys, None), path_name(&keys))
+        };
+        let c = self.namer.column(&key, &name);
+        if c == self.columns.len() {
+            self.columns.push(Column::default());
+        }
+        self.nodes[node as usize].column = Some(c);
+        c
     }
 }
 
@@ -142,48 +263,42 @@ struct RowCtx<'a> {
     line: i64,
 }
 
-/// A path inside the row's object: decoded keys.
-#[derive(Default, Clone)]
-struct Path<'a> {
-    keys: Vec<Cow<'a, str>>,
+/// RFC 6901 JSON pointer of `keys` (and `extra`): `/a/b`, `~` → `~0`, `/` → `~1`; `""`
+/// is the whole value.
+fn pointer(keys: &[&str], extra: Option<&str>) -> String {
+    let mut s = String::new();
+    for k in keys.iter().copied().chain(extra) {
+        s.push('/');
+        s.push_str(&k.replace('~', "~0").replace('/', "~1"));
+    }
+    s
 }
 
-impl Path<'_> {
-    /// RFC 6901 JSON pointer (`/a/b`, `~` → `~0`, `/` → `~1`); `""` is the whole value.
-    fn pointer(&self) -> String {
-        let mut s = String::new();
-        for k in &self.keys {
-            s.push('/');
-            s.push_str(&k.replace('~', "~0").replace('/', "~1"));
-        }
-        s
-    }
-    /// The column name: sanitised keys joined by `__`, bounded to
-    /// [`naming::MAX_NAME_LEN`] as a whole.
-    fn name(&self) -> String {
-        let joined = self
-            .keys
-            .iter()
-            .map(|k| naming::sanitize(k))
-            .collect::<Vec<_>>()
-            .join(naming::PATH_SEP);
-        naming::sanitize(&joined)
-    }
+/// A column name: sanitised keys joined by `__`, bounded to [`naming::MAX_NAME_LEN`] as a
+/// whole.
+fn path_name(keys: &[&str]) -> String {
+    let joined = keys
+        .iter()
+        .map(|k| naming::sanitize(k))
+        .collect::<Vec<_>>()
+        .join(naming::PATH_SEP);
+    naming::sanitize(&joined)
 }
 
 struct Flattener<'a, 'c> {
     cfg: &'c FlattenConfig,
     topic: &'a str,
-    tables: BTreeMap<TableName, TableBuilder<'a>>,
-    /// The topic's own table.
-    topic_table: TableName,
-    /// Array path (`quotes[].legs`) of each child table, for child names and ids.
-    origins: HashMap<TableName, String>,
+    /// Target tables; index 0 is the topic's own table.
+    tables: Vec<(TableName, TableBuilder<'a>)>,
+    by_name: HashMap<TableName, usize>,
     files: Vec<&'a str>,
     /// Values, rescued values and child rows recorded so far (to spot elements that
     /// produced nothing).
     recorded: usize,
 }
+
+/// Index of the topic's own table in [`Flattener::tables`].
+const TOPIC_TABLE: usize = 0;
 
 /// Flattens one topic's staged rows.
 pub fn flatten<'a>(
@@ -211,14 +326,11 @@ pub fn flatten<'a>(
     let mut f = Flattener {
         cfg,
         topic,
-        tables: BTreeMap::new(),
-        topic_table: topic_table.clone(),
-        origins: HashMap::new(),
+        tables: vec![(topic_table.clone(), TableBuilder::new(false, None))],
+        by_name: HashMap::from([(topic_table, TOPIC_TABLE)]),
         files: Vec::new(),
         recorded: 0,
     };
-    f.tables
-        .insert(topic_table.clone(), TableBuilder::new(false));
     let mut nodes = Vec::new();
     for r in 0..staged.num_rows() {
         let file: &'a str = files.value(r);
@@ -234,19 +346,18 @@ pub fn flatten<'a>(
             file: file_idx,
             line: lines.value(r),
         };
-        let row = f.new_row(&topic_table, ctx, None);
+        let row = f.new_row(TOPIC_TABLE, ctx, None);
         if metas.is_valid(r) {
             match Doc::parse_reusing(metas.value(r), cfg.max_depth + 1, nodes) {
                 Ok(doc) => {
                     if doc.kind(0) == Kind::Object {
-                        let mut path = Path::default();
-                        f.meta_object(&topic_table, row, &mut path, &doc, 0, 1);
+                        f.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
                     }
                     nodes = doc.into_nodes();
                 }
                 Err((_, reused)) => {
                     let text = serde_json::to_string(metas.value(r)).unwrap_or_default();
-                    f.rescue(&topic_table, row, "_meta".into(), text);
+                    f.rescue(TOPIC_TABLE, row, "_meta".into(), text);
                     nodes = reused;
                 }
             }
@@ -259,16 +370,15 @@ pub fn flatten<'a>(
                 // disagree the payload is kept whole rather than lost.
                 tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
                 let text = serde_json::to_string(payload).unwrap_or_default();
-                f.rescue(&topic_table, row, String::new(), text);
+                f.rescue(TOPIC_TABLE, row, String::new(), text);
                 nodes = reused;
                 continue;
             }
         };
-        let mut path = Path::default();
         if doc.kind(0) == Kind::Object {
-            f.object(&topic_table, row, &mut path, &doc, 0, ctx);
+            f.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
         } else {
-            f.value(&topic_table, row, &mut path, "value", &doc, 0, ctx);
+            f.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
         }
         nodes = doc.into_nodes();
     }
@@ -280,183 +390,180 @@ fn staging_bug(reason: String) -> Error {
 }
 
 impl<'a> Flattener<'a, '_> {
+    /// A new row of table `t`; `parent` is `(array path, parent id, index)` for a child row.
     fn new_row(
         &mut self,
-        table: &TableName,
+        t: usize,
         ctx: RowCtx<'a>,
-        parent: Option<(&str, &str, usize)>,
+        parent: Option<(&str, &Cow<'a, str>, usize)>,
     ) -> u32 {
-        let t = self
-            .tables
-            .entry(table.clone())
-            .or_insert_with(|| TableBuilder::new(true));
-        let row = t.ids.len() as u32;
+        let (name, b) = &mut self.tables[t];
+        let row = b.ids.len() as u32;
         self.recorded += 1;
         match parent {
             Some((origin, parent_id, idx)) => {
                 let id = naming::stable_id(&[
                     ctx.root_id.as_bytes(),
-                    table.as_str().as_bytes(),
+                    name.as_str().as_bytes(),
                     origin.as_bytes(),
                     parent_id.as_bytes(),
                     &(idx as u64).to_le_bytes(),
                 ]);
-                t.ids.push(id);
-                t.parent_ids.push(parent_id.to_string());
-                t.root_ids.push(ctx.root_id);
-                t.idx.push(idx as i64);
+                b.ids.push(Cow::Owned(id));
+                b.parent_ids.push(parent_id.clone());
+                b.root_ids.push(ctx.root_id);
+                b.idx.push(idx as i64);
             }
-            None => t.ids.push(ctx.root_id.to_string()),
+            None => b.ids.push(Cow::Borrowed(ctx.root_id)),
         }
-        t.files.push(ctx.file);
-        t.lines.push(ctx.line);
+        b.files.push(ctx.file);
+        b.lines.push(ctx.line);
         row
     }
 
-    fn set(&mut self, table: &TableName, row: u32, key: &str, name: &str, cell: Option<Cell<'a>>) {
-        // `table` was created by `new_row` before any value of its rows is set.
-        let Some(t) = self.tables.get_mut(table) else {
-            return;
-        };
-        let c = t.namer.column(key, name);
-        if c == t.columns.len() {
-            t.columns.push(Column::default());
-        }
+    /// Records `cell` (if not null) in column `c` of table `t`.
+    fn set(&mut self, t: usize, row: u32, c: usize, cell: Option<Cell<'a>>) {
         if let Some(cell) = cell {
-            t.columns[c].cells.push((row, cell));
+            self.tables[t].1.columns[c].cells.push((row, cell));
             self.recorded += 1;
         }
     }
 
-    fn rescue(&mut self, table: &TableName, row: u32, key: String, json: String) {
-        if let Some(t) = self.tables.get_mut(table) {
-            t.rescued.push((row, key, json));
-            self.recorded += 1;
-        }
+    fn rescue(&mut self, t: usize, row: u32, key: String, json: String) {
+        self.tables[t].1.rescued.push((row, key, json));
+        self.recorded += 1;
     }
 
-    /// Members of object `obj` with their duplicates split off: `(key, value, is_last)`.
+    /// Members of object `obj`: `(key, value, is_last)`, where `is_last` is false for a
+    /// key that appears again later in the object.
     fn members(doc: &Doc<'a>, obj: usize) -> Vec<(Cow<'a, str>, usize, bool)> {
-        let members: Vec<(Cow<'a, str>, usize)> =
-            doc.members(obj).map(|(k, v)| (doc.str(k), v)).collect();
+        let mut members: Vec<(Cow<'a, str>, usize, bool)> = doc
+            .members(obj)
+            .map(|(k, v)| (doc.str(k), v, true))
+            .collect();
         // Objects are small: comparing keys pairwise beats hashing them, once per object
         // of every message.
-        let last: Vec<bool> = if members.len() <= 16 {
-            (0..members.len())
-                .map(|i| members[i + 1..].iter().all(|(k, _)| *k != members[i].0))
-                .collect()
+        if members.len() <= 16 {
+            for i in 0..members.len() {
+                members[i].2 = members[i + 1..].iter().all(|(k, ..)| *k != members[i].0);
+            }
         } else {
             let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
-            for (i, (k, _)) in members.iter().enumerate() {
+            for (i, (k, ..)) in members.iter().enumerate() {
                 last.insert(k.as_ref(), i);
             }
-            (0..members.len())
+            let last: Vec<bool> = (0..members.len())
                 .map(|i| last[members[i].0.as_ref()] == i)
-                .collect()
-        };
+                .collect();
+            for (m, l) in members.iter_mut().zip(last) {
+                m.2 = l;
+            }
+        }
         members
-            .into_iter()
-            .zip(last)
-            .map(|((k, v), l)| (k, v, l))
-            .collect()
+    }
+
+    /// `dup:<pointer>` for a repeated key `k` below `node` of table `t`.
+    fn dup_key(&self, t: usize, node: u32, k: &str, meta: bool) -> String {
+        let keys = self.tables[t].1.keys(node);
+        format!(
+            "dup:{}{}",
+            if meta { "_meta" } else { "" },
+            pointer(&keys, Some(k))
+        )
     }
 
     fn meta_object(
         &mut self,
-        table: &TableName,
+        t: usize,
         row: u32,
-        path: &mut Path<'a>,
+        node: u32,
         doc: &Doc<'a>,
         obj: usize,
         depth: usize,
     ) {
+        let mut hint = 0;
         for (k, v, is_last) in Self::members(doc, obj) {
-            path.keys.push(k);
-            let key = format!("_meta{}", path.pointer());
             if !is_last {
-                self.rescue(table, row, format!("dup:{key}"), doc.raw(v).to_string());
-            } else if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth
-            {
-                self.meta_object(table, row, path, doc, v, depth + 1);
-            } else {
-                let name = naming::sanitize(&format!("_meta{}{}", naming::PATH_SEP, path.name()));
-                let cell = leaf(doc, v);
-                self.set(table, row, &key, &name, cell);
+                let key = self.dup_key(t, node, &k, true);
+                self.rescue(t, row, key, doc.raw(v).to_string());
+                continue;
             }
-            path.keys.pop();
+            let n = self.tables[t].1.child_node(node, &k, &mut hint);
+            if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth {
+                self.meta_object(t, row, n, doc, v, depth + 1);
+            } else {
+                let c = self.tables[t].1.column(n, true);
+                self.set(t, row, c, leaf(doc, v));
+            }
         }
     }
 
     fn object(
         &mut self,
-        table: &TableName,
+        t: usize,
         row: u32,
-        path: &mut Path<'a>,
+        node: u32,
         doc: &Doc<'a>,
         obj: usize,
         ctx: RowCtx<'a>,
     ) {
+        let mut hint = 0;
         for (k, v, is_last) in Self::members(doc, obj) {
-            path.keys.push(k);
             if is_last {
-                let name = path.name();
-                self.value(table, row, path, &name, doc, v, ctx);
+                let n = self.tables[t].1.child_node(node, &k, &mut hint);
+                self.value(t, row, n, doc, v, ctx);
             } else {
-                let key = format!("dup:{}", path.pointer());
-                self.rescue(table, row, key, doc.raw(v).to_string());
+                let key = self.dup_key(t, node, &k, false);
+                self.rescue(t, row, key, doc.raw(v).to_string());
             }
-            path.keys.pop();
         }
     }
 
-    /// Flattens node `v` found at `path` (relative to the row's table) into `row`.
-    #[allow(clippy::too_many_arguments)]
-    fn value(
-        &mut self,
-        table: &TableName,
-        row: u32,
-        path: &mut Path<'a>,
-        name: &str,
-        doc: &Doc<'a>,
-        v: usize,
-        ctx: RowCtx<'a>,
-    ) {
+    /// Flattens value `v` found at trie `node` of table `t` into `row`.
+    fn value(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, v: usize, ctx: RowCtx<'a>) {
         match doc.kind(v) {
-            Kind::Object if !doc.is_empty(v) => self.object(table, row, path, doc, v, ctx),
-            Kind::Array if !doc.is_empty(v) => self.array(table, row, path, doc, v, ctx),
+            Kind::Object if !doc.is_empty(v) => self.object(t, row, node, doc, v, ctx),
+            Kind::Array if !doc.is_empty(v) => self.array(t, row, node, doc, v, ctx),
             _ => {
-                let cell = leaf(doc, v);
-                self.set(table, row, &path.pointer(), name, cell);
+                let c = self.tables[t].1.column(node, false);
+                self.set(t, row, c, leaf(doc, v));
             }
         }
     }
 
-    /// The child table for the array at `path` of a row of `table`, and its array path.
-    fn child_table(&mut self, table: &TableName, path: &Path<'_>) -> (TableName, String) {
-        let keys: Vec<&str> = path.keys.iter().map(|k| k.as_ref()).collect();
-        let origin = match self.origins.get(table) {
-            None => keys.join("."),
-            Some(parent) => format!("{parent}[].{}", keys.join(".")),
+    /// The child table for the array at trie `node` of a row of table `t`, and its
+    /// array path; resolved once per (table, path).
+    fn child_table(&mut self, t: usize, node: u32) -> (usize, Rc<str>) {
+        if let Some((c, origin)) = &self.tables[t].1.nodes[node as usize].child_table {
+            return (*c, Rc::clone(origin));
+        }
+        let (parent_name, parent) = &self.tables[t];
+        let keys: Vec<String> = parent.keys(node).into_iter().map(String::from).collect();
+        let joined = keys.join(".");
+        let origin: Rc<str> = match &parent.origin {
+            None => joined.into(),
+            Some(p) => format!("{p}[].{joined}").into(),
         };
+        let topic_table = &self.tables[TOPIC_TABLE].0;
         let name = if let Some(mapped) = self.cfg.mapped_child(&origin) {
             TableName::for_child(&[mapped.to_string()])
         } else {
             let mut parts: Vec<String> = Vec::with_capacity(keys.len() + 1);
-            if table != &self.topic_table || self.cfg.child_naming == ChildNaming::Topic {
-                parts.push(table.as_str().to_string());
+            if t != TOPIC_TABLE || self.cfg.child_naming == ChildNaming::Topic {
+                parts.push(parent_name.as_str().to_string());
             }
-            parts.extend(keys.iter().map(|k| k.to_string()));
+            parts.extend(keys.iter().cloned());
             TableName::for_child(&parts)
         };
         // A child named like its own topic's table (topic `c__levels` with an array
         // `` `levels ``, or a mapping onto it) would mix the topic's rows with its child
         // rows: it is qualified by the topic table instead (stable: a function of the
         // topic and the path only).
-        let name = if name == self.topic_table {
-            let mut parts = vec![self.topic_table.as_str().to_string()];
-            parts.extend(keys.iter().map(|k| k.to_string()));
+        let name = if name == *topic_table {
+            let mut parts = vec![topic_table.as_str().to_string()];
+            parts.extend(keys.iter().cloned());
             match TableName::for_child(&parts) {
-                n if n == self.topic_table => {
+                n if n == *topic_table => {
                     parts.push("child".to_string());
                     TableName::for_child(&parts)
                 }
@@ -465,37 +572,40 @@ impl<'a> Flattener<'a, '_> {
         } else {
             name
         };
-        self.origins.entry(name.clone()).or_insert(origin.clone());
-        (name, origin)
+        // The first array path to create a child table names its own children.
+        let c = match self.by_name.get(&name) {
+            Some(&c) => c,
+            None => {
+                let c = self.tables.len();
+                self.by_name.insert(name.clone(), c);
+                self.tables
+                    .push((name, TableBuilder::new(true, Some(Rc::clone(&origin)))));
+                c
+            }
+        };
+        self.tables[t].1.nodes[node as usize].child_table = Some((c, Rc::clone(&origin)));
+        (c, origin)
     }
 
-    fn array(
-        &mut self,
-        table: &TableName,
-        row: u32,
-        path: &Path<'a>,
-        doc: &Doc<'a>,
-        arr: usize,
-        ctx: RowCtx<'a>,
-    ) {
-        let (child, origin) = self.child_table(table, path);
-        let parent_id = self.tables[table].ids[row as usize].clone();
+    fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
+        let (child, origin) = self.child_table(t, node);
+        let parent_id = self.tables[t].1.ids[row as usize].clone();
         let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
         for (i, elem) in doc.elements(arr).enumerate() {
-            let child_row = self.new_row(&child, ctx, Some((&origin, &parent_id, i)));
+            let child_row = self.new_row(child, ctx, Some((&origin, &parent_id, i)));
             if all_objects {
-                let mut p = Path::default();
                 let before = self.recorded;
-                self.object(&child, child_row, &mut p, doc, elem, ctx);
+                self.object(child, child_row, ROOT, doc, elem, ctx);
                 if self.recorded == before {
                     // `{}` (or only nulls): a row with no values would read back as a
                     // null element, so it says `{}` in `value`.
-                    self.set(&child, child_row, "", "value", Some(Cell::Json("{}")));
+                    let c = self.tables[child].1.column(ROOT, false);
+                    self.set(child, child_row, c, Some(Cell::Json("{}")));
                 }
             } else {
                 // Scalars as they are; objects and arrays as their JSON text.
-                let cell = leaf(doc, elem);
-                self.set(&child, child_row, "", "value", cell);
+                let c = self.tables[child].1.column(ROOT, false);
+                self.set(child, child_row, c, leaf(doc, elem));
             }
         }
     }
@@ -584,10 +694,14 @@ fn build_batch(
 ) -> Result<RecordBatch> {
     let n = t.ids.len();
     let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
-    let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from(t.ids))];
+    let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
+        t.ids.iter().map(|s| s.as_ref()),
+    ))];
     if t.is_child {
         fields.push(Field::new("_parent_id", DataType::Utf8, true));
-        arrays.push(Arc::new(StringArray::from(t.parent_ids)));
+        arrays.push(Arc::new(StringArray::from_iter_values(
+            t.parent_ids.iter().map(|s| s.as_ref()),
+        )));
         fields.push(Field::new("_root_id", DataType::Utf8, true));
         arrays.push(Arc::new(StringArray::from(t.root_ids)));
         fields.push(Field::new("_idx", DataType::Int64, true));

@@ -282,7 +282,13 @@ impl Maintenance<'_> {
         // Reopen under the lock: the snapshot must be the latest.
         let (_, t) = self.open(&storage, table)?;
         let target = target_size.unwrap_or(self.ingest.config().target_file_size);
-        self.block_on(optimize(table, t, target, zorder))
+        self.block_on(optimize(
+            table,
+            t,
+            target,
+            zorder,
+            self.ingest.config().compression,
+        ))
     }
 
     /// Deletes unreferenced files older than `retention_hours` (default 168). A retention
@@ -443,6 +449,7 @@ pub(crate) async fn optimize(
     t: DeltaTable,
     target: u64,
     zorder: &[String],
+    compression: crate::write::Compression,
 ) -> Result<OptimizeReport> {
     let files_before = live_files(&t, name)?.len() as u64;
     let kind = if zorder.is_empty() {
@@ -454,6 +461,7 @@ pub(crate) async fn optimize(
         .optimize()
         .with_type(kind)
         .with_target_size(NonZeroU64::new(target).unwrap_or(NonZeroU64::MIN))
+        .with_writer_properties(crate::write::writer_properties(compression))
         .await
         .map_err(|e| Error::delta(name, "optimize", e))?;
     let files_after = live_files(&t, name)?.len() as u64;
@@ -553,7 +561,9 @@ pub(crate) async fn after_commit(
     if small_files < min_files {
         return Ok(None);
     }
-    optimize(table.as_str(), t, target, &[]).await.map(Some)
+    optimize(table.as_str(), t, target, &[], storage.compression)
+        .await
+        .map(Some)
 }
 
 #[cfg(test)]

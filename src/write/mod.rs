@@ -22,6 +22,9 @@ use deltalake::logstore::object_store::DynObjectStore;
 use deltalake::operations::write::SchemaMode;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+pub use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
 use url::Url;
 
 use crate::error::{Error, Result};
@@ -37,6 +40,35 @@ pub(crate) struct Storage {
     pub(crate) root_store: Option<Arc<DynObjectStore>>,
     /// Target size of written data files (optimize write).
     pub(crate) target_file_size: u64,
+    /// Parquet compression of the data files.
+    pub(crate) compression: Compression,
+}
+
+/// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
+/// `_idx`), where a dictionary only costs a hash per value before parquet falls back to
+/// plain encoding.
+const NO_DICTIONARY: [&str; 5] = ["_id", "_parent_id", "_root_id", "_line", "_idx"];
+
+/// Columns readers filter on (replace-where, `history`, a user's `WHERE _batch_id =`):
+/// the only ones that get parquet statistics beyond the file level.
+const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
+
+/// Parquet properties of bronze data files (measured in `benches/stages.rs`, figures in
+/// BENCHMARKS.md): no dictionary for per-row keys, file-level (chunk) statistics for
+/// every column (Delta's data skipping reads those), page-level only for the columns
+/// readers filter on.
+pub fn writer_properties(compression: Compression) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_created_by(concat!("bronze ", env!("CARGO_PKG_VERSION")).to_string())
+        .set_compression(compression)
+        .set_statistics_enabled(EnabledStatistics::Chunk);
+    for c in NO_DICTIONARY {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
+    }
+    for c in FILTERED {
+        b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::Page);
+    }
+    b.build()
 }
 
 /// One topic's rows for a table, and how new fields of it are handled.
@@ -159,6 +191,7 @@ impl Storage {
         };
         let written = write
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
+            .with_writer_properties(writer_properties(self.compression))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await
@@ -267,6 +300,7 @@ impl Storage {
         };
         let written = write
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
+            .with_writer_properties(writer_properties(self.compression))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         Ok((committed(table, &written).await?, outcomes))
@@ -286,6 +320,7 @@ impl Storage {
         };
         let written = write
             .with_save_mode(SaveMode::Append)
+            .with_writer_properties(writer_properties(self.compression))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await

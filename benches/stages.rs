@@ -1,0 +1,198 @@
+//! One bench per stage of a load, each over the same generated daily batch (200 files,
+//! ~8 MB, 36 topics) and each with `Throughput::Bytes` of that batch's landed bytes, so
+//! the stages' MB/s add up and a regression in one shows in review:
+//!
+//! - `parse`: one file's lines through simd-json alone (the parse-only baseline), through
+//!   bronze's staging parse, and through `serde_json::Value` (what a user could script);
+//! - `flatten`: every staged topic → topic and child tables (Arrow, in memory);
+//! - `encode`: the flattened tables → parquet bytes, with bronze's writer properties per
+//!   compression, beside delta-rs' defaults;
+//! - `commit`: the flattened tables → Delta tables in a local folder, one commit each.
+//!
+//! `cargo bench --bench stages`; figures in BENCHMARKS.md.
+
+use std::collections::BTreeMap;
+use std::hint::black_box;
+use std::time::Duration;
+
+use arrow::array::RecordBatch;
+use bronze::flatten::{Lineage, TableName, flatten};
+use bronze::stages::{self, Compression, ParseScratch, writer_properties};
+use bronze::testdata::{GenSpec, generate};
+use bronze::{EnvelopeConfig, FlattenConfig, Ingest};
+use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use parquet::arrow::ArrowWriter;
+use parquet::basic::ZstdLevel;
+use parquet::file::properties::WriterProperties;
+
+const FILES: usize = 200;
+
+/// Table → (topic, batches), as a load hands them to the writer.
+type Tables = BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>;
+
+struct Batch {
+    _dir: tempfile::TempDir,
+    bytes: u64,
+    one_file: Vec<u8>,
+    staging: bronze::stage::Staging,
+}
+
+fn batch() -> Batch {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = GenSpec {
+        files: FILES,
+        ..Default::default()
+    };
+    let s = generate(dir.path(), "bench", &spec).unwrap();
+    let found = bronze::discover::discover(&s.dir, None).unwrap();
+    let staging = bronze::stage::stage(&found.files, &EnvelopeConfig::default()).unwrap();
+    // All files concatenated: the parse group's input, one buffer.
+    let one_file = found
+        .files
+        .iter()
+        .flat_map(|f| std::fs::read(&f.path).unwrap())
+        .collect();
+    Batch {
+        _dir: dir,
+        bytes: s.bytes,
+        one_file,
+        staging,
+    }
+}
+
+fn lineage() -> Lineage {
+    Lineage {
+        batch_id: "bench".into(),
+        loaded_at_micros: 0,
+    }
+}
+
+fn flatten_all(staging: &bronze::stage::Staging) -> Tables {
+    let cfg = FlattenConfig::default();
+    let mut tables: Tables = BTreeMap::new();
+    for (topic, batch) in &staging.topics {
+        for (table, b) in flatten(topic, batch, &lineage(), &cfg).unwrap().tables {
+            tables
+                .entry(table)
+                .or_default()
+                .push((topic.clone(), vec![b]));
+        }
+    }
+    tables
+}
+
+/// Every table's rows as one parquet file each, in memory; returns the bytes written.
+fn encode(tables: &Tables, props: &WriterProperties) -> usize {
+    let mut total = 0;
+    for parts in tables.values() {
+        let first = &parts[0].1[0];
+        let mut out = Vec::new();
+        let mut w = ArrowWriter::try_new(&mut out, first.schema(), Some(props.clone())).unwrap();
+        for (_, batches) in parts {
+            for b in batches {
+                // Parts of a shared table differ in columns; the writer takes one schema,
+                // so only the first part's schema goes through (the same for every
+                // variant, which is what the comparison needs).
+                if b.schema() == first.schema() {
+                    w.write(b).unwrap();
+                }
+            }
+        }
+        w.close().unwrap();
+        total += out.len();
+    }
+    total
+}
+
+fn bench(c: &mut Criterion) {
+    let b = batch();
+    let tables = flatten_all(&b.staging);
+
+    let mut g = c.benchmark_group("parse");
+    g.throughput(Throughput::Bytes(b.one_file.len() as u64));
+    g.bench_function(BenchmarkId::new("simd_json_only", FILES), |bench| {
+        let mut scratch = ParseScratch::default();
+        bench.iter(|| stages::simd_json_parse_only(black_box(&b.one_file), &mut scratch))
+    });
+    g.bench_function(BenchmarkId::new("bronze_stage", FILES), |bench| {
+        let env = EnvelopeConfig::default();
+        bench.iter(|| {
+            bronze::stage::stage_file_bytes(black_box(&b.one_file), "f", &env)
+                .messages
+                .len()
+        })
+    });
+    g.bench_function(BenchmarkId::new("serde_json_value", FILES), |bench| {
+        bench.iter(|| {
+            b.one_file
+                .split(|&c| c == b'\n')
+                .filter_map(|l| serde_json::from_slice::<serde_json::Value>(l).ok())
+                .count()
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("flatten");
+    g.throughput(Throughput::Bytes(b.bytes));
+    g.bench_function(BenchmarkId::new("all_topics", FILES), |bench| {
+        bench.iter(|| flatten_all(black_box(&b.staging)).len())
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("encode");
+    g.throughput(Throughput::Bytes(b.bytes));
+    let variants: Vec<(&str, WriterProperties)> = vec![
+        ("bronze_snappy", writer_properties(Compression::SNAPPY)),
+        ("bronze_lz4_raw", writer_properties(Compression::LZ4_RAW)),
+        (
+            "bronze_zstd1",
+            writer_properties(Compression::ZSTD(ZstdLevel::try_new(1).unwrap())),
+        ),
+        (
+            "bronze_zstd3",
+            writer_properties(Compression::ZSTD(ZstdLevel::try_new(3).unwrap())),
+        ),
+        (
+            "bronze_uncompressed",
+            writer_properties(Compression::UNCOMPRESSED),
+        ),
+        (
+            "delta_rs_default_snappy",
+            WriterProperties::builder()
+                .set_compression(Compression::SNAPPY)
+                .build(),
+        ),
+    ];
+    for (name, props) in &variants {
+        eprintln!(
+            "encode/{name}: {} bytes of parquet for {} landed bytes",
+            encode(&tables, props),
+            b.bytes
+        );
+        g.bench_function(BenchmarkId::new(*name, FILES), |bench| {
+            bench.iter(|| encode(black_box(&tables), props))
+        });
+    }
+    g.finish();
+
+    let mut g = c.benchmark_group("commit");
+    g.throughput(Throughput::Bytes(b.bytes));
+    g.sample_size(10);
+    g.measurement_time(Duration::from_secs(10));
+    let catalog = tempfile::tempdir().unwrap();
+    let ingest = Ingest::builder(catalog.path()).build().unwrap();
+    g.bench_function(
+        BenchmarkId::new("tables_into_new_delta_tables", FILES),
+        |bench| {
+            bench.iter_batched(
+                || stages::clear(&ingest).unwrap(),
+                |()| stages::commit(&ingest, "bench", &tables).unwrap(),
+                criterion::BatchSize::PerIteration,
+            )
+        },
+    );
+    g.finish();
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);

@@ -1,0 +1,97 @@
+//! Entry points for the per-stage benches (`benches/stages.rs`) and the parse-only
+//! baseline (`examples/parse_only.rs`): each stage of a load on its own, so a regression
+//! in one shows in review.
+//!
+//! Not a stable API.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use arrow::array::RecordBatch;
+
+use crate::error::Result;
+use crate::ingest::Ingest;
+use crate::naming::TableName;
+pub use crate::write::{Compression, writer_properties};
+
+/// The parse-only baseline: every line of `bytes` through simd-json's tape parser (the
+/// least work any loader must do), nothing kept. Returns the lines that parsed.
+pub fn simd_json_parse_only(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
+    count_parsed(bytes, scratch, |line, buffers| {
+        simd_json::to_tape_with_buffers(line, buffers).is_ok()
+    })
+}
+
+/// The parse-only baseline as a DOM: every line of `bytes` into a
+/// `simd_json::BorrowedValue` (what a script that "parses each line with simd-json"
+/// does), nothing kept. Returns the lines that parsed.
+pub fn simd_json_dom_only(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
+    count_parsed(bytes, scratch, |line, buffers| {
+        simd_json::value::borrowed::to_value_with_buffers(line, buffers).is_ok()
+    })
+}
+
+/// Non-blank lines of `bytes` that `parse` accepts (each copied into the scratch input
+/// first: simd-json parses in place).
+fn count_parsed(
+    bytes: &[u8],
+    scratch: &mut ParseScratch,
+    parse: impl Fn(&mut [u8], &mut simd_json::Buffers) -> bool,
+) -> usize {
+    let mut ok = 0;
+    for line in bytes.split(|&b| b == b'\n') {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        scratch.input.clear();
+        scratch.input.extend_from_slice(line);
+        if parse(&mut scratch.input, &mut scratch.buffers) {
+            ok += 1;
+        }
+    }
+    ok
+}
+
+/// Buffers [`simd_json_parse_only`] reuses across calls.
+#[derive(Default)]
+pub struct ParseScratch {
+    input: Vec<u8>,
+    buffers: simd_json::Buffers,
+}
+
+/// The commit stage alone: writes each table's batches as one Delta commit under
+/// `<catalog>/bronze/` (replacing `batch_id`'s rows, as a load does), tables one after
+/// the other on `ingest`'s runtime. Returns the rows committed.
+pub fn commit(
+    ingest: &Ingest,
+    batch_id: &str,
+    tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
+) -> Result<u64> {
+    let storage = ingest.storage()?;
+    let mut rows = 0;
+    for (table, parts) in tables {
+        let parts = parts
+            .iter()
+            .map(|(topic, batches)| crate::write::Part {
+                topic: topic.clone(),
+                batches: batches.clone(),
+                evolution: crate::config::Evolution::Add,
+            })
+            .collect();
+        let (c, _) = ingest
+            .runtime()
+            .block_on(storage.replace_parts(table, parts, batch_id, true))?;
+        rows += c.rows_added;
+    }
+    Ok(rows)
+}
+
+/// Removes `<catalog>/bronze/` (between bench iterations, so each commit creates its
+/// tables as a first load does).
+pub fn clear(ingest: &Ingest) -> std::io::Result<()> {
+    let dir: &Path = &ingest.config().catalog;
+    match std::fs::remove_dir_all(dir.join(&ingest.config().schema)) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+        _ => Ok(()),
+    }
+}
