@@ -733,51 +733,64 @@ impl Ingest {
             None
         };
         let topic_pool = wave_pool.as_ref().unwrap_or(&self.fanout_pool);
-        let results: Vec<Vec<TableWrite>> = if per_topic {
-            let mut results = Vec::with_capacity(topic_count);
-            for topics in staged.summary.topics.chunks(wave) {
-                results.extend(topic_pool.install(|| {
-                    topics
-                        .par_iter()
-                        .with_max_len(1)
-                        .map(|(topic, _)| {
-                            if bounded && !self.config.reread_per_topic {
-                                self.handle_topic_streamed(
-                                    &storage,
-                                    topic,
-                                    &staging_table,
-                                    &lineage,
-                                    &written,
-                                    topic_count,
-                                    slice_bytes,
-                                )
-                            } else {
-                                self.handle_topic(
-                                    &storage,
-                                    topic,
-                                    topic_input(topic),
-                                    &lineage,
-                                    &written,
-                                    topic_count,
-                                )
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                }));
-                if bounded {
-                    crate::mem::release_free_memory();
+        let fan_out = || -> Vec<Vec<TableWrite>> {
+            if per_topic {
+                let mut results = Vec::with_capacity(topic_count);
+                for topics in staged.summary.topics.chunks(wave) {
+                    results.extend(topic_pool.install(|| {
+                        topics
+                            .par_iter()
+                            .with_max_len(1)
+                            .map(|(topic, _)| {
+                                if bounded && !self.config.reread_per_topic {
+                                    self.handle_topic_streamed(
+                                        &storage,
+                                        topic,
+                                        &staging_table,
+                                        &lineage,
+                                        &written,
+                                        topic_count,
+                                        slice_bytes,
+                                    )
+                                } else {
+                                    self.handle_topic(
+                                        &storage,
+                                        topic,
+                                        topic_input(topic),
+                                        &lineage,
+                                        &written,
+                                        topic_count,
+                                    )
+                                }
+                            })
+                            .collect::<Vec<_>>()
+                    }));
+                    if bounded {
+                        crate::mem::release_free_memory();
+                    }
                 }
+                results
+            } else {
+                self.flatten_then_write(
+                    &storage,
+                    &staged.summary.topics,
+                    &topic_input,
+                    &lineage,
+                    &written,
+                )
             }
-            results
-        } else {
-            self.flatten_then_write(
-                &storage,
-                &staged.summary.topics,
-                &topic_input,
-                &lineage,
-                &written,
-            )
         };
+        // Staged in memory, `_corrupt_records` is written while the topics fan out (one
+        // more table, not a step before them); persisted staging wrote it already.
+        let (corrupt_write, results) = std::thread::scope(|s| {
+            let corrupt = (staged.mode == StagingMode::Memory)
+                .then(|| s.spawn(|| self.write_corrupt(&storage, &staged.corrupt, &lineage)));
+            let results = fan_out();
+            let corrupt =
+                corrupt.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (corrupt.flatten(), results)
+        });
+        writes.extend(corrupt_write);
         writes.extend(results.into_iter().flatten());
         self.failpoint("before_run_control")?;
 
@@ -929,7 +942,11 @@ impl Ingest {
             duplicates: summary.duplicates,
             topics: summary.topics.len(),
             tables,
-            corrupt: staged.corrupt,
+            corrupt: {
+                let mut listed = staged.corrupt;
+                listed.truncate(MAX_LISTED_CORRUPT);
+                listed
+            },
             files: staged.files,
             run_control,
             staging: staged.mode.as_str().to_string(),
@@ -942,7 +959,10 @@ impl Ingest {
     }
 
     /// Stages the batch in memory, in chunks spilled to the staging table, or resumes
-    /// from a complete staging table; writes `_corrupt_records` (pushed to `writes`).
+    /// from a complete staging table. A persisted staging table is complete only once
+    /// `_corrupt_records` is written (pushed to `writes`: a resumed run does not see the
+    /// corrupt lines); staged in memory, the corrupt lines come back whole and are
+    /// written while the topics fan out.
     fn stage_batch(
         &self,
         files: &[discover::SourceFile],
@@ -1038,12 +1058,11 @@ impl Ingest {
         }
         summary.corrupt_lines = corrupt.len() as u64;
         summary.topics = counts.into_iter().collect();
-        writes.extend(self.write_corrupt(storage, &corrupt, lineage));
         if persist {
+            writes.extend(self.write_corrupt(storage, &corrupt, lineage));
             self.runtime
                 .block_on(staging_table.mark_complete(&summary))?;
         }
-        corrupt.truncate(MAX_LISTED_CORRUPT);
         Ok(StagedBatch {
             mode: if persist {
                 StagingMode::Persisted
@@ -1308,7 +1327,9 @@ impl Ingest {
                         let _guard = self.locks.lock(&table);
                         self.runtime
                             .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
-                            .map(|(c, outcomes)| (self.after_write(storage, &table, c), outcomes))
+                            .map(|((c, outcomes), t)| {
+                                (self.after_write(storage, &table, c, t), outcomes)
+                            })
                     };
                     let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                     self.report_progress(Progress::TableWritten {
@@ -1351,16 +1372,22 @@ impl Ingest {
         let _guard = self.locks.lock(table);
         self.runtime
             .block_on(storage.replace_parts(table, parts, &lineage.batch_id, replace))
-            .map(|(c, outcomes)| (self.after_write(storage, table, c), outcomes))
+            .map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
     }
 
     /// [`Self::after_commit`] when the write committed something (every part refused:
     /// nothing was written).
-    fn after_write(&self, storage: &Storage, table: &TableName, c: Committed) -> Committed {
+    fn after_write(
+        &self,
+        storage: &Storage,
+        table: &TableName,
+        c: Committed,
+        written: deltalake::DeltaTable,
+    ) -> Committed {
         if c == Committed::default() {
             return c;
         }
-        let c = self.after_commit(storage, table, c);
+        let c = self.after_commit(storage, table, c, written);
         #[cfg(feature = "failpoints")]
         if self.failpoint_hit("between_tables") && crate::failpoint::kill_action() {
             crate::failpoint::kill_self("between_tables");
@@ -1371,15 +1398,25 @@ impl Ingest {
     /// Called with the table's lock held after a commit: adds missing table properties
     /// and compacts when small files piled up. Failures here are warnings in the log,
     /// never a failed load: the rows are committed.
-    fn after_commit(&self, storage: &Storage, table: &TableName, mut c: Committed) -> Committed {
+    fn after_commit(
+        &self,
+        storage: &Storage,
+        table: &TableName,
+        mut c: Committed,
+        written: deltalake::DeltaTable,
+    ) -> Committed {
         let cfg = &self.config;
         let compact_at = cfg.auto_compact.then_some(cfg.auto_compact_min_files);
-        match self.runtime.block_on(crate::maintenance::after_commit(
+        let started = Instant::now();
+        let outcome = self.runtime.block_on(crate::maintenance::after_commit(
             storage,
             table,
+            written,
             cfg.target_file_size,
             compact_at,
-        )) {
+        ));
+        tracing::debug!(table = %table, us = started.elapsed().as_micros() as u64, "after commit");
+        match outcome {
             Ok(Some(report)) => {
                 tracing::info!(table = %table, before = report.files_before, after = report.files_after, "auto compacted");
                 c.compacted = Some((report.files_before, report.files_after));
@@ -1585,7 +1622,7 @@ impl Ingest {
                     .map_err(|e| Error::arrow(table.as_str(), e))
                     .and_then(|batch| {
                         self.runtime
-                            .block_on(storage.replace(&table, batch, predicate))
+                            .block_on(storage.replace(&table, batch, &lineage.batch_id))
                     })
             }
         };

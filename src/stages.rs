@@ -78,7 +78,7 @@ pub fn commit(
                 evolution: crate::config::Evolution::Add,
             })
             .collect();
-        let (c, _) = ingest
+        let ((c, _), _) = ingest
             .runtime()
             .block_on(storage.replace_parts(table, parts, batch_id, true))?;
         rows += c.rows_added;

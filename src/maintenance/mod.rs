@@ -518,12 +518,13 @@ async fn vacuum(
 pub(crate) async fn after_commit(
     storage: &Storage,
     table: &TableName,
+    written: DeltaTable,
     target: u64,
     compact_at: Option<u64>,
 ) -> Result<Option<OptimizeReport>> {
-    let Some(mut t) = storage.open(table).await? else {
-        return Ok(None);
-    };
+    // The table as the write left it (the lock is held: nobody committed since), so no
+    // second load of its log.
+    let mut t = written;
     let config = t
         .snapshot()
         .map_err(|e| Error::delta(table.as_str(), "read", e))?

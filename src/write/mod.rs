@@ -158,13 +158,13 @@ impl Storage {
         }
     }
 
-    /// Replaces the rows matching `predicate` with `batch` (creating the table when
-    /// needed) in one commit.
+    /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
+    /// one commit; a plain append when no file can hold rows of the batch.
     pub(crate) async fn replace(
         &self,
         table: &TableName,
         batch: RecordBatch,
-        predicate: Expr,
+        batch_id: &str,
     ) -> Result<Committed> {
         let (handle, existing) = self.open_or_new(table).await?;
         let write = match existing {
@@ -175,10 +175,14 @@ impl Storage {
                     .snapshot()
                     .arrow_schema();
                 let batch = conform(table, batch, &schema)?;
-                t.write(vec![batch])
-                    .with_save_mode(SaveMode::Overwrite)
-                    .with_replace_where(predicate)
-                    .with_schema_mode(SchemaMode::Merge)
+                if may_hold_batch(&t, batch_id) {
+                    t.write(vec![batch])
+                        .with_save_mode(SaveMode::Overwrite)
+                        .with_replace_where(batch_predicate(batch_id))
+                } else {
+                    t.write(vec![batch]).with_save_mode(SaveMode::Append)
+                }
+                .with_schema_mode(SchemaMode::Merge)
             }
             // A new table holds no rows to replace: create it with a plain append.
             None => {
@@ -209,7 +213,8 @@ impl Storage {
         parts: Vec<Part>,
         batch_id: &str,
         replace: bool,
-    ) -> Result<(Committed, Vec<PartOutcome>)> {
+    ) -> Result<(Written, DeltaTable)> {
+        let t0 = std::time::Instant::now();
         let (handle, existing) = self.open_or_new(table).await?;
         let mut schema: Option<SchemaRef> = match &existing {
             Some(t) => Some(
@@ -276,16 +281,19 @@ impl Storage {
             outcomes.push(outcome);
         }
         if batches.is_empty() {
-            return Ok((Committed::default(), outcomes));
+            return Ok(((Committed::default(), outcomes), handle));
         }
         let batches = merge_batches(table, &batches)?;
         let write = match existing {
-            Some(t) if replace => t
+            // A table none of whose files can hold this batch (the first load of a batch,
+            // every day): a plain append, no replace-where planning or scan.
+            Some(t) if replace && may_hold_batch(&t, batch_id) => t
                 .write(batches)
                 .with_save_mode(SaveMode::Overwrite)
                 .with_replace_where(batch_topics_predicate(batch_id, &topics))
                 .with_schema_mode(SchemaMode::Merge),
-            // A later slice of a topic whose first slice already replaced its rows.
+            // A later slice of a topic whose first slice already replaced its rows, or a
+            // table without rows of this batch.
             Some(t) => t
                 .write(batches)
                 .with_save_mode(SaveMode::Append)
@@ -298,12 +306,22 @@ impl Storage {
                     .with_configuration(self.table_properties())
             }
         };
+        let t1 = std::time::Instant::now();
         let written = write
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
             .with_writer_properties(writer_properties(self.compression))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-        Ok((committed(table, &written).await?, outcomes))
+        let t2 = std::time::Instant::now();
+        let c = committed(table, &written).await?;
+        tracing::debug!(
+            table = %table,
+            open_and_fit_us = (t1 - t0).as_micros() as u64,
+            write_and_commit_us = (t2 - t1).as_micros() as u64,
+            read_back_us = t2.elapsed().as_micros() as u64,
+            "committed"
+        );
+        Ok(((c, outcomes), written))
     }
 
     /// Appends `batch` (creating the table when needed).
@@ -387,6 +405,38 @@ impl Storage {
         }
         Ok(())
     }
+}
+
+/// What a write committed, and what became of each part.
+pub(crate) type Written = (Committed, Vec<PartOutcome>);
+
+/// Whether some data file of `t` may hold rows of `batch_id`: a file whose `_batch_id`
+/// statistics are missing, or possibly truncated (32 bytes or more), or whose min..max
+/// range holds the id.
+fn may_hold_batch(t: &DeltaTable, batch_id: &str) -> bool {
+    let Ok(snapshot) = t.snapshot() else {
+        return true;
+    };
+    snapshot.log_data().iter().any(|f| {
+        let Some(stats) = f.stats() else {
+            return true;
+        };
+        let Ok(stats) = serde_json::from_str::<serde_json::Value>(&stats) else {
+            return true;
+        };
+        let bound = |which: &str| {
+            stats
+                .get(which)
+                .and_then(|v| v.get("_batch_id"))
+                .and_then(|v| v.as_str())
+                .filter(|v| v.len() < 32)
+                .map(str::to_string)
+        };
+        match (bound("minValues"), bound("maxValues")) {
+            (Some(min), Some(max)) => min.as_str() <= batch_id && batch_id <= max.as_str(),
+            _ => true,
+        }
+    })
 }
 
 /// Reads what the table's latest commit added from its log entry.
