@@ -334,6 +334,41 @@ fn chunk_files(files: &[discover::SourceFile], budget: u64) -> Vec<&[discover::S
     chunks
 }
 
+/// A counting semaphore: at most `n` holders of a [`Slot`] at once.
+struct Slots {
+    free: parking_lot::Mutex<usize>,
+    freed: parking_lot::Condvar,
+}
+
+/// One of [`Slots`], given back on drop.
+struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    fn new(n: usize) -> Self {
+        Slots {
+            free: parking_lot::Mutex::new(n.max(1)),
+            freed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Waits for a free slot.
+    fn take(&self) -> Slot<'_> {
+        let mut free = self.free.lock();
+        while *free == 0 {
+            self.freed.wait(&mut free);
+        }
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock() += 1;
+        self.0.freed.notify_one();
+    }
+}
+
 /// One topic's rows for one table: `(topic, staged messages, rows)`.
 type TopicPart = (String, u64, Vec<RecordBatch>);
 
@@ -1227,6 +1262,10 @@ impl Ingest {
         written: &AtomicUsize,
     ) -> Vec<Vec<TableWrite>> {
         let started = now_micros();
+        // Flattening is CPU work: as many topics at once as parse threads, so that each
+        // topic's staged rows are freed before most others start (the pool's other
+        // threads still overlap commits waiting on storage).
+        let flatten_slots = Slots::new(self.parse_pool.current_num_threads());
         let mut shared_topic_tables: BTreeMap<TableName, usize> = BTreeMap::new();
         for (topic, _) in topics {
             *shared_topic_tables
@@ -1239,8 +1278,11 @@ impl Ingest {
                     .par_iter()
                     .with_max_len(1)
                     .map(|(topic, rows_in)| {
-                        let plan = topic_input(topic)
-                            .and_then(|batches| self.flatten_slices(topic, &batches, lineage));
+                        let plan = {
+                            let _slot = flatten_slots.take();
+                            topic_input(topic)
+                                .and_then(|batches| self.flatten_slices(topic, &batches, lineage))
+                        };
                         let own = TableName::for_topic(topic);
                         let mut early = Vec::new();
                         let plan = plan.map(|mut plan| {
