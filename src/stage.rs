@@ -173,8 +173,15 @@ pub fn stage_with_progress(
         })
         .collect();
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;
+    let parsed = std::time::Instant::now();
     let by_id = envelope.id_field.is_some() && envelope.dedup_fields.is_none();
-    Ok(assemble(files, staged, by_id, seen))
+    let staging = assemble(files, staged, by_id, seen);
+    tracing::debug!(
+        files = files.len(),
+        assemble_ms = parsed.elapsed().as_millis() as u64,
+        "assembled"
+    );
+    Ok(staging)
 }
 
 /// Stages one file's bytes (pure; used by tests and benches).
@@ -648,7 +655,7 @@ fn assemble_group(
         stats.push(fs);
     }
     let schema = staging_schema();
-    let staged = &staged;
+    let files_staged = &staged;
     let built: Vec<(String, RecordBatch)> = topics
         .into_par_iter()
         .with_max_len(1)
@@ -662,7 +669,7 @@ fn assemble_group(
             let mut payload = StringBuilder::with_capacity(n, t.payload_bytes);
             for &(fi, mi) in &t.rows {
                 let source = &files[fi as usize];
-                let m = &staged[fi as usize].messages[mi as usize];
+                let m = &files_staged[fi as usize].messages[mi as usize];
                 topic.append_value(t.topic);
                 match &m.id {
                     Some(v) => id.append_value(v),
@@ -691,6 +698,8 @@ fn assemble_group(
             (t.topic.to_string(), batch)
         })
         .collect();
+    // Millions of small strings: freed on the pool's threads, not one by one here.
+    staged.into_par_iter().with_min_len(64).for_each(drop);
     Staging {
         topics: built.into_iter().collect(),
         corrupt,
