@@ -32,7 +32,7 @@ measure() {
     if [ -n "$base" ]; then cp -r "$base" "$lake"; fi
     sync
     /usr/bin/time -f "%e %M" -o "$OUT/$label.time" "$BIN" ingest --catalog "$lake" "$@" > "$OUT/$label.report" 2>/dev/null || true
-    read -r wall rss < "$OUT/$label.time"
+    read -r wall rss < <(tail -1 "$OUT/$label.time")
     if [ -z "$best" ] || awk "BEGIN {exit !($wall < $best)}"; then best=$wall best_rss=$rss; fi
   done
   local mbs; mbs=$(awk "BEGIN {printf \"%.0f\", $bytes / 1e6 / $best}")
