@@ -600,3 +600,45 @@ fn more_than_1000_topics_in_one_batch() {
     assert_eq!(lake.tables().len(), TOPICS);
     assert_accounted(&lake, &report);
 }
+
+/// A table gets a plain append when no file's `_batch_id` statistics can hold the batch,
+/// else a replace-where. Long ids (whose statistics other writers truncate) and an id
+/// that sorts inside a compacted file's range must still be replaced on a rerun.
+#[test]
+fn reruns_replace_whatever_the_batch_id_and_file_statistics() {
+    let (_l, dir) = landing_with(&[("f.jsonl", &[ok("i1"), ok("i2")].join("\n"))]);
+    let lake = TempLake::new();
+    let run = |id: &str| {
+        let r = lake
+            .ingest()
+            .with_batch_id(id)
+            .build()
+            .unwrap()
+            .run(&dir)
+            .unwrap();
+        assert_eq!(r.exit_code(), 0, "{id}: {}", r.to_text());
+        assert_accounted(&lake, &r);
+    };
+    let long: Vec<String> = [31, 32, 64, 128].iter().map(|n| "L".repeat(*n)).collect();
+    let ids: Vec<&str> = ["b", "d"]
+        .into_iter()
+        .chain(long.iter().map(String::as_str))
+        .collect();
+    for id in &ids {
+        run(id);
+        run(id);
+    }
+    // One file spanning `L…`..`d` after a compaction: `c` is new, inside its range.
+    let ingest = lake.ingest().build().unwrap();
+    ingest.maintenance().optimize("a", None, &[]).unwrap();
+    run("c");
+    run("c");
+    for id in ids.iter().chain(&["c"]) {
+        assert_eq!(
+            lake.count(&format!("SELECT count(*) FROM a WHERE _batch_id = '{id}'")),
+            2,
+            "{id}"
+        );
+    }
+    assert_readable_without_duplicates(&lake, "after reruns");
+}
