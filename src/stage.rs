@@ -532,62 +532,6 @@ impl IdSet {
 /// buffer regrowth, no copy of a half-built column).
 pub(crate) fn assemble(
     files: &[SourceFile],
-    staged: Vec<StagedFile>,
-    dedup: bool,
-    seen: &mut IdSet,
-) -> Staging {
-    // Files are assembled a group at a time and each group's parsed messages are freed
-    // once its rows are in Arrow: the batch is never held twice (messages and columns)
-    // at once. The groups' batches are then joined per topic, in parallel.
-    let mut out = Staging {
-        topics: BTreeMap::new(),
-        corrupt: Vec::new(),
-        files: Vec::with_capacity(files.len()),
-        duplicates: 0,
-    };
-    let mut pieces: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
-    let mut staged = staged.into_iter();
-    for group in files.chunks(ASSEMBLE_GROUP_FILES) {
-        let part = assemble_group(
-            group,
-            staged.by_ref().take(group.len()).collect(),
-            dedup,
-            seen,
-        );
-        out.corrupt.extend(part.corrupt);
-        out.files.extend(part.files);
-        out.duplicates += part.duplicates;
-        for (topic, batch) in part.topics {
-            pieces.entry(topic).or_default().push(batch);
-        }
-    }
-    let joined: Vec<(String, RecordBatch)> = pieces
-        .into_iter()
-        .collect::<Vec<_>>()
-        .into_par_iter()
-        .with_max_len(1)
-        .map(|(topic, mut batches)| {
-            let batch = if batches.len() == 1 {
-                batches.pop().expect("one batch")
-            } else {
-                // Same schema, built right above.
-                arrow::compute::concat_batches(&staging_schema(), &batches)
-                    .expect("staging batches share the staging schema")
-            };
-            (topic, batch)
-        })
-        .collect();
-    out.topics = joined.into_iter().collect();
-    out
-}
-
-/// Files whose parsed messages are turned into Arrow at once (about 40 MB of a
-/// historical batch's ~815-byte lines).
-const ASSEMBLE_GROUP_FILES: usize = 1024;
-
-/// [`assemble`] for one group of files.
-fn assemble_group(
-    files: &[SourceFile],
     mut staged: Vec<StagedFile>,
     dedup: bool,
     seen: &mut IdSet,
