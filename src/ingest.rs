@@ -1289,19 +1289,14 @@ impl Ingest {
                             if shared_topic_tables.get(&own) == Some(&1)
                                 && let Some(batches) = plan.remove(&own)
                             {
-                                let started_micros = now_micros();
-                                let meta = vec![(topic.clone(), *rows_in, rows_of(&batches))];
-                                let result =
-                                    self.write_topic(storage, &own, topic, batches, lineage, true);
-                                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
-                                self.report_progress(Progress::TableWritten {
-                                    table: own.to_string(),
-                                    topic: topic.clone(),
-                                    done,
-                                    topics: topics.len(),
-                                });
-                                early =
-                                    part_writes(&own, meta, result, started_micros, now_micros());
+                                early = self.write_topic_table(
+                                    storage,
+                                    &own,
+                                    topic,
+                                    (*rows_in, batches),
+                                    lineage,
+                                    (written, topics.len()),
+                                );
                             }
                             plan
                         });
@@ -1501,19 +1496,41 @@ impl Ingest {
         };
         plan.into_iter()
             .flat_map(|(table, batches)| {
-                let started_micros = now_micros();
-                let meta = vec![(topic.to_string(), rows_in, rows_of(&batches))];
-                let result = self.write_topic(storage, &table, topic, batches, lineage, true);
-                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
-                self.report_progress(Progress::TableWritten {
-                    table: table.to_string(),
-                    topic: topic.to_string(),
-                    done,
-                    topics,
-                });
-                part_writes(&table, meta, result, started_micros, now_micros())
+                self.write_topic_table(
+                    storage,
+                    &table,
+                    topic,
+                    (rows_in, batches),
+                    lineage,
+                    (written, topics),
+                )
             })
             .collect()
+    }
+
+    /// Replaces one topic's rows of `table` (`rows` = staged messages in, flattened
+    /// batches), reports progress (`progress` = writes done so far, total) and returns
+    /// the write for run control.
+    fn write_topic_table(
+        &self,
+        storage: &Storage,
+        table: &TableName,
+        topic: &str,
+        (rows_in, batches): (u64, Vec<RecordBatch>),
+        lineage: &Lineage,
+        (written, topics): (&AtomicUsize, usize),
+    ) -> Vec<TableWrite> {
+        let started_micros = now_micros();
+        let meta = vec![(topic.to_string(), rows_in, rows_of(&batches))];
+        let result = self.write_topic(storage, table, topic, batches, lineage, true);
+        let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+        self.report_progress(Progress::TableWritten {
+            table: table.to_string(),
+            topic: topic.to_string(),
+            done,
+            topics,
+        });
+        part_writes(table, meta, result, started_micros, now_micros())
     }
 
     /// [`Self::handle_topic`] for an over-budget batch: the topic is read from the staging
