@@ -108,7 +108,7 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
         let rows = plan.tables.get(&own).map_or(0, RecordBatch::num_rows);
         assert_eq!(
             rows,
-            batch.num_rows(),
+            batch.iter().map(RecordBatch::num_rows).sum::<usize>(),
             "topic {topic:?}: one row per message"
         );
         for (table, b) in plan.tables {

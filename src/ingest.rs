@@ -289,7 +289,7 @@ struct StagedBatch {
     mode: StagingMode,
     summary: StagingSummary,
     /// Topic → staged rows, when staged in memory.
-    memory: Option<BTreeMap<String, RecordBatch>>,
+    memory: Option<BTreeMap<String, Vec<RecordBatch>>>,
     files: Vec<crate::stage::FileStats>,
     corrupt: Vec<CorruptLine>,
 }
@@ -374,6 +374,11 @@ type TopicPart = (String, u64, Vec<RecordBatch>);
 
 /// A topic's flattened rows: table → batches (one per staged slice).
 type SlicedPlan = BTreeMap<TableName, Vec<RecordBatch>>;
+
+/// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
+/// group of files, flattened together; read back from the staging table it comes in
+/// slices of a few thousand rows, flattened a few at a time.
+const FLATTEN_ROWS: usize = 16_384;
 
 fn rows_of(batches: &[RecordBatch]) -> u64 {
     batches.iter().map(|b| b.num_rows() as u64).sum()
@@ -721,24 +726,20 @@ impl Ingest {
         let topic_count = staged.summary.topics.len();
         let in_memory = staged.memory.is_some();
         let memory = staged.memory.take().map(parking_lot::Mutex::new);
-        // A topic's staged rows: one batch when staged in memory, DataFusion's batches
+        // A topic's staged rows: one batch per file group when staged in memory, DataFusion's batches
         // (slices of a few thousand rows) when read back from the staging table.
         let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
             if self.config.reread_per_topic {
                 // The seed's baseline: every topic re-reads and re-parses the batch.
-                return self.reread_topic(&found.files, topic).map(|b| vec![b]);
+                return self.reread_topic(&found.files, topic);
             }
             // Each topic's staged rows are taken out once, so they are freed as soon as
             // the topic is flattened.
             match &memory {
-                Some(m) => m
-                    .lock()
-                    .remove(topic)
-                    .map(|b| vec![b])
-                    .ok_or_else(|| Error::Config {
-                        name: "staging",
-                        reason: format!("topic {topic:?} missing from staging"),
-                    }),
+                Some(m) => m.lock().remove(topic).ok_or_else(|| Error::Config {
+                    name: "staging",
+                    reason: format!("topic {topic:?} missing from staging"),
+                }),
                 None => self.runtime.block_on(staging_table.read_topic(topic)),
             }
         };
@@ -1077,13 +1078,20 @@ impl Ingest {
             summary.lines += staging.lines();
             summary.duplicates += staging.duplicates;
             for (topic, batch) in &staging.topics {
-                *counts.entry(topic.clone()).or_default() += batch.num_rows() as u64;
+                *counts.entry(topic.clone()).or_default() +=
+                    batch.iter().map(|b| b.num_rows() as u64).sum::<u64>();
             }
             corrupt.extend(staging.corrupt);
             file_stats.extend(staging.files);
             if persist {
-                self.runtime
-                    .block_on(staging_table.append(staging.topics.iter()))?;
+                self.runtime.block_on(
+                    staging_table.append(
+                        staging
+                            .topics
+                            .iter()
+                            .flat_map(|(t, batches)| batches.iter().map(move |b| (t, b))),
+                    ),
+                )?;
                 drop(staging.topics);
                 crate::mem::release_free_memory();
                 self.failpoint("after_staging_chunk")?;
@@ -1139,7 +1147,11 @@ impl Ingest {
 
     /// Re-stages the whole batch and keeps one topic (the baseline the benches compare
     /// staging-once against; never used otherwise).
-    fn reread_topic(&self, files: &[discover::SourceFile], topic: &str) -> Result<RecordBatch> {
+    fn reread_topic(
+        &self,
+        files: &[discover::SourceFile],
+        topic: &str,
+    ) -> Result<Vec<RecordBatch>> {
         // Same concurrent fetch as the staged path, so the comparison is only about
         // reading once vs once per topic.
         let prefetched = self.prefetch(files)?;
@@ -1220,8 +1232,9 @@ impl Ingest {
         Ok(())
     }
 
-    /// Flattens a topic's staged batches one at a time (so only one slice's values are
-    /// in flight), collecting each table's batches.
+    /// Flattens a topic's staged batches a run of consecutive batches at a time, up to
+    /// [`FLATTEN_ROWS`] rows per run (so only one run's values are in flight), collecting
+    /// each table's batches.
     fn flatten_slices(
         &self,
         topic: &str,
@@ -1229,8 +1242,21 @@ impl Ingest {
         lineage: &Lineage,
     ) -> Result<SlicedPlan> {
         let mut out: SlicedPlan = BTreeMap::new();
-        for b in batches {
-            for (table, batch) in flatten::flatten(topic, b, lineage, &self.config.flatten)?.tables
+        let mut rest = batches;
+        while !rest.is_empty() {
+            let mut rows = 0;
+            let run = rest
+                .iter()
+                .take_while(|b| {
+                    let first = rows == 0;
+                    rows += b.num_rows();
+                    first || rows <= FLATTEN_ROWS
+                })
+                .count();
+            let (now, later) = rest.split_at(run);
+            rest = later;
+            for (table, batch) in
+                flatten::flatten(topic, now, lineage, &self.config.flatten)?.tables
             {
                 out.entry(table).or_default().push(batch);
             }

@@ -38,22 +38,35 @@ pub struct CorruptLine {
     pub reason: String,
 }
 
-/// One message: envelope fields decoded, payload and metadata as exact JSON text.
+/// Where a piece of a message's text is: a byte range of its file's text, or of the
+/// file's side buffer (text staging composed: metadata objects, decoded ids, dedup keys).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    start: usize,
+    end: usize,
+    side: bool,
+}
+
+/// One message: envelope fields located, payload and metadata as exact JSON text.
+///
+/// Spans into its [`StagedFile`] instead of owned strings: staging a batch allocates per
+/// file, not per message (the per-message strings and their frees were a fifth of the
+/// historical batch's profile, BENCHMARKS.md). Read them with [`StagedFile::text`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Message {
-    /// The topic, as sent.
-    pub topic: String,
+    /// The topic, as an index into [`StagedFile::topics`].
+    pub topic: u32,
     /// The message id (`None` when no id field is configured).
-    pub id: Option<String>,
+    pub id: Option<Span>,
     /// 1-based line number in its file.
     pub line: u64,
     /// JSON object text of the other envelope fields, if the line had a payload field.
-    pub meta: Option<String>,
+    pub meta: Option<Span>,
     /// JSON text of the payload.
-    pub payload: String,
+    pub payload: Span,
     /// The dedup key from [`EnvelopeConfig::dedup_fields`] (their raw values), when
     /// configured and every field is present.
-    pub dedup_key: Option<String>,
+    pub dedup_key: Option<Span>,
 }
 
 /// What staging one file gave.
@@ -69,6 +82,33 @@ pub struct StagedFile {
     pub blank_lines: u64,
     /// Bytes read (after decompression).
     pub bytes: u64,
+    /// Distinct topics of the file's messages, in order of first appearance.
+    pub topics: Vec<String>,
+    /// The file's text (decompressed), which most spans point into.
+    text: Vec<u8>,
+    /// Text staging composed for the file's messages.
+    side: Vec<u8>,
+}
+
+impl StagedFile {
+    /// The text of a span of this file's messages.
+    ///
+    /// Every span is cut at JSON structural characters of a line that passed UTF-8
+    /// validation, so this borrows and never replaces a character.
+    pub fn text(&self, span: Span) -> std::borrow::Cow<'_, str> {
+        let buf = if span.side { &self.side } else { &self.text };
+        let bytes = &buf[span.start..span.end];
+        // `from_utf8` first: `from_utf8_lossy` walks chunk by chunk, several times slower.
+        match std::str::from_utf8(bytes) {
+            Ok(s) => std::borrow::Cow::Borrowed(s),
+            Err(_) => String::from_utf8_lossy(bytes),
+        }
+    }
+
+    /// The topic of a message of this file.
+    pub fn topic(&self, m: &Message) -> &str {
+        &self.topics[m.topic as usize]
+    }
 }
 
 /// Per-file counts, in file order.
@@ -91,8 +131,9 @@ pub struct FileStats {
 /// The staging table: the batch parsed once, grouped by topic.
 #[derive(Debug)]
 pub struct Staging {
-    /// One record batch per topic (schema [`staging_schema`]), rows in (file, line) order.
-    pub topics: BTreeMap<String, RecordBatch>,
+    /// Each topic's record batches (schema [`staging_schema`]), rows in (file, line)
+    /// order across the batches: one batch per group of files staged together.
+    pub topics: BTreeMap<String, Vec<RecordBatch>>,
     /// Corrupt lines in (file, line) order.
     pub corrupt: Vec<CorruptLine>,
     /// Per-file counts.
@@ -108,7 +149,11 @@ impl Staging {
     }
     /// Messages staged.
     pub fn messages(&self) -> u64 {
-        self.topics.values().map(|b| b.num_rows() as u64).sum()
+        self.topics
+            .values()
+            .flatten()
+            .map(|b| b.num_rows() as u64)
+            .sum()
     }
 }
 
@@ -128,6 +173,8 @@ pub fn staging_schema() -> SchemaRef {
 struct Scratch {
     input: Vec<u8>,
     buffers: simd_json::Buffers,
+    /// The current file's topics → index in [`StagedFile::topics`].
+    topic_index: HashMap<String, u32>,
 }
 
 impl Scratch {
@@ -135,6 +182,7 @@ impl Scratch {
         Scratch {
             input: Vec::new(),
             buffers: simd_json::Buffers::default(),
+            topic_index: HashMap::new(),
         }
     }
 }
@@ -167,7 +215,7 @@ pub fn stage_with_progress(
         .par_iter()
         .map_init(Scratch::new, |scratch, file| {
             let bytes = reader(file)?;
-            let staged = stage_bytes(&bytes, &file.name, envelope, scratch);
+            let staged = stage_bytes(bytes, &file.name, envelope, scratch);
             on_file();
             Ok(staged)
         })
@@ -186,11 +234,11 @@ pub fn stage_with_progress(
 
 /// Stages one file's bytes (pure; used by tests and benches).
 pub fn stage_file_bytes(bytes: &[u8], source_file: &str, envelope: &EnvelopeConfig) -> StagedFile {
-    stage_bytes(bytes, source_file, envelope, &mut Scratch::new())
+    stage_bytes(bytes.to_vec(), source_file, envelope, &mut Scratch::new())
 }
 
 fn stage_bytes(
-    bytes: &[u8],
+    bytes: Vec<u8>,
     source_file: &str,
     envelope: &EnvelopeConfig,
     scratch: &mut Scratch,
@@ -199,13 +247,19 @@ fn stage_bytes(
         bytes: bytes.len() as u64,
         ..Default::default()
     };
-    for line in read::lines(bytes) {
+    scratch.topic_index.clear();
+    for line in read::lines(&bytes) {
         if line.is_blank() {
             out.blank_lines += 1;
             continue;
         }
         out.lines += 1;
-        match parse_line(&line, envelope, scratch) {
+        let mut into = Sink {
+            base: &bytes,
+            side: &mut out.side,
+            topics: &mut out.topics,
+        };
+        match parse_line(&line, envelope, scratch, &mut into) {
             Ok(m) => out.messages.push(m),
             Err(reason) => out.corrupt.push(CorruptLine {
                 source_file: source_file.to_string(),
@@ -215,7 +269,41 @@ fn stage_bytes(
             }),
         }
     }
+    out.text = bytes;
     out
+}
+
+/// Where [`parse_line`] records a message's text: spans of `base` (the file's text), or
+/// of `side` for text it composes; topics are interned in `topics`.
+struct Sink<'b> {
+    base: &'b [u8],
+    side: &'b mut Vec<u8>,
+    topics: &'b mut Vec<String>,
+}
+
+impl Sink<'_> {
+    /// `part` is a sub-slice of `base`.
+    fn span(&self, part: &[u8]) -> Span {
+        let start = part.as_ptr() as usize - self.base.as_ptr() as usize;
+        Span {
+            start,
+            end: start + part.len(),
+            side: false,
+        }
+    }
+
+    /// Appends `parts` to the side buffer as one text.
+    fn compose<'p>(&mut self, parts: impl IntoIterator<Item = &'p [u8]>) -> Span {
+        let start = self.side.len();
+        for p in parts {
+            self.side.extend_from_slice(p);
+        }
+        Span {
+            start,
+            end: self.side.len(),
+            side: true,
+        }
+    }
 }
 
 /// Parses one line into a message, or says why it is corrupt.
@@ -223,12 +311,13 @@ fn parse_line(
     line: &Line<'_>,
     env: &EnvelopeConfig,
     scratch: &mut Scratch,
+    into: &mut Sink<'_>,
 ) -> Result<Message, String> {
     let text = line.text;
     scratch.input.clear();
     scratch.input.extend_from_slice(text);
-    // One validating parse of the whole line; the tape is dropped at once, the spans
-    // below are read from the original (unmodified) bytes.
+    // One validating parse of the whole line (UTF-8 included); the tape is dropped at
+    // once, the spans below are read from the original (unmodified) bytes.
     if let Err(e) = simd_json::to_tape_with_buffers(&mut scratch.input, &mut scratch.buffers) {
         // simd-json refuses numbers an f64 cannot hold (`1e400`); the strict reader
         // accepts them (their literal text is kept) and refuses what is really not JSON.
@@ -275,22 +364,20 @@ fn parse_line(
         }
     }
     let topic_field = &env.topic_field;
-    let topic = match topic {
-        None => return Err(format!("missing topic field `{topic_field}`")),
-        Some(v) => match decode_string(v) {
-            Some(t) if !t.is_empty() => t,
-            _ => {
-                return Err(format!(
-                    "topic field `{topic_field}` is not a non-empty string"
-                ));
-            }
-        },
+    let topic = match topic.filter(|v| v.first() == Some(&b'"')).map(decode_key) {
+        None if topic.is_none() => return Err(format!("missing topic field `{topic_field}`")),
+        Some(Some(t)) if !t.is_empty() => t,
+        _ => {
+            return Err(format!(
+                "topic field `{topic_field}` is not a non-empty string"
+            ));
+        }
     };
     let id = match &env.id_field {
         None => None,
         Some(id_field) => match id {
             None => return Err(format!("missing id field `{id_field}`")),
-            Some(v) => match decode_id(v) {
+            Some(v) => match id_span(v, into) {
                 Some(id) => Some(id),
                 None => {
                     return Err(format!(
@@ -300,53 +387,60 @@ fn parse_line(
             },
         },
     };
-    let object_text = |fields: &[(&[u8], &[u8])]| {
-        let mut s = Vec::with_capacity(
-            fields
-                .iter()
-                .map(|(k, v)| k.len() + v.len() + 2)
-                .sum::<usize>()
-                + 2,
-        );
-        s.push(b'{');
+    let topic = match scratch.topic_index.get(topic.as_ref()) {
+        Some(&t) => t,
+        None => {
+            let t = into.topics.len() as u32;
+            into.topics.push(topic.to_string());
+            scratch.topic_index.insert(topic.into_owned(), t);
+            t
+        }
+    };
+    let mut object_text = |fields: &[(&[u8], &[u8])]| {
+        let mut parts: Vec<&[u8]> = Vec::with_capacity(fields.len() * 4 + 2);
+        parts.push(b"{");
         for (i, (k, v)) in fields.iter().enumerate() {
             if i > 0 {
-                s.push(b',');
+                parts.push(b",");
             }
-            s.extend_from_slice(k);
-            s.push(b':');
-            s.extend_from_slice(v);
+            parts.extend([*k, b":", *v]);
         }
-        s.push(b'}');
-        s
+        parts.push(b"}");
+        into.compose(parts)
     };
     let (meta, payload) = match payload {
         Some(p) => {
             let meta = (!others.is_empty()).then(|| object_text(&others));
-            (meta, p.to_vec())
+            (meta, into.span(p))
         }
         None => (None, object_text(&others)),
     };
-    // The line passed simd-json's UTF-8 validation, so every sub-slice of it cut at
-    // structural characters is valid UTF-8 too; the lossy path never allocates here.
-    let to_string = |v: Vec<u8>| String::from_utf8(v).map_err(|_| "invalid UTF-8".to_string());
     // Raw JSON values joined by a byte JSON text cannot hold outside strings.
     let dedup_key = if dedup_parts.is_empty() {
         None
     } else {
         dedup_parts
             .iter()
-            .map(|p| p.map(|v| String::from_utf8_lossy(v)))
+            .copied()
             .collect::<Option<Vec<_>>>()
-            .map(|parts| parts.join("\u{1}"))
+            .map(|parts| {
+                let mut joined = Vec::with_capacity(parts.len() * 2);
+                for (i, p) in parts.into_iter().enumerate() {
+                    if i > 0 {
+                        joined.push(&b"\x01"[..]);
+                    }
+                    joined.push(p);
+                }
+                into.compose(joined)
+            })
     };
     Ok(Message {
         dedup_key,
         topic,
         id,
         line: line.number,
-        meta: meta.map(to_string).transpose()?,
-        payload: to_string(payload)?,
+        meta,
+        payload,
     })
 }
 
@@ -463,20 +557,23 @@ fn decode_key(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
     }
 }
 
-/// Decodes a value span that must be a JSON string.
-fn decode_string(raw: &[u8]) -> Option<String> {
-    if raw.first() != Some(&b'"') {
-        return None;
-    }
-    decode_key(raw).map(|s| s.into_owned())
-}
-
-/// An id is a non-empty string or an integer (kept as its literal text).
-fn decode_id(raw: &[u8]) -> Option<String> {
+/// An id is a non-empty string or an integer (kept as its literal text): the span of its
+/// text, decoded into the side buffer when it has escapes.
+fn id_span(raw: &[u8], into: &mut Sink<'_>) -> Option<Span> {
     match raw.first()? {
-        b'"' => decode_string(raw).filter(|s| !s.is_empty()),
+        b'"' => {
+            let inner = raw.get(1..raw.len().checked_sub(1)?)?;
+            if inner.is_empty() {
+                return None;
+            }
+            if !inner.contains(&b'\\') {
+                return Some(into.span(inner));
+            }
+            let decoded = serde_json::from_slice::<String>(raw).ok()?;
+            Some(into.compose([decoded.as_bytes()])).filter(|_| !decoded.is_empty())
+        }
         b'-' | b'0'..=b'9' if raw.iter().all(|c| c.is_ascii_digit() || *c == b'-') => {
-            std::str::from_utf8(raw).ok().map(str::to_string)
+            Some(into.span(raw))
         }
         _ => None,
     }
@@ -525,27 +622,19 @@ impl IdSet {
     }
 }
 
-/// Dedups across files (file order, then line) and builds one record batch per topic.
+/// Dedups across files (file order, then line) and builds each topic's record batches.
 ///
-/// Dedup is one pass over the messages in order (first wins); the topics' batches are
-/// then built in parallel on the current rayon pool, each sized exactly up front (no
-/// buffer regrowth, no copy of a half-built column).
+/// Dedup is one pass over the messages in order (first wins). The files are then cut
+/// into groups of consecutive files, and each group is built on the current rayon pool
+/// into one batch per topic (columns sized exactly up front, copied from spans of the
+/// file's text while it is hot in cache); a group's files are freed as soon as it is
+/// built, so the batch's text and its Arrow copy are never both whole in memory.
 pub(crate) fn assemble(
     files: &[SourceFile],
     mut staged: Vec<StagedFile>,
     dedup: bool,
     seen: &mut IdSet,
 ) -> Staging {
-    /// One topic's messages, as `(file, message)` indices, and the bytes they need.
-    #[derive(Default)]
-    struct TopicRows<'s> {
-        topic: &'s str,
-        rows: Vec<(u32, u32)>,
-        id_bytes: usize,
-        file_bytes: usize,
-        meta_bytes: usize,
-        payload_bytes: usize,
-    }
     let corrupt_per_file: Vec<u64> = staged.iter().map(|f| f.corrupt.len() as u64).collect();
     let corrupt: Vec<CorruptLine> = staged
         .iter_mut()
@@ -553,116 +642,208 @@ pub(crate) fn assemble(
         .collect();
     let mut stats = Vec::with_capacity(files.len());
     let mut duplicates = 0;
-    let mut topics: Vec<TopicRows<'_>> = Vec::new();
-    let mut topic_index: HashMap<&str, usize> = HashMap::new();
-    for (fi, (file, staged)) in files.iter().zip(&staged).enumerate() {
+    for (fi, (file, sf)) in files.iter().zip(&mut staged).enumerate() {
         let mut fs = FileStats {
             file: file.name.clone(),
-            bytes: staged.bytes,
-            lines: staged.lines,
+            bytes: sf.bytes,
+            lines: sf.lines,
             messages: 0,
             corrupt: corrupt_per_file[fi],
             duplicates: 0,
         };
-        for (mi, m) in staged.messages.iter().enumerate() {
-            if let Some(key) = &m.dedup_key
-                && !seen.insert(key)
-            {
-                fs.duplicates += 1;
-                continue;
-            }
-            if dedup
-                && m.dedup_key.is_none()
-                && let Some(id) = &m.id
-                && !seen.insert(id)
-            {
-                fs.duplicates += 1;
-                continue;
-            }
-            fs.messages += 1;
-            let t = *topic_index.entry(m.topic.as_str()).or_insert_with(|| {
-                topics.push(TopicRows {
-                    topic: m.topic.as_str(),
-                    ..Default::default()
-                });
-                topics.len() - 1
-            });
-            let t = &mut topics[t];
-            t.rows.push((fi as u32, mi as u32));
-            // A generated id is 32 hex characters.
-            t.id_bytes += m.id.as_ref().map_or(32, String::len);
-            t.file_bytes += file.name.len();
-            t.meta_bytes += m.meta.as_ref().map_or(0, String::len);
-            t.payload_bytes += m.payload.len();
-        }
+        let messages = std::mem::take(&mut sf.messages);
+        let sf_ref = &*sf;
+        let kept: Vec<Message> = messages
+            .into_iter()
+            .filter(|m| {
+                let fresh = match (m.dedup_key, m.id) {
+                    (Some(key), _) => seen.insert(&sf_ref.text(key)),
+                    (None, Some(id)) if dedup => seen.insert(&sf_ref.text(id)),
+                    _ => true,
+                };
+                if !fresh {
+                    fs.duplicates += 1;
+                }
+                fresh
+            })
+            .collect();
+        sf.messages = kept;
+        fs.messages = sf.messages.len() as u64;
         duplicates += fs.duplicates;
         stats.push(fs);
     }
+    // Groups of about an eighth of a thread's share: enough groups to keep every thread
+    // busy, few enough that topics get a handful of batches, not one per file.
+    let total: u64 = staged.iter().map(|f| f.bytes).sum();
+    let threads = rayon::current_num_threads().max(1) as u64;
+    let group_bytes = (total / (threads * 8)).clamp(1 << 20, 64 << 20);
+    let mut groups: Vec<Vec<(usize, StagedFile)>> = Vec::new();
+    let mut in_group = u64::MAX;
+    for (fi, sf) in staged.into_iter().enumerate() {
+        if in_group >= group_bytes {
+            groups.push(Vec::new());
+            in_group = 0;
+        }
+        in_group += sf.bytes.max(1);
+        if let Some(g) = groups.last_mut() {
+            g.push((fi, sf));
+        }
+    }
     let schema = staging_schema();
-    let files_staged = &staged;
-    let built: Vec<(String, RecordBatch)> = topics
+    let built: Vec<Vec<(String, RecordBatch)>> = groups
         .into_par_iter()
         .with_max_len(1)
-        .map(|t| {
-            let n = t.rows.len();
-            let mut topic = StringBuilder::with_capacity(n, n * t.topic.len());
-            let mut id = StringBuilder::with_capacity(n, t.id_bytes);
-            let mut file = StringBuilder::with_capacity(n, t.file_bytes);
-            let mut line = Int64Builder::with_capacity(n);
-            let mut meta = StringBuilder::with_capacity(n, t.meta_bytes);
-            let mut payload = StringBuilder::with_capacity(n, t.payload_bytes);
-            for &(fi, mi) in &t.rows {
-                let source = &files[fi as usize];
-                let m = &files_staged[fi as usize].messages[mi as usize];
-                topic.append_value(t.topic);
-                match &m.id {
-                    Some(v) => id.append_value(v),
-                    None => id.append_value(crate::naming::stable_id(&[
-                        source.name.as_bytes(),
-                        &m.line.to_le_bytes(),
-                    ])),
-                }
-                file.append_value(&source.name);
-                line.append_value(m.line as i64);
-                meta.append_option(m.meta.as_deref());
-                payload.append_value(&m.payload);
-            }
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(topic.finish()),
-                Arc::new(id.finish()),
-                Arc::new(file.finish()),
-                Arc::new(line.finish()),
-                Arc::new(meta.finish()),
-                Arc::new(payload.finish()),
-            ];
-            // The columns are built right above with the schema's types and equal lengths.
-            let batch = RecordBatch::try_new(schema.clone(), columns)
-                .map_err(|e| Error::arrow("_staging", e))
-                .expect("staging columns match the staging schema");
-            (t.topic.to_string(), batch)
-        })
+        .map(|group| build_group(files, group, &schema))
         .collect();
-    // Millions of small strings: freed on the pool's threads, not one by one here.
-    staged.into_par_iter().with_min_len(64).for_each(drop);
+    let mut topics: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
+    for (topic, batch) in built.into_iter().flatten() {
+        topics.entry(topic).or_default().push(batch);
+    }
     Staging {
-        topics: built.into_iter().collect(),
+        topics,
         corrupt,
         files: stats,
         duplicates,
     }
 }
 
+/// One batch per topic of a group of consecutive files (their kept messages, in order);
+/// the files are dropped here, on the pool thread.
+fn build_group(
+    files: &[SourceFile],
+    group: Vec<(usize, StagedFile)>,
+    schema: &SchemaRef,
+) -> Vec<(String, RecordBatch)> {
+    /// One topic's rows in the group and the bytes its columns need.
+    #[derive(Default)]
+    struct Sizes {
+        rows: usize,
+        id_bytes: usize,
+        file_bytes: usize,
+        meta_bytes: usize,
+        payload_bytes: usize,
+    }
+    let span_len = |s: Span| s.end - s.start;
+    // File-local topic indices → the group's.
+    let mut names: Vec<&str> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    let mut local: Vec<Vec<usize>> = Vec::with_capacity(group.len());
+    for (_, sf) in &group {
+        let mut map = Vec::with_capacity(sf.topics.len());
+        for t in &sf.topics {
+            let i = *index.entry(t.as_str()).or_insert_with(|| {
+                names.push(t.as_str());
+                names.len() - 1
+            });
+            map.push(i);
+        }
+        local.push(map);
+    }
+    let mut sizes: Vec<Sizes> = names.iter().map(|_| Sizes::default()).collect();
+    for ((fi, sf), map) in group.iter().zip(&local) {
+        let name_len = files[*fi].name.len();
+        for m in &sf.messages {
+            let s = &mut sizes[map[m.topic as usize]];
+            s.rows += 1;
+            // A generated id is 32 hex characters.
+            s.id_bytes += m.id.map_or(32, span_len);
+            s.file_bytes += name_len;
+            s.meta_bytes += m.meta.map_or(0, span_len);
+            s.payload_bytes += span_len(m.payload);
+        }
+    }
+    struct Builders {
+        topic: StringBuilder,
+        id: StringBuilder,
+        file: StringBuilder,
+        line: Int64Builder,
+        meta: StringBuilder,
+        payload: StringBuilder,
+    }
+    let mut builders: Vec<Builders> = names
+        .iter()
+        .zip(&sizes)
+        .map(|(name, s)| Builders {
+            topic: StringBuilder::with_capacity(s.rows, s.rows * name.len()),
+            id: StringBuilder::with_capacity(s.rows, s.id_bytes),
+            file: StringBuilder::with_capacity(s.rows, s.file_bytes),
+            line: Int64Builder::with_capacity(s.rows),
+            meta: StringBuilder::with_capacity(s.rows, s.meta_bytes),
+            payload: StringBuilder::with_capacity(s.rows, s.payload_bytes),
+        })
+        .collect();
+    for ((fi, sf), map) in group.iter().zip(&local) {
+        let source = &files[*fi].name;
+        for m in &sf.messages {
+            let t = map[m.topic as usize];
+            let b = &mut builders[t];
+            b.topic.append_value(names[t]);
+            match m.id {
+                Some(v) => b.id.append_value(sf.text(v)),
+                None => b.id.append_value(crate::naming::stable_id(&[
+                    source.as_bytes(),
+                    &m.line.to_le_bytes(),
+                ])),
+            }
+            b.file.append_value(source);
+            b.line.append_value(m.line as i64);
+            b.meta.append_option(m.meta.map(|s| sf.text(s)));
+            b.payload.append_value(sf.text(m.payload));
+        }
+    }
+    let out = names
+        .iter()
+        .zip(builders)
+        .map(|(name, mut b)| {
+            let columns: Vec<ArrayRef> = vec![
+                Arc::new(b.topic.finish()),
+                Arc::new(b.id.finish()),
+                Arc::new(b.file.finish()),
+                Arc::new(b.line.finish()),
+                Arc::new(b.meta.finish()),
+                Arc::new(b.payload.finish()),
+            ];
+            // The columns are built right above with the schema's types and equal lengths.
+            let batch = RecordBatch::try_new(schema.clone(), columns)
+                .map_err(|e| Error::arrow("_staging", e))
+                .expect("staging columns match the staging schema");
+            (name.to_string(), batch)
+        })
+        .collect();
+    drop(local);
+    drop(index);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    fn one(line: &str) -> Result<Message, String> {
+    /// A staged message's text, read back through its spans.
+    #[derive(Debug)]
+    struct Owned {
+        topic: String,
+        id: Option<String>,
+        meta: Option<String>,
+        payload: String,
+    }
+
+    fn one(line: &str) -> Result<Owned, String> {
         one_with(line, &EnvelopeConfig::default())
     }
 
-    fn one_with(line: &str, env: &EnvelopeConfig) -> Result<Message, String> {
-        let l = read::lines(line.as_bytes()).next().unwrap();
-        parse_line(&l, env, &mut Scratch::new())
+    fn one_with(line: &str, env: &EnvelopeConfig) -> Result<Owned, String> {
+        let s = stage_file_bytes(line.as_bytes(), "f", env);
+        if let Some(c) = s.corrupt.first() {
+            return Err(c.reason.clone());
+        }
+        let m = &s.messages[0];
+        Ok(Owned {
+            topic: s.topic(m).to_string(),
+            id: m.id.map(|v| s.text(v).into_owned()),
+            meta: m.meta.map(|v| s.text(v).into_owned()),
+            payload: s.text(m.payload).into_owned(),
+        })
     }
 
     #[test]
@@ -698,6 +879,72 @@ mod tests {
         let m = one(r#"{"top\u0069c":"a\"b","message_id":42,"payload":{}}"#).unwrap();
         assert_eq!(m.topic, "a\"b");
         assert_eq!(m.id.as_deref(), Some("42"));
+    }
+
+    #[test]
+    fn groups_of_files_keep_file_order_and_the_first_duplicate() {
+        use arrow::array::{AsArray as _, Int64Array};
+        // 48 files of ~40 KB: more than the smallest group (1 MiB), so every topic comes
+        // in several batches, and duplicates span groups.
+        let env = EnvelopeConfig::default();
+        let pad = "x".repeat(900);
+        let (mut files, mut staged) = (Vec::new(), Vec::new());
+        let mut want: BTreeMap<String, Vec<(String, i64)>> = BTreeMap::new();
+        let mut ids = std::collections::HashSet::new();
+        let mut dups = 0;
+        for f in 0..48usize {
+            let name = format!("part-{f:03}.jsonl");
+            let mut text = String::new();
+            for l in 0..40usize {
+                let topic = ["a", "b", "c"][(f + l) % 3];
+                // Every 7th line repeats an id first seen in the first file.
+                let id = if l % 7 == 0 {
+                    format!("dup-{l}")
+                } else {
+                    format!("{f}-{l}")
+                };
+                text.push_str(&format!(
+                    r#"{{"topic":"{topic}","message_id":"{id}","payload":{{"pad":"{pad}","l":{l}}}}}"#
+                ));
+                text.push('\n');
+                if ids.insert(id) {
+                    want.entry(topic.into())
+                        .or_default()
+                        .push((name.clone(), l as i64 + 1));
+                } else {
+                    dups += 1;
+                }
+            }
+            staged.push(stage_file_bytes(text.as_bytes(), &name, &env));
+            files.push(SourceFile {
+                path: name.clone().into(),
+                name,
+                bytes: 0,
+                compression: crate::discover::Compression::None,
+            });
+        }
+        let staging = assemble(&files, staged, true, &mut IdSet::default());
+        assert_eq!(staging.duplicates, dups);
+        assert!(
+            staging.topics.values().all(|b| b.len() > 1),
+            "several groups"
+        );
+        for (topic, want) in want {
+            let got: Vec<(String, i64)> = staging.topics[&topic]
+                .iter()
+                .flat_map(|b| {
+                    let files = b.column(2).as_string::<i32>().clone();
+                    let lines = b
+                        .column(3)
+                        .as_any()
+                        .downcast_ref::<Int64Array>()
+                        .unwrap()
+                        .clone();
+                    (0..b.num_rows()).map(move |r| (files.value(r).to_string(), lines.value(r)))
+                })
+                .collect();
+            assert_eq!(got, want, "topic {topic}");
+        }
     }
 
     #[test]

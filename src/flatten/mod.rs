@@ -300,28 +300,13 @@ struct Flattener<'a, 'c> {
 /// Index of the topic's own table in [`Flattener::tables`].
 const TOPIC_TABLE: usize = 0;
 
-/// Flattens one topic's staged rows.
+/// Flattens one topic's staged rows (its batches in order, as one input).
 pub fn flatten<'a>(
     topic: &'a str,
-    staged: &'a RecordBatch,
+    staged: &'a [RecordBatch],
     lineage: &Lineage,
     cfg: &FlattenConfig,
 ) -> Result<TablePlan> {
-    let col = |name: &str| -> Result<&'a StringArray> {
-        staged
-            .column_by_name(name)
-            .and_then(|c| c.as_any().downcast_ref::<StringArray>())
-            .ok_or_else(|| staging_bug(format!("staging column `{name}` missing")))
-    };
-    let ids = col("_id")?;
-    let files = col("_source_file")?;
-    let metas = col("_meta")?;
-    let payloads = col("_payload")?;
-    let lines = staged
-        .column_by_name("_line")
-        .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-        .ok_or_else(|| staging_bug("staging column `_line` missing".into()))?;
-
     let topic_table = TableName::for_topic(topic);
     let mut f = Flattener {
         cfg,
@@ -332,55 +317,72 @@ pub fn flatten<'a>(
         recorded: 0,
     };
     let mut nodes = Vec::new();
-    for r in 0..staged.num_rows() {
-        let file: &'a str = files.value(r);
-        let file_idx = match f.files.last() {
-            Some(last) if *last == file => f.files.len() - 1,
-            _ => {
-                f.files.push(file);
-                f.files.len() - 1
-            }
-        } as u32;
-        let ctx = RowCtx {
-            root_id: ids.value(r),
-            file: file_idx,
-            line: lines.value(r),
+    for staged in staged {
+        let col = |name: &str| -> Result<&'a StringArray> {
+            staged
+                .column_by_name(name)
+                .and_then(|c| c.as_any().downcast_ref::<StringArray>())
+                .ok_or_else(|| staging_bug(format!("staging column `{name}` missing")))
         };
-        let row = f.new_row(TOPIC_TABLE, ctx, None);
-        if metas.is_valid(r) {
-            match Doc::parse_reusing(metas.value(r), cfg.max_depth + 1, nodes) {
-                Ok(doc) => {
-                    if doc.kind(0) == Kind::Object {
-                        f.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
+        let ids = col("_id")?;
+        let files = col("_source_file")?;
+        let metas = col("_meta")?;
+        let payloads = col("_payload")?;
+        let lines = staged
+            .column_by_name("_line")
+            .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
+            .ok_or_else(|| staging_bug("staging column `_line` missing".into()))?;
+
+        for r in 0..staged.num_rows() {
+            let file: &'a str = files.value(r);
+            let file_idx = match f.files.last() {
+                Some(last) if *last == file => f.files.len() - 1,
+                _ => {
+                    f.files.push(file);
+                    f.files.len() - 1
+                }
+            } as u32;
+            let ctx = RowCtx {
+                root_id: ids.value(r),
+                file: file_idx,
+                line: lines.value(r),
+            };
+            let row = f.new_row(TOPIC_TABLE, ctx, None);
+            if metas.is_valid(r) {
+                match Doc::parse_reusing(metas.value(r), cfg.max_depth + 1, nodes) {
+                    Ok(doc) => {
+                        if doc.kind(0) == Kind::Object {
+                            f.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
+                        }
+                        nodes = doc.into_nodes();
                     }
-                    nodes = doc.into_nodes();
+                    Err((_, reused)) => {
+                        let text = serde_json::to_string(metas.value(r)).unwrap_or_default();
+                        f.rescue(TOPIC_TABLE, row, "_meta".into(), text);
+                        nodes = reused;
+                    }
                 }
-                Err((_, reused)) => {
-                    let text = serde_json::to_string(metas.value(r)).unwrap_or_default();
-                    f.rescue(TOPIC_TABLE, row, "_meta".into(), text);
+            }
+            let payload = payloads.value(r);
+            let doc = match Doc::parse_reusing(payload, cfg.max_depth + 1, nodes) {
+                Ok(doc) => doc,
+                Err((e, reused)) => {
+                    // Staging accepted the line, so this reader should too; if they ever
+                    // disagree the payload is kept whole rather than lost.
+                    tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
+                    let text = serde_json::to_string(payload).unwrap_or_default();
+                    f.rescue(TOPIC_TABLE, row, String::new(), text);
                     nodes = reused;
+                    continue;
                 }
+            };
+            if doc.kind(0) == Kind::Object {
+                f.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
+            } else {
+                f.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
             }
+            nodes = doc.into_nodes();
         }
-        let payload = payloads.value(r);
-        let doc = match Doc::parse_reusing(payload, cfg.max_depth + 1, nodes) {
-            Ok(doc) => doc,
-            Err((e, reused)) => {
-                // Staging accepted the line, so this reader should too; if they ever
-                // disagree the payload is kept whole rather than lost.
-                tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
-                let text = serde_json::to_string(payload).unwrap_or_default();
-                f.rescue(TOPIC_TABLE, row, String::new(), text);
-                nodes = reused;
-                continue;
-            }
-        };
-        if doc.kind(0) == Kind::Object {
-            f.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
-        } else {
-            f.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
-        }
-        nodes = doc.into_nodes();
     }
     f.finish(lineage)
 }

@@ -16,7 +16,7 @@ fn lineage() -> Lineage {
 }
 
 /// Stages the lines as one file: each topic's staged rows.
-pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, RecordBatch> {
+pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, Vec<RecordBatch>> {
     let text = lines
         .iter()
         .map(AsRef::as_ref)
@@ -452,4 +452,32 @@ fn a_child_named_like_its_own_topic_table_gets_the_topic_qualified_name() {
     assert!(!col_names(&t["levels"][0]).contains(&"_parent_id".to_string()));
     assert_eq!(t["c__levels___levels"][0].num_rows(), 1, "{:?}", t.keys());
     assert_eq!(t["levels__levels"][0].num_rows(), 1, "{:?}", t.keys());
+}
+
+#[test]
+fn a_topic_staged_in_several_batches_flattens_as_one() {
+    // Rows that add columns, child rows and type changes part-way, so a split between
+    // batches would show in the schema, the child ids or the widened types.
+    let lines: Vec<String> = (0..9)
+        .map(|i| {
+            let extra = if i >= 5 {
+                format!(r#","late":{i},"p":"{i}.5""#)
+            } else {
+                format!(r#","p":{i}"#)
+            };
+            format!(
+                r#"{{"topic":"t","message_id":"{i}","payload":{{"n":{i},"items":[{{"x":{i}}},{{"y":"{i}"}}]{extra}}}}}"#
+            )
+        })
+        .collect();
+    let staged = stage_topics(&lines);
+    let whole = &staged["t"];
+    assert_eq!(whole.len(), 1);
+    let b = &whole[0];
+    for cut in [1, 4, 5, 8] {
+        let parts = [b.slice(0, cut), b.slice(cut, b.num_rows() - cut)];
+        let split = flatten("t", &parts, &lineage(), &FlattenConfig::default()).unwrap();
+        let one = flatten("t", whole, &lineage(), &FlattenConfig::default()).unwrap();
+        assert_eq!(split.tables, one.tables, "cut after row {cut}");
+    }
 }
