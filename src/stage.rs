@@ -501,6 +501,7 @@ fn skip_ws(b: &[u8], mut i: usize) -> usize {
 fn skip_string(b: &[u8], mut i: usize) -> Option<usize> {
     i += 1;
     loop {
+        i = crate::json::plain_run_end(b, i);
         match b.get(i)? {
             b'"' => return Some(i + 1),
             b'\\' => i += 2,
