@@ -1097,6 +1097,9 @@ impl Ingest {
                 self.failpoint("after_staging_chunk")?;
             } else {
                 memory = Some(staging.topics);
+                // The files' text is freed group by group while staging builds; hand
+                // those pages back before flattening grows the heap again.
+                crate::mem::release_free_memory();
             }
         }
         summary.corrupt_lines = corrupt.len() as u64;
