@@ -71,7 +71,7 @@ for topics in ${TOPICS:-36}; do
     measure "files_${files}_topics_${topics}" "" "$dir"
     # Memory bound: a batch over the budget is staged in chunks that spill.
     if [ -n "${BUDGET:-}" ]; then
-      measure "files_${files}_budget_${BUDGET}" "" "$dir" --memory-budget "$BUDGET"
+      measure "files_${files}_budget_${BUDGET}" "" --memory-budget "$BUDGET" "$dir"
     fi
   done
 done
