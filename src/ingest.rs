@@ -726,8 +726,9 @@ impl Ingest {
         let topic_count = staged.summary.topics.len();
         let in_memory = staged.memory.is_some();
         let memory = staged.memory.take().map(parking_lot::Mutex::new);
-        // A topic's staged rows: one batch per file group when staged in memory, DataFusion's batches
-        // (slices of a few thousand rows) when read back from the staging table.
+        // A topic's staged rows: one batch per group of files when staged in memory,
+        // DataFusion's batches (slices of a few thousand rows) when read back from the
+        // staging table.
         let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
             if self.config.reread_per_topic {
                 // The seed's baseline: every topic re-reads and re-parses the batch.

@@ -254,12 +254,12 @@ fn stage_bytes(
             continue;
         }
         out.lines += 1;
-        let mut into = Sink {
+        let mut sink = Sink {
             base: &bytes,
             side: &mut out.side,
             topics: &mut out.topics,
         };
-        match parse_line(&line, envelope, scratch, &mut into) {
+        match parse_line(&line, envelope, scratch, &mut sink) {
             Ok(m) => out.messages.push(m),
             Err(reason) => out.corrupt.push(CorruptLine {
                 source_file: source_file.to_string(),
@@ -311,7 +311,7 @@ fn parse_line(
     line: &Line<'_>,
     env: &EnvelopeConfig,
     scratch: &mut Scratch,
-    into: &mut Sink<'_>,
+    sink: &mut Sink<'_>,
 ) -> Result<Message, String> {
     let text = line.text;
     scratch.input.clear();
@@ -377,7 +377,7 @@ fn parse_line(
         None => None,
         Some(id_field) => match id {
             None => return Err(format!("missing id field `{id_field}`")),
-            Some(v) => match id_span(v, into) {
+            Some(v) => match id_span(v, sink) {
                 Some(id) => Some(id),
                 None => {
                     return Err(format!(
@@ -390,8 +390,8 @@ fn parse_line(
     let topic = match scratch.topic_index.get(topic.as_ref()) {
         Some(&t) => t,
         None => {
-            let t = into.topics.len() as u32;
-            into.topics.push(topic.to_string());
+            let t = sink.topics.len() as u32;
+            sink.topics.push(topic.to_string());
             scratch.topic_index.insert(topic.into_owned(), t);
             t
         }
@@ -406,12 +406,12 @@ fn parse_line(
             parts.extend([*k, b":", *v]);
         }
         parts.push(b"}");
-        into.compose(parts)
+        sink.compose(parts)
     };
     let (meta, payload) = match payload {
         Some(p) => {
             let meta = (!others.is_empty()).then(|| object_text(&others));
-            (meta, into.span(p))
+            (meta, sink.span(p))
         }
         None => (None, object_text(&others)),
     };
@@ -431,7 +431,7 @@ fn parse_line(
                     }
                     joined.push(p);
                 }
-                into.compose(joined)
+                sink.compose(joined)
             })
     };
     Ok(Message {
@@ -560,21 +560,16 @@ fn decode_key(raw: &[u8]) -> Option<std::borrow::Cow<'_, str>> {
 
 /// An id is a non-empty string or an integer (kept as its literal text): the span of its
 /// text, decoded into the side buffer when it has escapes.
-fn id_span(raw: &[u8], into: &mut Sink<'_>) -> Option<Span> {
+fn id_span(raw: &[u8], sink: &mut Sink<'_>) -> Option<Span> {
     match raw.first()? {
-        b'"' => {
-            let inner = raw.get(1..raw.len().checked_sub(1)?)?;
-            if inner.is_empty() {
-                return None;
-            }
-            if !inner.contains(&b'\\') {
-                return Some(into.span(inner));
-            }
-            let decoded = serde_json::from_slice::<String>(raw).ok()?;
-            Some(into.compose([decoded.as_bytes()])).filter(|_| !decoded.is_empty())
-        }
+        b'"' => match decode_key(raw)? {
+            std::borrow::Cow::Borrowed("") => None,
+            // Unescaped: the text between the quotes, a sub-slice of the line.
+            std::borrow::Cow::Borrowed(s) => Some(sink.span(s.as_bytes())),
+            std::borrow::Cow::Owned(s) => (!s.is_empty()).then(|| sink.compose([s.as_bytes()])),
+        },
         b'-' | b'0'..=b'9' if raw.iter().all(|c| c.is_ascii_digit() || *c == b'-') => {
-            Some(into.span(raw))
+            Some(sink.span(raw))
         }
         _ => None,
     }
@@ -792,7 +787,7 @@ fn build_group(
             b.payload.append_value(sf.text(m.payload));
         }
     }
-    let out = names
+    names
         .iter()
         .zip(builders)
         .map(|(name, mut b)| {
@@ -810,10 +805,7 @@ fn build_group(
                 .expect("staging columns match the staging schema");
             (name.to_string(), batch)
         })
-        .collect();
-    drop(local);
-    drop(index);
-    out
+        .collect()
 }
 
 #[cfg(test)]

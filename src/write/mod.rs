@@ -311,7 +311,7 @@ impl Storage {
         let write = match existing {
             // A table none of whose files can hold this batch (the first load of a batch,
             // every day): a plain append, no replace-where planning or scan.
-            Some(t) if replace && may_hold_batch(&t, batch_id) => t
+            Some(t) if !plain_append => t
                 .write(batches)
                 .with_save_mode(SaveMode::Overwrite)
                 .with_replace_where(batch_topics_predicate(batch_id, &topics))
