@@ -8,6 +8,23 @@ use clap::Parser;
 
 use cli::{Cli, Command};
 
+/// jemalloc, not glibc's malloc: measured faster on the historical batch at a lower peak
+/// RSS (BENCHMARKS.md, session 6), with one arena per CPU (see [`JEMALLOC_CONF`]).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// jemalloc's options, read when it initialises (before `main`): one arena per CPU the
+/// thread runs on, instead of four per CPU by thread. Threads that free what others
+/// allocated (staging, fan-out, tokio's writers) then share the freed pages, which cuts
+/// peak RSS; `_RJEM_MALLOC_CONF` still overrides it per run.
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[allow(unsafe_code)]
+// SAFETY: jemalloc declares this symbol weak and reads it once, as a NUL-terminated
+// option string that lives for the whole program.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_CONF: Option<&'static u8> = Some(&b"percpu_arena:percpu\0"[0]);
+
 fn main() -> ExitCode {
     bronze::tune_allocator();
     let cli = Cli::parse();
