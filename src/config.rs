@@ -170,7 +170,8 @@ pub struct IngestConfig {
     pub batch_id: Option<String>,
     /// Envelope field names.
     pub envelope: EnvelopeConfig,
-    /// Topics processed at once. Default `min(32, topics)`; `Some(1)` is sequential.
+    /// Topics processed at once; `Some(1)` is sequential. Default: 4 per thread (at most
+    /// 32) on a local catalog, 32 with an [`Self::object_store`].
     pub max_parallel: Option<usize>,
     /// Threads of the pool the library owns. Default: the machine's available parallelism.
     pub threads: Option<usize>,

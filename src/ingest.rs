@@ -30,8 +30,26 @@ use crate::stage::{self, CorruptLine};
 use crate::staging::{StagingSummary, StagingTable};
 use crate::write::{self, Committed, Storage};
 
-/// Default cap on topics processed at once.
+/// Default cap on topics processed at once with an object store
+/// ([`IngestConfig::object_store`]), where each commit waits on the network: 32 in flight
+/// overlap those waits (BENCHMARKS.md, storage with latency).
 pub const DEFAULT_MAX_PARALLEL: usize = 32;
+
+/// Default topics in flight per core on a local catalog, where a commit is CPU and
+/// file-system work: more only add context switches and memory (historical batch on
+/// 2 cores: 8 in flight 2.3-2.4 s, 32 in flight 2.7-3.5 s; BENCHMARKS.md).
+const LOCAL_PARALLEL_PER_CORE: usize = 4;
+
+/// Topics processed at once unless `max_parallel` says: [`DEFAULT_MAX_PARALLEL`] on an
+/// object store, [`LOCAL_PARALLEL_PER_CORE`] per parse thread (at most
+/// [`DEFAULT_MAX_PARALLEL`]) on a local catalog.
+fn default_max_parallel(config: &IngestConfig, threads: usize) -> usize {
+    if config.object_store.is_some() {
+        DEFAULT_MAX_PARALLEL
+    } else {
+        (LOCAL_PARALLEL_PER_CORE * threads).clamp(2, DEFAULT_MAX_PARALLEL)
+    }
+}
 
 /// Memory a batch staged in memory takes per byte of landing data, for the budget check.
 pub const MEMORY_PER_LANDING_BYTE: u64 = 4;
@@ -566,7 +584,10 @@ impl Ingest {
         let parse_pool = pool(threads, "parse")?;
         // Topic tasks spend most of their time waiting on commits, so they get their own
         // pool of `max_parallel` threads rather than the parse pool's (one per core).
-        let fanout_pool = pool(config.max_parallel.unwrap_or(DEFAULT_MAX_PARALLEL), "topic")?;
+        let parallel = config
+            .max_parallel
+            .unwrap_or_else(|| default_max_parallel(&config, threads));
+        let fanout_pool = pool(parallel, "topic")?;
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.clamp(2, 8))
             .thread_name("bronze-io")
@@ -1829,4 +1850,32 @@ fn run_control_batch(
 
 pub(crate) fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic_threads(b: IngestBuilder) -> usize {
+        b.build().unwrap().fanout_threads()
+    }
+
+    #[test]
+    fn topics_in_flight_default_to_four_per_core_locally_and_32_on_an_object_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = |threads| topic_threads(Ingest::builder(dir.path()).with_threads(threads));
+        assert_eq!(local(1), 4);
+        assert_eq!(local(2), 8);
+        assert_eq!(local(16), DEFAULT_MAX_PARALLEL);
+        let store: Arc<deltalake::logstore::object_store::DynObjectStore> =
+            Arc::new(deltalake::logstore::object_store::memory::InMemory::new());
+        let remote = Ingest::builder(dir.path())
+            .with_threads(2)
+            .with_object_store(store);
+        assert_eq!(topic_threads(remote), DEFAULT_MAX_PARALLEL);
+        let capped = Ingest::builder(dir.path())
+            .with_threads(2)
+            .with_max_parallel(3);
+        assert_eq!(topic_threads(capped), 3);
+    }
 }
