@@ -132,7 +132,7 @@ pub fn lines(buf: &[u8]) -> impl Iterator<Item = Line<'_>> {
             return None;
         }
         number += 1;
-        let (raw, next) = match rest.iter().position(|&b| b == b'\n') {
+        let (raw, next) = match memchr::memchr(b'\n', rest) {
             Some(i) => (&rest[..i], &rest[i + 1..]),
             None => (rest, &rest[rest.len()..]),
         };
