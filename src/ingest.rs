@@ -1463,19 +1463,23 @@ impl Ingest {
             .map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
     }
 
-    /// [`Self::after_commit`] when the write committed something (every part refused:
-    /// nothing was written).
+    /// [`Self::after_commit`] when the write committed something to a table that had
+    /// commits before (`written` is `None` when every part was refused and nothing was
+    /// written, or when the commit created the table: nothing to maintain yet).
     fn after_write(
         &self,
         storage: &Storage,
         table: &TableName,
         c: Committed,
-        written: deltalake::DeltaTable,
+        written: Option<deltalake::DeltaTable>,
     ) -> Committed {
         if c == Committed::default() {
             return c;
         }
-        let c = self.after_commit(storage, table, c, written);
+        let c = match written {
+            Some(t) => self.after_commit(storage, table, c, t),
+            None => c,
+        };
         #[cfg(feature = "failpoints")]
         if self.failpoint_hit("between_tables") && crate::failpoint::kill_action() {
             crate::failpoint::kill_self("between_tables");

@@ -213,7 +213,7 @@ impl Storage {
         parts: Vec<Part>,
         batch_id: &str,
         replace: bool,
-    ) -> Result<(Written, DeltaTable)> {
+    ) -> Result<(Written, Option<DeltaTable>)> {
         let t0 = std::time::Instant::now();
         let (handle, existing) = self.open_or_new(table).await?;
         let mut schema: Option<SchemaRef> = match &existing {
@@ -282,7 +282,7 @@ impl Storage {
             outcomes.push(outcome);
         }
         if batches.is_empty() {
-            return Ok(((Committed::default(), outcomes), handle));
+            return Ok(((Committed::default(), outcomes), None));
         }
         let batches = merge_batches(table, &batches)?;
         let plain_append = !(replace
@@ -306,7 +306,36 @@ impl Storage {
                 append_files_us = t1.elapsed().as_micros() as u64,
                 "committed"
             );
-            return Ok(((c, outcomes), written));
+            return Ok(((c, outcomes), Some(written)));
+        }
+        let mut existing = existing;
+        if existing.is_none() {
+            self.ensure_local_dir(table)?;
+            let t1 = std::time::Instant::now();
+            let created = self
+                .create_with_files(&handle, &batches)
+                .await
+                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+            match created {
+                Created::Committed(c) => {
+                    tracing::debug!(
+                        table = %table,
+                        open_and_fit_us = (t1 - t0).as_micros() as u64,
+                        create_with_files_us = t1.elapsed().as_micros() as u64,
+                        "committed"
+                    );
+                    // A table with one commit has nothing to maintain: no state loaded.
+                    return Ok(((c, outcomes), None));
+                }
+                // Another writer created it meanwhile: append (schemas merged) to it as
+                // it is now. The files written for the lost create stay unreferenced
+                // until a VACUUM.
+                Created::Raced => {
+                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
+                    existing = self.open(table).await?;
+                }
+                Created::NotApplicable => {}
+            }
         }
         let write = match existing {
             // A table none of whose files can hold this batch (the first load of a batch,
@@ -322,13 +351,10 @@ impl Storage {
                 .write(batches)
                 .with_save_mode(SaveMode::Append)
                 .with_schema_mode(SchemaMode::Merge),
-            None => {
-                self.ensure_local_dir(table)?;
-                handle
-                    .write(batches)
-                    .with_save_mode(SaveMode::Append)
-                    .with_configuration(self.table_properties())
-            }
+            None => handle
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
+                .with_configuration(self.table_properties()),
         };
         let t1 = std::time::Instant::now();
         let written = write
@@ -345,32 +371,126 @@ impl Storage {
             read_back_us = t2.elapsed().as_micros() as u64,
             "committed"
         );
-        Ok(((c, outcomes), written))
+        Ok(((c, outcomes), Some(written)))
     }
 
-    /// A plain append of rows in the table's own schema: data files written with
-    /// delta-rs's file writer (same writer properties, same statistics) and committed on
-    /// the table's snapshot, without the DataFusion session and plan a `WriteBuilder`
-    /// sets up, which were most of a small commit's cost (BENCHMARKS.md).
-    async fn append_files(
+    /// Creates the table with `batches` in one commit (version 0): protocol, metadata with
+    /// the table properties, and the data files written by delta-rs's file writer with
+    /// the statistics a new table's configuration asks for — what a `WriteBuilder` commits
+    /// for a new table, without its DataFusion plan and without loading the table it just
+    /// wrote (together ~3/4 of a small new table's cost; BENCHMARKS.md).
+    ///
+    /// [`Created::NotApplicable`] when the caller should use the `WriteBuilder`: the
+    /// batches differ in schema, or a column has a type outside the flattener's own
+    /// (which could need a protocol feature, e.g. `timestampNtz`).
+    async fn create_with_files(
         &self,
-        t: &DeltaTable,
+        handle: &DeltaTable,
         batches: &[RecordBatch],
-    ) -> std::result::Result<(Committed, DeltaTable), DeltaTableError> {
-        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-        use deltalake::kernel::Action;
-        use deltalake::kernel::transaction::{CommitBuilder, CommitProperties};
+    ) -> std::result::Result<Created, DeltaTableError> {
+        use arrow::datatypes::TimeUnit;
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+        use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
         use deltalake::operations::write::configs::WriterStatsConfig;
         use deltalake::protocol::DeltaOperation;
 
-        let snapshot = t.snapshot()?;
-        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let Some(first) = batches.first() else {
-            return Err(DeltaTableError::Generic("nothing to append".into()));
+            return Ok(Created::NotApplicable);
         };
-        let log_store = t.log_store();
+        let schema = first.schema();
+        let plain = |t: &DataType| {
+            matches!(
+                t,
+                DataType::Utf8
+                    | DataType::Int64
+                    | DataType::Float64
+                    | DataType::Boolean
+                    | DataType::Timestamp(TimeUnit::Microsecond, Some(_))
+            )
+        };
+        if batches.iter().any(|b| b.schema() != schema)
+            || !schema.fields().iter().all(|f| plain(f.data_type()))
+        {
+            return Ok(Created::NotApplicable);
+        }
+        let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
+        let configuration: Vec<(String, String)> = self
+            .table_properties()
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect();
+        let metadata = new_metadata(&kernel_schema, Vec::<String>::new(), configuration)?;
+        // Reader 1 / writer 2: what delta-rs gives a table with these properties and
+        // column types (no table feature applies).
+        let protocol: Protocol = serde_json::from_value(serde_json::json!({
+            "minReaderVersion": 1,
+            "minWriterVersion": 2,
+        }))?;
+        // A new table's configuration sets no data-skipping property: statistics for the
+        // kernel's default number of leading columns (32), as `WriterStatsConfig::from_config`
+        // gives such a table.
+        let stats = WriterStatsConfig::new(Default::default(), None);
+        let log_store = handle.log_store();
+        let (adds, c, properties) = self
+            .write_data_files(&log_store, schema, batches, stats)
+            .await?;
+        let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
+        actions.extend(adds.into_iter().map(Action::Add));
+        // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
+        // taken retries as a commit on top, whose metadata would replace the other
+        // writer's schema; here the rows go through the existing-table path instead.
+        let operation_id = uuid::Uuid::new_v4();
+        let prepared = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .with_operation_id(operation_id)
+            .build(
+                None,
+                log_store.clone(),
+                DeltaOperation::Write {
+                    mode: SaveMode::Append,
+                    partition_by: None,
+                    predicate: None,
+                },
+            )
+            .into_prepared_commit_future()
+            .await?;
+        let entry = prepared.commit_or_bytes().clone();
+        match log_store
+            .write_commit_entry(0, entry.clone(), operation_id)
+            .await
+        {
+            Ok(()) => Ok(Created::Committed(c)),
+            Err(TransactionError::VersionAlreadyExists(0)) => {
+                log_store.abort_commit_entry(0, entry, operation_id).await?;
+                Ok(Created::Raced)
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Writes `batches` as data files of the table behind `log_store` (our writer
+    /// properties, `stats` for the statistics); returns their add actions, what they add,
+    /// and commit properties that record the writer's own row count.
+    async fn write_data_files(
+        &self,
+        log_store: &deltalake::logstore::LogStoreRef,
+        schema: SchemaRef,
+        batches: &[RecordBatch],
+        stats: deltalake::operations::write::configs::WriterStatsConfig,
+    ) -> std::result::Result<
+        (
+            Vec<deltalake::kernel::Add>,
+            Committed,
+            deltalake::kernel::transaction::CommitProperties,
+        ),
+        DeltaTableError,
+    > {
+        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        use deltalake::kernel::transaction::CommitProperties;
+
         let config = WriterConfig::new(
-            first.schema(),
+            schema,
             Vec::new(),
             Some(writer_properties(self.compression)),
             NonZeroU64::new(self.target_file_size),
@@ -384,7 +504,7 @@ impl Storage {
         }
         let adds = writer.close().await?;
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
-        let mut c = Committed {
+        let c = Committed {
             files_added: adds.len() as u64,
             bytes_added: adds.iter().map(|a| a.size.max(0) as u64).sum(),
             rows_added: rows,
@@ -394,20 +514,46 @@ impl Storage {
             "num_added_rows": rows,
             "num_added_files": adds.len(),
         });
-        let commit = CommitBuilder::from(
-            CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]),
-        )
-        .with_actions(adds.into_iter().map(Action::Add).collect())
-        .build(
-            Some(snapshot),
-            log_store,
-            DeltaOperation::Write {
-                mode: SaveMode::Append,
-                partition_by: None,
-                predicate: None,
-            },
-        )
-        .await?;
+        let properties =
+            CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]);
+        Ok((adds, c, properties))
+    }
+
+    /// A plain append of rows in the table's own schema: data files written with
+    /// delta-rs's file writer (same writer properties, same statistics) and committed on
+    /// the table's snapshot, without the DataFusion session and plan a `WriteBuilder`
+    /// sets up, which were most of a small commit's cost (BENCHMARKS.md).
+    async fn append_files(
+        &self,
+        t: &DeltaTable,
+        batches: &[RecordBatch],
+    ) -> std::result::Result<(Committed, DeltaTable), DeltaTableError> {
+        use deltalake::kernel::Action;
+        use deltalake::kernel::transaction::CommitBuilder;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+        use deltalake::protocol::DeltaOperation;
+
+        let snapshot = t.snapshot()?;
+        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let Some(first) = batches.first() else {
+            return Err(DeltaTableError::Generic("nothing to append".into()));
+        };
+        let log_store = t.log_store();
+        let (adds, mut c, properties) = self
+            .write_data_files(&log_store, first.schema(), batches, stats)
+            .await?;
+        let commit = CommitBuilder::from(properties)
+            .with_actions(adds.into_iter().map(Action::Add).collect())
+            .build(
+                Some(snapshot),
+                log_store,
+                DeltaOperation::Write {
+                    mode: SaveMode::Append,
+                    partition_by: None,
+                    predicate: None,
+                },
+            )
+            .await?;
         c.version = commit.version() as u64;
         // The commit's own post-commit snapshot: no second replay of the log.
         let mut written = t.clone();
@@ -496,6 +642,16 @@ impl Storage {
         }
         Ok(())
     }
+}
+
+/// What [`Storage::create_with_files`] did.
+enum Created {
+    /// The table was created at version 0 with the rows.
+    Committed(Committed),
+    /// Version 0 was taken by another writer; nothing was committed.
+    Raced,
+    /// Not a case for it; nothing was written.
+    NotApplicable,
 }
 
 /// What a write committed, and what became of each part.
@@ -688,4 +844,116 @@ fn conform(table: &TableName, batch: RecordBatch, target: &SchemaRef) -> Result<
     }
     RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
         .map_err(|e| Error::arrow(table.as_str(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+
+    fn storage(dir: &std::path::Path) -> Storage {
+        Storage {
+            schema_url: Url::from_directory_path(dir).unwrap(),
+            root_store: None,
+            target_file_size: 128 << 20,
+            compression: Compression::SNAPPY,
+        }
+    }
+
+    fn part(topic: &str, rows: i64) -> Part {
+        let ids: Vec<String> = (0..rows).map(|i| format!("{topic}-{i}")).collect();
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "_batch_id",
+                Arc::new(StringArray::from(vec!["b1"; rows as usize])) as ArrayRef,
+            ),
+            (
+                "_topic",
+                Arc::new(StringArray::from(vec![topic; rows as usize])) as ArrayRef,
+            ),
+            ("_id", Arc::new(StringArray::from(ids)) as ArrayRef),
+            (
+                "seq",
+                Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        Part {
+            topic: topic.to_string(),
+            batches: vec![batch],
+            evolution: crate::config::Evolution::Add,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_table_is_created_in_one_commit_like_a_write_builder_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let ((c, outcomes), written) = s
+            .replace_parts(&name, vec![part("quote", 5)], "b1", true)
+            .await
+            .unwrap();
+        // Created at version 0; nothing to maintain, so no table state was loaded.
+        assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 5));
+        assert_eq!(outcomes[0].rows, 5);
+        assert!(written.is_none());
+
+        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        let snapshot = t.snapshot().unwrap();
+        let protocol = snapshot.protocol();
+        assert_eq!(
+            (protocol.min_reader_version(), protocol.min_writer_version()),
+            (1, 2)
+        );
+        let config = snapshot.metadata().configuration().clone();
+        for (k, v) in crate::maintenance::default_table_properties(128 << 20) {
+            assert_eq!(config.get(k), Some(&v), "{k}");
+        }
+        let files: Vec<_> = snapshot.log_data().iter().collect();
+        assert_eq!(files.len(), 1);
+        let stats: serde_json::Value =
+            serde_json::from_str(&files[0].stats().expect("file statistics")).unwrap();
+        assert_eq!(stats["numRecords"], 5);
+        assert_eq!(stats["minValues"]["_id"], "quote-0");
+        assert_eq!(stats["maxValues"]["seq"], 4);
+
+        // The next batch's rows go in as an append on the loaded table.
+        let ((c, _), written) = s
+            .replace_parts(&name, vec![part("quote", 3)], "b2", true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (1, 3));
+        assert_eq!(written.unwrap().version(), Some(1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_another_writer_created_first_is_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        // Two writers both saw no table; the first creates it.
+        let (handle, existing) = s.open_or_new(&name).await.unwrap();
+        assert!(existing.is_none());
+        s.ensure_local_dir(&name).unwrap();
+        let first = s
+            .create_with_files(&handle, &part("quote", 5).batches)
+            .await;
+        assert!(matches!(
+            first,
+            Ok(Created::Committed(Committed { version: 0, .. }))
+        ));
+        // The second finds version 0 taken and commits nothing (its rows then go through
+        // the existing-table path); the first writer's schema and rows stay.
+        let mut other = part("other", 3).batches;
+        other[0] = other[0].project(&[0, 1, 2]).unwrap();
+        let second = s.create_with_files(&handle, &other).await;
+        assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(t.version(), Some(0));
+        let snapshot = t.snapshot().unwrap();
+        let schema = snapshot.snapshot().arrow_schema();
+        assert!(schema.field_with_name("seq").is_ok());
+        assert_eq!(snapshot.log_data().iter().count(), 1);
+    }
 }
