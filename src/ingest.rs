@@ -1471,7 +1471,7 @@ impl Ingest {
         storage: &Storage,
         table: &TableName,
         c: Committed,
-        written: Option<deltalake::DeltaTable>,
+        written: Option<write::WrittenTable>,
     ) -> Committed {
         if c == Committed::default() {
             return c;
@@ -1495,7 +1495,7 @@ impl Ingest {
         storage: &Storage,
         table: &TableName,
         mut c: Committed,
-        written: deltalake::DeltaTable,
+        written: write::WrittenTable,
     ) -> Committed {
         let cfg = &self.config;
         let compact_at = cfg.auto_compact.then_some(cfg.auto_compact_min_files);

@@ -518,13 +518,18 @@ async fn vacuum(
 pub(crate) async fn after_commit(
     storage: &Storage,
     table: &TableName,
-    written: DeltaTable,
+    written: crate::write::WrittenTable,
     target: u64,
     compact_at: Option<u64>,
 ) -> Result<Option<OptimizeReport>> {
     // The table as the write left it (the lock is held: nobody committed since), so no
-    // second load of its log.
-    let mut t = written;
+    // second load of its log; its state may predate the commit, whose files are then in
+    // `pending_adds`, and is brought up to date only before a commit of its own.
+    let crate::write::WrittenTable {
+        table: mut t,
+        pending_adds,
+    } = written;
+    let mut stale = !pending_adds.is_empty();
     let config = t
         .snapshot()
         .map_err(|e| Error::delta(table.as_str(), "read", e))?
@@ -537,6 +542,12 @@ pub(crate) async fn after_commit(
         .map(|(k, v)| (k.to_string(), v))
         .collect();
     if !missing.is_empty() {
+        if stale {
+            t.update_state()
+                .await
+                .map_err(|e| Error::delta(table.as_str(), "load", e))?;
+            stale = false;
+        }
         t = t
             .set_tbl_properties()
             .with_properties(missing)
@@ -557,10 +568,17 @@ pub(crate) async fn after_commit(
     let small = small_file_threshold(target);
     let small_files = live_files(&t, table.as_str())?
         .iter()
-        .filter(|(_, s)| *s < small)
+        .map(|(_, s)| *s)
+        .chain(pending_adds.iter().copied())
+        .filter(|s| *s < small)
         .count() as u64;
     if small_files < min_files {
         return Ok(None);
+    }
+    if stale {
+        t.update_state()
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "load", e))?;
     }
     optimize(table.as_str(), t, target, &[], storage.compression)
         .await

@@ -213,7 +213,7 @@ impl Storage {
         parts: Vec<Part>,
         batch_id: &str,
         replace: bool,
-    ) -> Result<(Written, Option<DeltaTable>)> {
+    ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
         let (handle, existing) = self.open_or_new(table).await?;
         let mut schema: Option<SchemaRef> = match &existing {
@@ -371,7 +371,7 @@ impl Storage {
             read_back_us = t2.elapsed().as_micros() as u64,
             "committed"
         );
-        Ok(((c, outcomes), Some(written)))
+        Ok(((c, outcomes), Some(WrittenTable::current(written))))
     }
 
     /// Creates the table with `batches` in one commit (version 0): protocol, metadata with
@@ -527,7 +527,7 @@ impl Storage {
         &self,
         t: &DeltaTable,
         batches: &[RecordBatch],
-    ) -> std::result::Result<(Committed, DeltaTable), DeltaTableError> {
+    ) -> std::result::Result<(Committed, WrittenTable), DeltaTableError> {
         use deltalake::kernel::Action;
         use deltalake::kernel::transaction::CommitBuilder;
         use deltalake::operations::write::configs::WriterStatsConfig;
@@ -542,8 +542,14 @@ impl Storage {
         let (adds, mut c, properties) = self
             .write_data_files(&log_store, first.schema(), batches, stats)
             .await?;
-        let commit = CommitBuilder::from(properties)
-            .with_actions(adds.into_iter().map(Action::Add).collect())
+        let checkpoint_interval = {
+            use deltalake::kernel::transaction::TableReference as _;
+            use deltalake::table::config::TablePropertiesExt as _;
+            // What delta-rs's post-commit step checks (its default when unset).
+            snapshot.config().checkpoint_interval().get()
+        };
+        let post = CommitBuilder::from(properties)
+            .with_actions(adds.iter().cloned().map(Action::Add).collect())
             .build(
                 Some(snapshot),
                 log_store,
@@ -553,12 +559,30 @@ impl Storage {
                     predicate: None,
                 },
             )
+            .into_prepared_commit_future()
+            .await?
             .await?;
-        c.version = commit.version() as u64;
-        // The commit's own post-commit snapshot: no second replay of the log.
-        let mut written = t.clone();
-        written.state = Some(commit.snapshot);
-        Ok((c, written))
+        c.version = post.version as u64;
+        // delta-rs's post-commit step replays the log to the new version (and lists the
+        // files again when they are next asked for), then writes a checkpoint when one is
+        // due and cleans up expired log files. Only a commit that is due a checkpoint
+        // needs it (expired logs are cleaned then too, as Spark does at checkpoints);
+        // otherwise the state from before the commit serves the maintenance, with the
+        // new files' sizes alongside.
+        if (post.version + 1).is_multiple_of(checkpoint_interval) {
+            let finalized = post.await?;
+            let mut written = t.clone();
+            written.state = Some(finalized.snapshot);
+            return Ok((c, WrittenTable::current(written)));
+        }
+        let pending_adds = adds.iter().map(|a| a.size.max(0) as u64).collect();
+        Ok((
+            c,
+            WrittenTable {
+                table: t.clone(),
+                pending_adds,
+            },
+        ))
     }
 
     /// Appends `batch` (creating the table when needed).
@@ -641,6 +665,24 @@ impl Storage {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir, e))?;
         }
         Ok(())
+    }
+}
+
+/// A table a commit went to, for the maintenance after it: its state, and the sizes of
+/// files the commit added that the state does not list yet (a plain append keeps the
+/// state from before its commit rather than replaying the log again; see
+/// [`Storage::append_files`]).
+pub(crate) struct WrittenTable {
+    pub(crate) table: DeltaTable,
+    pub(crate) pending_adds: Vec<u64>,
+}
+
+impl WrittenTable {
+    fn current(table: DeltaTable) -> Self {
+        WrittenTable {
+            table,
+            pending_adds: Vec::new(),
+        }
     }
 }
 
@@ -862,19 +904,23 @@ mod tests {
 
     fn part(topic: &str, rows: i64) -> Part {
         let ids: Vec<String> = (0..rows).map(|i| format!("{topic}-{i}")).collect();
-        let batch = RecordBatch::try_from_iter(vec![
+        // Lineage never null, payload columns nullable: as the flattener makes them.
+        let batch = RecordBatch::try_from_iter_with_nullable(vec![
             (
                 "_batch_id",
                 Arc::new(StringArray::from(vec!["b1"; rows as usize])) as ArrayRef,
+                false,
             ),
             (
                 "_topic",
                 Arc::new(StringArray::from(vec![topic; rows as usize])) as ArrayRef,
+                false,
             ),
-            ("_id", Arc::new(StringArray::from(ids)) as ArrayRef),
+            ("_id", Arc::new(StringArray::from(ids)) as ArrayRef, false),
             (
                 "seq",
                 Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef,
+                true,
             ),
         ])
         .unwrap();
@@ -924,7 +970,60 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 3));
-        assert_eq!(written.unwrap().version(), Some(1));
+        // Not due a checkpoint: the state from before the commit, its new file beside it.
+        let w = written.unwrap();
+        assert_eq!((w.table.version(), w.pending_adds.len()), (Some(0), 1));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_skip_the_log_replay_until_a_checkpoint_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let log = dir.path().join("quote/_delta_log");
+        // Ids that sort after every earlier one: each load is a plain append.
+        for day in 1..=10u64 {
+            let mut p = part("quote", 4);
+            let id = format!("b{day:02}");
+            let ids = StringArray::from(vec![id.as_str(); 4]);
+            let b = &p.batches[0];
+            p.batches[0] = RecordBatch::try_new(
+                b.schema(),
+                vec![
+                    Arc::new(ids),
+                    b.column(1).clone(),
+                    b.column(2).clone(),
+                    b.column(3).clone(),
+                ],
+            )
+            .unwrap();
+            let ((c, _), written) = s.replace_parts(&name, vec![p], &id, true).await.unwrap();
+            let version = day - 1;
+            assert_eq!(c.version, version);
+            let checkpoint = log.join(format!("{version:020}.checkpoint.parquet"));
+            match version {
+                0 => assert!(written.is_none(), "created: nothing to maintain"),
+                // Version 9 is due a checkpoint (interval 10): written, and the state is
+                // the new version's.
+                9 => {
+                    let w = written.unwrap();
+                    assert!(w.pending_adds.is_empty());
+                    assert_eq!(w.table.version(), Some(9));
+                    assert!(checkpoint.is_file(), "{}", checkpoint.display());
+                }
+                // Otherwise the state from before the commit, the new file beside it.
+                _ => {
+                    let w = written.unwrap();
+                    assert_eq!(w.table.version(), Some(version - 1));
+                    assert_eq!(w.pending_adds.len(), 1);
+                    assert!(w.pending_adds[0] > 0);
+                    assert!(!checkpoint.exists());
+                }
+            }
+        }
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(t.version(), Some(9));
+        assert_eq!(t.snapshot().unwrap().log_data().iter().count(), 10);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -103,12 +103,26 @@ impl TempLake {
         t.retain(|n| n != bronze::RUN_CONTROL_TABLE);
         t
     }
-    /// Names of every Delta table under the schema folder.
+    /// Names of every Delta table under the schema folder: folders whose `_delta_log`
+    /// holds a commit. (A process killed while another thread was committing a table's
+    /// version 0 can leave `_delta_log/` with only the object store's staging file in it:
+    /// no table yet for any reader, and the rerun creates it.)
     pub fn all_tables(&self) -> Vec<String> {
+        let has_commit = |log: PathBuf| {
+            std::fs::read_dir(log).is_ok_and(|mut entries| {
+                entries.any(|e| {
+                    e.is_ok_and(|e| {
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
+                    })
+                })
+            })
+        };
         let mut names: Vec<String> = std::fs::read_dir(self.schema_dir())
             .unwrap()
             .filter_map(|e| e.ok())
-            .filter(|e| e.path().join("_delta_log").is_dir())
+            .filter(|e| has_commit(e.path().join("_delta_log")))
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         names.sort();
