@@ -214,7 +214,10 @@ impl Maintenance<'_> {
         self.ingest.runtime().block_on(f)
     }
 
-    /// Names of the Delta tables of the schema (system tables included), sorted.
+    /// Names of the Delta tables of the schema (system tables included), sorted: folders
+    /// whose `_delta_log` holds a commit. (A run killed while a table's version 0 was
+    /// being put can leave `_delta_log/` with only the object store's staging file: no
+    /// table yet for any reader; the rerun creates it.)
     pub fn tables(&self) -> Result<Vec<String>> {
         let dir = self.ingest.schema_dir()?;
         let mut names = Vec::new();
@@ -225,7 +228,7 @@ impl Maintenance<'_> {
         };
         for e in entries {
             let e = e.map_err(|e| Error::io(&dir, e))?;
-            if e.path().join("_delta_log").is_dir() {
+            if has_commit(&e.path().join("_delta_log")) {
                 names.push(e.file_name().to_string_lossy().into_owned());
             }
         }
@@ -401,6 +404,19 @@ async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHea
         } else {
             actions.join(", ")
         },
+    })
+}
+
+/// Whether a local `_delta_log` folder holds a commit or a checkpoint.
+fn has_commit(log: &std::path::Path) -> bool {
+    std::fs::read_dir(log).is_ok_and(|mut entries| {
+        entries.any(|e| {
+            e.is_ok_and(|e| {
+                let name = e.file_name();
+                let name = name.to_string_lossy();
+                name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
+            })
+        })
     })
 }
 
@@ -588,6 +604,22 @@ pub(crate) async fn after_commit(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_folder_whose_log_holds_no_commit_is_no_table() {
+        let dir = tempfile::tempdir().unwrap();
+        let ingest = crate::Ingest::builder(dir.path()).build().unwrap();
+        let schema = ingest.schema_dir().unwrap();
+        let log = |t: &str| schema.join(t).join("_delta_log");
+        for t in ["a", "b", "c", "d"] {
+            std::fs::create_dir_all(log(t)).unwrap();
+        }
+        std::fs::write(log("a").join("00000000000000000000.json"), "{}").unwrap();
+        // A create killed inside its put: only the object store's staging file.
+        std::fs::write(log("b").join("00000000000000000000.json#1"), "{}").unwrap();
+        std::fs::write(log("d").join("00000000000000000010.checkpoint.parquet"), "").unwrap();
+        assert_eq!(ingest.maintenance().tables().unwrap(), ["a", "d"]);
+    }
 
     #[test]
     fn small_files_are_under_half_the_target() {

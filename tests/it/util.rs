@@ -104,20 +104,19 @@ impl TempLake {
         t
     }
     /// Names of every Delta table under the schema folder: folders whose `_delta_log`
-    /// holds a commit. (A process killed while another thread was committing a table's
-    /// version 0 can leave `_delta_log/` with only the object store's staging file in it:
-    /// no table yet for any reader, and the rerun creates it.)
+    /// holds a commit, as `Maintenance::tables` lists them. (A run killed while another
+    /// thread was committing a table's version 0 can leave `_delta_log/` with only the
+    /// object store's staging file in it: no table yet for any reader, and the rerun
+    /// creates it.) Not through `Maintenance` itself: its `Ingest` owns a runtime, which
+    /// callers inside an async block could not drop.
     pub fn all_tables(&self) -> Vec<String> {
+        let is_commit = |e: std::fs::DirEntry| {
+            let name = e.file_name();
+            let name = name.to_string_lossy();
+            name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
+        };
         let has_commit = |log: PathBuf| {
-            std::fs::read_dir(log).is_ok_and(|mut entries| {
-                entries.any(|e| {
-                    e.is_ok_and(|e| {
-                        let name = e.file_name();
-                        let name = name.to_string_lossy();
-                        name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
-                    })
-                })
-            })
+            std::fs::read_dir(log).is_ok_and(|mut es| es.any(|e| e.is_ok_and(is_commit)))
         };
         let mut names: Vec<String> = std::fs::read_dir(self.schema_dir())
             .unwrap()
