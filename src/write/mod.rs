@@ -225,7 +225,6 @@ impl Storage {
             ),
             None => None,
         };
-        let table_schema = schema.clone();
         let mut outcomes = Vec::with_capacity(parts.len());
         let mut batches = Vec::with_capacity(parts.len());
         let mut topics = Vec::with_capacity(parts.len());
@@ -289,54 +288,22 @@ impl Storage {
             && existing
                 .as_ref()
                 .is_some_and(|t| may_hold_batch(t, batch_id)));
-        if let (Some(t), Some(table_schema)) = (&existing, &table_schema)
-            && plain_append
-            && batches
-                .iter()
-                .all(|b| b.schema().fields() == table_schema.fields())
+        let t1 = std::time::Instant::now();
+        let existing = match self
+            .write_direct(table, &handle, existing, plain_append, &batches)
+            .await?
         {
-            let t1 = std::time::Instant::now();
-            let (c, written) = self
-                .append_files(t, &batches)
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-            tracing::debug!(
-                table = %table,
-                open_and_fit_us = (t1 - t0).as_micros() as u64,
-                append_files_us = t1.elapsed().as_micros() as u64,
-                "committed"
-            );
-            return Ok(((c, outcomes), Some(written)));
-        }
-        let mut existing = existing;
-        if existing.is_none() {
-            self.ensure_local_dir(table)?;
-            let t1 = std::time::Instant::now();
-            let created = self
-                .create_with_files(&handle, &batches)
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-            match created {
-                Created::Committed(c) => {
-                    tracing::debug!(
-                        table = %table,
-                        open_and_fit_us = (t1 - t0).as_micros() as u64,
-                        create_with_files_us = t1.elapsed().as_micros() as u64,
-                        "committed"
-                    );
-                    // A table with one commit has nothing to maintain: no state loaded.
-                    return Ok(((c, outcomes), None));
-                }
-                // Another writer created it meanwhile: append (schemas merged) to it as
-                // it is now. The files written for the lost create stay unreferenced
-                // until a VACUUM.
-                Created::Raced => {
-                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
-                    existing = self.open(table).await?;
-                }
-                Created::NotApplicable => {}
+            Direct::Done(c, written) => {
+                tracing::debug!(
+                    table = %table,
+                    open_and_fit_us = (t1 - t0).as_micros() as u64,
+                    direct_us = t1.elapsed().as_micros() as u64,
+                    "committed"
+                );
+                return Ok(((c, outcomes), written));
             }
-        }
+            Direct::NotApplicable(existing) => existing,
+        };
         let write = match existing {
             // A table none of whose files can hold this batch (the first load of a batch,
             // every day): a plain append, no replace-where planning or scan.
@@ -469,6 +436,57 @@ impl Storage {
         }
     }
 
+    /// The direct paths, without a DataFusion plan: a new table is created with
+    /// `batches` ([`Self::create_with_files`]); an existing one gets them appended when
+    /// `append` allows it and they have the table's schema ([`Self::append_files`]).
+    /// Otherwise [`Direct::NotApplicable`] hands back the table for a `WriteBuilder`
+    /// (loaded anew when another writer created it meanwhile).
+    async fn write_direct(
+        &self,
+        table: &TableName,
+        handle: &DeltaTable,
+        existing: Option<DeltaTable>,
+        append: bool,
+        batches: &[RecordBatch],
+    ) -> Result<Direct> {
+        let Some(t) = existing else {
+            self.ensure_local_dir(table)?;
+            let created = self
+                .create_with_files(handle, batches)
+                .await
+                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+            return match created {
+                // A table with one commit has nothing to maintain: no state loaded.
+                Created::Committed(c) => Ok(Direct::Done(c, None)),
+                // Another writer created it meanwhile: the rows go to it as it is now
+                // (schemas merged). The files written for the lost create stay
+                // unreferenced until a VACUUM.
+                Created::Raced => {
+                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
+                    Ok(Direct::NotApplicable(self.open(table).await?))
+                }
+                Created::NotApplicable => Ok(Direct::NotApplicable(None)),
+            };
+        };
+        let schema = t
+            .snapshot()
+            .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+            .snapshot()
+            .arrow_schema();
+        if !append
+            || batches
+                .iter()
+                .any(|b| b.schema().fields() != schema.fields())
+        {
+            return Ok(Direct::NotApplicable(Some(t)));
+        }
+        let (c, written) = self
+            .append_files(&t, batches)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        Ok(Direct::Done(c, Some(written)))
+    }
+
     /// Writes `batches` as data files of the table behind `log_store` (our writer
     /// properties, `stats` for the statistics); returns their add actions, what they add,
     /// and commit properties that record the writer's own row count.
@@ -588,6 +606,14 @@ impl Storage {
     /// Appends `batch` (creating the table when needed).
     pub(crate) async fn append(&self, table: &TableName, batch: RecordBatch) -> Result<Committed> {
         let (handle, existing) = self.open_or_new(table).await?;
+        let batches = std::slice::from_ref(&batch);
+        let existing = match self
+            .write_direct(table, &handle, existing, true, batches)
+            .await?
+        {
+            Direct::Done(c, _) => return Ok(c),
+            Direct::NotApplicable(existing) => existing,
+        };
         let write = match existing {
             Some(t) => t.write(vec![batch]).with_schema_mode(SchemaMode::Merge),
             None => {
@@ -684,6 +710,14 @@ impl WrittenTable {
             pending_adds: Vec::new(),
         }
     }
+}
+
+/// What [`Storage::write_direct`] did.
+enum Direct {
+    /// Committed; the table for the maintenance after it, if it needs any.
+    Done(Committed, Option<WrittenTable>),
+    /// Not a case for the direct paths: nothing written; the table as it is, if any.
+    NotApplicable(Option<DeltaTable>),
 }
 
 /// What [`Storage::create_with_files`] did.
