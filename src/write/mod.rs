@@ -289,6 +289,26 @@ impl Storage {
                 .as_ref()
                 .is_some_and(|t| may_hold_batch(t, batch_id)));
         let t1 = std::time::Instant::now();
+        let existing = match existing {
+            Some(t) if !plain_append => {
+                match self
+                    .replace_whole_files(table, &t, &batches, batch_id, &topics)
+                    .await?
+                {
+                    Some((c, written)) => {
+                        tracing::debug!(
+                            table = %table,
+                            open_and_fit_us = (t1 - t0).as_micros() as u64,
+                            replace_whole_files_us = t1.elapsed().as_micros() as u64,
+                            "committed"
+                        );
+                        return Ok(((c, outcomes), Some(written)));
+                    }
+                    None => Some(t),
+                }
+            }
+            other => other,
+        };
         let existing = match self
             .write_direct(table, &handle, existing, plain_append, &batches)
             .await?
@@ -485,6 +505,69 @@ impl Storage {
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         Ok(Direct::Done(c, Some(written)))
+    }
+
+    /// The replace of `batch_id`'s rows of `topics` without a DataFusion plan, when every
+    /// file that holds rows of the batch holds only rows of it and of one topic (files
+    /// one load wrote to a topic's table): those of `topics` are removed whole and the
+    /// new files added, in one commit recording the same predicate as the replace-where.
+    /// `Ok(None)` (nothing written) when a file mixes batches or topics (a compaction, a
+    /// shared child table), its statistics cannot tell, or the rows need a schema
+    /// change: the caller's `WriteBuilder` replace-where handles those.
+    async fn replace_whole_files(
+        &self,
+        table: &TableName,
+        t: &DeltaTable,
+        batches: &[RecordBatch],
+        batch_id: &str,
+        topics: &[String],
+    ) -> Result<Option<(Committed, WrittenTable)>> {
+        use deltalake::kernel::Action;
+        use deltalake::kernel::transaction::CommitBuilder;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+        use deltalake::protocol::DeltaOperation;
+
+        let delta = |e| Error::delta(table.as_str(), "write", e);
+        let snapshot = t.snapshot().map_err(delta)?;
+        let schema = snapshot.snapshot().arrow_schema();
+        if batches
+            .iter()
+            .any(|b| b.schema().fields() != schema.fields())
+        {
+            return Ok(None);
+        }
+        let Some(removes) = whole_files_of(t, batch_id, topics) else {
+            return Ok(None);
+        };
+        let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(
+            &batch_topics_predicate(batch_id, topics),
+        )
+        .map_err(delta)?;
+        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let log_store = t.log_store();
+        let (adds, mut c, properties) = self
+            .write_data_files(&log_store, schema, batches, stats)
+            .await
+            .map_err(delta)?;
+        let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
+        actions.extend(adds.into_iter().map(Action::Add));
+        let commit = CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(
+                Some(snapshot),
+                log_store,
+                DeltaOperation::Write {
+                    mode: SaveMode::Overwrite,
+                    partition_by: None,
+                    predicate: Some(predicate),
+                },
+            )
+            .await
+            .map_err(delta)?;
+        c.version = commit.version() as u64;
+        let mut written = t.clone();
+        written.state = Some(commit.snapshot);
+        Ok(Some((c, WrittenTable::current(written))))
     }
 
     /// Writes `batches` as data files of the table behind `log_store` (our writer
@@ -760,6 +843,43 @@ fn may_hold_batch(t: &DeltaTable, batch_id: &str) -> bool {
             _ => true,
         }
     })
+}
+
+/// Remove actions for the files of `t` that hold rows of `batch_id` and one of `topics`,
+/// when every file holding rows of the batch holds rows of it alone and of one topic
+/// (`_batch_id` and `_topic` statistics with min = max, under the 32 bytes where they
+/// may be truncated); `None` when some file may mix, or has no such statistics.
+fn whole_files_of(
+    t: &DeltaTable,
+    batch_id: &str,
+    topics: &[String],
+) -> Option<Vec<deltalake::kernel::Remove>> {
+    let snapshot = t.snapshot().ok()?;
+    let mut removes = Vec::new();
+    for f in snapshot.log_data().iter() {
+        let stats: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
+        let bound = |which: &str, column: &str| {
+            stats
+                .get(which)?
+                .get(column)?
+                .as_str()
+                .filter(|v| v.len() < 32)
+                .map(str::to_string)
+        };
+        let min = bound("minValues", "_batch_id")?;
+        let max = bound("maxValues", "_batch_id")?;
+        if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
+            continue;
+        }
+        let topic = bound("minValues", "_topic")?;
+        if min != max || bound("maxValues", "_topic")? != topic {
+            return None;
+        }
+        if topics.contains(&topic) {
+            removes.push(f.remove_action(true));
+        }
+    }
+    Some(removes)
 }
 
 /// Reads what the table's latest commit added from its log entry.
@@ -1058,6 +1178,84 @@ mod tests {
         let t = s.open(&name).await.unwrap().unwrap();
         assert_eq!(t.version(), Some(9));
         assert_eq!(t.snapshot().unwrap().log_data().iter().count(), 10);
+    }
+
+    fn live_rows(t: &DeltaTable) -> i64 {
+        t.snapshot()
+            .unwrap()
+            .log_data()
+            .iter()
+            .map(|f| {
+                let stats: serde_json::Value = serde_json::from_str(&f.stats().unwrap()).unwrap();
+                stats["numRecords"].as_i64().unwrap()
+            })
+            .sum()
+    }
+
+    /// The actions of commit `version` of `table`, as JSON values.
+    fn commit_actions(dir: &std::path::Path, table: &str, version: u64) -> Vec<serde_json::Value> {
+        let log = dir
+            .join(table)
+            .join(format!("_delta_log/{version:020}.json"));
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rerun_drops_whole_files_of_its_batch_and_topic_or_plans_when_files_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        // A topic's own table: its files hold one batch and one topic.
+        let quote = TableName::for_topic("quote");
+        s.replace_parts(&quote, vec![part("quote", 5)], "b1", true)
+            .await
+            .unwrap();
+        let ((c, _), _) = s
+            .replace_parts(&quote, vec![part("quote", 3)], "b1", true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (1, 3));
+        let actions = commit_actions(dir.path(), "quote", 1);
+        let count = |kind: &str| actions.iter().filter(|a| a.get(kind).is_some()).count();
+        assert_eq!((count("remove"), count("add")), (1, 1));
+        let info = &actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operationParameters"]["mode"], "Overwrite");
+        let predicate = info["operationParameters"]["predicate"].as_str().unwrap();
+        assert!(
+            predicate.contains("_batch_id") && predicate.contains("quote"),
+            "{predicate}"
+        );
+        let t = s.open(&quote).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 3);
+
+        // A shared table whose file mixes two topics: replacing one topic's rows goes
+        // through the replace-where, which keeps the other topic's rows.
+        let shared = TableName::for_topic("shared");
+        s.replace_parts(
+            &shared,
+            vec![part("quote", 5), part("trade", 4)],
+            "b1",
+            true,
+        )
+        .await
+        .unwrap();
+        let ((c, _), _) = s
+            .replace_parts(&shared, vec![part("quote", 2)], "b1", true)
+            .await
+            .unwrap();
+        assert_eq!(c.version, 1);
+        let t = s.open(&shared).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 4 + 2);
+        let actions = commit_actions(dir.path(), "shared", 1);
+        let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operation"], "WRITE");
+        assert!(
+            info["operationMetrics"].get("execution_time_ms").is_some(),
+            "the DataFusion write records its execution time: {info}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
