@@ -1204,19 +1204,28 @@ mod tests {
             .collect()
     }
 
+    /// Loads `first` as batch `b1`, then reruns `b1` with `rerun`; what the rerun committed.
+    async fn load_then_rerun(
+        s: &Storage,
+        table: &TableName,
+        first: Vec<Part>,
+        rerun: Part,
+    ) -> Committed {
+        s.replace_parts(table, first, "b1", true).await.unwrap();
+        let ((c, _), _) = s
+            .replace_parts(table, vec![rerun], "b1", true)
+            .await
+            .unwrap();
+        c
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_rerun_drops_whole_files_of_its_batch_and_topic_or_plans_when_files_mix() {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         // A topic's own table: its files hold one batch and one topic.
         let quote = TableName::for_topic("quote");
-        s.replace_parts(&quote, vec![part("quote", 5)], "b1", true)
-            .await
-            .unwrap();
-        let ((c, _), _) = s
-            .replace_parts(&quote, vec![part("quote", 3)], "b1", true)
-            .await
-            .unwrap();
+        let c = load_then_rerun(&s, &quote, vec![part("quote", 5)], part("quote", 3)).await;
         assert_eq!((c.version, c.rows_added), (1, 3));
         let actions = commit_actions(dir.path(), "quote", 1);
         let count = |kind: &str| actions.iter().filter(|a| a.get(kind).is_some()).count();
@@ -1234,18 +1243,8 @@ mod tests {
         // A shared table whose file mixes two topics: replacing one topic's rows goes
         // through the replace-where, which keeps the other topic's rows.
         let shared = TableName::for_topic("shared");
-        s.replace_parts(
-            &shared,
-            vec![part("quote", 5), part("trade", 4)],
-            "b1",
-            true,
-        )
-        .await
-        .unwrap();
-        let ((c, _), _) = s
-            .replace_parts(&shared, vec![part("quote", 2)], "b1", true)
-            .await
-            .unwrap();
+        let both = vec![part("quote", 5), part("trade", 4)];
+        let c = load_then_rerun(&s, &shared, both, part("quote", 2)).await;
         assert_eq!(c.version, 1);
         let t = s.open(&shared).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 4 + 2);
