@@ -175,7 +175,7 @@ impl Storage {
                     .snapshot()
                     .arrow_schema();
                 let batch = conform(table, batch, &schema)?;
-                if may_hold_batch(&t, batch_id) {
+                if batch_files(&t, batch_id).may_hold() {
                     t.write(vec![batch])
                         .with_save_mode(SaveMode::Overwrite)
                         .with_replace_where(batch_predicate(batch_id))
@@ -284,15 +284,21 @@ impl Storage {
             return Ok(((Committed::default(), outcomes), None));
         }
         let batches = merge_batches(table, &batches)?;
-        let plain_append = !(replace
-            && existing
-                .as_ref()
-                .is_some_and(|t| may_hold_batch(t, batch_id)));
+        let files = match &existing {
+            Some(t) if replace => batch_files(t, batch_id),
+            _ => BatchFiles::None,
+        };
+        let plain_append = !files.may_hold();
         let t1 = std::time::Instant::now();
-        let existing = match existing {
-            Some(t) if !plain_append => {
+        let existing = match (existing, files) {
+            (Some(t), BatchFiles::Whole(whole)) => {
+                let removes = whole
+                    .into_iter()
+                    .filter(|(topic, _)| topics.contains(topic))
+                    .map(|(_, remove)| remove)
+                    .collect();
                 match self
-                    .replace_whole_files(table, &t, &batches, batch_id, &topics)
+                    .replace_whole_files(table, &t, &batches, batch_id, &topics, removes)
                     .await?
                 {
                     Some((c, written)) => {
@@ -307,7 +313,7 @@ impl Storage {
                     None => Some(t),
                 }
             }
-            other => other,
+            (existing, _) => existing,
         };
         let existing = match self
             .write_direct(table, &handle, existing, plain_append, &batches)
@@ -488,16 +494,7 @@ impl Storage {
                 Created::NotApplicable => Ok(Direct::NotApplicable(None)),
             };
         };
-        let schema = t
-            .snapshot()
-            .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
-            .snapshot()
-            .arrow_schema();
-        if !append
-            || batches
-                .iter()
-                .any(|b| b.schema().fields() != schema.fields())
-        {
+        if !append || same_schema(table, &t, batches)?.is_none() {
             return Ok(Direct::NotApplicable(Some(t)));
         }
         let (c, written) = self
@@ -507,13 +504,12 @@ impl Storage {
         Ok(Direct::Done(c, Some(written)))
     }
 
-    /// The replace of `batch_id`'s rows of `topics` without a DataFusion plan, when every
-    /// file that holds rows of the batch holds only rows of it and of one topic (files
-    /// one load wrote to a topic's table): those of `topics` are removed whole and the
-    /// new files added, in one commit recording the same predicate as the replace-where.
-    /// `Ok(None)` (nothing written) when a file mixes batches or topics (a compaction, a
-    /// shared child table), its statistics cannot tell, or the rows need a schema
-    /// change: the caller's `WriteBuilder` replace-where handles those.
+    /// The replace of `batch_id`'s rows of `topics` without a DataFusion plan, for a table
+    /// whose files holding the batch hold only it and one topic each
+    /// ([`BatchFiles::Whole`]): `removes` (those of `topics`) go whole and the new files
+    /// are added, in one commit recording the same predicate as the replace-where.
+    /// `Ok(None)` (nothing written) when the rows need a schema change: the caller's
+    /// `WriteBuilder` replace-where handles it.
     async fn replace_whole_files(
         &self,
         table: &TableName,
@@ -521,6 +517,7 @@ impl Storage {
         batches: &[RecordBatch],
         batch_id: &str,
         topics: &[String],
+        removes: Vec<deltalake::kernel::Remove>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
         use deltalake::kernel::Action;
         use deltalake::kernel::transaction::CommitBuilder;
@@ -528,17 +525,10 @@ impl Storage {
         use deltalake::protocol::DeltaOperation;
 
         let delta = |e| Error::delta(table.as_str(), "write", e);
-        let snapshot = t.snapshot().map_err(delta)?;
-        let schema = snapshot.snapshot().arrow_schema();
-        if batches
-            .iter()
-            .any(|b| b.schema().fields() != schema.fields())
-        {
-            return Ok(None);
-        }
-        let Some(removes) = whole_files_of(t, batch_id, topics) else {
+        let Some(schema) = same_schema(table, t, batches)? else {
             return Ok(None);
         };
+        let snapshot = t.snapshot().map_err(delta)?;
         let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(
             &batch_topics_predicate(batch_id, topics),
         )
@@ -816,70 +806,84 @@ enum Created {
 /// What a write committed, and what became of each part.
 pub(crate) type Written = (Committed, Vec<PartOutcome>);
 
-/// Whether some data file of `t` may hold rows of `batch_id`: a file whose `_batch_id`
-/// statistics are missing, or possibly truncated (32 bytes or more), or whose min..max
-/// range holds the id.
-fn may_hold_batch(t: &DeltaTable, batch_id: &str) -> bool {
-    let Ok(snapshot) = t.snapshot() else {
-        return true;
-    };
-    snapshot.log_data().iter().any(|f| {
-        let Some(stats) = f.stats() else {
-            return true;
-        };
-        let Ok(stats) = serde_json::from_str::<serde_json::Value>(&stats) else {
-            return true;
-        };
-        let bound = |which: &str| {
-            stats
-                .get(which)
-                .and_then(|v| v.get("_batch_id"))
-                .and_then(|v| v.as_str())
-                .filter(|v| v.len() < 32)
-                .map(str::to_string)
-        };
-        match (bound("minValues"), bound("maxValues")) {
-            (Some(min), Some(max)) => min.as_str() <= batch_id && batch_id <= max.as_str(),
-            _ => true,
-        }
-    })
+/// How the data files of a table hold rows of one batch, by their statistics.
+enum BatchFiles {
+    /// No file can hold rows of the batch: a plain append.
+    None,
+    /// Every file holding rows of the batch holds only them, of one topic
+    /// (`_batch_id` and `_topic` statistics with min = max): those files, with their topic.
+    Whole(Vec<(String, deltalake::kernel::Remove)>),
+    /// Some file may hold them beside other rows, or its statistics (missing, or possibly
+    /// truncated at 32 bytes) cannot tell.
+    Mixed,
 }
 
-/// Remove actions for the files of `t` that hold rows of `batch_id` and one of `topics`,
-/// when every file holding rows of the batch holds rows of it alone and of one topic
-/// (`_batch_id` and `_topic` statistics with min = max, under the 32 bytes where they
-/// may be truncated); `None` when some file may mix, or has no such statistics.
-fn whole_files_of(
-    t: &DeltaTable,
-    batch_id: &str,
-    topics: &[String],
-) -> Option<Vec<deltalake::kernel::Remove>> {
-    let snapshot = t.snapshot().ok()?;
-    let mut removes = Vec::new();
+impl BatchFiles {
+    fn may_hold(&self) -> bool {
+        !matches!(self, BatchFiles::None)
+    }
+}
+
+/// [`BatchFiles`] of `t` for `batch_id`: one pass over its files' statistics.
+fn batch_files(t: &DeltaTable, batch_id: &str) -> BatchFiles {
+    let Ok(snapshot) = t.snapshot() else {
+        return BatchFiles::Mixed;
+    };
+    let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        let stats: serde_json::Value = serde_json::from_str(&f.stats()?).ok()?;
-        let bound = |which: &str, column: &str| {
-            stats
-                .get(which)?
-                .get(column)?
-                .as_str()
-                .filter(|v| v.len() < 32)
-                .map(str::to_string)
+        let Some(stats) = f
+            .stats()
+            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+        else {
+            return BatchFiles::Mixed;
         };
-        let min = bound("minValues", "_batch_id")?;
-        let max = bound("maxValues", "_batch_id")?;
+        let bounds = |column: &str| {
+            let bound = |which: &str| {
+                stats
+                    .get(which)?
+                    .get(column)?
+                    .as_str()
+                    .filter(|v| v.len() < 32)
+                    .map(str::to_string)
+            };
+            Some((bound("minValues")?, bound("maxValues")?))
+        };
+        let Some((min, max)) = bounds("_batch_id") else {
+            return BatchFiles::Mixed;
+        };
         if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
             continue;
         }
-        let topic = bound("minValues", "_topic")?;
-        if min != max || bound("maxValues", "_topic")? != topic {
-            return None;
-        }
-        if topics.contains(&topic) {
-            removes.push(f.remove_action(true));
+        match bounds("_topic") {
+            Some((topic, last)) if min == max && topic == last => {
+                whole.push((topic, f.remove_action(true)));
+            }
+            _ => return BatchFiles::Mixed,
         }
     }
-    Some(removes)
+    if whole.is_empty() {
+        BatchFiles::None
+    } else {
+        BatchFiles::Whole(whole)
+    }
+}
+
+/// The table's schema, when every one of `batches` has it exactly (the direct paths
+/// write the files in it).
+fn same_schema(
+    table: &TableName,
+    t: &DeltaTable,
+    batches: &[RecordBatch],
+) -> Result<Option<SchemaRef>> {
+    let schema = t
+        .snapshot()
+        .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+        .snapshot()
+        .arrow_schema();
+    let same = batches
+        .iter()
+        .all(|b| b.schema().fields() == schema.fields());
+    Ok(same.then_some(schema))
 }
 
 /// Reads what the table's latest commit added from its log entry.
