@@ -96,13 +96,18 @@ impl StagedFile {
     /// Every span is cut at JSON structural characters of a line that passed UTF-8
     /// validation, so this borrows and never replaces a character.
     pub fn text(&self, span: Span) -> std::borrow::Cow<'_, str> {
-        let buf = if span.side { &self.side } else { &self.text };
-        let bytes = &buf[span.start..span.end];
+        let bytes = self.bytes(span);
         // `from_utf8` first: `from_utf8_lossy` walks chunk by chunk, several times slower.
         match std::str::from_utf8(bytes) {
             Ok(s) => std::borrow::Cow::Borrowed(s),
             Err(_) => String::from_utf8_lossy(bytes),
         }
+    }
+
+    /// The bytes of a span (no UTF-8 check: for comparing, not for output).
+    fn bytes(&self, span: Span) -> &[u8] {
+        let buf = if span.side { &self.side } else { &self.text };
+        &buf[span.start..span.end]
     }
 
     /// The topic of a message of this file.
@@ -584,14 +589,17 @@ fn id_span(raw: &[u8], sink: &mut Sink<'_>) -> Option<Span> {
 pub struct IdSet {
     arena: Vec<u8>,
     table: hashbrown::HashTable<(u64, u32)>,
-    hasher: std::hash::RandomState,
+    hasher: ahash::RandomState,
 }
 
 impl IdSet {
     /// Adds `id`; `false` when it was already there.
     pub fn insert(&mut self, id: &str) -> bool {
-        use std::hash::BuildHasher as _;
-        let bytes = id.as_bytes();
+        self.insert_bytes(id.as_bytes())
+    }
+
+    /// Adds an id given as bytes; `false` when it was already there.
+    pub fn insert_bytes(&mut self, bytes: &[u8]) -> bool {
         let hash = self.hasher.hash_one(bytes);
         let arena = &self.arena;
         let slice = |&(o, l): &(u64, u32)| &arena[o as usize..o as usize + l as usize];
@@ -653,8 +661,8 @@ pub(crate) fn assemble(
             .into_iter()
             .filter(|m| {
                 let fresh = match (m.dedup_key, m.id) {
-                    (Some(key), _) => seen.insert(&sf_ref.text(key)),
-                    (None, Some(id)) if dedup => seen.insert(&sf_ref.text(id)),
+                    (Some(key), _) => seen.insert_bytes(sf_ref.bytes(key)),
+                    (None, Some(id)) if dedup => seen.insert_bytes(sf_ref.bytes(id)),
                     _ => true,
                 };
                 if !fresh {

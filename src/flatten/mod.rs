@@ -295,6 +295,43 @@ struct Flattener<'a, 'c> {
     /// Values, rescued values and child rows recorded so far (to spot elements that
     /// produced nothing).
     recorded: usize,
+    /// Member lists reused across objects (one per nesting level in use).
+    member_bufs: Vec<Members<'a>>,
+    /// The id hash of the last child row's parts but its index, shared by its siblings.
+    id_prefix: IdPrefix,
+}
+
+/// An object's members: `(key, value, is_last)`.
+type Members<'a> = Vec<(Cow<'a, str>, usize, bool)>;
+
+/// The [`naming::StableId`] state after a child row's root id, table, array path and
+/// parent id, kept with those parts (length-prefixed) to tell when the next row shares them.
+#[derive(Default)]
+struct IdPrefix {
+    parts: Vec<u8>,
+    scratch: Vec<u8>,
+    state: naming::StableId,
+}
+
+impl IdPrefix {
+    /// The state after `parts`, hashed only when they differ from the last call's.
+    fn after(&mut self, parts: [&[u8]; 4]) -> naming::StableId {
+        self.scratch.clear();
+        for p in parts {
+            self.scratch
+                .extend_from_slice(&(p.len() as u64).to_le_bytes());
+            self.scratch.extend_from_slice(p);
+        }
+        if self.scratch != self.parts || self.parts.is_empty() {
+            let mut h = naming::StableId::default();
+            for p in parts {
+                h.part(p);
+            }
+            self.state = h;
+            std::mem::swap(&mut self.parts, &mut self.scratch);
+        }
+        self.state
+    }
 }
 
 /// Index of the topic's own table in [`Flattener::tables`].
@@ -315,6 +352,8 @@ pub fn flatten<'a>(
         by_name: HashMap::from([(topic_table, TOPIC_TABLE)]),
         files: Vec::new(),
         recorded: 0,
+        member_bufs: Vec::new(),
+        id_prefix: IdPrefix::default(),
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -404,14 +443,14 @@ impl<'a> Flattener<'a, '_> {
         self.recorded += 1;
         match parent {
             Some((origin, parent_id, idx)) => {
-                let id = naming::stable_id(&[
+                let mut id = self.id_prefix.after([
                     ctx.root_id.as_bytes(),
                     name.as_str().as_bytes(),
                     origin.as_bytes(),
                     parent_id.as_bytes(),
-                    &(idx as u64).to_le_bytes(),
                 ]);
-                b.ids.push(Cow::Owned(id));
+                id.part(&(idx as u64).to_le_bytes());
+                b.ids.push(Cow::Owned(id.hex()));
                 b.parent_ids.push(parent_id.clone());
                 b.root_ids.push(ctx.root_id);
                 b.idx.push(idx as i64);
@@ -438,11 +477,9 @@ impl<'a> Flattener<'a, '_> {
 
     /// Members of object `obj`: `(key, value, is_last)`, where `is_last` is false for a
     /// key that appears again later in the object.
-    fn members(doc: &Doc<'a>, obj: usize) -> Vec<(Cow<'a, str>, usize, bool)> {
-        let mut members: Vec<(Cow<'a, str>, usize, bool)> = doc
-            .members(obj)
-            .map(|(k, v)| (doc.str(k), v, true))
-            .collect();
+    fn members(&mut self, doc: &Doc<'a>, obj: usize) -> Members<'a> {
+        let mut members = self.member_bufs.pop().unwrap_or_default();
+        members.extend(doc.members(obj).map(|(k, v)| (doc.str(k), v, true)));
         // Objects are small: comparing keys pairwise beats hashing them, once per object
         // of every message.
         if members.len() <= 16 {
@@ -484,7 +521,8 @@ impl<'a> Flattener<'a, '_> {
         depth: usize,
     ) {
         let mut hint = 0;
-        for (k, v, is_last) in Self::members(doc, obj) {
+        let mut members = self.members(doc, obj);
+        for (k, v, is_last) in members.drain(..) {
             if !is_last {
                 let key = self.dup_key(t, node, &k, true);
                 self.rescue(t, row, key, doc.raw(v).to_string());
@@ -498,6 +536,7 @@ impl<'a> Flattener<'a, '_> {
                 self.set(t, row, c, leaf(doc, v));
             }
         }
+        self.member_bufs.push(members);
     }
 
     fn object(
@@ -510,7 +549,8 @@ impl<'a> Flattener<'a, '_> {
         ctx: RowCtx<'a>,
     ) {
         let mut hint = 0;
-        for (k, v, is_last) in Self::members(doc, obj) {
+        let mut members = self.members(doc, obj);
+        for (k, v, is_last) in members.drain(..) {
             if is_last {
                 let n = self.tables[t].1.child_node(node, &k, &mut hint);
                 self.value(t, row, n, doc, v, ctx);
@@ -519,6 +559,7 @@ impl<'a> Flattener<'a, '_> {
                 self.rescue(t, row, key, doc.raw(v).to_string());
             }
         }
+        self.member_bufs.push(members);
     }
 
     /// Flattens value `v` found at trie `node` of table `t` into `row`.
