@@ -241,11 +241,16 @@ impl StableId {
 
     /// The hash so far, as 32 hex characters.
     pub fn hex(&self) -> String {
+        self.hex_digits().iter().copied().map(char::from).collect()
+    }
+
+    /// The hash so far, as 32 ASCII hex digits (no allocation).
+    pub fn hex_digits(&self) -> [u8; 32] {
         const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = String::with_capacity(32);
-        for b in self.0.to_be_bytes() {
-            hex.push(char::from(HEX[usize::from(b >> 4)]));
-            hex.push(char::from(HEX[usize::from(b & 0xf)]));
+        let mut hex = [0u8; 32];
+        for (i, b) in self.0.to_be_bytes().into_iter().enumerate() {
+            hex[2 * i] = HEX[usize::from(b >> 4)];
+            hex[2 * i + 1] = HEX[usize::from(b & 0xf)];
         }
         hex
     }

@@ -147,8 +147,8 @@ struct TableBuilder<'a> {
     namer: ColumnNamer,
     nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
-    ids: Vec<Cow<'a, str>>,
-    parent_ids: Vec<Cow<'a, str>>,
+    ids: Vec<RowId<'a>>,
+    parent_ids: Vec<RowId<'a>>,
     root_ids: Vec<&'a str>,
     idx: Vec<i64>,
     files: Vec<u32>,
@@ -304,6 +304,24 @@ struct Flattener<'a, 'c> {
 /// An object's members: `(key, value, is_last)`.
 type Members<'a> = Vec<(Cow<'a, str>, usize, bool)>;
 
+/// A row's `_id`: a topic row's message id, or a child row's derived id, held inline
+/// (child rows are most rows of a nested payload: no allocation each).
+#[derive(Clone, Copy)]
+enum RowId<'a> {
+    Message(&'a str),
+    Derived([u8; 32]),
+}
+
+impl RowId<'_> {
+    fn as_str(&self) -> &str {
+        match self {
+            RowId::Message(s) => s,
+            // Hex digits are ASCII.
+            RowId::Derived(hex) => std::str::from_utf8(hex).unwrap_or_default(),
+        }
+    }
+}
+
 /// The [`naming::StableId`] state after a child row's root id, table, array path and
 /// parent id, kept with those parts (length-prefixed) to tell when the next row shares them.
 #[derive(Default)]
@@ -436,7 +454,7 @@ impl<'a> Flattener<'a, '_> {
         &mut self,
         t: usize,
         ctx: RowCtx<'a>,
-        parent: Option<(&str, &Cow<'a, str>, usize)>,
+        parent: Option<(&str, RowId<'a>, usize)>,
     ) -> u32 {
         let (name, b) = &mut self.tables[t];
         let row = b.ids.len() as u32;
@@ -447,15 +465,15 @@ impl<'a> Flattener<'a, '_> {
                     ctx.root_id.as_bytes(),
                     name.as_str().as_bytes(),
                     origin.as_bytes(),
-                    parent_id.as_bytes(),
+                    parent_id.as_str().as_bytes(),
                 ]);
                 id.part(&(idx as u64).to_le_bytes());
-                b.ids.push(Cow::Owned(id.hex()));
-                b.parent_ids.push(parent_id.clone());
+                b.ids.push(RowId::Derived(id.hex_digits()));
+                b.parent_ids.push(parent_id);
                 b.root_ids.push(ctx.root_id);
                 b.idx.push(idx as i64);
             }
-            None => b.ids.push(Cow::Borrowed(ctx.root_id)),
+            None => b.ids.push(RowId::Message(ctx.root_id)),
         }
         b.files.push(ctx.file);
         b.lines.push(ctx.line);
@@ -632,10 +650,10 @@ impl<'a> Flattener<'a, '_> {
 
     fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
         let (child, origin) = self.child_table(t, node);
-        let parent_id = self.tables[t].1.ids[row as usize].clone();
+        let parent_id = self.tables[t].1.ids[row as usize];
         let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
         for (i, elem) in doc.elements(arr).enumerate() {
-            let child_row = self.new_row(child, ctx, Some((&origin, &parent_id, i)));
+            let child_row = self.new_row(child, ctx, Some((&origin, parent_id, i)));
             if all_objects {
                 let before = self.recorded;
                 self.object(child, child_row, ROOT, doc, elem, ctx);
@@ -738,12 +756,12 @@ fn build_batch(
     let n = t.ids.len();
     let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
-        t.ids.iter().map(|s| s.as_ref()),
+        t.ids.iter().map(RowId::as_str),
     ))];
     if t.is_child {
         fields.push(Field::new("_parent_id", DataType::Utf8, true));
         arrays.push(Arc::new(StringArray::from_iter_values(
-            t.parent_ids.iter().map(|s| s.as_ref()),
+            t.parent_ids.iter().map(RowId::as_str),
         )));
         fields.push(Field::new("_root_id", DataType::Utf8, true));
         arrays.push(Arc::new(StringArray::from(t.root_ids)));
