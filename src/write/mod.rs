@@ -159,7 +159,9 @@ impl Storage {
     }
 
     /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
-    /// one commit; a plain append when no file can hold rows of the batch.
+    /// one commit; a plain append when no file can hold rows of the batch. Creates and
+    /// appends take the direct paths ([`Storage::write_direct`]), a replace the
+    /// `WriteBuilder`'s replace-where.
     pub(crate) async fn replace(
         &self,
         table: &TableName,
@@ -167,24 +169,43 @@ impl Storage {
         batch_id: &str,
     ) -> Result<Committed> {
         let (handle, existing) = self.open_or_new(table).await?;
-        let write = match existing {
+        let batch = match &existing {
             Some(t) => {
                 let schema = t
                     .snapshot()
                     .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
                     .snapshot()
                     .arrow_schema();
-                let batch = conform(table, batch, &schema)?;
-                if batch_files(&t, batch_id).may_hold() {
-                    t.write(vec![batch])
-                        .with_save_mode(SaveMode::Overwrite)
-                        .with_replace_where(batch_predicate(batch_id))
-                } else {
-                    t.write(vec![batch]).with_save_mode(SaveMode::Append)
-                }
-                .with_schema_mode(SchemaMode::Merge)
+                conform(table, batch, &schema)?
             }
-            // A new table holds no rows to replace: create it with a plain append.
+            None => batch,
+        };
+        let may_hold = existing
+            .as_ref()
+            .is_some_and(|t| batch_files(t, batch_id).may_hold());
+        // A new table, or one without rows of this batch: the direct create or append.
+        let existing = if may_hold {
+            existing
+        } else {
+            let batches = std::slice::from_ref(&batch);
+            match self
+                .write_direct(table, &handle, existing, true, batches)
+                .await?
+            {
+                Direct::Done(c, _) => return Ok(c),
+                Direct::NotApplicable(existing) => existing,
+            }
+        };
+        let write = match existing {
+            Some(t) if may_hold => t
+                .write(vec![batch])
+                .with_save_mode(SaveMode::Overwrite)
+                .with_replace_where(batch_predicate(batch_id))
+                .with_schema_mode(SchemaMode::Merge),
+            Some(t) => t
+                .write(vec![batch])
+                .with_save_mode(SaveMode::Append)
+                .with_schema_mode(SchemaMode::Merge),
             None => {
                 self.ensure_local_dir(table)?;
                 handle
