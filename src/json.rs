@@ -180,12 +180,11 @@ pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
         return Cow::Borrowed(inner);
     }
     let mut out = String::with_capacity(inner.len());
-    let mut chars = inner.chars();
-    while let Some(c) = chars.next() {
-        if c != '\\' {
-            out.push(c);
-            continue;
-        }
+    let mut rest = inner;
+    // Runs between escapes are copied whole; only the escapes go char by char.
+    while let Some(at) = memchr::memchr(b'\\', rest.as_bytes()) {
+        out.push_str(&rest[..at]);
+        let mut chars = rest[at + 1..].chars();
         match chars.next() {
             Some('n') => out.push('\n'),
             Some('t') => out.push('\t'),
@@ -208,7 +207,9 @@ pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
             Some(other) => out.push(other),
             None => {}
         }
+        rest = chars.as_str();
     }
+    out.push_str(rest);
     Cow::Owned(out)
 }
 
@@ -583,6 +584,35 @@ mod tests {
                 .find(|&i| b[i] == b'"' || b[i] == b'\\' || b[i] < 0x20)
                 .unwrap_or(b.len());
             proptest::prop_assert_eq!(plain_run_end(&b, start), naive);
+        }
+
+        /// A string escaped by serde_json (control characters, quotes, backslashes;
+        /// `\u` escapes incl. surrogate pairs written by hand) decodes to itself.
+        #[test]
+        fn escaped_strings_decode_to_what_was_escaped(
+            s in "[a-z\"\\\n\t\r\u{1}\u{8}\u{c}\u{e9}\u{1F600} ]{0,24}",
+            ascii_escapes in proptest::prelude::any::<bool>(),
+        ) {
+            let mut json = serde_json::to_string(&s).unwrap();
+            if ascii_escapes {
+                // Every non-ASCII char as `\uXXXX` (a pair above the BMP).
+                let mut out = String::new();
+                for c in json.chars() {
+                    if c.is_ascii() {
+                        out.push(c);
+                    } else {
+                        let mut units = [0u16; 2];
+                        for u in c.encode_utf16(&mut units) {
+                            out.push_str(&format!("\\u{u:04x}"));
+                        }
+                    }
+                }
+                json = out;
+            }
+            validate(&json).unwrap();
+            let escaped = json.contains('\\');
+            let decoded = decode_string(&json, escaped);
+            proptest::prop_assert_eq!(decoded.as_ref(), s.as_str());
         }
     }
 
