@@ -481,3 +481,36 @@ fn a_topic_staged_in_several_batches_flattens_as_one() {
         assert_eq!(split.tables, one.tables, "cut after row {cut}");
     }
 }
+
+#[test]
+fn child_ids_hash_root_table_path_parent_and_index() {
+    // Siblings share all but their index (the flattener hashes that prefix once);
+    // consecutive rows, parents and tables vary, so a stale prefix would show.
+    let t = run(&[
+        r#"{"topic":"o","message_id":"m1","payload":{"lines":[{"taxes":[{"r":1},{"r":2}]},{"taxes":[{"r":3}]}]}}"#,
+        r#"{"topic":"o","message_id":"m2","payload":{"lines":[{"taxes":[{"r":4},{"r":5}]},{}]}}"#,
+    ]);
+    let mut seen = std::collections::HashSet::new();
+    for (table, origin) in [("lines", "lines"), ("lines__taxes", "lines[].taxes")] {
+        let b = &t[table][0];
+        let ids = strings_of(b, "_id");
+        let parents = strings_of(b, "_parent_id");
+        let roots = strings_of(b, "_root_id");
+        let idx = b
+            .column_by_name("_idx")
+            .unwrap()
+            .as_primitive::<Int64Type>();
+        assert!(ids.len() >= 4, "{table}: {ids:?}");
+        for r in 0..ids.len() {
+            let want = naming::stable_id(&[
+                roots[r].as_deref().unwrap().as_bytes(),
+                table.as_bytes(),
+                origin.as_bytes(),
+                parents[r].as_deref().unwrap().as_bytes(),
+                &(idx.value(r) as u64).to_le_bytes(),
+            ]);
+            assert_eq!(ids[r].as_deref(), Some(want.as_str()), "{table} row {r}");
+            assert!(seen.insert(want), "{table} row {r}: id repeated");
+        }
+    }
+}
