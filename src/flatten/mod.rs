@@ -340,7 +340,8 @@ impl IdPrefix {
                 .extend_from_slice(&(p.len() as u64).to_le_bytes());
             self.scratch.extend_from_slice(p);
         }
-        if self.scratch != self.parts || self.parts.is_empty() {
+        // Never equal on the first call: `scratch` holds at least the four lengths.
+        if self.scratch != self.parts {
             let mut h = naming::StableId::default();
             for p in parts {
                 h.part(p);

@@ -196,29 +196,10 @@ impl Storage {
                 Direct::NotApplicable(existing) => existing,
             }
         };
-        let write = match existing {
-            Some(t) if may_hold => t
-                .write(vec![batch])
-                .with_save_mode(SaveMode::Overwrite)
-                .with_replace_where(batch_predicate(batch_id))
-                .with_schema_mode(SchemaMode::Merge),
-            Some(t) => t
-                .write(vec![batch])
-                .with_save_mode(SaveMode::Append)
-                .with_schema_mode(SchemaMode::Merge),
-            None => {
-                self.ensure_local_dir(table)?;
-                handle
-                    .write(vec![batch])
-                    .with_save_mode(SaveMode::Append)
-                    .with_configuration(self.table_properties())
-            }
-        };
-        let written = write
-            .with_target_file_size(NonZeroU64::new(self.target_file_size))
-            .with_writer_properties(writer_properties(self.compression))
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        let replace_where = may_hold.then(|| batch_predicate(batch_id));
+        let written = self
+            .write_with_builder(table, handle, existing, vec![batch], replace_where)
+            .await?;
         committed(table, &written).await
     }
 
@@ -351,31 +332,13 @@ impl Storage {
             }
             Direct::NotApplicable(existing) => existing,
         };
-        let write = match existing {
-            // A table none of whose files can hold this batch (the first load of a batch,
-            // every day): a plain append, no replace-where planning or scan.
-            Some(t) if !plain_append => t
-                .write(batches)
-                .with_save_mode(SaveMode::Overwrite)
-                .with_replace_where(batch_topics_predicate(batch_id, &topics))
-                .with_schema_mode(SchemaMode::Merge),
-            // A later slice of a topic whose first slice already replaced its rows, or a
-            // table without rows of this batch.
-            Some(t) => t
-                .write(batches)
-                .with_save_mode(SaveMode::Append)
-                .with_schema_mode(SchemaMode::Merge),
-            None => handle
-                .write(batches)
-                .with_save_mode(SaveMode::Append)
-                .with_configuration(self.table_properties()),
-        };
+        // A plain append (schemas merged) for a later slice of a topic whose first slice
+        // already replaced its rows, or a table without rows of this batch.
+        let replace_where = (!plain_append).then(|| batch_topics_predicate(batch_id, &topics));
         let t1 = std::time::Instant::now();
-        let written = write
-            .with_target_file_size(NonZeroU64::new(self.target_file_size))
-            .with_writer_properties(writer_properties(self.compression))
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        let written = self
+            .write_with_builder(table, handle, existing, batches, replace_where)
+            .await?;
         let t2 = std::time::Instant::now();
         let c = committed(table, &written).await?;
         tracing::debug!(
@@ -386,6 +349,40 @@ impl Storage {
             "committed"
         );
         Ok(((c, outcomes), Some(WrittenTable::current(written))))
+    }
+
+    /// The `WriteBuilder` path, for what the direct ones do not take (schema changes,
+    /// types outside the flattener's, replaces of files that mix batches or topics): the
+    /// rows matching `replace_where` are replaced, or without it `batches` are appended
+    /// (schemas merged); a new table is created with the table properties.
+    async fn write_with_builder(
+        &self,
+        table: &TableName,
+        handle: DeltaTable,
+        existing: Option<DeltaTable>,
+        batches: Vec<RecordBatch>,
+        replace_where: Option<Expr>,
+    ) -> Result<DeltaTable> {
+        let write = match (existing, replace_where) {
+            (Some(t), Some(predicate)) => t
+                .write(batches)
+                .with_save_mode(SaveMode::Overwrite)
+                .with_replace_where(predicate)
+                .with_schema_mode(SchemaMode::Merge),
+            (Some(t), None) => t
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
+                .with_schema_mode(SchemaMode::Merge),
+            (None, _) => handle
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
+                .with_configuration(self.table_properties()),
+        };
+        write
+            .with_target_file_size(NonZeroU64::new(self.target_file_size))
+            .with_writer_properties(writer_properties(self.compression))
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))
     }
 
     /// Creates the table with `batches` in one commit (version 0): protocol, metadata with
