@@ -654,6 +654,11 @@ impl Ingest {
             root_store,
             target_file_size: self.config.target_file_size,
             compression: self.config.compression,
+            auto_compact_at: self
+                .config
+                .auto_compact
+                .then_some(self.config.auto_compact_min_files),
+            unloaded_appends: true,
         })
     }
 
@@ -699,7 +704,7 @@ impl Ingest {
         let started_micros = now_micros();
         let batch_dir = batch_dir.as_ref();
         let found = discover::discover(batch_dir, self.config.batch_id.as_deref())?;
-        let storage = self.storage()?;
+        let mut storage = self.storage()?;
         let lineage = Lineage {
             batch_id: found.batch_id.clone(),
             loaded_at_micros: started_micros,
@@ -723,6 +728,11 @@ impl Ingest {
                 h.run_id, h.host, h.pid
             ));
         }
+        // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
+        // their appends would find its `txn` there and take the loaded path anyway.
+        storage.unloaded_appends = !self
+            .runtime
+            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.batch_id));
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.batch_id);
         let mut writes: Vec<TableWrite> = Vec::new();
@@ -951,7 +961,7 @@ impl Ingest {
             Ok(batch) => {
                 let _guard = self.locks.lock(&rc_table);
                 self.runtime
-                    .block_on(storage.append(&rc_table, batch))
+                    .block_on(storage.append(&rc_table, batch, &found.batch_id))
                     .err()
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),

@@ -42,6 +42,30 @@ pub(crate) struct Storage {
     pub(crate) target_file_size: u64,
     /// Parquet compression of the data files.
     pub(crate) compression: Compression,
+    /// Auto compaction's small-file trigger; `None` when auto compaction is off.
+    pub(crate) auto_compact_at: Option<u64>,
+    /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
+    /// whose tables hold its `txn`).
+    pub(crate) unloaded_appends: bool,
+}
+
+/// Table property bronze sets on the tables it creates for batches: every commit that
+/// writes rows of a batch carries a Delta `txn` action for it ([`batch_app_id`]), so a
+/// table whose log has no `txn` of a batch holds no row of it, which an append can
+/// tell from the log's protocol, metadata and `txn` actions alone, without the file list
+/// ([`Storage::open_unloaded`]).
+pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
+
+/// The `txn` application id of `batch_id`'s writes.
+pub fn batch_app_id(batch_id: &str) -> String {
+    format!("bronze/{batch_id}")
+}
+
+/// The `txn` action of a write of `batch_id`'s rows: its version is the write's time in
+/// milliseconds, so it grows with every rerun.
+fn batch_txn(batch_id: &str) -> deltalake::kernel::Transaction {
+    let now = chrono::Utc::now().timestamp_millis();
+    deltalake::kernel::Transaction::new_with_last_update(batch_app_id(batch_id), now, Some(now))
 }
 
 /// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
@@ -160,14 +184,25 @@ impl Storage {
 
     /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
-    /// appends take the direct paths ([`Storage::write_direct`]), a replace the
-    /// `WriteBuilder`'s replace-where.
+    /// appends take the direct paths ([`Storage::open_unloaded`] first, then
+    /// [`Storage::write_direct`]), a replace the `WriteBuilder`'s replace-where.
     pub(crate) async fn replace(
         &self,
         table: &TableName,
         batch: RecordBatch,
         batch_id: &str,
     ) -> Result<Committed> {
+        if let Some(u) = self.open_unloaded(table, batch_id, true).await {
+            let fitted = conform(table, batch.clone(), &u.schema)?;
+            if fitted.schema().fields() == u.schema.fields()
+                && let Some(c) = self
+                    .append_unloaded(&u, std::slice::from_ref(&fitted), batch_id)
+                    .await
+                    .map_err(|e| Error::delta(table.as_str(), "write", e))?
+            {
+                return Ok(c);
+            }
+        }
         let (handle, existing) = self.open_or_new(table).await?;
         let batch = match &existing {
             Some(t) => {
@@ -189,7 +224,7 @@ impl Storage {
         } else {
             let batches = std::slice::from_ref(&batch);
             match self
-                .write_direct(table, &handle, existing, true, batches)
+                .write_direct(table, &handle, existing, true, batches, Some(batch_id))
                 .await?
             {
                 Direct::Done(c, _) => return Ok(c),
@@ -198,7 +233,14 @@ impl Storage {
         };
         let replace_where = may_hold.then(|| batch_predicate(batch_id));
         let written = self
-            .write_with_builder(table, handle, existing, vec![batch], replace_where)
+            .write_with_builder(
+                table,
+                handle,
+                existing,
+                vec![batch],
+                replace_where,
+                batch_id,
+            )
             .await?;
         committed(table, &written).await
     }
@@ -217,8 +259,35 @@ impl Storage {
         replace: bool,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
+        if let Some(u) = self.open_unloaded(table, batch_id, replace).await {
+            let fitted = fit_parts(table, &parts, Some(Arc::clone(&u.schema)), true);
+            if fitted.batches.is_empty() {
+                return Ok(((Committed::default(), fitted.outcomes), None));
+            }
+            let batches = merge_batches(table, &fitted.batches)?;
+            if batches
+                .iter()
+                .all(|b| b.schema().fields() == u.schema.fields())
+            {
+                let t1 = std::time::Instant::now();
+                let appended = self
+                    .append_unloaded(&u, &batches, batch_id)
+                    .await
+                    .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+                if let Some(c) = appended {
+                    tracing::debug!(
+                        table = %table,
+                        open_and_fit_us = (t1 - t0).as_micros() as u64,
+                        append_unloaded_us = t1.elapsed().as_micros() as u64,
+                        "committed"
+                    );
+                    return Ok(((c, fitted.outcomes), None));
+                }
+                tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+            }
+        }
         let (handle, existing) = self.open_or_new(table).await?;
-        let mut schema: Option<SchemaRef> = match &existing {
+        let schema: Option<SchemaRef> = match &existing {
             Some(t) => Some(
                 t.snapshot()
                     .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
@@ -227,61 +296,11 @@ impl Storage {
             ),
             None => None,
         };
-        let mut outcomes = Vec::with_capacity(parts.len());
-        let mut batches = Vec::with_capacity(parts.len());
-        let mut topics = Vec::with_capacity(parts.len());
-        for part in parts {
-            // A table created by this commit takes every part's columns.
-            let evolution = if existing.is_some() {
-                part.evolution
-            } else {
-                crate::config::Evolution::Add
-            };
-            // Each slice is fitted to the schema the slices before it leave; a refused
-            // slice refuses the whole part (the topic's rows go in whole or not at all).
-            let mut fitted = Vec::with_capacity(part.batches.len());
-            let mut outcome = PartOutcome {
-                rows: 0,
-                added: Vec::new(),
-                rescued: 0,
-                error: None,
-            };
-            let mut part_schema = schema.clone();
-            for batch in part.batches {
-                match crate::conform::conform(table, batch, part_schema.as_deref(), evolution) {
-                    Ok(c) => {
-                        part_schema = Some(crate::conform::merged_schema(
-                            part_schema.as_deref(),
-                            &c.batch,
-                        ));
-                        outcome.rows += c.batch.num_rows() as u64;
-                        outcome.rescued += c.rescued;
-                        for a in c.added {
-                            if !outcome.added.contains(&a) {
-                                outcome.added.push(a);
-                            }
-                        }
-                        fitted.push(c.batch);
-                    }
-                    Err(e) => {
-                        outcome.error = Some(e);
-                        break;
-                    }
-                }
-            }
-            if outcome.error.is_none() {
-                schema = part_schema;
-                if !topics.contains(&part.topic) {
-                    topics.push(part.topic);
-                }
-                batches.extend(fitted);
-            } else {
-                outcome.rows = 0;
-                outcome.added.clear();
-                outcome.rescued = 0;
-            }
-            outcomes.push(outcome);
-        }
+        let Fitted {
+            batches,
+            topics,
+            outcomes,
+        } = fit_parts(table, &parts, schema, existing.is_some());
         if batches.is_empty() {
             return Ok(((Committed::default(), outcomes), None));
         }
@@ -318,7 +337,14 @@ impl Storage {
             (existing, _) => existing,
         };
         let existing = match self
-            .write_direct(table, &handle, existing, plain_append, &batches)
+            .write_direct(
+                table,
+                &handle,
+                existing,
+                plain_append,
+                &batches,
+                Some(batch_id),
+            )
             .await?
         {
             Direct::Done(c, written) => {
@@ -337,7 +363,7 @@ impl Storage {
         let replace_where = (!plain_append).then(|| batch_topics_predicate(batch_id, &topics));
         let t1 = std::time::Instant::now();
         let written = self
-            .write_with_builder(table, handle, existing, batches, replace_where)
+            .write_with_builder(table, handle, existing, batches, replace_where, batch_id)
             .await?;
         let t2 = std::time::Instant::now();
         let c = committed(table, &written).await?;
@@ -351,6 +377,161 @@ impl Storage {
         Ok(((c, outcomes), Some(WrittenTable::current(written))))
     }
 
+    /// Opens `table` for an append of `batch_id`'s rows without listing its files (only the
+    /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
+    /// full load, BENCHMARKS.md), when that is safe:
+    ///
+    /// - bronze created the table with [`BATCH_TXN_PROPERTY`] and no `txn` expires, so the
+    ///   log holds a `txn` of every batch with rows in the table; there is none of
+    ///   `batch_id` (not checked when `replace` is off: the rows are appended anyway);
+    /// - the kernel may write to the table, and nothing about it asks more of a writer
+    ///   than data files with statistics: no column mapping, row tracking, in-commit
+    ///   timestamps, constraints, invariants or generated columns, default statistics
+    ///   columns;
+    /// - the next commit is due no checkpoint and no auto compaction check (those commits
+    ///   take the loaded path, which runs them).
+    ///
+    /// `None` otherwise, and when the table does not exist or cannot be read: the loaded
+    /// path takes it (and reports what is wrong).
+    async fn open_unloaded(
+        &self,
+        table: &TableName,
+        batch_id: &str,
+        replace: bool,
+    ) -> Option<Unloaded> {
+        if !self.unloaded_appends {
+            return None;
+        }
+        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+        use deltalake::table::config::TablePropertiesExt as _;
+
+        let app_id = batch_app_id(batch_id);
+        let compact_at = self.auto_compact_at;
+        let (snapshot, log_store) = self
+            .kernel_snapshot(table, move |snapshot, engine| {
+                let props = snapshot.table_properties();
+                let interval = props.checkpoint_interval().get();
+                let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
+                let plain = props.unknown_properties.get(BATCH_TXN_PROPERTY).map(String::as_str)
+                    == Some("true")
+                    && props.set_transaction_retention_duration.is_none()
+                    && props.column_mapping_mode.is_none_or(|m| {
+                        m == buoyant_kernel::table_features::ColumnMappingMode::None
+                    })
+                    && props.enable_row_tracking != Some(true)
+                    && props.enable_in_commit_timestamps != Some(true)
+                    && props.data_skipping_num_indexed_cols.is_none()
+                    && props.data_skipping_stats_columns.is_none()
+                    && !props
+                        .unknown_properties
+                        .keys()
+                        .any(|k| k.starts_with("delta.constraints."))
+                    // The commit after this one is due the post-commit work (the
+                    // checkpoint check of delta-rs's post-commit hook, as in
+                    // `Storage::append_files`).
+                    && !(snapshot.version() + 2).is_multiple_of(every);
+                if !plain {
+                    return None;
+                }
+                let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
+                Arc::clone(snapshot).transaction(committer, engine).ok()?;
+                if replace && snapshot.get_app_id_version(&app_id, engine).ok()?.is_some() {
+                    return None;
+                }
+                Some(Arc::clone(snapshot))
+            })
+            .await?;
+        let schema: Schema = snapshot.schema().as_ref().try_into_arrow().ok()?;
+        if schema.fields().iter().any(|f| writer_metadata(f)) {
+            return None;
+        }
+        Some(Unloaded {
+            version: snapshot.version(),
+            log_store,
+            schema: Arc::new(schema),
+        })
+    }
+
+    /// Whether `table`'s log holds a `txn` of `batch_id` (a write of its rows committed
+    /// there); `false` too when the table does not exist or cannot be read.
+    pub(crate) async fn batch_seen(&self, table: &TableName, batch_id: &str) -> bool {
+        let app_id = batch_app_id(batch_id);
+        self.kernel_snapshot(table, move |snapshot, engine| {
+            snapshot.get_app_id_version(&app_id, engine).ok()?
+        })
+        .await
+        .is_some()
+    }
+
+    /// `look` at the table's latest kernel snapshot (protocol, metadata and the log's
+    /// file names read; no file list), with its log store. `None` when the table does not
+    /// exist, cannot be read, or `look` says so.
+    async fn kernel_snapshot<R: Send + 'static>(
+        &self,
+        table: &TableName,
+        look: impl FnOnce(&buoyant_kernel::SnapshotRef, &dyn buoyant_kernel::Engine) -> Option<R>
+        + Send
+        + 'static,
+    ) -> Option<(R, deltalake::logstore::LogStoreRef)> {
+        if let Some(dir) = self.local_dir(table)
+            && !dir.join("_delta_log").is_dir()
+        {
+            return None;
+        }
+        let log_store = self.builder(table).ok()?.build().ok()?.log_store();
+        let engine = log_store.engine(None);
+        let mut root = log_store.root_url().clone();
+        if !root.path().ends_with('/') {
+            root.set_path(&format!("{}/", root.path()));
+        }
+        let name = table.clone();
+        // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
+        // runtime for object store reads.
+        let seen = tokio::task::spawn_blocking(move || {
+            let snapshot = buoyant_kernel::Snapshot::builder_for(root)
+                .build(engine.as_ref())
+                .inspect_err(|e| tracing::debug!(table = %name, error = %e, "no kernel snapshot"))
+                .ok()?;
+            look(&snapshot, engine.as_ref())
+        })
+        .await
+        .ok()??;
+        Some((seen, log_store))
+    }
+
+    /// Appends `batches` (in the table's schema) to an [`Storage::open_unloaded`] table in
+    /// one commit at the version after the one it was opened at, put only if absent.
+    /// `Ok(None)` when another writer took that version: nothing was committed (the data
+    /// files written stay unreferenced until a VACUUM) and the caller goes the loaded way.
+    async fn append_unloaded(
+        &self,
+        u: &Unloaded,
+        batches: &[RecordBatch],
+        batch_id: &str,
+    ) -> std::result::Result<Option<Committed>, DeltaTableError> {
+        use deltalake::kernel::Action;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+
+        // Default statistics columns: `open_unloaded` took only such tables.
+        let stats = WriterStatsConfig::new(Default::default(), None);
+        let (adds, mut c, properties) = self
+            .write_data_files(
+                &u.log_store,
+                Arc::clone(&u.schema),
+                batches,
+                stats,
+                Some(batch_id),
+            )
+            .await?;
+        let actions = adds.into_iter().map(Action::Add).collect();
+        let version = u.version + 1;
+        if !put_commit(&u.log_store, version, properties, actions).await? {
+            return Ok(None);
+        }
+        c.version = version;
+        Ok(Some(c))
+    }
+
     /// The `WriteBuilder` path, for what the direct ones do not take (schema changes,
     /// types outside the flattener's, replaces of files that mix batches or topics): the
     /// rows matching `replace_where` are replaced, or without it `batches` are appended
@@ -362,6 +543,7 @@ impl Storage {
         existing: Option<DeltaTable>,
         batches: Vec<RecordBatch>,
         replace_where: Option<Expr>,
+        batch_id: &str,
     ) -> Result<DeltaTable> {
         let write = match (existing, replace_where) {
             (Some(t), Some(predicate)) => t
@@ -376,9 +558,14 @@ impl Storage {
             (None, _) => handle
                 .write(batches)
                 .with_save_mode(SaveMode::Append)
-                .with_configuration(self.table_properties()),
+                // Without `BATCH_TXN_PROPERTY`: the builder refuses keys it does not know.
+                // Such a table takes the loaded path.
+                .with_configuration(self.table_properties(false)),
         };
+        let properties = deltalake::kernel::transaction::CommitProperties::default()
+            .with_application_transaction(batch_txn(batch_id));
         write
+            .with_commit_properties(properties)
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
             .with_writer_properties(writer_properties(self.compression))
             .await
@@ -398,13 +585,12 @@ impl Storage {
         &self,
         handle: &DeltaTable,
         batches: &[RecordBatch],
+        batch_id: Option<&str>,
     ) -> std::result::Result<Created, DeltaTableError> {
         use arrow::datatypes::TimeUnit;
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-        use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
         use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
         use deltalake::operations::write::configs::WriterStatsConfig;
-        use deltalake::protocol::DeltaOperation;
 
         let Some(first) = batches.first() else {
             return Ok(Created::NotApplicable);
@@ -427,7 +613,7 @@ impl Storage {
         }
         let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
         let configuration: Vec<(String, String)> = self
-            .table_properties()
+            .table_properties(batch_id.is_some())
             .into_iter()
             .filter_map(|(k, v)| Some((k, v?)))
             .collect();
@@ -444,40 +630,18 @@ impl Storage {
         let stats = WriterStatsConfig::new(Default::default(), None);
         let log_store = handle.log_store();
         let (adds, c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats)
+            .write_data_files(&log_store, schema, batches, stats, batch_id)
             .await?;
         let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
         actions.extend(adds.into_iter().map(Action::Add));
         // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
         // taken retries as a commit on top, whose metadata would replace the other
         // writer's schema; here the rows go through the existing-table path instead.
-        let operation_id = uuid::Uuid::new_v4();
-        let prepared = CommitBuilder::from(properties)
-            .with_actions(actions)
-            .with_operation_id(operation_id)
-            .build(
-                None,
-                log_store.clone(),
-                DeltaOperation::Write {
-                    mode: SaveMode::Append,
-                    partition_by: None,
-                    predicate: None,
-                },
-            )
-            .into_prepared_commit_future()
-            .await?;
-        let entry = prepared.commit_or_bytes().clone();
-        match log_store
-            .write_commit_entry(0, entry.clone(), operation_id)
-            .await
-        {
-            Ok(()) => Ok(Created::Committed(c)),
-            Err(TransactionError::VersionAlreadyExists(0)) => {
-                log_store.abort_commit_entry(0, entry, operation_id).await?;
-                Ok(Created::Raced)
-            }
-            Err(e) => Err(e.into()),
-        }
+        Ok(if put_commit(&log_store, 0, properties, actions).await? {
+            Created::Committed(c)
+        } else {
+            Created::Raced
+        })
     }
 
     /// The direct paths, without a DataFusion plan: a new table is created with
@@ -492,11 +656,12 @@ impl Storage {
         existing: Option<DeltaTable>,
         append: bool,
         batches: &[RecordBatch],
+        batch_id: Option<&str>,
     ) -> Result<Direct> {
         let Some(t) = existing else {
             self.ensure_local_dir(table)?;
             let created = self
-                .create_with_files(handle, batches)
+                .create_with_files(handle, batches, batch_id)
                 .await
                 .map_err(|e| Error::delta(table.as_str(), "write", e))?;
             return match created {
@@ -516,7 +681,7 @@ impl Storage {
             return Ok(Direct::NotApplicable(Some(t)));
         }
         let (c, written) = self
-            .append_files(&t, batches)
+            .append_files(&t, batches, batch_id)
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         Ok(Direct::Done(c, Some(written)))
@@ -554,7 +719,7 @@ impl Storage {
         let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats)
+            .write_data_files(&log_store, schema, batches, stats, Some(batch_id))
             .await
             .map_err(delta)?;
         let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
@@ -580,13 +745,15 @@ impl Storage {
 
     /// Writes `batches` as data files of the table behind `log_store` (our writer
     /// properties, `stats` for the statistics); returns their add actions, what they add,
-    /// and commit properties that record the writer's own row count.
+    /// and commit properties that record the writer's own row count and, for rows of
+    /// `batch_id`, the batch's `txn` ([`BATCH_TXN_PROPERTY`]).
     async fn write_data_files(
         &self,
         log_store: &deltalake::logstore::LogStoreRef,
         schema: SchemaRef,
         batches: &[RecordBatch],
         stats: deltalake::operations::write::configs::WriterStatsConfig,
+        batch_id: Option<&str>,
     ) -> std::result::Result<
         (
             Vec<deltalake::kernel::Add>,
@@ -623,8 +790,11 @@ impl Storage {
             "num_added_rows": rows,
             "num_added_files": adds.len(),
         });
-        let properties =
+        let mut properties =
             CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]);
+        if let Some(batch_id) = batch_id {
+            properties = properties.with_application_transaction(batch_txn(batch_id));
+        }
         Ok((adds, c, properties))
     }
 
@@ -636,6 +806,7 @@ impl Storage {
         &self,
         t: &DeltaTable,
         batches: &[RecordBatch],
+        batch_id: Option<&str>,
     ) -> std::result::Result<(Committed, WrittenTable), DeltaTableError> {
         use deltalake::kernel::Action;
         use deltalake::kernel::transaction::CommitBuilder;
@@ -649,7 +820,7 @@ impl Storage {
         };
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, first.schema(), batches, stats)
+            .write_data_files(&log_store, first.schema(), batches, stats, batch_id)
             .await?;
         let checkpoint_interval = {
             use deltalake::kernel::transaction::TableReference as _;
@@ -694,12 +865,17 @@ impl Storage {
         ))
     }
 
-    /// Appends `batch` (creating the table when needed).
-    pub(crate) async fn append(&self, table: &TableName, batch: RecordBatch) -> Result<Committed> {
+    /// Appends `batch`, rows of `batch_id` (creating the table when needed).
+    pub(crate) async fn append(
+        &self,
+        table: &TableName,
+        batch: RecordBatch,
+        batch_id: &str,
+    ) -> Result<Committed> {
         let (handle, existing) = self.open_or_new(table).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
-            .write_direct(table, &handle, existing, true, batches)
+            .write_direct(table, &handle, existing, true, batches, Some(batch_id))
             .await?
         {
             Direct::Done(c, _) => return Ok(c),
@@ -711,23 +887,31 @@ impl Storage {
                 self.ensure_local_dir(table)?;
                 handle
                     .write(vec![batch])
-                    .with_configuration(self.table_properties())
+                    .with_configuration(self.table_properties(false))
             }
         };
+        let properties = deltalake::kernel::transaction::CommitProperties::default()
+            .with_application_transaction(batch_txn(batch_id));
         let written = write
             .with_save_mode(SaveMode::Append)
+            .with_commit_properties(properties)
             .with_writer_properties(writer_properties(self.compression))
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         committed(table, &written).await
     }
 
-    /// Properties set on every table at creation.
-    fn table_properties(&self) -> Vec<(String, Option<String>)> {
-        crate::maintenance::default_table_properties(self.target_file_size)
+    /// Properties set on every table at creation; with `batch_txns`, on a table created
+    /// by a write of a batch's rows, [`BATCH_TXN_PROPERTY`] too.
+    fn table_properties(&self, batch_txns: bool) -> Vec<(String, Option<String>)> {
+        let mut props: Vec<_> = crate::maintenance::default_table_properties(self.target_file_size)
             .into_iter()
             .map(|(k, v)| (k.to_string(), Some(v)))
-            .collect()
+            .collect();
+        if batch_txns {
+            props.push((BATCH_TXN_PROPERTY.to_string(), Some("true".to_string())));
+        }
+        props
     }
 
     /// A handle to write a table: loaded when it exists, else unloaded (the write creates
@@ -800,6 +984,73 @@ impl WrittenTable {
             table,
             pending_adds: Vec::new(),
         }
+    }
+}
+
+/// A table opened without its file list ([`Storage::open_unloaded`]).
+struct Unloaded {
+    /// The version it was opened at.
+    version: u64,
+    log_store: deltalake::logstore::LogStoreRef,
+    /// Its schema, as Arrow.
+    schema: SchemaRef,
+}
+
+/// Whether a field (or one nested in it) carries metadata a writer must act on: Delta's
+/// invariants, generated or identity columns (`delta.*` keys other than comments).
+fn writer_metadata(field: &Field) -> bool {
+    let own = field
+        .metadata()
+        .keys()
+        .any(|k| k.starts_with("delta.") && k != "delta.comment");
+    own || match field.data_type() {
+        DataType::Struct(fields) => fields.iter().any(|f| writer_metadata(f)),
+        DataType::List(f) | DataType::LargeList(f) | DataType::Map(f, _) => writer_metadata(f),
+        _ => false,
+    }
+}
+
+/// Commits `actions` as `version` of the table behind `log_store`, put only if absent:
+/// `Ok(false)` (nothing committed) when another writer took that version. A commit
+/// without a snapshot: no conflict check, since nothing can have been committed between
+/// the version the caller read and this one.
+async fn put_commit(
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+    properties: deltalake::kernel::transaction::CommitProperties,
+    actions: Vec<deltalake::kernel::Action>,
+) -> std::result::Result<bool, DeltaTableError> {
+    use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+    use deltalake::protocol::DeltaOperation;
+
+    let operation_id = uuid::Uuid::new_v4();
+    let prepared = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .with_operation_id(operation_id)
+        .build(
+            None,
+            log_store.clone(),
+            DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .into_prepared_commit_future()
+        .await?;
+    let entry = prepared.commit_or_bytes().clone();
+    match log_store
+        .write_commit_entry(version, entry.clone(), operation_id)
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(TransactionError::VersionAlreadyExists(_)) => {
+            log_store
+                .abort_commit_entry(version, entry, operation_id)
+                .await?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
     }
 }
 
@@ -884,6 +1135,83 @@ fn batch_files(t: &DeltaTable, batch_id: &str) -> BatchFiles {
     } else {
         BatchFiles::Whole(whole)
     }
+}
+
+/// Parts fitted to a table's schema ([`fit_parts`]).
+struct Fitted {
+    /// The rows of the parts that fit, slice by slice.
+    batches: Vec<RecordBatch>,
+    /// Their topics.
+    topics: Vec<String>,
+    /// What became of each part, in order.
+    outcomes: Vec<PartOutcome>,
+}
+
+/// Fits each part to the table's `schema` as the parts before it leave it, with its
+/// topic's evolution mode ([`crate::conform`]); a table created by this commit
+/// (`exists = false`) takes every part's columns. A refused slice refuses its whole part
+/// (a topic's rows go in whole or not at all), which leaves the schema as it was.
+fn fit_parts(
+    table: &TableName,
+    parts: &[Part],
+    mut schema: Option<SchemaRef>,
+    exists: bool,
+) -> Fitted {
+    let mut fitted = Fitted {
+        batches: Vec::with_capacity(parts.len()),
+        topics: Vec::with_capacity(parts.len()),
+        outcomes: Vec::with_capacity(parts.len()),
+    };
+    for part in parts {
+        let evolution = if exists {
+            part.evolution
+        } else {
+            crate::config::Evolution::Add
+        };
+        let mut batches = Vec::with_capacity(part.batches.len());
+        let mut outcome = PartOutcome {
+            rows: 0,
+            added: Vec::new(),
+            rescued: 0,
+            error: None,
+        };
+        let mut part_schema = schema.clone();
+        for batch in &part.batches {
+            match crate::conform::conform(table, batch.clone(), part_schema.as_deref(), evolution) {
+                Ok(c) => {
+                    part_schema = Some(crate::conform::merged_schema(
+                        part_schema.as_deref(),
+                        &c.batch,
+                    ));
+                    outcome.rows += c.batch.num_rows() as u64;
+                    outcome.rescued += c.rescued;
+                    for a in c.added {
+                        if !outcome.added.contains(&a) {
+                            outcome.added.push(a);
+                        }
+                    }
+                    batches.push(c.batch);
+                }
+                Err(e) => {
+                    outcome.error = Some(e);
+                    break;
+                }
+            }
+        }
+        if outcome.error.is_none() {
+            schema = part_schema;
+            if !fitted.topics.contains(&part.topic) {
+                fitted.topics.push(part.topic.clone());
+            }
+            fitted.batches.extend(batches);
+        } else {
+            outcome.rows = 0;
+            outcome.added.clear();
+            outcome.rescued = 0;
+        }
+        fitted.outcomes.push(outcome);
+    }
+    fitted
 }
 
 /// The table's schema, when every one of `batches` has it exactly (the direct paths
@@ -1075,16 +1403,23 @@ mod tests {
             root_store: None,
             target_file_size: 128 << 20,
             compression: Compression::SNAPPY,
+            auto_compact_at: None,
+            unloaded_appends: true,
         }
     }
 
     fn part(topic: &str, rows: i64) -> Part {
+        part_of(topic, rows, "b1")
+    }
+
+    /// `rows` rows of `topic` in batch `batch_id`.
+    fn part_of(topic: &str, rows: i64, batch_id: &str) -> Part {
         let ids: Vec<String> = (0..rows).map(|i| format!("{topic}-{i}")).collect();
         // Lineage never null, payload columns nullable: as the flattener makes them.
         let batch = RecordBatch::try_from_iter_with_nullable(vec![
             (
                 "_batch_id",
-                Arc::new(StringArray::from(vec!["b1"; rows as usize])) as ArrayRef,
+                Arc::new(StringArray::from(vec![batch_id; rows as usize])) as ArrayRef,
                 false,
             ),
             (
@@ -1132,6 +1467,10 @@ mod tests {
         for (k, v) in crate::maintenance::default_table_properties(128 << 20) {
             assert_eq!(config.get(k), Some(&v), "{k}");
         }
+        assert_eq!(
+            config.get(BATCH_TXN_PROPERTY).map(String::as_str),
+            Some("true")
+        );
         let files: Vec<_> = snapshot.log_data().iter().collect();
         assert_eq!(files.len(), 1);
         let stats: serde_json::Value =
@@ -1140,21 +1479,55 @@ mod tests {
         assert_eq!(stats["minValues"]["_id"], "quote-0");
         assert_eq!(stats["maxValues"]["seq"], 4);
 
-        // The next batch's rows go in as an append on the loaded table.
+        // Each commit of a batch's rows records the batch.
+        let txn = |version| {
+            commit_actions(dir.path(), "quote", version)
+                .into_iter()
+                .filter_map(|a| a.get("txn").cloned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(txn(0).len(), 1);
+        assert_eq!(txn(0)[0]["appId"], "bronze/b1");
+
+        // The next batch's rows go in as an append on the unloaded table (its log has
+        // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
-            .replace_parts(&name, vec![part("quote", 3)], "b2", true)
+            .replace_parts(&name, vec![part_of("quote", 3, "b2")], "b2", true)
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 3));
-        // Not due a checkpoint: the state from before the commit, its new file beside it.
-        let w = written.unwrap();
-        assert_eq!((w.table.version(), w.pending_adds.len()), (Some(0), 1));
+        assert!(written.is_none());
+        assert_eq!(txn(1)[0]["appId"], "bronze/b2");
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(1), 8));
+
+        // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
+        let ((c, _), _) = s
+            .replace_parts(&name, vec![part_of("quote", 2, "b2")], "b2", true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (2, 2));
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 5 + 2);
+        assert!(s.batch_seen(&name, "b2").await);
+        assert!(!s.batch_seen(&name, "b3").await);
+        assert!(!s.batch_seen(&TableName::for_topic("none"), "b2").await);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn appends_skip_the_log_replay_until_a_checkpoint_is_due() {
+        for unloaded in [true, false] {
+            appends_until_a_checkpoint(unloaded).await;
+        }
+    }
+
+    /// Ten batches appended to one table, with or without [`Storage::open_unloaded`].
+    async fn appends_until_a_checkpoint(unloaded: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let s = storage(dir.path());
+        let s = Storage {
+            unloaded_appends: unloaded,
+            ..storage(dir.path())
+        };
         let name = TableName::for_topic("quote");
         let log = dir.path().join("quote/_delta_log");
         // Ids that sort after every earlier one: each load is a plain append.
@@ -1186,6 +1559,11 @@ mod tests {
                     assert!(w.pending_adds.is_empty());
                     assert_eq!(w.table.version(), Some(9));
                     assert!(checkpoint.is_file(), "{}", checkpoint.display());
+                }
+                // Opened unloaded: nothing loaded, nothing to maintain.
+                _ if unloaded => {
+                    assert!(written.is_none());
+                    assert!(!checkpoint.exists());
                 }
                 // Otherwise the state from before the commit, the new file beside it.
                 _ => {
@@ -1289,7 +1667,7 @@ mod tests {
         assert!(existing.is_none());
         s.ensure_local_dir(&name).unwrap();
         let first = s
-            .create_with_files(&handle, &part("quote", 5).batches)
+            .create_with_files(&handle, &part("quote", 5).batches, Some("b1"))
             .await;
         assert!(matches!(
             first,
@@ -1299,7 +1677,7 @@ mod tests {
         // the existing-table path); the first writer's schema and rows stay.
         let mut other = part("other", 3).batches;
         other[0] = other[0].project(&[0, 1, 2]).unwrap();
-        let second = s.create_with_files(&handle, &other).await;
+        let second = s.create_with_files(&handle, &other, Some("b2")).await;
         assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
         let t = s.open(&name).await.unwrap().unwrap();
         assert_eq!(t.version(), Some(0));
@@ -1307,5 +1685,81 @@ mod tests {
         let schema = snapshot.snapshot().arrow_schema();
         assert!(schema.field_with_name("seq").is_ok());
         assert_eq!(snapshot.log_data().iter().count(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unloaded_append_whose_version_was_taken_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        s.replace_parts(&name, vec![part("quote", 5)], "b1", true)
+            .await
+            .unwrap();
+        let u = s.open_unloaded(&name, "b2", true).await.expect("unloaded");
+        assert_eq!(u.version, 0);
+        // Another writer commits version 1 meanwhile.
+        s.replace_parts(&name, vec![part("quote", 4)], "b3", true)
+            .await
+            .unwrap();
+        let appended = s
+            .append_unloaded(&u, &part("quote", 3).batches, "b2")
+            .await
+            .unwrap();
+        assert!(appended.is_none());
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(1), 5 + 4));
+        assert!(!s.batch_seen(&name, "b2").await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_tables_that_record_every_batch_are_opened_unloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        // Created by another writer (or an older bronze): rows of b1, no `txn`, no
+        // property. Never opened unloaded, and b1's rows are replaced, not duplicated.
+        let name = TableName::for_topic("quote");
+        s.create_handle(&name)
+            .await
+            .unwrap()
+            .write(part("quote", 5).batches)
+            .with_save_mode(SaveMode::Append)
+            .await
+            .unwrap();
+        assert!(s.open_unloaded(&name, "b1", true).await.is_none());
+        s.replace_parts(&name, vec![part("quote", 2)], "b1", true)
+            .await
+            .unwrap();
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 2);
+
+        // Bronze's own table, until `txn`s may expire.
+        let trade = TableName::for_topic("trade");
+        s.replace_parts(&trade, vec![part("trade", 5)], "b1", true)
+            .await
+            .unwrap();
+        assert!(s.open_unloaded(&trade, "b2", true).await.is_some());
+        // Its own batch: only for a plain append (a later slice of it).
+        assert!(s.open_unloaded(&trade, "b1", true).await.is_none());
+        assert!(s.open_unloaded(&trade, "b1", false).await.is_some());
+        let t = s.open(&trade).await.unwrap().unwrap();
+        t.set_tbl_properties()
+            .with_properties(std::collections::HashMap::from([(
+                "delta.setTransactionRetentionDuration".to_string(),
+                "interval 7 days".to_string(),
+            )]))
+            .await
+            .unwrap();
+        assert!(s.open_unloaded(&trade, "b2", true).await.is_none());
+        // Off for the run.
+        let off = Storage {
+            unloaded_appends: false,
+            ..storage(dir.path())
+        };
+        let shared = TableName::for_topic("shared");
+        off.replace_parts(&shared, vec![part("quote", 1)], "b1", true)
+            .await
+            .unwrap();
+        assert!(off.open_unloaded(&shared, "b2", true).await.is_none());
+        assert!(s.open_unloaded(&shared, "b2", true).await.is_some());
     }
 }

@@ -43,6 +43,10 @@ fn ingest(lake: &TempLake, store: Arc<BarrierStore>, policy: LockPolicy) -> bron
         .unwrap()
 }
 
+fn assert_no_errors(report: &bronze::BatchReport, table: &str) {
+    assert!(errors(report, table).is_empty(), "{}", report.to_text());
+}
+
 fn errors(report: &bronze::BatchReport, table: &str) -> Vec<String> {
     report
         .run_control
@@ -64,11 +68,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&dir)
         .unwrap();
-    assert!(
-        errors(&report, "currentprice").is_empty(),
-        "{}",
-        report.to_text()
-    );
+    assert_no_errors(&report, "currentprice");
     assert_eq!(
         store.commits.load(Ordering::SeqCst),
         3,
@@ -87,11 +87,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&dir)
         .unwrap();
-    assert!(
-        errors(&report, "currentprice").is_empty(),
-        "{}",
-        report.to_text()
-    );
+    assert_no_errors(&report, "currentprice");
     assert_eq!(store.commits.load(Ordering::SeqCst), 3);
     assert_eq!(lake.count("SELECT count(*) FROM currentprice"), 2);
     assert_eq!(
@@ -121,7 +117,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
 }
 
 #[test]
-fn without_locks_a_schema_change_racing_an_append_conflicts() {
+fn without_locks_a_schema_change_racing_a_loaded_append_conflicts() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
     // First load creates the table (no race: nothing armed for it).
@@ -131,6 +127,14 @@ fn without_locks_a_schema_change_racing_an_append_conflicts() {
         .run(&first)
         .unwrap();
     assert_eq!(r.exit_code(), 0);
+    // `txn`s that expire: appends to the table go the loaded path (delta-rs's commit on
+    // the loaded snapshot), not the unloaded one.
+    set_property(
+        &lake,
+        "currentprice",
+        "delta.setTransactionRetentionDuration",
+        "interval 30 days",
+    );
     // Second batch: `quote` adds a column while `trade` appends to the same table; the
     // schema change commits first, the append loses with `MetadataChanged` (deltalake
     // does not retry past a metadata change). The other order (append first) is
@@ -143,6 +147,40 @@ fn without_locks_a_schema_change_racing_an_append_conflicts() {
     let errs = errors(&report, "currentprice");
     assert_eq!(errs.len(), 1, "{}", report.to_text());
     assert!(errs[0].to_lowercase().contains("metadata"), "{}", errs[0]);
+}
+
+#[test]
+fn without_locks_a_schema_change_racing_an_unloaded_append_is_absorbed() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let first = two_topic_batch(landing.path(), "c1", false);
+    let r = ingest(&lake, BarrierStore::new("/never/", 1), LockPolicy::PerTable)
+        .run(&first)
+        .unwrap();
+    assert_eq!(r.exit_code(), 0);
+    // The same race on a table bronze created: `trade`'s append, opened unloaded at
+    // version 1, finds version 2 taken by the schema change, commits nothing there, and
+    // goes the loaded path on top of it: its rows land with `venue` null.
+    let second = two_topic_batch(landing.path(), "c2", true);
+    let store = BarrierStore::ordered("/currentprice/", "venue");
+    let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
+        .run(&second)
+        .unwrap();
+    assert_no_errors(&report, "currentprice");
+    assert_eq!(
+        store.commits.load(Ordering::SeqCst),
+        3,
+        "the schema change, the lost unloaded append, its loaded retry"
+    );
+    assert_eq!(
+        lake.count("SELECT count(*) FROM currentprice WHERE _batch_id = 'c2'"),
+        2
+    );
+    assert_eq!(
+        lake.count("SELECT count(*) FROM currentprice WHERE venue = 'XAMS'"),
+        1
+    );
+    assert_eq!(lake.count("SELECT count(*) FROM currentprice"), 4);
 }
 
 #[test]

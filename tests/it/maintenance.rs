@@ -198,15 +198,6 @@ fn table_config(lake: &TempLake, table: &str) -> std::collections::HashMap<Strin
     })
 }
 
-fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
-    lake.with_table(table, None, async |t| {
-        t.set_tbl_properties()
-            .with_properties([(key.to_string(), value.to_string())].into())
-            .await
-            .unwrap();
-    });
-}
-
 #[test]
 fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
     let landing = tempfile::tempdir().unwrap();

@@ -219,6 +219,16 @@ impl TempLake {
 /// and the tables hold it: per topic, the topic table's rows of this batch equal the
 /// topic's messages; `_corrupt_records` holds the batch's corrupt lines; and non-blank
 /// lines = messages + corrupt + duplicates.
+/// Sets a table property of `table`, as a user would.
+pub fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
+    lake.with_table(table, None, async |t| {
+        t.set_tbl_properties()
+            .with_properties([(key.to_string(), value.to_string())].into())
+            .await
+            .unwrap();
+    });
+}
+
 pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
     assert!(report.invariant_ok, "{}", report.invariant);
     assert_eq!(
