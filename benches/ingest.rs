@@ -4,6 +4,11 @@
 //! same bytes; then the same on a store with 20 ms injected per request, where commits
 //! dominate. Set `BRONZE_BENCH_LARGE=1` to add 2,000 files on the slow store (staged once
 //! vs re-read per topic), `BRONZE_BENCH_HISTORICAL=1` the 8,533-file historical batch.
+//!
+//! `ingest_next_day_latency_20ms`: the fifth daily batch into a catalog holding four
+//! (a fresh copy per iteration), on the slow store: appends that open the tables from
+//! their log alone (tables bronze created) vs the loaded path (the same tables with
+//! `delta.setTransactionRetentionDuration` set, which rules the unloaded open out).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,7 +16,7 @@ use std::time::Duration;
 use bronze::LockPolicy;
 use bronze::testdata::LatencyStore;
 use bronze::testdata::{GenSpec, GenSummary, generate};
-use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
+use criterion::{BatchSize, BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use deltalake::logstore::object_store::local::LocalFileSystem;
 
 const DAILY_FILES: usize = 200; // ~8 MB
@@ -103,6 +108,87 @@ fn run_group(
     g.finish();
 }
 
+/// Day 5 into days 1-4, through the slow store; `loaded` forces the loaded path.
+fn next_day(c: &mut Criterion) {
+    let landing = tempfile::tempdir().unwrap();
+    let day = |d: u64| {
+        let spec = GenSpec {
+            seed: 100 + d,
+            ..Default::default()
+        };
+        generate(landing.path(), &format!("day_{d}"), &spec).unwrap()
+    };
+    let template = tempfile::tempdir().unwrap();
+    let local = bronze::Ingest::builder(template.path()).build().unwrap();
+    for d in 1..=4 {
+        let r = local.run(day(d).dir).unwrap();
+        assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
+    }
+    let loaded = tempfile::tempdir().unwrap();
+    bronze::testdata::copy_tree(template.path(), loaded.path()).unwrap();
+    expire_txns(&loaded.path().join("bronze"));
+    let day5 = day(5);
+
+    let mut g = c.benchmark_group("ingest_next_day_latency_20ms");
+    g.sample_size(10);
+    g.warm_up_time(Duration::from_millis(500));
+    g.measurement_time(Duration::from_secs(8));
+    g.throughput(Throughput::Bytes(day5.bytes));
+    for (name, from, parallel) in [
+        ("unloaded_sequential", template.path(), 1),
+        ("unloaded_parallel_32", template.path(), 32),
+        ("loaded_sequential", loaded.path(), 1),
+        ("loaded_parallel_32", loaded.path(), 32),
+    ] {
+        g.bench_function(BenchmarkId::new(name, DAILY_FILES), |b| {
+            b.iter_batched(
+                || {
+                    let lake = tempfile::tempdir().unwrap();
+                    bronze::testdata::copy_tree(from, lake.path()).unwrap();
+                    let ingest = bronze::Ingest::builder(lake.path())
+                        .with_max_parallel(parallel)
+                        .with_object_store(latency_store())
+                        .build()
+                        .unwrap();
+                    (lake, ingest)
+                },
+                |(lake, ingest)| {
+                    let r = ingest.run(&day5.dir).unwrap();
+                    assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
+                    (lake, ingest, r.messages)
+                },
+                BatchSize::PerIteration,
+            )
+        });
+    }
+    g.finish();
+}
+
+/// Sets `delta.setTransactionRetentionDuration` on every table under `schema`.
+fn expire_txns(schema: &std::path::Path) {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for e in std::fs::read_dir(schema).unwrap() {
+        let path = e.unwrap().path();
+        if !path.join("_delta_log").is_dir() {
+            continue;
+        }
+        let url = url::Url::from_directory_path(&path).unwrap();
+        rt.block_on(async {
+            let t = deltalake::open_table(url).await.unwrap();
+            t.set_tbl_properties()
+                .with_properties(
+                    [(
+                        "delta.setTransactionRetentionDuration".to_string(),
+                        "interval 30 days".to_string(),
+                    )]
+                    .into(),
+                )
+                .await
+                .unwrap();
+        });
+    }
+}
+
 fn bench(c: &mut Criterion) {
     let local = [
         v("sequential", 1, LockPolicy::PerTable, false),
@@ -163,5 +249,5 @@ fn bench(c: &mut Criterion) {
     }
 }
 
-criterion_group!(benches, bench);
+criterion_group!(benches, bench, next_day);
 criterion_main!(benches);

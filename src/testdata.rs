@@ -342,6 +342,22 @@ mod latency_impl {
     }
 }
 
+/// Copies the folder tree `from` to `to` (files and folders only), e.g. a catalog to
+/// load the next batch into.
+pub fn copy_tree(from: &Path, to: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let target = to.join(e.file_name());
+        if e.file_type()?.is_dir() {
+            copy_tree(&e.path(), &target)?;
+        } else {
+            std::fs::copy(e.path(), target)?;
+        }
+    }
+    Ok(())
+}
+
 /// Writes one batch folder `<root>/batch_id=<batch_id>/part-NNNNN.jsonl[.gz]`.
 pub fn generate(root: &Path, batch_id: &str, spec: &GenSpec) -> std::io::Result<GenSummary> {
     let dir = root.join(format!("batch_id={batch_id}"));

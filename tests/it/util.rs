@@ -298,16 +298,7 @@ pub fn assert_same_tables(a: &TempLake, b: &TempLake) {
 
 /// Copies a folder tree (a catalog, to start several scenarios from one state).
 pub fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for e in std::fs::read_dir(from).unwrap() {
-        let e = e.unwrap();
-        let target = to.join(e.file_name());
-        if e.file_type().unwrap().is_dir() {
-            copy_tree(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), target).unwrap();
-        }
-    }
+    bronze::testdata::copy_tree(from, to).unwrap();
 }
 
 /// Every table opens and is read in full; no `_id` appears twice within a batch (the
