@@ -47,24 +47,28 @@ measure() {
   local mbs; mbs=$(awk "BEGIN {printf \"%.0f\", $bytes / 1e6 / $best}")
   printf '%-32s wall %6.2f s  %5s MB/s  peak RSS %5d MB' "$label" "$best" "$mbs" $((best_rss / 1024))
   if [ -n "${PARSE_MBS:-}" ]; then
-    printf '  = %s %% of parse-only (tape), %s %% (DOM)' \
+    printf '  = %s %% of parse-only (tape), %s %% (DOM), %s %% (owned)' \
       "$(awk "BEGIN {printf \"%.0f\", 100 * $mbs / $PARSE_MBS}")" \
-      "$(awk "BEGIN {printf \"%.0f\", 100 * $mbs / $DOM_MBS}")"
+      "$(awk "BEGIN {printf \"%.0f\", 100 * $mbs / $DOM_MBS}")" \
+      "$(awk "BEGIN {printf \"%.0f\", 100 * $mbs / $OWNED_MBS}")"
   fi
   echo "   $(head -1 "$OUT/$label.report" | cut -c1-100)"
 }
 
-# parse_only dir: sets PARSE_MBS (tape) and DOM_MBS (DOM), best of $RUNS.
+# parse_only dir: sets PARSE_MBS (tape), DOM_MBS (borrowed DOM, buffers reused) and
+# OWNED_MBS (default API, `to_owned_value` per line), best of $RUNS.
 parse_only() {
-  PARSE_MBS=0 DOM_MBS=0
+  PARSE_MBS=0 DOM_MBS=0 OWNED_MBS=0
   for _ in $(seq "$RUNS"); do
     local out; out=$("$PARSE" "$1")
-    local t d
+    local t d o
     t=$(echo "$out" | awk '/tape/ {print $(NF-3)}')
     d=$(echo "$out" | awk '/DOM/ {print $(NF-3)}')
+    o=$(echo "$out" | awk '/owned/ {print $(NF-3)}')
     PARSE_MBS=$(( t > PARSE_MBS ? t : PARSE_MBS )) DOM_MBS=$(( d > DOM_MBS ? d : DOM_MBS ))
+    OWNED_MBS=$(( o > OWNED_MBS ? o : OWNED_MBS ))
   done
-  echo "parse-only baseline, same files, 2 threads: simd-json tape $PARSE_MBS MB/s, DOM $DOM_MBS MB/s"
+  echo "parse-only baseline, same files, 2 threads: simd-json tape $PARSE_MBS MB/s, DOM $DOM_MBS MB/s, owned $OWNED_MBS MB/s"
 }
 
 # Idle: the same binary on the 39 KB fixture batch (code, runtime, pools).

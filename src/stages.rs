@@ -31,6 +31,15 @@ pub fn simd_json_dom_only(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
     })
 }
 
+/// The parse-only baseline as a script would write it with simd-json's default API:
+/// every line copied and parsed with `simd_json::to_owned_value` (fresh buffers and owned
+/// strings per line), nothing kept. Returns the lines that parsed.
+pub fn simd_json_owned_dom(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
+    count_parsed(bytes, scratch, |line, _| {
+        simd_json::to_owned_value(&mut line.to_vec()).is_ok()
+    })
+}
+
 /// Non-blank lines of `bytes` that `parse` accepts (each copied into the scratch input
 /// first: simd-json parses in place).
 fn count_parsed(
