@@ -1475,7 +1475,8 @@ impl Ingest {
 
     /// [`Self::after_commit`] when the write committed something to a table that had
     /// commits before (`written` is `None` when every part was refused and nothing was
-    /// written, or when the commit created the table: nothing to maintain yet).
+    /// written, when the commit created the table, or when it appended to a table opened
+    /// unloaded, whose next maintenance comes with a later commit: nothing to maintain).
     fn after_write(
         &self,
         storage: &Storage,
