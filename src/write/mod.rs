@@ -312,13 +312,11 @@ impl Storage {
         let plain_append = !files.may_hold();
         let t1 = std::time::Instant::now();
         let existing = match (existing, files) {
-            (Some(t), BatchFiles::Whole(whole)) => {
-                let removes = whole
-                    .into_iter()
-                    .filter(|(topic, _)| topics.contains(topic))
-                    .map(|(_, remove)| remove)
-                    .collect();
-                match self
+            // A file of this batch holding a topic written now beside one that is not
+            // cannot go whole: the replace-where keeps the other topic's rows.
+            (Some(t), BatchFiles::Whole(whole)) => match whole_removes(whole, &topics) {
+                None => Some(t),
+                Some(removes) => match self
                     .replace_whole_files(table, &t, &batches, batch_id, &topics, removes)
                     .await?
                 {
@@ -332,8 +330,8 @@ impl Storage {
                         return Ok(((c, outcomes), Some(written)));
                     }
                     None => Some(t),
-                }
-            }
+                },
+            },
             (existing, _) => existing,
         };
         let existing = match self
@@ -778,7 +776,16 @@ impl Storage {
         for b in batches {
             writer.write(b).await?;
         }
-        let adds = writer.close().await?;
+        let mut adds = writer.close().await?;
+        if let Some(topics) = topics_of(batches).filter(|t| !t.is_empty()) {
+            let tag = serde_json::to_string(&topics)?;
+            for a in &mut adds {
+                a.tags = Some(std::collections::HashMap::from([(
+                    TOPICS_TAG.to_string(),
+                    Some(tag.clone()),
+                )]));
+            }
+        }
         let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
         let c = Committed {
             files_added: adds.len() as u64,
@@ -1079,9 +1086,10 @@ pub(crate) type Written = (Committed, Vec<PartOutcome>);
 enum BatchFiles {
     /// No file can hold rows of the batch: a plain append.
     None,
-    /// Every file holding rows of the batch holds only them, of one topic
-    /// (`_batch_id` and `_topic` statistics with min = max): those files, with their topic.
-    Whole(Vec<(String, deltalake::kernel::Remove)>),
+    /// Every file holding rows of the batch holds only them (`_batch_id` statistics with
+    /// min = max), of topics it names: one (`_topic` statistics with min = max) or those
+    /// of its [`TOPICS_TAG`]. Those files, with their topics.
+    Whole(Vec<(Vec<String>, deltalake::kernel::Remove)>),
     /// Some file may hold them beside other rows, or its statistics (missing, or possibly
     /// truncated at 32 bytes) cannot tell.
     Mixed,
@@ -1123,12 +1131,17 @@ fn batch_files(t: &DeltaTable, batch_id: &str) -> BatchFiles {
         if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
             continue;
         }
-        match bounds("_topic") {
-            Some((topic, last)) if min == max && topic == last => {
-                whole.push((topic, f.remove_action(true)));
-            }
-            _ => return BatchFiles::Mixed,
+        if min != max {
+            return BatchFiles::Mixed;
         }
+        let topics = match bounds("_topic") {
+            Some((topic, last)) if topic == last => vec![topic],
+            _ => match tagged_topics(&f) {
+                Some(topics) => topics,
+                None => return BatchFiles::Mixed,
+            },
+        };
+        whole.push((topics, f.remove_action(true)));
     }
     if whole.is_empty() {
         BatchFiles::None
@@ -1212,6 +1225,60 @@ fn fit_parts(
         fitted.outcomes.push(outcome);
     }
     fitted
+}
+
+/// The `tags` key of an add action that lists the topics of the rows in its file (a JSON
+/// array; those of the whole commit, so possibly more than the file holds).
+pub const TOPICS_TAG: &str = "bronze.topics";
+
+/// The distinct `_topic` values of `batches`, in order; `None` when a batch has no
+/// `_topic` column of strings or a null in it.
+fn topics_of(batches: &[RecordBatch]) -> Option<Vec<String>> {
+    let mut topics: Vec<String> = Vec::new();
+    for b in batches {
+        let column = b.column_by_name("_topic")?;
+        let values = column
+            .as_any()
+            .downcast_ref::<arrow::array::StringArray>()?;
+        if arrow::array::Array::null_count(values) > 0 {
+            return None;
+        }
+        for v in values.iter().flatten() {
+            // Rows come topic by topic: compare with the last one first.
+            if topics.last().is_some_and(|t| t == v) || topics.iter().any(|t| t == v) {
+                continue;
+            }
+            topics.push(v.to_string());
+        }
+    }
+    Some(topics)
+}
+
+/// The topics a file's [`TOPICS_TAG`] names.
+fn tagged_topics(f: &deltalake::kernel::LogicalFileView) -> Option<Vec<String>> {
+    // The file view exposes `tags` only through the (deprecated) add action.
+    #[allow(deprecated)]
+    let add = f.add_action();
+    let tag = add.tags?.remove(TOPICS_TAG)??;
+    serde_json::from_str(&tag).ok()
+}
+
+/// The removes of `whole`'s files whose topics are all among `topics` (files of other
+/// topics stay); `None` when a file holds one of `topics` beside a topic not among them.
+fn whole_removes(
+    whole: Vec<(Vec<String>, deltalake::kernel::Remove)>,
+    topics: &[String],
+) -> Option<Vec<deltalake::kernel::Remove>> {
+    let mut removes = Vec::new();
+    for (file_topics, remove) in whole {
+        let ours = file_topics.iter().filter(|t| topics.contains(t)).count();
+        if ours == file_topics.len() {
+            removes.push(remove);
+        } else if ours > 0 {
+            return None;
+        }
+    }
+    Some(removes)
 }
 
 /// The table's schema, when every one of `batches` has it exactly (the direct paths
@@ -1655,6 +1722,38 @@ mod tests {
             info["operationMetrics"].get("execution_time_ms").is_some(),
             "the DataFusion write records its execution time: {info}"
         );
+
+        // A file of two topics rerun with both (as a child table's rerun is): its
+        // `bronze.topics` tag names them, so it goes whole, without a plan.
+        let both = || vec![part("quote", 5), part("trade", 4)];
+        let fresh = TableName::for_topic("fresh");
+        s.replace_parts(&fresh, both(), "b1", true).await.unwrap();
+        let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
+            .iter()
+            .filter_map(|a| a["add"]["tags"][TOPICS_TAG].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(tags, vec![r#"["quote","trade"]"#.to_string()]);
+        let ((c, _), _) = s
+            .replace_parts(&fresh, vec![part("quote", 2), part("trade", 3)], "b1", true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (1, 5));
+        let actions = commit_actions(dir.path(), "fresh", 1);
+        let count = |kind: &str| actions.iter().filter(|a| a.get(kind).is_some()).count();
+        assert_eq!((count("remove"), count("add")), (1, 1));
+        let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operationParameters"]["mode"], "Overwrite");
+        assert!(info["operationMetrics"].get("execution_time_ms").is_none());
+        let t = s.open(&fresh).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 5);
+        // A topic beside them in the file that this write does not replace: planned.
+        let ((c, _), _) = s
+            .replace_parts(&fresh, vec![part("quote", 1)], "b1", true)
+            .await
+            .unwrap();
+        assert_eq!(c.version, 2);
+        let t = s.open(&fresh).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 3 + 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
