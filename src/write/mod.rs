@@ -182,6 +182,23 @@ impl Storage {
         }
     }
 
+    /// [`Storage::open_or_new`], without a second look at a log found empty
+    /// ([`Unopened::Absent`]: no table yet, the caller creates it).
+    async fn open_or_new_unless(
+        &self,
+        table: &TableName,
+        unopened: Unopened,
+    ) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        if unopened != Unopened::Absent {
+            return self.open_or_new(table).await;
+        }
+        let handle = self
+            .builder(table)?
+            .build()
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        Ok((handle, None))
+    }
+
     /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
     /// appends take the direct paths ([`Storage::open_unloaded`] first, then
@@ -192,18 +209,22 @@ impl Storage {
         batch: RecordBatch,
         batch_id: &str,
     ) -> Result<Committed> {
-        if let Some(u) = self.open_unloaded(table, batch_id, true).await {
-            let fitted = conform(table, batch.clone(), &u.schema)?;
-            if fitted.schema().fields() == u.schema.fields()
-                && let Some(c) = self
-                    .append_unloaded(&u, std::slice::from_ref(&fitted), batch_id)
-                    .await
-                    .map_err(|e| Error::delta(table.as_str(), "write", e))?
-            {
-                return Ok(c);
+        let unopened = match self.open_unloaded(table, batch_id, true).await {
+            Ok(u) => {
+                let fitted = conform(table, batch.clone(), &u.schema)?;
+                if fitted.schema().fields() == u.schema.fields()
+                    && let Some(c) = self
+                        .append_unloaded(&u, std::slice::from_ref(&fitted), batch_id)
+                        .await
+                        .map_err(|e| Error::delta(table.as_str(), "write", e))?
+                {
+                    return Ok(c);
+                }
+                Unopened::Other
             }
-        }
-        let (handle, existing) = self.open_or_new(table).await?;
+            Err(why) => why,
+        };
+        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let batch = match &existing {
             Some(t) => {
                 let schema = t
@@ -259,34 +280,38 @@ impl Storage {
         replace: bool,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
-        if let Some(u) = self.open_unloaded(table, batch_id, replace).await {
-            let fitted = fit_parts(table, &parts, Some(Arc::clone(&u.schema)), true);
-            if fitted.batches.is_empty() {
-                return Ok(((Committed::default(), fitted.outcomes), None));
-            }
-            let batches = merge_batches(table, &fitted.batches)?;
-            if batches
-                .iter()
-                .all(|b| b.schema().fields() == u.schema.fields())
-            {
-                let t1 = std::time::Instant::now();
-                let appended = self
-                    .append_unloaded(&u, &batches, batch_id)
-                    .await
-                    .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-                if let Some(c) = appended {
-                    tracing::debug!(
-                        table = %table,
-                        open_and_fit_us = (t1 - t0).as_micros() as u64,
-                        append_unloaded_us = t1.elapsed().as_micros() as u64,
-                        "committed"
-                    );
-                    return Ok(((c, fitted.outcomes), None));
+        let unopened = match self.open_unloaded(table, batch_id, replace).await {
+            Err(why) => why,
+            Ok(u) => {
+                let fitted = fit_parts(table, &parts, Some(Arc::clone(&u.schema)), true);
+                if fitted.batches.is_empty() {
+                    return Ok(((Committed::default(), fitted.outcomes), None));
                 }
-                tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+                let batches = merge_batches(table, &fitted.batches)?;
+                if batches
+                    .iter()
+                    .all(|b| b.schema().fields() == u.schema.fields())
+                {
+                    let t1 = std::time::Instant::now();
+                    let appended = self
+                        .append_unloaded(&u, &batches, batch_id)
+                        .await
+                        .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+                    if let Some(c) = appended {
+                        tracing::debug!(
+                            table = %table,
+                            open_and_fit_us = (t1 - t0).as_micros() as u64,
+                            append_unloaded_us = t1.elapsed().as_micros() as u64,
+                            "committed"
+                        );
+                        return Ok(((c, fitted.outcomes), None));
+                    }
+                    tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+                }
+                Unopened::Other
             }
-        }
-        let (handle, existing) = self.open_or_new(table).await?;
+        };
+        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let schema: Option<SchemaRef> = match &existing {
             Some(t) => Some(
                 t.snapshot()
@@ -389,16 +414,16 @@ impl Storage {
     /// - the next commit is due no checkpoint and no auto compaction check (those commits
     ///   take the loaded path, which runs them).
     ///
-    /// `None` otherwise, and when the table does not exist or cannot be read: the loaded
-    /// path takes it (and reports what is wrong).
+    /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
+    /// or creates it when [`Unopened::Absent`].
     async fn open_unloaded(
         &self,
         table: &TableName,
         batch_id: &str,
         replace: bool,
-    ) -> Option<Unloaded> {
+    ) -> std::result::Result<Unloaded, Unopened> {
         if !self.unloaded_appends {
-            return None;
+            return Err(Unopened::Other);
         }
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
         use deltalake::table::config::TablePropertiesExt as _;
@@ -439,11 +464,15 @@ impl Storage {
                 Some(Arc::clone(snapshot))
             })
             .await?;
-        let schema: Schema = snapshot.schema().as_ref().try_into_arrow().ok()?;
+        let schema: Schema = snapshot
+            .schema()
+            .as_ref()
+            .try_into_arrow()
+            .map_err(|_| Unopened::Other)?;
         if schema.fields().iter().any(|f| writer_metadata(f)) {
-            return None;
+            return Err(Unopened::Other);
         }
-        Some(Unloaded {
+        Ok(Unloaded {
             version: snapshot.version(),
             log_store,
             schema: Arc::new(schema),
@@ -458,25 +487,30 @@ impl Storage {
             snapshot.get_app_id_version(&app_id, engine).ok()?
         })
         .await
-        .is_some()
+        .is_ok()
     }
 
     /// `look` at the table's latest kernel snapshot (protocol, metadata and the log's
-    /// file names read; no file list), with its log store. `None` when the table does not
-    /// exist, cannot be read, or `look` says so.
+    /// file names read; no file list), with its log store. [`Unopened::Absent`] when the
+    /// log holds no commit, [`Unopened::Other`] when it cannot be read or `look` says no.
     async fn kernel_snapshot<R: Send + 'static>(
         &self,
         table: &TableName,
         look: impl FnOnce(&buoyant_kernel::SnapshotRef, &dyn buoyant_kernel::Engine) -> Option<R>
         + Send
         + 'static,
-    ) -> Option<(R, deltalake::logstore::LogStoreRef)> {
+    ) -> std::result::Result<(R, deltalake::logstore::LogStoreRef), Unopened> {
         if let Some(dir) = self.local_dir(table)
             && !dir.join("_delta_log").is_dir()
         {
-            return None;
+            return Err(Unopened::Absent);
         }
-        let log_store = self.builder(table).ok()?.build().ok()?.log_store();
+        let log_store = self
+            .builder(table)
+            .ok()
+            .and_then(|b| b.build().ok())
+            .ok_or(Unopened::Other)?
+            .log_store();
         let engine = log_store.engine(None);
         let mut root = log_store.root_url().clone();
         if !root.path().ends_with('/') {
@@ -486,15 +520,23 @@ impl Storage {
         // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
         // runtime for object store reads.
         let seen = tokio::task::spawn_blocking(move || {
-            let snapshot = buoyant_kernel::Snapshot::builder_for(root)
-                .build(engine.as_ref())
-                .inspect_err(|e| tracing::debug!(table = %name, error = %e, "no kernel snapshot"))
-                .ok()?;
-            look(&snapshot, engine.as_ref())
+            let snapshot = match buoyant_kernel::Snapshot::builder_for(root).build(engine.as_ref())
+            {
+                Ok(snapshot) => snapshot,
+                // What delta-rs reports as "not a table" (`kernel::Snapshot::try_new`).
+                Err(e) if e.to_string().contains("No files in log segment") => {
+                    return Err(Unopened::Absent);
+                }
+                Err(e) => {
+                    tracing::debug!(table = %name, error = %e, "no kernel snapshot");
+                    return Err(Unopened::Other);
+                }
+            };
+            look(&snapshot, engine.as_ref()).ok_or(Unopened::Other)
         })
         .await
-        .ok()??;
-        Some((seen, log_store))
+        .map_err(|_| Unopened::Other)??;
+        Ok((seen, log_store))
     }
 
     /// Appends `batches` (in the table's schema) to an [`Storage::open_unloaded`] table in
@@ -992,6 +1034,16 @@ impl WrittenTable {
             pending_adds: Vec::new(),
         }
     }
+}
+
+/// Why [`Storage::open_unloaded`] did not open a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Unopened {
+    /// Its log holds no commit: no table yet.
+    Absent,
+    /// It cannot be read that way, or must not be written that way (the loaded path
+    /// decides).
+    Other,
 }
 
 /// A table opened without its file list ([`Storage::open_unloaded`]).
@@ -1824,7 +1876,7 @@ mod tests {
             .with_save_mode(SaveMode::Append)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&name, "b1", true).await.is_none());
+        assert!(s.open_unloaded(&name, "b1", true).await.is_err());
         s.replace_parts(&name, vec![part("quote", 2)], "b1", true)
             .await
             .unwrap();
@@ -1836,10 +1888,10 @@ mod tests {
         s.replace_parts(&trade, vec![part("trade", 5)], "b1", true)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&trade, "b2", true).await.is_some());
+        assert!(s.open_unloaded(&trade, "b2", true).await.is_ok());
         // Its own batch: only for a plain append (a later slice of it).
-        assert!(s.open_unloaded(&trade, "b1", true).await.is_none());
-        assert!(s.open_unloaded(&trade, "b1", false).await.is_some());
+        assert!(s.open_unloaded(&trade, "b1", true).await.is_err());
+        assert!(s.open_unloaded(&trade, "b1", false).await.is_ok());
         let t = s.open(&trade).await.unwrap().unwrap();
         t.set_tbl_properties()
             .with_properties(std::collections::HashMap::from([(
@@ -1848,7 +1900,27 @@ mod tests {
             )]))
             .await
             .unwrap();
-        assert!(s.open_unloaded(&trade, "b2", true).await.is_none());
+        assert_eq!(
+            s.open_unloaded(&trade, "b2", true).await.err(),
+            Some(Unopened::Other)
+        );
+        // No table yet: a folder without a log, or a log without a commit (a create that
+        // was killed). The caller creates it without looking again.
+        let none = TableName::for_topic("none");
+        assert_eq!(
+            s.open_unloaded(&none, "b2", true).await.err(),
+            Some(Unopened::Absent)
+        );
+        std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
+        assert_eq!(
+            s.open_unloaded(&none, "b2", true).await.err(),
+            Some(Unopened::Absent)
+        );
+        s.replace_parts(&none, vec![part("quote", 2)], "b2", true)
+            .await
+            .unwrap();
+        let t = s.open(&none).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(0), 2));
         // Off for the run.
         let off = Storage {
             unloaded_appends: false,
@@ -1858,7 +1930,7 @@ mod tests {
         off.replace_parts(&shared, vec![part("quote", 1)], "b1", true)
             .await
             .unwrap();
-        assert!(off.open_unloaded(&shared, "b2", true).await.is_none());
-        assert!(s.open_unloaded(&shared, "b2", true).await.is_some());
+        assert!(off.open_unloaded(&shared, "b2", true).await.is_err());
+        assert!(s.open_unloaded(&shared, "b2", true).await.is_ok());
     }
 }
