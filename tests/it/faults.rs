@@ -30,30 +30,47 @@ fn run_through(lake: &TempLake, store: Arc<FaultStore>, over_budget: bool) -> St
     }
 }
 
-/// Loads BATCH2 then BATCH1 into `lake` with no fault (the state faults strike).
-fn loaded() -> TempLake {
+/// Loads BATCH2, then BATCH1 unless `append` (the state faults strike: a rerun of
+/// BATCH1, or with `append` its first load, appended to the tables BATCH2 created).
+fn loaded(append: bool) -> TempLake {
     let lake = TempLake::new();
     let ingest = lake.ingest().build().unwrap();
     ingest.run(batch_dir(BATCH2)).unwrap();
-    ingest.run(batch_dir(BATCH1)).unwrap();
+    if !append {
+        ingest.run(batch_dir(BATCH1)).unwrap();
+    }
     lake
 }
 
-/// Requests of kind `op` a clean rerun of BATCH1 makes.
-fn count(op: Op, over_budget: bool) -> usize {
-    let lake = loaded();
+/// How the struck run starts: BATCH1 rerun, or appended to BATCH2's tables.
+#[derive(Clone, Copy, Debug)]
+enum Start {
+    Rerun,
+    Append,
+}
+
+/// Requests of kind `op` a clean run of BATCH1 makes from `start`.
+fn count(op: Op, over_budget: bool, start: Start) -> usize {
+    let lake = loaded(matches!(start, Start::Append));
     let store = FaultStore::new(op, Fault::IoError, 0);
     let errors = run_through(&lake, Arc::clone(&store), over_budget);
     assert!(errors.is_empty(), "{errors}");
     store.seen.load(Ordering::SeqCst)
 }
 
-/// Strikes each picked request of a rerun of BATCH1 in turn with `fault`, checks that
-/// the failure says `says` (or the run recovered and its tables are complete), that the tables stay readable without duplicates, and that a
-/// plain rerun gives the clean tables back. Returns the faults injected.
-fn strike_each(op: Op, fault: Fault, picks: &[usize], over_budget: bool, says: &[&str]) -> usize {
-    let start = loaded();
-    let reference = snapshot(&start);
+/// Strikes each picked request of a run of BATCH1 from `from` in turn with `fault`,
+/// checks that the failure says `says` (or the run recovered and its tables are
+/// complete), that the tables stay readable without duplicates, and that a plain rerun
+/// gives the clean tables back. Returns the faults injected.
+fn strike_each(
+    (op, fault): (Op, Fault),
+    picks: &[usize],
+    over_budget: bool,
+    says: &[&str],
+    from: Start,
+) -> usize {
+    let start = loaded(matches!(from, Start::Append));
+    let reference = snapshot(&loaded(false));
     let mut fired = 0;
     for &n in picks {
         let lake = TempLake::new();
@@ -65,7 +82,7 @@ fn strike_each(op: Op, fault: Fault, picks: &[usize], over_budget: bool, says: &
             "{fault:?} on {op:?} #{n}: not reached"
         );
         let context = format!(
-            "{fault:?} on {op:?} #{n} ({})",
+            "{fault:?} on {op:?} #{n} of a {from:?} ({})",
             store.picked.lock().unwrap()
         );
         fired += 1;
@@ -101,7 +118,7 @@ fn strike_each(op: Op, fault: Fault, picks: &[usize], over_budget: bool, says: &
     }
     // For RELIABILITY.md's figures (`cargo test faults -- --nocapture`).
     eprintln!(
-        "{fault:?} on {op:?}: {fired} faults struck, over budget: {over_budget}, each rerun converged"
+        "{fault:?} on {op:?} of a {from:?}: {fired} faults struck, over budget: {over_budget}, each rerun converged"
     );
     fired
 }
@@ -118,51 +135,80 @@ fn spread(total: usize, k: usize) -> Vec<usize> {
 
 #[test]
 fn disk_full_on_any_write_is_reported_and_the_rerun_converges() {
-    let writes = count(Op::Write, false);
+    let writes = count(Op::Write, false, Start::Rerun);
     assert!(writes > 10, "{writes} writes");
     let picks: Vec<usize> = (1..=writes).collect();
     let fired = strike_each(
-        Op::Write,
-        Fault::DiskFull,
+        (Op::Write, Fault::DiskFull),
         &picks,
         false,
         &["No space left"],
+        Start::Rerun,
     );
     assert_eq!(fired, writes);
 }
 
+/// The first load of a batch into tables holding another: appends opened from the log
+/// alone (data file, then the next version put if absent).
+#[test]
+fn faults_on_appends_into_existing_tables_are_reported_and_the_rerun_converges() {
+    let writes = count(Op::Write, false, Start::Append);
+    assert!(writes > 10, "{writes} writes");
+    strike_each(
+        (Op::Write, Fault::DiskFull),
+        &spread(writes, 24),
+        false,
+        &["No space left"],
+        Start::Append,
+    );
+    let commits = count(Op::Commit, false, Start::Append);
+    strike_each(
+        (Op::Commit, Fault::LandsButFails),
+        &(1..=commits).collect::<Vec<_>>(),
+        false,
+        &["injected", "conflict", "Conflict", "version"],
+        Start::Append,
+    );
+}
+
 #[test]
 fn disk_full_over_the_memory_budget_is_reported_and_the_rerun_converges() {
-    let writes = count(Op::Write, true);
+    let writes = count(Op::Write, true, Start::Rerun);
     let picks = spread(writes, 24);
-    strike_each(Op::Write, Fault::DiskFull, &picks, true, &["No space left"]);
+    strike_each(
+        (Op::Write, Fault::DiskFull),
+        &picks,
+        true,
+        &["No space left"],
+        Start::Rerun,
+    );
 }
 
 #[test]
 fn an_io_error_on_a_read_is_reported_and_the_rerun_converges() {
-    let reads = count(Op::Read, false);
+    let reads = count(Op::Read, false, Start::Rerun);
     assert!(reads > 10, "{reads} reads");
     let picks = spread(reads, 24);
     strike_each(
-        Op::Read,
-        Fault::IoError,
+        (Op::Read, Fault::IoError),
         &picks,
         false,
         &["Input/output error"],
+        Start::Rerun,
     );
 }
 
 #[test]
 fn a_commit_that_lands_but_reports_an_error_is_not_duplicated() {
     for over_budget in [false, true] {
-        let commits = count(Op::Commit, over_budget);
+        let commits = count(Op::Commit, over_budget, Start::Rerun);
         let picks: Vec<usize> = (1..=commits).collect();
         strike_each(
-            Op::Commit,
-            Fault::LandsButFails,
+            (Op::Commit, Fault::LandsButFails),
             &picks,
             over_budget,
             &["injected", "conflict", "Conflict", "version"],
+            Start::Rerun,
         );
     }
 }
