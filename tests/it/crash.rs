@@ -59,10 +59,10 @@ fn kill_then_rerun(
     let (name, flags, chunked) = mode;
     let context = format!(
         "{name}, killed at {point}, {}",
-        if start.is_some() {
-            "during a rerun"
-        } else {
-            "on the first load"
+        match start {
+            Some(dir) if dir.ends_with(APPEND_START) => "appending to another batch's tables",
+            Some(_) => "during a rerun",
+            None => "on the first load",
         }
     );
     let lake = TempLake::new();
@@ -104,8 +104,13 @@ fn kill_then_rerun(
     true
 }
 
+/// The folder name of the catalog holding only BATCH2 (BATCH1's first load appends to
+/// its tables, opened from their log alone).
+const APPEND_START: &str = "append_start";
+
 /// Kills a run of `mode` at every point during a rerun and, with `first_load`, also
-/// on a first load into an empty catalog, and checks each repair.
+/// on a first load into an empty catalog and on a first load appended to the tables of
+/// another batch, and checks each repair.
 fn every_point(mode: Mode, first_load: bool) {
     let (_, flags, chunked) = mode;
     // What clean runs leave: the first batch alone, and both batches.
@@ -120,10 +125,23 @@ fn every_point(mode: Mode, first_load: bool) {
     let loaded = TempLake::new();
     load(&loaded, BATCH2, flags);
     load(&loaded, BATCH1, flags);
+    let holder = tempfile::tempdir().unwrap();
+    let append_start = holder.path().join(APPEND_START);
+    {
+        let other = TempLake::new();
+        load(&other, BATCH2, flags);
+        copy_tree(other.catalog(), &append_start);
+    }
     let mut kills = 0;
     for point in POINTS {
         if first_load {
             kills += usize::from(kill_then_rerun(&first_reference, None, mode, point));
+            kills += usize::from(kill_then_rerun(
+                &reference,
+                Some(&append_start),
+                mode,
+                point,
+            ));
         }
         kills += usize::from(kill_then_rerun(
             &reference,
@@ -137,7 +155,7 @@ fn every_point(mode: Mode, first_load: bool) {
     } else {
         POINTS.len() - 1
     };
-    let starts = if first_load { 2 } else { 1 };
+    let starts = if first_load { 3 } else { 1 };
     assert_eq!(
         kills,
         passed * starts,
