@@ -1,0 +1,237 @@
+//! Appends that open a table from its log alone: protocol, metadata and the `txn`
+//! actions bronze records per batch ([`BATCH_TXN_PROPERTY`]), no file list.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use deltalake::DeltaTableError;
+
+use super::{Committed, Storage, put_commit};
+use crate::naming::TableName;
+
+/// Table property bronze sets on the tables it creates for batches: every commit that
+/// writes rows of a batch carries a Delta `txn` action for it ([`batch_app_id`]), so a
+/// table whose log has no `txn` of a batch holds no row of it, which an append can
+/// tell from the log's protocol, metadata and `txn` actions alone, without the file list
+/// ([`Storage::open_unloaded`]).
+pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
+
+/// The `txn` application id of `batch_id`'s writes.
+pub fn batch_app_id(batch_id: &str) -> String {
+    format!("bronze/{batch_id}")
+}
+
+/// The `txn` action of a write of `batch_id`'s rows: its version is the write's time in
+/// milliseconds, so it grows with every rerun.
+pub(super) fn batch_txn(batch_id: &str) -> deltalake::kernel::Transaction {
+    let now = chrono::Utc::now().timestamp_millis();
+    deltalake::kernel::Transaction::new_with_last_update(batch_app_id(batch_id), now, Some(now))
+}
+
+impl Storage {
+    /// Opens `table` for an append of `batch_id`'s rows without listing its files (only the
+    /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
+    /// full load, BENCHMARKS.md), when that is safe:
+    ///
+    /// - bronze created the table with [`BATCH_TXN_PROPERTY`] and no `txn` expires, so the
+    ///   log holds a `txn` of every batch with rows in the table; there is none of
+    ///   `batch_id` (not checked when `replace` is off: the rows are appended anyway);
+    /// - the kernel may write to the table, and nothing about it asks more of a writer
+    ///   than data files with statistics: no column mapping, row tracking, in-commit
+    ///   timestamps, constraints, invariants or generated columns, default statistics
+    ///   columns;
+    /// - the next commit is due no checkpoint and no auto compaction check (those commits
+    ///   take the loaded path, which runs them).
+    ///
+    /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
+    /// or creates it when [`Unopened::Absent`].
+    pub(super) async fn open_unloaded(
+        &self,
+        table: &TableName,
+        batch_id: &str,
+        replace: bool,
+    ) -> std::result::Result<Unloaded, Unopened> {
+        if !self.unloaded_appends {
+            return Err(Unopened::Other);
+        }
+        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+        use deltalake::table::config::TablePropertiesExt as _;
+
+        let app_id = batch_app_id(batch_id);
+        let compact_at = self.auto_compact_at;
+        let (snapshot, log_store) = self
+            .kernel_snapshot(table, move |snapshot, engine| {
+                let props = snapshot.table_properties();
+                let interval = props.checkpoint_interval().get();
+                let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
+                let plain = props.unknown_properties.get(BATCH_TXN_PROPERTY).map(String::as_str)
+                    == Some("true")
+                    && props.set_transaction_retention_duration.is_none()
+                    && props.column_mapping_mode.is_none_or(|m| {
+                        m == buoyant_kernel::table_features::ColumnMappingMode::None
+                    })
+                    && props.enable_row_tracking != Some(true)
+                    && props.enable_in_commit_timestamps != Some(true)
+                    && props.data_skipping_num_indexed_cols.is_none()
+                    && props.data_skipping_stats_columns.is_none()
+                    && !props
+                        .unknown_properties
+                        .keys()
+                        .any(|k| k.starts_with("delta.constraints."))
+                    // The commit after this one is due the post-commit work (the
+                    // checkpoint check of delta-rs's post-commit hook, as in
+                    // `Storage::append_files`).
+                    && !(snapshot.version() + 2).is_multiple_of(every);
+                if !plain {
+                    return None;
+                }
+                let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
+                Arc::clone(snapshot).transaction(committer, engine).ok()?;
+                if replace && snapshot.get_app_id_version(&app_id, engine).ok()?.is_some() {
+                    return None;
+                }
+                Some(Arc::clone(snapshot))
+            })
+            .await?;
+        let schema: Schema = snapshot
+            .schema()
+            .as_ref()
+            .try_into_arrow()
+            .map_err(|_| Unopened::Other)?;
+        if schema.fields().iter().any(|f| writer_metadata(f)) {
+            return Err(Unopened::Other);
+        }
+        Ok(Unloaded {
+            version: snapshot.version(),
+            log_store,
+            schema: Arc::new(schema),
+        })
+    }
+
+    /// Whether `table`'s log holds a `txn` of `batch_id` (a write of its rows committed
+    /// there); `false` too when the table does not exist or cannot be read.
+    pub(crate) async fn batch_seen(&self, table: &TableName, batch_id: &str) -> bool {
+        let app_id = batch_app_id(batch_id);
+        self.kernel_snapshot(table, move |snapshot, engine| {
+            snapshot.get_app_id_version(&app_id, engine).ok()?
+        })
+        .await
+        .is_ok()
+    }
+
+    /// `look` at the table's latest kernel snapshot (protocol, metadata and the log's
+    /// file names read; no file list), with its log store. [`Unopened::Absent`] when the
+    /// log holds no commit, [`Unopened::Other`] when it cannot be read or `look` says no.
+    async fn kernel_snapshot<R: Send + 'static>(
+        &self,
+        table: &TableName,
+        look: impl FnOnce(&buoyant_kernel::SnapshotRef, &dyn buoyant_kernel::Engine) -> Option<R>
+        + Send
+        + 'static,
+    ) -> std::result::Result<(R, deltalake::logstore::LogStoreRef), Unopened> {
+        if let Some(dir) = self.local_dir(table)
+            && !dir.join("_delta_log").is_dir()
+        {
+            return Err(Unopened::Absent);
+        }
+        let log_store = self
+            .builder(table)
+            .ok()
+            .and_then(|b| b.build().ok())
+            .ok_or(Unopened::Other)?
+            .log_store();
+        let engine = log_store.engine(None);
+        let mut root = log_store.root_url().clone();
+        if !root.path().ends_with('/') {
+            root.set_path(&format!("{}/", root.path()));
+        }
+        let name = table.clone();
+        // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
+        // runtime for object store reads.
+        let seen = tokio::task::spawn_blocking(move || {
+            let snapshot = match buoyant_kernel::Snapshot::builder_for(root).build(engine.as_ref())
+            {
+                Ok(snapshot) => snapshot,
+                // What delta-rs reports as "not a table" (`kernel::Snapshot::try_new`).
+                Err(e) if e.to_string().contains("No files in log segment") => {
+                    return Err(Unopened::Absent);
+                }
+                Err(e) => {
+                    tracing::debug!(table = %name, error = %e, "no kernel snapshot");
+                    return Err(Unopened::Other);
+                }
+            };
+            look(&snapshot, engine.as_ref()).ok_or(Unopened::Other)
+        })
+        .await
+        .map_err(|_| Unopened::Other)??;
+        Ok((seen, log_store))
+    }
+
+    /// Appends `batches` (in the table's schema) to an [`Storage::open_unloaded`] table in
+    /// one commit at the version after the one it was opened at, put only if absent.
+    /// `Ok(None)` when another writer took that version: nothing was committed (the data
+    /// files written stay unreferenced until a VACUUM) and the caller goes the loaded way.
+    pub(super) async fn append_unloaded(
+        &self,
+        u: &Unloaded,
+        batches: &[RecordBatch],
+        batch_id: &str,
+    ) -> std::result::Result<Option<Committed>, DeltaTableError> {
+        use deltalake::kernel::Action;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+
+        // Default statistics columns: `open_unloaded` took only such tables.
+        let stats = WriterStatsConfig::new(Default::default(), None);
+        let (adds, mut c, properties) = self
+            .write_data_files(
+                &u.log_store,
+                Arc::clone(&u.schema),
+                batches,
+                stats,
+                Some(batch_id),
+            )
+            .await?;
+        let actions = adds.into_iter().map(Action::Add).collect();
+        let version = u.version + 1;
+        if !put_commit(&u.log_store, version, properties, actions).await? {
+            return Ok(None);
+        }
+        c.version = version;
+        Ok(Some(c))
+    }
+}
+
+/// Why [`Storage::open_unloaded`] did not open a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Unopened {
+    /// Its log holds no commit: no table yet.
+    Absent,
+    /// It cannot be read that way, or must not be written that way (the loaded path
+    /// decides).
+    Other,
+}
+
+/// A table opened without its file list ([`Storage::open_unloaded`]).
+pub(super) struct Unloaded {
+    /// The version it was opened at.
+    pub(super) version: u64,
+    pub(super) log_store: deltalake::logstore::LogStoreRef,
+    /// Its schema, as Arrow.
+    pub(super) schema: SchemaRef,
+}
+
+/// Whether a field (or one nested in it) carries metadata a writer must act on: Delta's
+/// invariants, generated or identity columns (`delta.*` keys other than comments).
+fn writer_metadata(field: &Field) -> bool {
+    let own = field
+        .metadata()
+        .keys()
+        .any(|k| k.starts_with("delta.") && k != "delta.comment");
+    own || match field.data_type() {
+        DataType::Struct(fields) => fields.iter().any(|f| writer_metadata(f)),
+        DataType::List(f) | DataType::LargeList(f) | DataType::Map(f, _) => writer_metadata(f),
+        _ => false,
+    }
+}
