@@ -142,24 +142,26 @@ impl Storage {
         Ok(self.open_or_new(table).await?.1)
     }
 
+    /// The table's handle, not loaded.
+    fn handle(&self, table: &TableName) -> Result<DeltaTable> {
+        self.builder(table)?
+            .build()
+            .map_err(|e| Error::delta(table.as_str(), "open", e))
+    }
+
+    /// Local catalogs: whether the table's folder has no `_delta_log`, i.e. no table yet
+    /// (deltalake reports a missing local path as an error, not as `NotATable`).
+    fn local_log_missing(&self, table: &TableName) -> bool {
+        self.local_dir(table)
+            .is_some_and(|d| !d.join("_delta_log").is_dir())
+    }
+
     /// `(unloaded handle, loaded table if it exists)`.
     async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        // Local catalogs: a folder without `_delta_log` is no table yet (deltalake reports
-        // a missing local path as an error, not as `NotATable`).
-        let local_log = self.local_dir(table).map(|d| d.join("_delta_log"));
-        if let Some(log) = &local_log
-            && !log.is_dir()
-        {
-            let t = self
-                .builder(table)?
-                .build()
-                .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        let mut t = self.handle(table)?;
+        if self.local_log_missing(table) {
             return Ok((t, None));
         }
-        let mut t = self
-            .builder(table)?
-            .build()
-            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
         match t.load().await {
             Ok(()) => Ok((t.clone(), Some(t))),
             Err(DeltaTableError::NotATable(_)) => Ok((t, None)),
@@ -177,11 +179,7 @@ impl Storage {
         if unopened != Unopened::Absent {
             return self.open_or_new(table).await;
         }
-        let handle = self
-            .builder(table)?
-            .build()
-            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
-        Ok((handle, None))
+        Ok((self.handle(table)?, None))
     }
 
     /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
@@ -196,13 +194,8 @@ impl Storage {
     ) -> Result<Committed> {
         let unopened = match self.open_unloaded(table, batch_id, true).await {
             Ok(u) => {
-                let fitted = conform(table, batch.clone(), &u.schema)?;
-                if fitted.schema().fields() == u.schema.fields()
-                    && let Some(c) = self
-                        .append_unloaded(&u, std::slice::from_ref(&fitted), batch_id)
-                        .await
-                        .map_err(|e| Error::delta(table.as_str(), "write", e))?
-                {
+                let fitted = [conform(table, batch.clone(), &u.schema)?];
+                if let Some(c) = self.append_unloaded(table, &u, &fitted, batch_id).await? {
                     return Ok(c);
                 }
                 Unopened::Other
@@ -273,25 +266,15 @@ impl Storage {
                     return Ok(((Committed::default(), fitted.outcomes), None));
                 }
                 let batches = merge_batches(table, &fitted.batches)?;
-                if batches
-                    .iter()
-                    .all(|b| b.schema().fields() == u.schema.fields())
-                {
-                    let t1 = std::time::Instant::now();
-                    let appended = self
-                        .append_unloaded(&u, &batches, batch_id)
-                        .await
-                        .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-                    if let Some(c) = appended {
-                        tracing::debug!(
-                            table = %table,
-                            open_and_fit_us = (t1 - t0).as_micros() as u64,
-                            append_unloaded_us = t1.elapsed().as_micros() as u64,
-                            "committed"
-                        );
-                        return Ok(((c, fitted.outcomes), None));
-                    }
-                    tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+                let t1 = std::time::Instant::now();
+                if let Some(c) = self.append_unloaded(table, &u, &batches, batch_id).await? {
+                    tracing::debug!(
+                        table = %table,
+                        open_and_fit_us = (t1 - t0).as_micros() as u64,
+                        append_unloaded_us = t1.elapsed().as_micros() as u64,
+                        "committed"
+                    );
+                    return Ok(((c, fitted.outcomes), None));
                 }
                 Unopened::Other
             }
@@ -794,11 +777,7 @@ impl Storage {
         &self,
         table: &TableName,
     ) -> Result<deltalake::logstore::ObjectStoreRef> {
-        let t = self
-            .builder(table)?
-            .build()
-            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
-        Ok(t.log_store().object_store(None))
+        Ok(self.handle(table)?.log_store().object_store(None))
     }
 
     /// Deletes the rows matching `predicate`, if the table exists. Returns the version.
@@ -1633,7 +1612,7 @@ mod tests {
             .await
             .unwrap();
         let appended = s
-            .append_unloaded(&u, &part("quote", 3).batches, "b2")
+            .append_unloaded(&name, &u, &part("quote", 3).batches, "b2")
             .await
             .unwrap();
         assert!(appended.is_none());

@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
 use super::{Committed, Storage, put_commit};
+use crate::error::{Error, Result};
 use crate::naming::TableName;
 
 /// Table property bronze sets on the tables it creates for batches: every commit that
@@ -130,22 +131,13 @@ impl Storage {
         + Send
         + 'static,
     ) -> std::result::Result<(R, deltalake::logstore::LogStoreRef), Unopened> {
-        if let Some(dir) = self.local_dir(table)
-            && !dir.join("_delta_log").is_dir()
-        {
+        if self.local_log_missing(table) {
             return Err(Unopened::Absent);
         }
-        let log_store = self
-            .builder(table)
-            .ok()
-            .and_then(|b| b.build().ok())
-            .ok_or(Unopened::Other)?
-            .log_store();
+        // The table's URL ends with `/`, as the kernel needs to join paths under it.
+        let root = self.table_url(table).map_err(|_| Unopened::Other)?;
+        let log_store = self.handle(table).map_err(|_| Unopened::Other)?.log_store();
         let engine = log_store.engine(None);
-        let mut root = log_store.root_url().clone();
-        if !root.path().ends_with('/') {
-            root.set_path(&format!("{}/", root.path()));
-        }
         let name = table.clone();
         // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
         // runtime for object store reads.
@@ -169,11 +161,34 @@ impl Storage {
         Ok((seen, log_store))
     }
 
-    /// Appends `batches` (in the table's schema) to an [`Storage::open_unloaded`] table in
-    /// one commit at the version after the one it was opened at, put only if absent.
-    /// `Ok(None)` when another writer took that version: nothing was committed (the data
-    /// files written stay unreferenced until a VACUUM) and the caller goes the loaded way.
+    /// Appends `batches` to an [`Storage::open_unloaded`] table in one commit at the
+    /// version after the one it was opened at, put only if absent. `Ok(None)`, nothing
+    /// committed, when the batches' schema is not the table's (the loaded path merges
+    /// them) or another writer took that version (the data files written stay
+    /// unreferenced until a VACUUM): the caller goes the loaded way.
     pub(super) async fn append_unloaded(
+        &self,
+        table: &TableName,
+        u: &Unloaded,
+        batches: &[RecordBatch],
+        batch_id: &str,
+    ) -> Result<Option<Committed>> {
+        if !batches
+            .iter()
+            .all(|b| b.schema().fields() == u.schema.fields())
+        {
+            return Ok(None);
+        }
+        let appended = self.put_unloaded(u, batches, batch_id).await;
+        let c = appended.map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        if c.is_none() {
+            tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+        }
+        Ok(c)
+    }
+
+    /// [`Storage::append_unloaded`]'s data files and commit.
+    async fn put_unloaded(
         &self,
         u: &Unloaded,
         batches: &[RecordBatch],
