@@ -3,7 +3,8 @@
 //! the stages' MB/s add up and a regression in one shows in review:
 //!
 //! - `parse`: one file's lines through simd-json alone (the parse-only baseline), through
-//!   bronze's staging parse, and through `serde_json::Value` (what a user could script);
+//!   bronze's strict reader validating only, through bronze's staging parse, and through
+//!   `serde_json::Value` (what a user could script);
 //! - `flatten`: every staged topic → topic and child tables (Arrow, in memory);
 //! - `encode`: the flattened tables → parquet bytes, with bronze's writer properties per
 //!   compression, beside delta-rs' defaults;
@@ -114,6 +115,13 @@ fn bench(c: &mut Criterion) {
         let mut scratch = ParseScratch::default();
         bench.iter(|| stages::simd_json_parse_only(black_box(&b.one_file), &mut scratch))
     });
+    g.bench_function(
+        BenchmarkId::new("bronze_json_validate_only", FILES),
+        |bench| {
+            let mut scratch = ParseScratch::default();
+            bench.iter(|| stages::bronze_validate_only(black_box(&b.one_file), &mut scratch))
+        },
+    );
     g.bench_function(BenchmarkId::new("bronze_stage", FILES), |bench| {
         let env = EnvelopeConfig::default();
         bench.iter(|| {

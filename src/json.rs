@@ -1,7 +1,7 @@
 //! A strict, iterative JSON reader that keeps the source text.
 //!
-//! Staging validates every line with simd-json (the fast path) and keeps the payload as
-//! its exact source text. Flattening then needs more than a value tree: the literal text
+//! Staging validates every line with this reader (only the top level materialised) and
+//! keeps the payload as its exact source text. Flattening then needs more than a value tree: the literal text
 //! of numbers beyond `i64`/`f64` (so they are kept, never rounded), the source text of
 //! sub-trees kept as JSON, and no recursion on hostile nesting. This reader gives that:
 //! one pass over a `&str` into a flat list of [`Node`]s, each a byte span of the input;
@@ -10,8 +10,8 @@
 //! nesting depth costs 16 bytes of heap per level, never stack.
 //!
 //! It follows RFC 8259 strictly (no comments, trailing commas, `NaN`, control characters
-//! in strings, or lone surrogates) and is the fallback validator for lines simd-json
-//! refuses only because a number does not fit an `f64` (`1e400`).
+//! in strings, or lone surrogates) and accepts numbers an `f64` cannot hold (`1e400`:
+//! their literal text is kept).
 
 use std::borrow::Cow;
 

@@ -1,7 +1,7 @@
 //! Stage: data files → one Arrow staging table, grouped by topic.
 //!
-//! Every non-blank line is parsed exactly once with simd-json (a tape, no per-row value
-//! tree). A line that is a JSON object with a usable topic (and id, when an id field is
+//! Every non-blank line is parsed exactly once, by [`crate::json`]'s strict reader with
+//! only the top level materialised (no per-row value tree). A line that is a JSON object with a usable topic (and id, when an id field is
 //! configured) becomes a staged message; anything else becomes a [`CorruptLine`] with the
 //! parser's reason and the exact bytes. Duplicates by message id are dropped, first
 //! occurrence (file order, then line) wins.
@@ -22,6 +22,7 @@ use rayon::prelude::*;
 use crate::config::EnvelopeConfig;
 use crate::discover::SourceFile;
 use crate::error::{Error, Result};
+use crate::json::{Doc, Kind, Node};
 use crate::read::{self, Line};
 
 /// A line that could not be read as a message; kept byte-exact in `_corrupt_records`.
@@ -176,8 +177,8 @@ pub fn staging_schema() -> SchemaRef {
 
 /// Reusable per-worker buffers, so parsing allocates nothing per line once warm.
 struct Scratch {
-    input: Vec<u8>,
-    buffers: simd_json::Buffers,
+    /// The strict reader's node storage.
+    nodes: Vec<Node>,
     /// The current file's topics → index in [`StagedFile::topics`].
     topic_index: HashMap<String, u32>,
 }
@@ -185,8 +186,7 @@ struct Scratch {
 impl Scratch {
     fn new() -> Self {
         Scratch {
-            input: Vec::new(),
-            buffers: simd_json::Buffers::default(),
+            nodes: Vec::new(),
             topic_index: HashMap::new(),
         }
     }
@@ -318,28 +318,30 @@ fn parse_line(
     scratch: &mut Scratch,
     sink: &mut Sink<'_>,
 ) -> Result<Message, String> {
-    let text = line.text;
-    scratch.input.clear();
-    scratch.input.extend_from_slice(text);
-    // One validating parse of the whole line (UTF-8 included); the tape is dropped at
-    // once, the spans below are read from the original (unmodified) bytes.
-    if let Err(e) = simd_json::to_tape_with_buffers(&mut scratch.input, &mut scratch.buffers) {
-        // simd-json refuses numbers an f64 cannot hold (`1e400`); the strict reader
-        // accepts them (their literal text is kept) and refuses what is really not JSON.
-        let strict = std::str::from_utf8(text)
-            .map_err(|_| "invalid UTF-8".to_string())
-            .and_then(|t| crate::json::validate(t).map_err(|_| String::new()));
-        match strict {
-            Ok(()) => {}
-            Err(reason) if !reason.is_empty() => return Err(format!("invalid JSON: {reason}")),
-            Err(_) => return Err(format!("invalid JSON: {e}")),
+    // One validating pass over the whole line (UTF-8, then bronze's strict reader with
+    // only the top level materialised) gives the members' exact spans; nested values
+    // stay unparsed text (BENCHMARKS.md, session 9: half the CPU of a simd-json tape
+    // followed by a structural scan).
+    let text = std::str::from_utf8(line.text).map_err(|_| "invalid UTF-8".to_string())?;
+    let doc = match Doc::parse_reusing(text, 1, std::mem::take(&mut scratch.nodes)) {
+        Ok(doc) => doc,
+        Err((e, nodes)) => {
+            scratch.nodes = nodes;
+            return Err(format!("invalid JSON: {e}"));
         }
-    }
-    let text = trim(text);
-    if text.first() != Some(&b'{') {
+    };
+    let fields: Vec<(&[u8], &[u8])> = if doc.kind(doc.root()) == Kind::Object {
+        doc.members(doc.root())
+            .map(|(k, v)| (doc.raw(k).as_bytes(), doc.raw(v).as_bytes()))
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let is_object = doc.kind(doc.root()) == Kind::Object;
+    scratch.nodes = doc.into_nodes();
+    if !is_object {
         return Err("not a JSON object".to_string());
     }
-    let fields = top_level_fields(text).ok_or_else(|| "not a JSON object".to_string())?;
     let mut topic = None;
     let mut id = None;
     let mut payload = None;
@@ -447,110 +449,6 @@ fn parse_line(
         meta,
         payload,
     })
-}
-
-fn trim(b: &[u8]) -> &[u8] {
-    let start = b
-        .iter()
-        .position(|c| !c.is_ascii_whitespace())
-        .unwrap_or(b.len());
-    let end = b
-        .iter()
-        .rposition(|c| !c.is_ascii_whitespace())
-        .map_or(start, |i| i + 1);
-    &b[start..end]
-}
-
-/// The `(key, value)` byte spans of the top-level members of a JSON object that has
-/// already been validated. `None` if the bytes are not an object after all.
-pub(crate) fn top_level_fields(b: &[u8]) -> Option<Vec<(&[u8], &[u8])>> {
-    let mut i = skip_ws(b, 0);
-    if b.get(i) != Some(&b'{') {
-        return None;
-    }
-    i = skip_ws(b, i + 1);
-    let mut out = Vec::new();
-    if b.get(i) == Some(&b'}') {
-        return Some(out);
-    }
-    loop {
-        if b.get(i) != Some(&b'"') {
-            return None;
-        }
-        let key_end = skip_string(b, i)?;
-        let key = &b[i..key_end];
-        i = skip_ws(b, key_end);
-        if b.get(i) != Some(&b':') {
-            return None;
-        }
-        let v_start = skip_ws(b, i + 1);
-        let v_end = skip_value(b, v_start)?;
-        out.push((key, &b[v_start..v_end]));
-        i = skip_ws(b, v_end);
-        match b.get(i) {
-            Some(b',') => i = skip_ws(b, i + 1),
-            Some(b'}') => return Some(out),
-            _ => return None,
-        }
-    }
-}
-
-fn skip_ws(b: &[u8], mut i: usize) -> usize {
-    while b.get(i).is_some_and(|c| c.is_ascii_whitespace()) {
-        i += 1;
-    }
-    i
-}
-
-/// `b[i]` is `"`; returns the index just past the closing quote.
-fn skip_string(b: &[u8], mut i: usize) -> Option<usize> {
-    i += 1;
-    loop {
-        i = crate::json::plain_run_end(b, i);
-        match b.get(i)? {
-            b'"' => return Some(i + 1),
-            b'\\' => i += 2,
-            _ => i += 1,
-        }
-    }
-}
-
-/// Returns the index just past the value starting at `i`. Iterative (a depth counter,
-/// no recursion), so nesting depth cannot overflow the stack.
-fn skip_value(b: &[u8], mut i: usize) -> Option<usize> {
-    match b.get(i)? {
-        b'"' => skip_string(b, i),
-        b'{' | b'[' => {
-            let mut depth = 0usize;
-            loop {
-                match b.get(i)? {
-                    b'"' => {
-                        i = skip_string(b, i)?;
-                        continue;
-                    }
-                    b'{' | b'[' => depth += 1,
-                    b'}' | b']' => {
-                        depth -= 1;
-                        if depth == 0 {
-                            return Some(i + 1);
-                        }
-                    }
-                    _ => {}
-                }
-                i += 1;
-            }
-        }
-        _ => {
-            let start = i;
-            while b
-                .get(i)
-                .is_some_and(|c| !matches!(c, b',' | b'}' | b']') && !c.is_ascii_whitespace())
-            {
-                i += 1;
-            }
-            (i > start).then_some(i)
-        }
-    }
 }
 
 /// Decodes a key span (with quotes).
@@ -1000,13 +898,21 @@ mod tests {
     }
 
     #[test]
-    fn top_level_scan_skips_nested_strings_and_brackets() {
-        let f = top_level_fields(br#" { "a" : "x}]\"" , "b":[{"c":"]"}], "d":-1.5e3 } "#).unwrap();
-        let vals: Vec<_> = f
-            .iter()
-            .map(|(_, v)| std::str::from_utf8(v).unwrap())
-            .collect();
-        assert_eq!(vals, [r#""x}]\"""#, r#"[{"c":"]"}]"#, "-1.5e3"]);
-        assert_eq!(top_level_fields(b"{}").unwrap().len(), 0);
+    fn top_level_members_keep_their_exact_text_past_nested_strings_and_brackets() {
+        let m = one(
+            r#" { "topic" : "a", "message_id":"1", "k" : "x}]\"" , "payload":[{"c":"]"}], "d":-1.5e3 } "#,
+        )
+        .unwrap();
+        assert_eq!(m.payload, r#"[{"c":"]"}]"#);
+        assert_eq!(m.meta.as_deref(), Some(r#"{"k":"x}]\"","d":-1.5e3}"#));
+        // Anything the strict reader refuses is corrupt, whatever the envelope holds.
+        for bad in [
+            r#"{"topic":"a","message_id":"1","payload":{"x":1e}}"#,
+            r#"{"topic":"a","message_id":"1","payload":"\ud800"}"#,
+            r#"{"topic":"a","message_id":"1","payload":{}} trailing"#,
+            r#"{"topic":"a","message_id":"1","payload":{},}"#,
+        ] {
+            assert!(one(bad).unwrap_err().contains("invalid JSON"), "{bad}");
+        }
     }
 }

@@ -22,6 +22,14 @@ pub fn simd_json_parse_only(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
     })
 }
 
+/// bronze's own strict reader (`json::validate`: UTF-8, then RFC 8259, nothing
+/// materialised) over every line of `bytes`. Returns the lines that parsed.
+pub fn bronze_validate_only(bytes: &[u8], scratch: &mut ParseScratch) -> usize {
+    count_parsed(bytes, scratch, |line, _| {
+        std::str::from_utf8(line).is_ok_and(|t| crate::json::validate(t).is_ok())
+    })
+}
+
 /// The parse-only baseline as a DOM: every line of `bytes` into a
 /// `simd_json::BorrowedValue` (what a script that "parses each line with simd-json"
 /// does), nothing kept. Returns the lines that parsed.
