@@ -5,7 +5,8 @@
 //! - `parse`: one file's lines through simd-json alone (the parse-only baseline), through
 //!   bronze's strict reader validating only, through bronze's staging parse, and through
 //!   `serde_json::Value` (what a user could script);
-//! - `flatten`: every staged topic → topic and child tables (Arrow, in memory);
+//! - `flatten`: every staged topic → topic and child tables (Arrow, in memory); and one
+//!   topic of 16,000 rows, the size of a historical batch's topics;
 //! - `encode`: the flattened tables → parquet bytes, with bronze's writer properties per
 //!   compression, beside delta-rs' defaults;
 //! - `commit`: the flattened tables → Delta tables in a local folder, one commit each.
@@ -27,6 +28,8 @@ use parquet::basic::ZstdLevel;
 use parquet::file::properties::WriterProperties;
 
 const FILES: usize = 200;
+/// Files of the one-topic batch of the `flatten` group (50 lines each).
+const BIG_TOPIC_FILES: usize = 320;
 
 /// Table → (topic, batches), as a load hands them to the writer.
 type Tables = BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>;
@@ -39,12 +42,15 @@ struct Batch {
 }
 
 fn batch() -> Batch {
-    let dir = tempfile::tempdir().unwrap();
-    let spec = GenSpec {
+    batch_of(&GenSpec {
         files: FILES,
         ..Default::default()
-    };
-    let s = generate(dir.path(), "bench", &spec).unwrap();
+    })
+}
+
+fn batch_of(spec: &GenSpec) -> Batch {
+    let dir = tempfile::tempdir().unwrap();
+    let s = generate(dir.path(), "bench", spec).unwrap();
     let found = bronze::discover::discover(&s.dir, None).unwrap();
     let staging = bronze::stage::stage(&found.files, &EnvelopeConfig::default()).unwrap();
     // All files concatenated: the parse group's input, one buffer.
@@ -144,6 +150,17 @@ fn bench(c: &mut Criterion) {
     g.throughput(Throughput::Bytes(b.bytes));
     g.bench_function(BenchmarkId::new("all_topics", FILES), |bench| {
         bench.iter(|| flatten_all(black_box(&b.staging)).len())
+    });
+    // One topic's 16,000 rows (~13 MB) in one flatten, as each topic of the historical
+    // batch is: its staged text no longer fits in the cache when the arrays are built.
+    let big = batch_of(&GenSpec {
+        files: BIG_TOPIC_FILES,
+        topics: 1,
+        ..Default::default()
+    });
+    g.throughput(Throughput::Bytes(big.bytes));
+    g.bench_function(BenchmarkId::new("one_topic", BIG_TOPIC_FILES), |bench| {
+        bench.iter(|| flatten_all(black_box(&big.staging)).len())
     });
     g.finish();
 
