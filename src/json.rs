@@ -406,7 +406,7 @@ fn ws(b: &[u8], mut i: usize) -> usize {
 
 /// The index of the first byte at or after `i` that is `"`, `\\` or a control character
 /// (below 0x20), or `b.len()`: the end of a run of plain string bytes, eight bytes a step.
-pub(crate) fn plain_run_end(b: &[u8], mut i: usize) -> usize {
+fn plain_run_end(b: &[u8], mut i: usize) -> usize {
     const LO: u64 = 0x0101_0101_0101_0101;
     const HI: u64 = 0x8080_8080_8080_8080;
     /// High bit set in each byte of `x` that is zero (exact for the lowest such byte).

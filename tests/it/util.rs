@@ -215,10 +215,6 @@ impl TempLake {
     }
 }
 
-/// The row accounting of a run, checked from outside the library: its own check passed,
-/// and the tables hold it: per topic, the topic table's rows of this batch equal the
-/// topic's messages; `_corrupt_records` holds the batch's corrupt lines; and non-blank
-/// lines = messages + corrupt + duplicates.
 /// Sets a table property of `table`, as a user would.
 pub fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
     lake.with_table(table, None, async |t| {
@@ -229,6 +225,10 @@ pub fn set_property(lake: &TempLake, table: &str, key: &str, value: &str) {
     });
 }
 
+/// The row accounting of a run, checked from outside the library: its own check passed,
+/// and the tables hold it: per topic, the topic table's rows of this batch equal the
+/// topic's messages; `_corrupt_records` holds the batch's corrupt lines; and non-blank
+/// lines = messages + corrupt + duplicates.
 pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
     assert!(report.invariant_ok, "{}", report.invariant);
     assert_eq!(
