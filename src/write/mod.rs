@@ -415,8 +415,9 @@ impl Storage {
     /// wrote (together ~3/4 of a small new table's cost; BENCHMARKS.md).
     ///
     /// [`Created::NotApplicable`] when the caller should use the `WriteBuilder`: the
-    /// batches differ in schema, or a column has a type outside the flattener's own
-    /// (which could need a protocol feature, e.g. `timestampNtz`).
+    /// batches differ in schema, or a column has a type outside the flattener's own and
+    /// `_corrupt_records`' binary (another could need a protocol feature, e.g.
+    /// `timestampNtz`).
     async fn create_with_files(
         &self,
         handle: &DeltaTable,
@@ -436,6 +437,7 @@ impl Storage {
             matches!(
                 t,
                 DataType::Utf8
+                    | DataType::Binary
                     | DataType::Int64
                     | DataType::Float64
                     | DataType::Boolean
@@ -1390,6 +1392,52 @@ mod tests {
         assert!(s.batch_seen(&name, "b2").await);
         assert!(!s.batch_seen(&name, "b3").await);
         assert!(!s.batch_seen(&TableName::for_topic("none"), "b2").await);
+    }
+
+    /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
+    /// by the direct commit too (the `WriteBuilder` would set up a DataFusion session and
+    /// record its own metrics, e.g. `execution_time_ms`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_with_a_binary_column_is_created_in_one_direct_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::system("_bytes");
+        let batch = RecordBatch::try_from_iter_with_nullable(vec![
+            (
+                "_batch_id",
+                Arc::new(StringArray::from(vec!["b1"; 2])) as ArrayRef,
+                false,
+            ),
+            (
+                "_corrupt_bytes",
+                Arc::new(arrow::array::BinaryArray::from_iter_values([
+                    b"{\"a\":".as_slice(),
+                    b"\xff\xfe",
+                ])) as ArrayRef,
+                false,
+            ),
+        ])
+        .unwrap();
+        let c = s.replace(&name, batch, "b1").await.unwrap();
+        assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 2));
+        let actions = commit_actions(dir.path(), "_bytes", 0);
+        let info = actions
+            .iter()
+            .find_map(|a| a.get("commitInfo"))
+            .expect("commitInfo");
+        let metrics: Vec<&String> = info["operationMetrics"]
+            .as_object()
+            .expect("operationMetrics")
+            .keys()
+            .collect();
+        assert_eq!(metrics, ["num_added_files", "num_added_rows"], "{info}");
+        let protocol = actions.iter().find_map(|a| a.get("protocol")).unwrap();
+        assert_eq!(
+            (&protocol["minReaderVersion"], &protocol["minWriterVersion"]),
+            (&serde_json::json!(1), &serde_json::json!(2))
+        );
+        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        assert_eq!(live_rows(&t), 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
