@@ -1129,9 +1129,11 @@ impl Ingest {
                 self.failpoint("after_staging_chunk")?;
             } else {
                 memory = Some(staging.topics);
-                // The files' text is freed group by group while staging builds; hand
-                // those pages back before flattening grows the heap again.
-                crate::mem::release_free_memory();
+                // The files' text is freed group by group while staging builds. glibc's
+                // malloc (a library user's default) keeps those pages unless trimmed;
+                // jemalloc's arenas hand them to flattening, which needs as much again
+                // (purging them cost 40k page faults, 2 % of the CPU; BENCHMARKS.md).
+                crate::mem::trim_glibc();
             }
         }
         summary.corrupt_lines = corrupt.len() as u64;

@@ -10,15 +10,21 @@
 /// Returns free pages of every malloc arena to the OS: glibc's and, with the `jemalloc`
 /// feature (the binary's allocator), jemalloc's.
 pub(crate) fn release_free_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
     trim_glibc();
     #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
     purge_jemalloc();
 }
 
+/// Returns glibc's free heap pages to the OS (a no-op off glibc); other allocators keep
+/// theirs for the next allocations.
+pub(crate) fn trim_glibc() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    trim_glibc_heap();
+}
+
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
-fn trim_glibc() {
+fn trim_glibc_heap() {
     // SAFETY: `malloc_trim` takes no pointers and only walks the allocator's own arenas
     // under their locks; it is safe to call from any thread at any time.
     unsafe {
