@@ -302,9 +302,9 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
             Some(b'f') => i = literal(b, i, b"false", nodes, Kind::Bool(false), in_raw)?,
             Some(b'n') => i = literal(b, i, b"null", nodes, Kind::Null, in_raw)?,
             Some(b'-' | b'0'..=b'9') => {
-                let (end, class) = number(text, i)?;
+                let (end, shape) = number(b, i)?;
                 if !in_raw {
-                    push_leaf(nodes, Kind::Num(class), i, end);
+                    push_leaf(nodes, Kind::Num(shape.class(&text[i..end])), i, end);
                 }
                 i = end;
             }
@@ -476,9 +476,42 @@ fn hex_at(b: &[u8], i: usize) -> Option<u32> {
         .try_fold(0u32, |v, &c| (c as char).to_digit(16).map(|d| v * 16 + d))
 }
 
-/// Parses a number literal at `i`: the index past it and its class.
-fn number(text: &str, i: usize) -> Result<(usize, NumClass), ParseError> {
-    let b = text.as_bytes();
+/// What a number literal's grammar tells about it, for [`NumShape::class`].
+struct NumShape {
+    is_float: bool,
+    /// Significant digits of its mantissa (leading and trailing zeros do not count).
+    significant: usize,
+}
+
+impl NumShape {
+    /// The class of the literal `lit` this shape was read from. Only materialised numbers
+    /// are classified: a raw sub-tree's (and staging's, beyond the top level) are only
+    /// validated, without the `i64` / `f64` parse.
+    fn class(&self, lit: &str) -> NumClass {
+        if !self.is_float {
+            return if lit.parse::<i64>().is_ok() {
+                NumClass::Int
+            } else {
+                NumClass::Big
+            };
+        }
+        let significant = self.significant;
+        match lit.parse::<f64>() {
+            Ok(v) if v.is_finite() && significant <= 15 && (v != 0.0 || significant == 0) => {
+                // Subnormals print back with fewer digits than they were written with.
+                if v != 0.0 && v.abs() < f64::MIN_POSITIVE {
+                    NumClass::Big
+                } else {
+                    NumClass::Float
+                }
+            }
+            _ => NumClass::Big,
+        }
+    }
+}
+
+/// Validates a number literal at `i`: the index past it and its shape.
+fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
     let mut j = i;
     if b[j] == b'-' {
         j += 1;
@@ -522,40 +555,29 @@ fn number(text: &str, i: usize) -> Result<(usize, NumClass), ParseError> {
             return Err(err(j, "expected a digit in the exponent"));
         }
     }
-    let lit = &text[i..j];
-    let class = if !is_float {
-        if lit.parse::<i64>().is_ok() {
-            NumClass::Int
-        } else {
-            NumClass::Big
-        }
+    let significant = if is_float {
+        significant_digits(int_digits, frac_digits)
     } else {
-        let significant = significant_digits(int_digits, frac_digits);
-        match lit.parse::<f64>() {
-            Ok(v) if v.is_finite() && significant <= 15 && (v != 0.0 || significant == 0) => {
-                // Subnormals print back with fewer digits than they were written with.
-                if v != 0.0 && v.abs() < f64::MIN_POSITIVE {
-                    NumClass::Big
-                } else {
-                    NumClass::Float
-                }
-            }
-            _ => NumClass::Big,
-        }
+        0
     };
-    Ok((j, class))
+    Ok((
+        j,
+        NumShape {
+            is_float,
+            significant,
+        },
+    ))
 }
 
 /// Significant digits of a decimal written as `int.frac` (leading and trailing zeros
 /// do not count).
 fn significant_digits(int: &[u8], frac: &[u8]) -> usize {
-    let all: Vec<u8> = int.iter().chain(frac).copied().collect();
-    let first = all.iter().position(|&d| d != b'0');
-    let last = all.iter().rposition(|&d| d != b'0');
-    match (first, last) {
-        (Some(f), Some(l)) => l - f + 1,
-        _ => 0,
-    }
+    let digits = || int.iter().chain(frac);
+    let Some(first) = digits().position(|&d| d != b'0') else {
+        return 0;
+    };
+    let trailing_zeros = digits().rev().take_while(|&&d| d == b'0').count();
+    int.len() + frac.len() - trailing_zeros - first
 }
 
 #[cfg(test)]
@@ -664,6 +686,20 @@ mod tests {
         assert_eq!(class("1e-400"), NumClass::Big);
         assert_eq!(class("3.14159265358979323846"), NumClass::Big);
         assert_eq!(class("123456789012345.0"), NumClass::Float);
+        // Significant digits: leading and trailing zeros on either side of the point
+        // do not count.
+        assert_eq!(class("1234567890123456.0"), NumClass::Big);
+        assert_eq!(class("0.000000000000000123456789012345"), NumClass::Float);
+        assert_eq!(class("0.0000000000000001234567890123456"), NumClass::Big);
+        assert_eq!(class("100000000000000000000.000"), NumClass::Float);
+        assert_eq!(class("1.0000000000000001"), NumClass::Big);
+        assert_eq!(significant_digits(b"00120", b"0300"), 5);
+        assert_eq!(significant_digits(b"0", b"000"), 0);
+        // Beyond the depth limit numbers are validated, not classified.
+        assert!(Doc::parse("[[1e400, 98765432109876543210, -0.5]]", 1).is_ok());
+        for bad in ["[[1.]]", "[[01]]", "[[-]]", "[[1e]]"] {
+            assert!(Doc::parse(bad, 1).is_err(), "{bad}");
+        }
     }
 
     #[test]
