@@ -163,6 +163,7 @@ fn bench(c: &mut Criterion) {
         bench.iter(|| flatten_all(black_box(&big.staging)).len())
     });
     g.finish();
+    let big_tables = flatten_all(&big.staging);
 
     let mut g = c.benchmark_group("encode");
     g.throughput(Throughput::Bytes(b.bytes));
@@ -196,6 +197,28 @@ fn bench(c: &mut Criterion) {
         );
         g.bench_function(BenchmarkId::new(*name, FILES), |bench| {
             bench.iter(|| encode(black_box(&tables), props))
+        });
+    }
+    // One historical-sized topic (16,000 rows): where the dictionary limit matters.
+    g.throughput(Throughput::Bytes(big.bytes));
+    let big_variants = [
+        ("one_topic_bronze", writer_properties(Compression::SNAPPY)),
+        (
+            "one_topic_dictionary_1mib",
+            writer_properties(Compression::SNAPPY)
+                .into_builder()
+                .set_dictionary_page_size_limit(1 << 20)
+                .build(),
+        ),
+    ];
+    for (name, props) in &big_variants {
+        eprintln!(
+            "encode/{name}: {} bytes of parquet for {} landed bytes",
+            encode(&big_tables, props),
+            big.bytes
+        );
+        g.bench_function(BenchmarkId::new(*name, BIG_TOPIC_FILES), |bench| {
+            bench.iter(|| encode(black_box(&big_tables), props))
         });
     }
     g.finish();

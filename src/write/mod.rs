@@ -62,14 +62,21 @@ const NO_DICTIONARY: [&str; 5] = ["_id", "_parent_id", "_root_id", "_line", "_id
 /// the only ones that get parquet statistics beyond the file level.
 const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
 
+/// A column chunk's dictionary is dropped for plain encoding once it passes this size
+/// (parquet's default: 1 MiB). A 16,000-row topic's column of mostly distinct values
+/// then stops hashing every value into a dictionary a few thousand rows in; columns
+/// with few distinct values stay far below it (BENCHMARKS.md, session 10).
+pub const DICTIONARY_PAGE_LIMIT: usize = 64 << 10;
+
 /// Parquet properties of bronze data files (measured in `benches/stages.rs`, figures in
-/// BENCHMARKS.md): no dictionary for per-row keys, file-level (chunk) statistics for
-/// every column (Delta's data skipping reads those), page-level only for the columns
-/// readers filter on.
+/// BENCHMARKS.md): no dictionary for per-row keys and a [`DICTIONARY_PAGE_LIMIT`] for
+/// the others, file-level (chunk) statistics for every column (Delta's data skipping
+/// reads those), page-level only for the columns readers filter on.
 pub fn writer_properties(compression: Compression) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_created_by(concat!("bronze ", env!("CARGO_PKG_VERSION")).to_string())
         .set_compression(compression)
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_LIMIT)
         .set_statistics_enabled(EnabledStatistics::Chunk);
     for c in NO_DICTIONARY {
         b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
