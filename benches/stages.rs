@@ -111,6 +111,24 @@ fn encode(tables: &Tables, props: &WriterProperties) -> usize {
     total
 }
 
+/// Benches [`encode`] of `tables` with `props` as `encode/<name>/<files>`, first printing
+/// the parquet bytes it writes for the `landed` bytes.
+fn bench_encode(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    (name, files): (&str, usize),
+    tables: &Tables,
+    props: &WriterProperties,
+    landed: u64,
+) {
+    eprintln!(
+        "encode/{name}: {} bytes of parquet for {landed} landed bytes",
+        encode(tables, props)
+    );
+    g.bench_function(BenchmarkId::new(name, files), |bench| {
+        bench.iter(|| encode(black_box(tables), props))
+    });
+}
+
 fn bench(c: &mut Criterion) {
     let b = batch();
     let tables = flatten_all(&b.staging);
@@ -190,14 +208,7 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     for (name, props) in &variants {
-        eprintln!(
-            "encode/{name}: {} bytes of parquet for {} landed bytes",
-            encode(&tables, props),
-            b.bytes
-        );
-        g.bench_function(BenchmarkId::new(*name, FILES), |bench| {
-            bench.iter(|| encode(black_box(&tables), props))
-        });
+        bench_encode(&mut g, (name, FILES), &tables, props, b.bytes);
     }
     // One historical-sized topic (16,000 rows): where the dictionary limit matters.
     g.throughput(Throughput::Bytes(big.bytes));
@@ -212,14 +223,13 @@ fn bench(c: &mut Criterion) {
         ),
     ];
     for (name, props) in &big_variants {
-        eprintln!(
-            "encode/{name}: {} bytes of parquet for {} landed bytes",
-            encode(&big_tables, props),
-            big.bytes
+        bench_encode(
+            &mut g,
+            (name, BIG_TOPIC_FILES),
+            &big_tables,
+            props,
+            big.bytes,
         );
-        g.bench_function(BenchmarkId::new(*name, BIG_TOPIC_FILES), |bench| {
-            bench.iter(|| encode(black_box(&big_tables), props))
-        });
     }
     g.finish();
 
