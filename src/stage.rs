@@ -13,6 +13,7 @@
 //! This stage does no Delta I/O; it only reads the landing files.
 
 use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
 use std::sync::Arc;
 
 use arrow::array::{ArrayRef, Int64Builder, RecordBatch, StringBuilder};
@@ -185,6 +186,8 @@ struct Scratch {
     nodes: Vec<Node>,
     /// The current file's topics → index in [`StagedFile::topics`].
     topic_index: HashMap<String, u32>,
+    /// The current line's top-level members: byte ranges of key and value.
+    members: Vec<(Range<usize>, Range<usize>)>,
 }
 
 impl Scratch {
@@ -192,6 +195,7 @@ impl Scratch {
         Scratch {
             nodes: Vec::new(),
             topic_index: HashMap::new(),
+            members: Vec::new(),
         }
     }
 }
@@ -334,27 +338,52 @@ fn parse_line(
         }
     };
     let is_object = doc.kind(doc.root()) == Kind::Object;
-    // The spans borrow the line, not the nodes, which go back to the scratch.
-    let fields: Vec<(&[u8], &[u8])> = if is_object {
-        doc.members(doc.root())
-            .map(|(k, v)| (doc.raw(k).as_bytes(), doc.raw(v).as_bytes()))
-            .collect()
-    } else {
-        Vec::new()
-    };
-    scratch.nodes = doc.into_nodes();
-    if !is_object {
-        return Err("not a JSON object".to_string());
+    // Ranges of the line, not nodes, which go back to the scratch; both buffers are
+    // reused line after line.
+    let mut members = std::mem::take(&mut scratch.members);
+    members.clear();
+    if is_object {
+        let at = |s: &str| {
+            let start = s.as_ptr() as usize - text.as_ptr() as usize;
+            start..start + s.len()
+        };
+        members.extend(
+            doc.members(doc.root())
+                .map(|(k, v)| (at(doc.raw(k)), at(doc.raw(v)))),
+        );
     }
+    scratch.nodes = doc.into_nodes();
+    let message = if is_object {
+        envelope(line, &members, env, &mut scratch.topic_index, sink)
+    } else {
+        Err("not a JSON object".to_string())
+    };
+    scratch.members = members;
+    message
+}
+
+/// The message of a line that is a JSON object whose top-level `members` are given.
+fn envelope(
+    line: &Line<'_>,
+    members: &[(Range<usize>, Range<usize>)],
+    env: &EnvelopeConfig,
+    topic_index: &mut HashMap<String, u32>,
+    sink: &mut Sink<'_>,
+) -> Result<Message, String> {
+    let field = |i: usize| {
+        let (k, v) = &members[i];
+        (&line.text[k.clone()], &line.text[v.clone()])
+    };
+    // The first member named like each envelope field: (index, value).
     let mut topic = None;
     let mut id = None;
     let mut payload = None;
-    let mut others: Vec<(&[u8], &[u8])> = Vec::new();
     let mut dedup_parts: Vec<Option<&[u8]>> = match &env.dedup_fields {
         Some(f) => vec![None; f.len()],
         None => Vec::new(),
     };
-    for (key_raw, value) in fields {
+    for i in 0..members.len() {
+        let (key_raw, value) = field(i);
         let key = decode_key(key_raw);
         let key = key.as_deref();
         if let (Some(names), Some(k)) = (&env.dedup_fields, key) {
@@ -365,15 +394,26 @@ fn parse_line(
             }
         }
         if key == Some(env.topic_field.as_str()) && topic.is_none() {
-            topic = Some(value);
+            topic = Some((i, value));
         } else if key.is_some() && key == env.id_field.as_deref() && id.is_none() {
-            id = Some(value);
+            id = Some((i, value));
         } else if key.is_some() && key == env.payload_field.as_deref() && payload.is_none() {
-            payload = Some(value);
-        } else {
-            others.push((key_raw, value));
+            payload = Some((i, value));
         }
     }
+    // The other members, in order: the metadata (or, without a payload field, the
+    // payload).
+    let taken = [topic, id, payload].map(|f| f.map(|(i, _)| i));
+    let others = || {
+        (0..members.len())
+            .filter(move |i| !taken.contains(&Some(*i)))
+            .map(field)
+    };
+    let (topic, id, payload) = (
+        topic.map(|(_, v)| v),
+        id.map(|(_, v)| v),
+        payload.map(|(_, v)| v),
+    );
     let topic_field = &env.topic_field;
     let topic = match topic.filter(|v| v.first() == Some(&b'"')).map(decode_key) {
         None if topic.is_none() => return Err(format!("missing topic field `{topic_field}`")),
@@ -398,33 +438,29 @@ fn parse_line(
             },
         },
     };
-    let topic = match scratch.topic_index.get(topic.as_ref()) {
+    let topic = match topic_index.get(topic.as_ref()) {
         Some(&t) => t,
         None => {
             let t = sink.topics.len() as u32;
             sink.topics.push(topic.to_string());
-            scratch.topic_index.insert(topic.into_owned(), t);
+            topic_index.insert(topic.into_owned(), t);
             t
         }
     };
-    let mut object_text = |fields: &[(&[u8], &[u8])]| {
-        let mut parts: Vec<&[u8]> = Vec::with_capacity(fields.len() * 4 + 2);
-        parts.push(b"{");
-        for (i, (k, v)) in fields.iter().enumerate() {
-            if i > 0 {
-                parts.push(b",");
-            }
-            parts.extend([*k, b":", *v]);
-        }
-        parts.push(b"}");
-        sink.compose(parts)
+    let mut object_text = || {
+        let members = others().enumerate().flat_map(|(i, (k, v))| {
+            let comma: &[u8] = if i > 0 { b"," } else { b"" };
+            [comma, k, b":", v]
+        });
+        sink.compose(std::iter::once(&b"{"[..]).chain(members).chain([&b"}"[..]]))
     };
+    let has_others = members.len() > taken.iter().flatten().count();
     let (meta, payload) = match payload {
         Some(p) => {
-            let meta = (!others.is_empty()).then(|| object_text(&others));
+            let meta = has_others.then(&mut object_text);
             (meta, sink.span(p))
         }
-        None => (None, object_text(&others)),
+        None => (None, object_text()),
     };
     // Raw JSON values joined by a byte JSON text cannot hold outside strings.
     let dedup_key = if dedup_parts.is_empty() {
