@@ -530,12 +530,15 @@ pub(crate) fn id_hash(bytes: &[u8]) -> u32 {
     ID_HASHER.hash_one(bytes) as u32
 }
 
-/// Shards of an [`IdSet`]: equal keys share a shard, so shards dedup in parallel.
-const ID_SHARDS: usize = 16;
+/// Bits of a key's hash that pick its shard of an [`IdSet`].
+const ID_SHARD_BITS: u32 = 4;
 
-/// The shard of a key: the top 4 bits of its hash.
+/// Shards of an [`IdSet`]: equal keys share a shard, so shards dedup in parallel.
+const ID_SHARDS: usize = 1 << ID_SHARD_BITS;
+
+/// The shard of a key: the top [`ID_SHARD_BITS`] of its hash.
 fn shard_of(hash: u32) -> usize {
-    (hash >> 28) as usize
+    (hash >> (u32::BITS - ID_SHARD_BITS)) as usize
 }
 
 /// A key's hash as a shard's table takes it: spread over 64 bits (hashbrown picks the
