@@ -49,6 +49,14 @@ pub struct Span {
     side: bool,
 }
 
+impl Span {
+    /// The span's bytes, in a file's `text` or its `side` buffer.
+    fn of<'a>(self, text: &'a [u8], side: &'a [u8]) -> &'a [u8] {
+        let buf = if self.side { side } else { text };
+        &buf[self.start..self.end]
+    }
+}
+
 /// One message: envelope fields located, payload and metadata as exact JSON text.
 ///
 /// Spans into its [`StagedFile`] instead of owned strings: staging a batch allocates per
@@ -112,8 +120,7 @@ impl StagedFile {
 
     /// The bytes of a span (no UTF-8 check: for comparing, not for output).
     fn bytes(&self, span: Span) -> &[u8] {
-        let buf = if span.side { &self.side } else { &self.text };
-        &buf[span.start..span.end]
+        span.of(&self.text, &self.side)
     }
 
     /// The topic of a message of this file.
@@ -266,13 +273,7 @@ fn stage_bytes(
             topics: &mut out.topics,
         };
         match parse_line(&line, envelope, scratch, &mut sink) {
-            Ok(mut m) => {
-                if let Some(key) = m.dedup_key.or(m.id) {
-                    let buf = if key.side { &out.side } else { &bytes };
-                    m.key_hash = id_hash(&buf[key.start..key.end]);
-                }
-                out.messages.push(m);
-            }
+            Ok(m) => out.messages.push(m),
             Err(reason) => out.corrupt.push(CorruptLine {
                 source_file: source_file.to_string(),
                 line: line.number,
@@ -302,6 +303,11 @@ impl Sink<'_> {
             end: start + part.len(),
             side: false,
         }
+    }
+
+    /// The bytes of a span recorded here.
+    fn bytes(&self, span: Span) -> &[u8] {
+        span.of(self.base, self.side)
     }
 
     /// Appends `parts` to the side buffer as one text.
@@ -454,10 +460,9 @@ fn envelope(
         });
         sink.compose(std::iter::once(&b"{"[..]).chain(members).chain([&b"}"[..]]))
     };
-    let has_others = members.len() > taken.iter().flatten().count();
     let (meta, payload) = match payload {
         Some(p) => {
-            let meta = has_others.then(&mut object_text);
+            let meta = others().next().is_some().then(&mut object_text);
             (meta, sink.span(p))
         }
         None => (None, object_text()),
@@ -481,9 +486,10 @@ fn envelope(
                 sink.compose(joined)
             })
     };
+    let key_hash = dedup_key.or(id).map_or(0, |key| id_hash(sink.bytes(key)));
     Ok(Message {
         dedup_key,
-        key_hash: 0,
+        key_hash,
         topic,
         id,
         line: line.number,
@@ -570,24 +576,36 @@ impl Default for IdSet {
 #[derive(Default)]
 struct IdShard {
     arena: Vec<u8>,
-    table: hashbrown::HashTable<(u64, u32)>,
+    table: hashbrown::HashTable<IdEntry>,
+}
+
+/// A key of an [`IdShard`]: where its bytes are in the arena, and its [`id_hash`] (in
+/// what would be padding), so growing the table never reads the arena.
+#[derive(Clone, Copy)]
+struct IdEntry {
+    offset: u64,
+    len: u32,
+    hash: u32,
 }
 
 impl IdShard {
     /// Adds `bytes`, whose [`id_hash`] is `hash`; `false` when it was already there.
     fn insert(&mut self, hash: u32, bytes: &[u8]) -> bool {
-        let hash = table_hash(hash);
         let arena = &self.arena;
-        let slice = |&(o, l): &(u64, u32)| &arena[o as usize..o as usize + l as usize];
-        if self.table.find(hash, |e| slice(e) == bytes).is_some() {
+        let found = self.table.find(table_hash(hash), |e| {
+            e.hash == hash && &arena[e.offset as usize..][..e.len as usize] == bytes
+        });
+        if found.is_some() {
             return false;
         }
-        let entry = (self.arena.len() as u64, bytes.len() as u32);
+        let entry = IdEntry {
+            offset: self.arena.len() as u64,
+            len: bytes.len() as u32,
+            hash,
+        };
         self.arena.extend_from_slice(bytes);
-        let arena = &self.arena;
-        self.table.insert_unique(hash, entry, |&(o, l)| {
-            table_hash(id_hash(&arena[o as usize..o as usize + l as usize]))
-        });
+        self.table
+            .insert_unique(table_hash(hash), entry, |e| table_hash(e.hash));
         true
     }
 }
@@ -620,9 +638,7 @@ impl IdSet {
             .zip(by_shard)
             .map(|(shard, indices)| {
                 // Sized once for the keys to come (at most all new): no rehash midway.
-                shard.table.reserve(indices.len(), |&(o, l)| {
-                    table_hash(id_hash(&shard.arena[o as usize..o as usize + l as usize]))
-                });
+                shard.table.reserve(indices.len(), |e| table_hash(e.hash));
                 indices
                     .into_iter()
                     .filter(|&i| {
