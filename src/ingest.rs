@@ -393,6 +393,55 @@ type TopicPart = (String, u64, Vec<RecordBatch>);
 /// A topic's flattened rows: table → batches (one per staged slice).
 type SlicedPlan = BTreeMap<TableName, Vec<RecordBatch>>;
 
+/// Tables in name order, each with its topics' parts.
+type GatheredTables = Vec<(TableName, Vec<TopicPart>)>;
+
+/// The tables several topics may feed, gathered while topics are flattened
+/// ([`Ingest::flatten_then_write`]).
+struct Gathered {
+    /// Topics not flattened yet.
+    remaining: usize,
+    /// Topic tables written as soon as their topic was flattened.
+    early: usize,
+    /// Table → its topics' parts with the topic's index, in the order they were flattened.
+    by_table: BTreeMap<TableName, Vec<(usize, TopicPart)>>,
+}
+
+impl Gathered {
+    /// Adds the tables of the topic at `index` (of the batch's topics) and counts it done
+    /// (`early`: its own table is written on its own). For the last topic: the gathered
+    /// tables in name order, each table's parts in topic order (the order its schema
+    /// evolves in, whatever order the topics were flattened in), and the number of early
+    /// tables.
+    fn done(
+        &mut self,
+        index: usize,
+        (topic, rows_in): (&str, u64),
+        plan: SlicedPlan,
+        early: bool,
+    ) -> Option<(GatheredTables, usize)> {
+        for (table, batches) in plan {
+            self.by_table
+                .entry(table)
+                .or_default()
+                .push((index, (topic.to_string(), rows_in, batches)));
+        }
+        self.early += usize::from(early);
+        self.remaining -= 1;
+        if self.remaining > 0 {
+            return None;
+        }
+        let tables = std::mem::take(&mut self.by_table)
+            .into_iter()
+            .map(|(table, mut parts)| {
+                parts.sort_by_key(|(index, _)| *index);
+                (table, parts.into_iter().map(|(_, part)| part).collect())
+            })
+            .collect();
+        Some((tables, self.early))
+    }
+}
+
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in
 /// slices of a few thousand rows, flattened a few at a time.
@@ -1311,11 +1360,15 @@ impl Ingest {
     }
 
     /// Flattens every topic in parallel and commits its own table as soon as it is
-    /// flattened (while other topics flatten); then writes each child table once (all
-    /// its topics' rows, one commit), tables in parallel, each under its lock.
+    /// flattened (while other topics flatten). The tables several topics may feed (child
+    /// tables) are gathered until the last topic is flattened; that topic's task then
+    /// writes each of them once (all its topics' rows, one commit), tables in parallel,
+    /// each under its lock, while the other tasks' topic tables still commit: on storage
+    /// with latency, the child tables' commits overlap the topic tables' instead of
+    /// waiting for the last of them.
     ///
     /// A topic table that another topic of the batch also maps to (topics that sanitise
-    /// alike) waits for the second phase, so that it too gets one commit.
+    /// alike) is gathered too, so that it also gets one commit.
     fn flatten_then_write(
         &self,
         storage: &Storage,
@@ -1335,121 +1388,146 @@ impl Ingest {
                 .entry(TableName::for_topic(topic))
                 .or_default() += 1;
         }
-        let flattened: Vec<(String, u64, Result<SlicedPlan>, Vec<TableWrite>)> =
+        let gathered = parking_lot::Mutex::new(Gathered {
+            remaining: topics.len(),
+            early: 0,
+            by_table: BTreeMap::new(),
+        });
+        // Per topic in topic order: its own table's write (or its flattening error), and,
+        // from the topic flattened last, the gathered tables' writes in table order.
+        let per_topic: Vec<(Vec<TableWrite>, Vec<Vec<TableWrite>>)> =
             self.fanout_pool.install(|| {
                 topics
                     .par_iter()
                     .with_max_len(1)
-                    .map(|(topic, rows_in)| {
+                    .enumerate()
+                    .map(|(index, (topic, rows_in))| {
                         let plan = {
                             let _slot = flatten_slots.take();
                             topic_input(topic)
                                 .and_then(|batches| self.flatten_slices(topic, &batches, lineage))
                         };
                         let own = TableName::for_topic(topic);
-                        let mut early = Vec::new();
-                        let plan = plan.map(|mut plan| {
-                            if shared_topic_tables.get(&own) == Some(&1)
-                                && let Some(batches) = plan.remove(&own)
-                            {
-                                early = self.write_topic_table(
-                                    storage,
-                                    &own,
-                                    topic,
-                                    (*rows_in, batches),
-                                    lineage,
-                                    (written, topics.len()),
-                                );
+                        let (own_batches, failed, plan) = match plan {
+                            Ok(mut plan) => {
+                                let own_batches = (shared_topic_tables.get(&own) == Some(&1))
+                                    .then(|| plan.remove(&own))
+                                    .flatten();
+                                (own_batches, None, plan)
                             }
-                            plan
-                        });
-                        (topic.clone(), *rows_in, plan, early)
+                            Err(e) => {
+                                let failed = TableWrite {
+                                    table: own.clone(),
+                                    topic: topic.clone(),
+                                    rows_in: *rows_in,
+                                    rows_planned: *rows_in,
+                                    started_micros: started,
+                                    ended_micros: now_micros(),
+                                    result: Err(e),
+                                    added: Vec::new(),
+                                    rescued: 0,
+                                };
+                                (None, Some(failed), BTreeMap::new())
+                            }
+                        };
+                        let last = gathered.lock().done(
+                            index,
+                            (topic, *rows_in),
+                            plan,
+                            own_batches.is_some(),
+                        );
+                        let write_own = || match (own_batches, failed) {
+                            (Some(batches), _) => self.write_topic_table(
+                                storage,
+                                &own,
+                                topic,
+                                (*rows_in, batches),
+                                lineage,
+                                (written, topics.len()),
+                            ),
+                            (None, failed) => failed.into_iter().collect(),
+                        };
+                        match last {
+                            None => (write_own(), Vec::new()),
+                            Some((tables, early)) => {
+                                tracing::info!(
+                                    ms = (now_micros() - started) / 1000,
+                                    topics = topics.len(),
+                                    gathered_tables = tables.len(),
+                                    "every topic flattened"
+                                );
+                                let total = early + tables.len();
+                                rayon::join(write_own, || {
+                                    self.write_gathered(storage, tables, lineage, written, total)
+                                })
+                            }
+                        }
                     })
                     .collect()
             });
         tracing::info!(
             ms = (now_micros() - started) / 1000,
-            topics = flattened.len(),
-            "flattened, topic tables written"
-        );
-        let mut out: Vec<Vec<TableWrite>> = Vec::new();
-        // Table → [(topic, rows in, batch)], topics in name order.
-        let mut by_table: BTreeMap<TableName, Vec<TopicPart>> = BTreeMap::new();
-        for (topic, rows_in, plan, early) in flattened {
-            if !early.is_empty() {
-                out.push(early);
-            }
-            match plan {
-                Ok(plan) => {
-                    for (table, batches) in plan {
-                        by_table
-                            .entry(table)
-                            .or_default()
-                            .push((topic.clone(), rows_in, batches));
-                    }
-                }
-                Err(e) => out.push(vec![TableWrite {
-                    table: TableName::for_topic(&topic),
-                    topic,
-                    rows_in,
-                    rows_planned: rows_in,
-                    started_micros: started,
-                    ended_micros: now_micros(),
-                    result: Err(e),
-                    added: Vec::new(),
-                    rescued: 0,
-                }]),
-            }
-        }
-        let tables: Vec<(TableName, Vec<TopicPart>)> = by_table.into_iter().collect();
-        let table_count = written.load(Ordering::Relaxed) + tables.len();
-        let shared: Vec<Vec<TableWrite>> = self.fanout_pool.install(|| {
-            tables
-                .into_par_iter()
-                .with_max_len(1)
-                .map(|(table, parts)| {
-                    let started_micros = now_micros();
-                    let topic_names: Vec<String> =
-                        parts.iter().map(|(t, _, _)| t.clone()).collect();
-                    let meta: Vec<(String, u64, u64)> = parts
-                        .iter()
-                        .map(|(t, rows_in, b)| (t.clone(), *rows_in, rows_of(b)))
-                        .collect();
-                    let parts: Vec<write::Part> = parts
-                        .into_iter()
-                        .map(|(topic, _, batches)| write::Part {
-                            evolution: self.config.flatten.evolution_for(&topic),
-                            topic,
-                            batches,
-                        })
-                        .collect();
-                    let result = {
-                        let _guard = self.locks.lock(&table);
-                        self.runtime
-                            .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
-                            .map(|((c, outcomes), t)| {
-                                (self.after_write(storage, &table, c, t), outcomes)
-                            })
-                    };
-                    let done = written.fetch_add(1, Ordering::Relaxed) + 1;
-                    self.report_progress(Progress::TableWritten {
-                        table: table.to_string(),
-                        topic: topic_names.join(","),
-                        done,
-                        topics: table_count,
-                    });
-                    let ended_micros = now_micros();
-                    part_writes(&table, meta, result, started_micros, ended_micros)
-                })
-                .collect()
-        });
-        tracing::info!(
-            ms = (now_micros() - started) / 1000,
-            tables = table_count,
+            tables = written.load(Ordering::Relaxed),
             "written"
         );
-        out.extend(shared);
+        let mut out: Vec<Vec<TableWrite>> = Vec::new();
+        let mut gathered_writes = Vec::new();
+        for (own, tables) in per_topic {
+            if !own.is_empty() {
+                out.push(own);
+            }
+            gathered_writes.extend(tables);
+        }
+        out.extend(gathered_writes);
         out
+    }
+
+    /// Writes each gathered table once, in parallel, under its lock: all its topics' parts
+    /// in one commit. `total` is the number of tables the run writes, for the progress.
+    fn write_gathered(
+        &self,
+        storage: &Storage,
+        tables: GatheredTables,
+        lineage: &Lineage,
+        written: &AtomicUsize,
+        total: usize,
+    ) -> Vec<Vec<TableWrite>> {
+        tables
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|(table, parts)| {
+                let started_micros = now_micros();
+                let topic_names: Vec<String> = parts.iter().map(|(t, _, _)| t.clone()).collect();
+                let meta: Vec<(String, u64, u64)> = parts
+                    .iter()
+                    .map(|(t, rows_in, b)| (t.clone(), *rows_in, rows_of(b)))
+                    .collect();
+                let parts: Vec<write::Part> = parts
+                    .into_iter()
+                    .map(|(topic, _, batches)| write::Part {
+                        evolution: self.config.flatten.evolution_for(&topic),
+                        topic,
+                        batches,
+                    })
+                    .collect();
+                let result = {
+                    let _guard = self.locks.lock(&table);
+                    self.runtime
+                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
+                        .map(|((c, outcomes), t)| {
+                            (self.after_write(storage, &table, c, t), outcomes)
+                        })
+                };
+                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                self.report_progress(Progress::TableWritten {
+                    table: table.to_string(),
+                    topic: topic_names.join(","),
+                    done,
+                    topics: total,
+                });
+                part_writes(&table, meta, result, started_micros, now_micros())
+            })
+            .collect()
     }
 
     /// Commits one topic's rows for `table` under the table's lock (replacing the
@@ -1875,6 +1953,35 @@ mod tests {
 
     fn topic_threads(b: IngestBuilder) -> usize {
         b.build().unwrap().fanout_threads()
+    }
+
+    #[test]
+    fn gathered_tables_come_with_the_last_topic_their_parts_in_topic_order() {
+        let batch = |rows: i64| {
+            let a = arrow::array::Int64Array::from_iter_values(0..rows);
+            RecordBatch::try_from_iter([("x", Arc::new(a) as arrow::array::ArrayRef)]).unwrap()
+        };
+        let child = TableName::for_topic("currentprice");
+        let plan = |rows| SlicedPlan::from([(child.clone(), vec![batch(rows)])]);
+        let mut g = Gathered {
+            remaining: 3,
+            early: 0,
+            by_table: BTreeMap::new(),
+        };
+        // Flattened in the order 2, 0, 1; topic 1 feeds no gathered table.
+        assert!(g.done(2, ("trade", 3), plan(3), true).is_none());
+        assert!(g.done(0, ("news", 1), plan(1), false).is_none());
+        let (tables, early) = g.done(1, ("quote", 2), SlicedPlan::new(), true).unwrap();
+        assert_eq!(early, 2);
+        assert_eq!(tables.len(), 1);
+        let (table, parts) = &tables[0];
+        assert_eq!(table, &child);
+        let parts: Vec<(&str, u64, usize)> = parts
+            .iter()
+            .map(|(t, rows_in, b)| (t.as_str(), *rows_in, b[0].num_rows()))
+            .collect();
+        assert_eq!(parts, [("news", 1, 1), ("trade", 3, 3)]);
+        assert!(g.by_table.is_empty());
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Concurrent writers to one Delta table: the conflicts `deltalake` reports without the
 //! per-table lock (interleaving forced with a barrier in the object store, no sleeps),
-//! and none with it.
+//! and none with it; and a child table committed while a topic table's commit is still
+//! in flight.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -8,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use bronze::{CommitPer, LockPolicy};
 
-use crate::stores::BarrierStore;
+use crate::stores::{BarrierStore, GateStore};
 use crate::util::*;
 
 /// A batch where two topics each carry a `currentprice` array (and optionally a new
@@ -331,4 +332,40 @@ fn ingest_through_an_object_store_with_latency_gives_the_same_tables() {
     for t in plain.tables() {
         assert_eq!(plain.dump(&t), slow.dump(&t), "{t}");
     }
+}
+
+#[test]
+fn a_child_table_commits_while_a_topic_table_commit_is_still_in_flight() {
+    // `news` has its own table only; `quote` and `trade` both feed `currentprice`. The
+    // store holds `news`'s commit until `currentprice`'s has landed: the child table must
+    // not wait for every topic table (it starts once the last topic is flattened). Were it
+    // written only after all topic tables, the hold would end by its timeout instead.
+    let landing = tempfile::tempdir().unwrap();
+    let dir = two_topic_batch(landing.path(), "g1", false);
+    let mut text = std::fs::read_to_string(dir.join("part-0.jsonl")).unwrap();
+    text.push_str(r#"{"topic":"news","message_id":"g1-n","payload":{"headline":"h"}}"#);
+    text.push('\n');
+    std::fs::write(dir.join("part-0.jsonl"), text).unwrap();
+    let lake = TempLake::new();
+    let store = GateStore::new(
+        "/news/",
+        "/currentprice/",
+        std::time::Duration::from_secs(30),
+    );
+    let report = lake
+        .ingest()
+        .with_max_parallel(4)
+        .with_object_store(Arc::clone(&store) as _)
+        .build()
+        .unwrap()
+        .run(&dir)
+        .unwrap();
+    assert!(report.is_clean(), "{}", report.to_text());
+    assert!(
+        store.released.load(Ordering::SeqCst),
+        "news's commit waited out its timeout: currentprice was not written meanwhile"
+    );
+    assert_eq!(lake.count("SELECT count(*) FROM currentprice"), 2);
+    assert_eq!(lake.count("SELECT count(*) FROM news"), 1);
+    assert_eq!(lake.count("SELECT count(*) FROM quote"), 1);
 }

@@ -70,7 +70,7 @@ impl ObjectStore for BarrierStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         let loc = location.as_ref();
-        if loc.contains(&self.filter) && loc.contains("_delta_log/") && loc.ends_with(".json") {
+        if loc.contains(&self.filter) && is_commit(loc) {
             self.commits.fetch_add(1, Ordering::SeqCst);
             let armed = self
                 .armed
@@ -93,6 +93,94 @@ impl ObjectStore for BarrierStore {
             }
         }
         self.inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+}
+
+/// Holds the commits (`_delta_log/<n>.json` puts) under paths containing `held` until a
+/// commit under `awaited` has been written, or until `patience` has passed (then the
+/// held commit goes on, and [`GateStore::released`] stays false): shows whether one
+/// table's commit can land while another's is still in flight.
+#[derive(Debug)]
+pub struct GateStore {
+    inner: LocalFileSystem,
+    held: String,
+    awaited: String,
+    patience: std::time::Duration,
+    landed: tokio::sync::Semaphore,
+    /// Whether a held commit went on because the awaited one landed.
+    pub released: AtomicBool,
+}
+
+impl GateStore {
+    pub fn new(held: &str, awaited: &str, patience: std::time::Duration) -> Arc<Self> {
+        Arc::new(GateStore {
+            inner: LocalFileSystem::new(),
+            held: held.to_string(),
+            awaited: awaited.to_string(),
+            patience,
+            landed: tokio::sync::Semaphore::new(0),
+            released: AtomicBool::new(false),
+        })
+    }
+}
+
+impl fmt::Display for GateStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GateStore({} after {})", self.held, self.awaited)
+    }
+}
+
+fn is_commit(loc: &str) -> bool {
+    loc.contains("_delta_log/") && loc.ends_with(".json")
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for GateStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let loc = location.as_ref();
+        if is_commit(loc) && loc.contains(&self.held) {
+            let waited = tokio::time::timeout(self.patience, self.landed.acquire()).await;
+            if let Ok(Ok(permit)) = waited {
+                // Leave the permit for the next held commit.
+                drop(permit);
+                self.released.store(true, Ordering::SeqCst);
+            }
+        }
+        let result = self.inner.put_opts(location, payload, opts).await;
+        if result.is_ok() && is_commit(loc) && loc.contains(&self.awaited) {
+            self.landed.add_permits(1);
+        }
+        result
     }
     async fn put_multipart_opts(
         &self,
