@@ -11,12 +11,116 @@ use deltalake::logstore::object_store::{
 };
 use futures::stream::BoxStream;
 
+/// What a test store does to the local file system's puts and gets (by default: passes
+/// them on); lists, deletes and copies always pass on.
+#[async_trait::async_trait]
+pub trait Hook: fmt::Debug + fmt::Display + Send + Sync + 'static {
+    async fn put(
+        &self,
+        fs: &LocalFileSystem,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        fs.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart(
+        &self,
+        fs: &LocalFileSystem,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        fs.put_multipart_opts(location, opts).await
+    }
+    async fn get(
+        &self,
+        fs: &LocalFileSystem,
+        location: &Path,
+        options: GetOptions,
+    ) -> Result<GetResult> {
+        fs.get_opts(location, options).await
+    }
+}
+
+/// The local file system with a [`Hook`] on its requests; derefs to the hook (its
+/// counters and flags).
+#[derive(Debug)]
+pub struct Hooked<H> {
+    fs: LocalFileSystem,
+    hook: H,
+}
+
+impl<H: Hook> Hooked<H> {
+    fn wrap(hook: H) -> Arc<Self> {
+        Arc::new(Hooked {
+            fs: LocalFileSystem::new(),
+            hook,
+        })
+    }
+}
+
+impl<H> std::ops::Deref for Hooked<H> {
+    type Target = H;
+    fn deref(&self) -> &H {
+        &self.hook
+    }
+}
+
+impl<H: Hook> fmt::Display for Hooked<H> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(&self.hook, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: Hook> ObjectStore for Hooked<H> {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.hook.put(&self.fs, location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.hook.put_multipart(&self.fs, location, opts).await
+    }
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.hook.get(&self.fs, location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.fs.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.fs.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.fs.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.fs.copy_opts(from, to, options).await
+    }
+}
+
+fn is_commit(loc: &str) -> bool {
+    loc.contains("_delta_log/") && loc.ends_with(".json")
+}
+
 /// Holds the first `parties` commit attempts (`_delta_log/<n>.json` puts) under paths
 /// containing `filter` until all of them have arrived, so that writers that loaded the
 /// same snapshot commit against each other. Later commits (retries) pass straight on.
+pub type BarrierStore = Hooked<Barrier>;
+
+/// [`BarrierStore`]'s hook.
 #[derive(Debug)]
-pub struct BarrierStore {
-    inner: LocalFileSystem,
+pub struct Barrier {
     filter: String,
     barrier: tokio::sync::Barrier,
     armed: AtomicUsize,
@@ -30,41 +134,37 @@ pub struct BarrierStore {
 
 impl BarrierStore {
     pub fn new(filter: &str, parties: usize) -> Arc<Self> {
-        Arc::new(BarrierStore {
-            inner: LocalFileSystem::new(),
-            filter: filter.to_string(),
-            barrier: tokio::sync::Barrier::new(parties),
-            armed: AtomicUsize::new(parties),
-            first: None,
-            first_done: tokio::sync::Semaphore::new(0),
-            commits: AtomicUsize::new(0),
-        })
+        Self::barrier(filter, parties, None)
     }
 
     /// Like [`BarrierStore::new`] for two parties, the commit containing `marker` winning.
     pub fn ordered(filter: &str, marker: &str) -> Arc<Self> {
-        Arc::new(BarrierStore {
-            inner: LocalFileSystem::new(),
+        Self::barrier(filter, 2, Some(marker.to_string()))
+    }
+
+    fn barrier(filter: &str, parties: usize, first: Option<String>) -> Arc<Self> {
+        Hooked::wrap(Barrier {
             filter: filter.to_string(),
-            barrier: tokio::sync::Barrier::new(2),
-            armed: AtomicUsize::new(2),
-            first: Some(marker.to_string()),
+            barrier: tokio::sync::Barrier::new(parties),
+            armed: AtomicUsize::new(parties),
+            first,
             first_done: tokio::sync::Semaphore::new(0),
             commits: AtomicUsize::new(0),
         })
     }
 }
 
-impl fmt::Display for BarrierStore {
+impl fmt::Display for Barrier {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "BarrierStore({})", self.filter)
     }
 }
 
 #[async_trait::async_trait]
-impl ObjectStore for BarrierStore {
-    async fn put_opts(
+impl Hook for Barrier {
+    async fn put(
         &self,
+        fs: &LocalFileSystem,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -84,7 +184,7 @@ impl ObjectStore for BarrierStore {
                         .iter()
                         .any(|chunk| chunk.windows(m.len()).any(|w| w == m));
                     if is_first {
-                        let result = self.inner.put_opts(location, payload, opts).await;
+                        let result = fs.put_opts(location, payload, opts).await;
                         self.first_done.add_permits(1);
                         return result;
                     }
@@ -92,42 +192,19 @@ impl ObjectStore for BarrierStore {
                 }
             }
         }
-        self.inner.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        fs.put_opts(location, payload, opts).await
     }
 }
 
 /// Holds the commits (`_delta_log/<n>.json` puts) under paths containing `held` until a
 /// commit under `awaited` has been written, or until `patience` has passed (then the
-/// held commit goes on, and [`GateStore::released`] stays false): shows whether one
-/// table's commit can land while another's is still in flight.
+/// held commit goes on, and [`Gate::released`] stays false): shows whether one table's
+/// commit can land while another's is still in flight.
+pub type GateStore = Hooked<Gate>;
+
+/// [`GateStore`]'s hook.
 #[derive(Debug)]
-pub struct GateStore {
-    inner: LocalFileSystem,
+pub struct Gate {
     held: String,
     awaited: String,
     patience: std::time::Duration,
@@ -138,8 +215,7 @@ pub struct GateStore {
 
 impl GateStore {
     pub fn new(held: &str, awaited: &str, patience: std::time::Duration) -> Arc<Self> {
-        Arc::new(GateStore {
-            inner: LocalFileSystem::new(),
+        Hooked::wrap(Gate {
             held: held.to_string(),
             awaited: awaited.to_string(),
             patience,
@@ -149,20 +225,17 @@ impl GateStore {
     }
 }
 
-impl fmt::Display for GateStore {
+impl fmt::Display for Gate {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "GateStore({} after {})", self.held, self.awaited)
     }
 }
 
-fn is_commit(loc: &str) -> bool {
-    loc.contains("_delta_log/") && loc.ends_with(".json")
-}
-
 #[async_trait::async_trait]
-impl ObjectStore for GateStore {
-    async fn put_opts(
+impl Hook for Gate {
+    async fn put(
         &self,
+        fs: &LocalFileSystem,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -176,36 +249,11 @@ impl ObjectStore for GateStore {
                 self.released.store(true, Ordering::SeqCst);
             }
         }
-        let result = self.inner.put_opts(location, payload, opts).await;
+        let result = fs.put_opts(location, payload, opts).await;
         if result.is_ok() && is_commit(loc) && loc.contains(&self.awaited) {
             self.landed.add_permits(1);
         }
         result
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
     }
 }
 
@@ -233,9 +281,11 @@ pub enum Fault {
 
 /// The local file system, failing the `fail_at`-th request of kind `op` (1-based; 0 =
 /// never, to count them) with `fault`.
+pub type FaultStore = Hooked<Faults>;
+
+/// [`FaultStore`]'s hook.
 #[derive(Debug)]
-pub struct FaultStore {
-    inner: LocalFileSystem,
+pub struct Faults {
     op: Op,
     fault: Fault,
     fail_at: usize,
@@ -249,8 +299,7 @@ pub struct FaultStore {
 
 impl FaultStore {
     pub fn new(op: Op, fault: Fault, fail_at: usize) -> Arc<Self> {
-        Arc::new(FaultStore {
-            inner: LocalFileSystem::new(),
+        Hooked::wrap(Faults {
             op,
             fault,
             fail_at,
@@ -259,7 +308,9 @@ impl FaultStore {
             picked: Default::default(),
         })
     }
+}
 
+impl Faults {
     /// Counts a request of kind `op`; true when it is the one to fail.
     fn pick(&self, op: Op, location: &Path) -> bool {
         if op != self.op {
@@ -290,7 +341,7 @@ impl FaultStore {
     }
 }
 
-impl fmt::Display for FaultStore {
+impl fmt::Display for Faults {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -301,56 +352,44 @@ impl fmt::Display for FaultStore {
 }
 
 #[async_trait::async_trait]
-impl ObjectStore for FaultStore {
-    async fn put_opts(
+impl Hook for Faults {
+    async fn put(
         &self,
+        fs: &LocalFileSystem,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let loc = location.as_ref();
-        let commit = loc.contains("_delta_log/") && loc.ends_with(".json");
+        let commit = is_commit(location.as_ref());
         let picked = self.pick(Op::Write, location) || (commit && self.pick(Op::Commit, location));
         if picked {
             if self.fault == Fault::LandsButFails {
-                self.inner.put_opts(location, payload, opts).await?;
+                fs.put_opts(location, payload, opts).await?;
             }
             return Err(self.error(location));
         }
-        self.inner.put_opts(location, payload, opts).await
+        fs.put_opts(location, payload, opts).await
     }
-    async fn put_multipart_opts(
+    async fn put_multipart(
         &self,
+        fs: &LocalFileSystem,
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         if self.pick(Op::Write, location) && self.fault != Fault::LandsButFails {
             return Err(self.error(location));
         }
-        self.inner.put_multipart_opts(location, opts).await
+        fs.put_multipart_opts(location, opts).await
     }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+    async fn get(
+        &self,
+        fs: &LocalFileSystem,
+        location: &Path,
+        options: GetOptions,
+    ) -> Result<GetResult> {
         if self.pick(Op::Read, location) {
             return Err(self.error(location));
         }
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        fs.get_opts(location, options).await
     }
 }
-
-#[allow(dead_code)]
-fn _assert_object_store_in_scope(_: &dyn object_store::ObjectStore) {}
