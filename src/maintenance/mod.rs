@@ -540,12 +540,12 @@ pub(crate) async fn after_commit(
 ) -> Result<Option<OptimizeReport>> {
     // The table as the write left it (the lock is held: nobody committed since), so no
     // second load of its log; its state may predate the commit, whose files are then in
-    // `pending_adds`, and is brought up to date only before a commit of its own.
+    // `pending`, and is brought up to date only before a commit of its own.
     let crate::write::WrittenTable {
         table: mut t,
-        pending_adds,
+        pending,
     } = written;
-    let mut stale = !pending_adds.is_empty();
+    let mut stale = !pending.is_empty();
     let config = t
         .snapshot()
         .map_err(|e| Error::delta(table.as_str(), "read", e))?
@@ -584,8 +584,9 @@ pub(crate) async fn after_commit(
     let small = small_file_threshold(target);
     let small_files = live_files(&t, table.as_str())?
         .iter()
+        .filter(|(path, _)| !pending.removes.contains(path))
         .map(|(_, s)| *s)
-        .chain(pending_adds.iter().copied())
+        .chain(pending.adds.iter().copied())
         .filter(|s| *s < small)
         .count() as u64;
     if small_files < min_files {
