@@ -152,7 +152,7 @@ pub enum Error {
     /// The async runtime or the thread pool could not start.
     #[error("could not start the {what}")]
     Runtime {
-        /// `tokio runtime` or `thread pool`.
+        /// `tokio runtime`, `thread pool`, or `landing fetch` (cancelled).
         what: &'static str,
         /// The cause.
         #[source]

@@ -57,6 +57,64 @@ pub const MEMORY_PER_LANDING_BYTE: u64 = 4;
 /// Landing files fetched at once from an object store.
 pub const PREFETCH_CONCURRENCY: usize = 32;
 
+/// Landing files' raw bytes by path.
+type Fetched = std::collections::HashMap<PathBuf, Vec<u8>>;
+
+/// Landing files fetched from an object store, each taken out once by the file's reader.
+struct Prefetched(parking_lot::Mutex<Fetched>);
+
+impl Prefetched {
+    fn take(&self, file: &discover::SourceFile) -> Option<Vec<u8>> {
+        self.0.lock().remove(&file.path)
+    }
+}
+
+/// A fetch of the batch's landing files started at discovery ([`Ingest::start_prefetch`]);
+/// aborted when dropped unjoined (the run stopped before staging, or resumed).
+struct EarlyFetch(Option<tokio::task::JoinHandle<Result<Fetched>>>);
+
+impl EarlyFetch {
+    async fn join(mut self) -> Result<Prefetched> {
+        let Some(handle) = self.0.take() else {
+            unreachable!("joined once")
+        };
+        match handle.await {
+            Ok(fetched) => Ok(Prefetched(parking_lot::Mutex::new(fetched?))),
+            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+            Err(e) => Err(Error::Runtime {
+                what: "landing fetch",
+                source: Box::new(e),
+            }),
+        }
+    }
+}
+
+impl Drop for EarlyFetch {
+    fn drop(&mut self) {
+        if let Some(handle) = &self.0 {
+            handle.abort();
+        }
+    }
+}
+
+/// The raw bytes of `files` from `store`, up to [`PREFETCH_CONCURRENCY`] requests at once.
+async fn fetch_all(
+    store: Arc<deltalake::logstore::object_store::DynObjectStore>,
+    files: Vec<discover::SourceFile>,
+) -> Result<Fetched> {
+    use futures::{StreamExt as _, TryStreamExt as _};
+    futures::stream::iter(files.into_iter().map(|f| {
+        let store = Arc::clone(&store);
+        async move {
+            let bytes = crate::read::fetch_raw(&f, store.as_ref()).await?;
+            Ok::<_, Error>((f.path, bytes))
+        }
+    }))
+    .buffer_unordered(PREFETCH_CONCURRENCY)
+    .try_collect()
+    .await
+}
+
 /// Name of the run-control table.
 pub const RUN_CONTROL_TABLE: &str = "_run_control";
 
@@ -764,6 +822,7 @@ impl Ingest {
             bytes: found.files.iter().map(|f| f.bytes).sum(),
         });
 
+        let early_fetch = self.start_prefetch(&found.files);
         let run_id = format!("{}-{}", found.batch_id, started_micros);
         let lease = if self.config.batch_lease {
             Some(self.lease(&storage, &found.batch_id, &run_id)?)
@@ -791,6 +850,7 @@ impl Ingest {
             &staging_table,
             &lineage,
             &mut writes,
+            early_fetch,
         )?;
         self.failpoint("after_staging")?;
         tracing::info!(
@@ -1087,6 +1147,7 @@ impl Ingest {
         staging_table: &StagingTable<'_>,
         lineage: &Lineage,
         writes: &mut Vec<TableWrite>,
+        mut early: Option<EarlyFetch>,
     ) -> Result<StagedBatch> {
         if self.config.resume
             && let Some(summary) = self.runtime.block_on(staging_table.complete())?
@@ -1117,12 +1178,7 @@ impl Ingest {
         // A chunk in flight holds its raw bytes, the parsed messages, their Arrow staging
         // and the staging write's buffers (four to five times its size, plus allocator
         // slack): an eighth of the budget per chunk.
-        let landing_bytes: u64 = files.iter().map(landing_size).sum();
-        // Staged in memory, a batch takes about four times its landing size (raw bytes,
-        // parsed messages, Arrow staging, flattened tables): measured 566 MB of RSS for
-        // a 79 MB batch (BENCHMARKS.md).
-        let over_budget =
-            landing_bytes.saturating_mul(MEMORY_PER_LANDING_BYTE) > self.config.memory_budget;
+        let over_budget = self.over_budget(files);
         let chunks = if over_budget {
             chunk_files(files, self.config.memory_budget / 8)
         } else {
@@ -1139,10 +1195,14 @@ impl Ingest {
             // From object storage, fetch the chunk's files concurrently first: on a
             // store with ~20 ms per request, two parse threads fetching one file at a
             // time would wait far longer than they parse.
-            let prefetched = self.prefetch(chunk)?;
+            // A batch in one chunk may have started fetching at discovery.
+            let prefetched = match early.take() {
+                Some(fetch) => Some(self.runtime.block_on(fetch.join())?),
+                None => self.prefetch(chunk)?,
+            };
             let prefetched_reader =
-                |f: &discover::SourceFile| match prefetched.as_ref().and_then(|m| m.get(&f.path)) {
-                    Some(bytes) => crate::read::decode_bytes(f, bytes.clone()),
+                |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
+                    Some(bytes) => crate::read::decode_bytes(f, bytes),
                     None => reader(f),
                 };
             let staging = self.parse_pool.install(|| {
@@ -1207,28 +1267,36 @@ impl Ingest {
 
     /// With an object store configured, the raw bytes of `files`, fetched with up to
     /// [`PREFETCH_CONCURRENCY`] requests in flight; `None` for the local file system.
-    fn prefetch(
-        &self,
-        files: &[discover::SourceFile],
-    ) -> Result<Option<std::collections::HashMap<PathBuf, Vec<u8>>>> {
-        use futures::{StreamExt as _, TryStreamExt as _};
+    fn prefetch(&self, files: &[discover::SourceFile]) -> Result<Option<Prefetched>> {
         let Some(store) = &self.config.object_store else {
             return Ok(None);
         };
-        let fetched: Vec<(PathBuf, Vec<u8>)> = self.runtime.block_on(
-            futures::stream::iter(files.iter().map(|f| {
-                let store = Arc::clone(store);
-                async move {
-                    Ok::<_, Error>((
-                        f.path.clone(),
-                        crate::read::fetch_raw(f, store.as_ref()).await?,
-                    ))
-                }
-            }))
-            .buffer_unordered(PREFETCH_CONCURRENCY)
-            .try_collect(),
-        )?;
-        Ok(Some(fetched.into_iter().collect()))
+        let fetched = self
+            .runtime
+            .block_on(fetch_all(Arc::clone(store), files.to_vec()))?;
+        Ok(Some(Prefetched(parking_lot::Mutex::new(fetched))))
+    }
+
+    /// From an object store, a batch staged in memory (one chunk) starts fetching its
+    /// files as soon as it is discovered, while the run takes its lease and checks the
+    /// catalog (several round trips that would otherwise come first).
+    fn start_prefetch(&self, files: &[discover::SourceFile]) -> Option<EarlyFetch> {
+        let store = self.config.object_store.as_ref()?;
+        if self.over_budget(files) || (self.config.resume && self.config.persist_staging) {
+            return None;
+        }
+        let fetch = fetch_all(Arc::clone(store), files.to_vec());
+        Some(EarlyFetch(Some(self.runtime.spawn(fetch))))
+    }
+
+    /// Whether staging `files` in memory would pass the memory budget (then they are
+    /// staged chunk by chunk into a staging table).
+    fn over_budget(&self, files: &[discover::SourceFile]) -> bool {
+        // Staged in memory, a batch takes about four times its landing size (raw bytes,
+        // parsed messages, Arrow staging, flattened tables): measured 566 MB of RSS for
+        // a 79 MB batch (BENCHMARKS.md).
+        let landing_bytes: u64 = files.iter().map(landing_size).sum();
+        landing_bytes.saturating_mul(MEMORY_PER_LANDING_BYTE) > self.config.memory_budget
     }
 
     /// Re-stages the whole batch and keeps one topic (the baseline the benches compare
@@ -1241,11 +1309,10 @@ impl Ingest {
         // Same concurrent fetch as the staged path, so the comparison is only about
         // reading once vs once per topic.
         let prefetched = self.prefetch(files)?;
-        let reader =
-            |f: &discover::SourceFile| match prefetched.as_ref().and_then(|m| m.get(&f.path)) {
-                Some(bytes) => crate::read::decode_bytes(f, bytes.clone()),
-                None => self.read_landing_file(f),
-            };
+        let reader = |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
+            Some(bytes) => crate::read::decode_bytes(f, bytes),
+            None => self.read_landing_file(f),
+        };
         let mut staging = stage::stage_with_progress(
             files,
             &self.config.envelope,

@@ -1,7 +1,7 @@
 //! Concurrent writers to one Delta table: the conflicts `deltalake` reports without the
 //! per-table lock (interleaving forced with a barrier in the object store, no sleeps),
-//! and none with it; and a child table committed while a topic table's commit is still
-//! in flight.
+//! and none with it; a child table committed while a topic table's commit is still in
+//! flight; landing files fetched from an object store while the run takes its lease.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -348,8 +348,8 @@ fn a_child_table_commits_while_a_topic_table_commit_is_still_in_flight() {
     std::fs::write(dir.join("part-0.jsonl"), text).unwrap();
     let lake = TempLake::new();
     let store = GateStore::new(
-        "/news/",
-        "/currentprice/",
+        "/news/_delta_log/",
+        "/currentprice/_delta_log/0",
         std::time::Duration::from_secs(30),
     );
     let report = lake
@@ -368,4 +368,40 @@ fn a_child_table_commits_while_a_topic_table_commit_is_still_in_flight() {
     assert_eq!(lake.count("SELECT count(*) FROM currentprice"), 2);
     assert_eq!(lake.count("SELECT count(*) FROM news"), 1);
     assert_eq!(lake.count("SELECT count(*) FROM quote"), 1);
+}
+
+#[test]
+fn landing_files_are_fetched_from_an_object_store_while_the_run_takes_its_lease() {
+    // The store holds the lease's put until a landing file has been read: the fetch must
+    // start at discovery, not after the lease and the catalog checks. Were it started
+    // after them, the hold would end by its timeout instead.
+    let plain = TempLake::new();
+    plain
+        .ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    let lake = TempLake::new();
+    let store = GateStore::new(
+        "/_bronze_leases/",
+        "/batch_id=",
+        std::time::Duration::from_secs(30),
+    );
+    let r = lake
+        .ingest()
+        .with_object_store(Arc::clone(&store) as _)
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    assert_eq!(r.staging, "memory");
+    assert!(
+        store.released.load(Ordering::SeqCst),
+        "the lease's put waited out its timeout: no landing file was read meanwhile"
+    );
+    assert_eq!(plain.tables(), lake.tables());
+    for t in plain.tables() {
+        assert_eq!(plain.dump(&t), lake.dump(&t), "{t}");
+    }
 }

@@ -196,10 +196,10 @@ impl Hook for Barrier {
     }
 }
 
-/// Holds the commits (`_delta_log/<n>.json` puts) under paths containing `held` until a
-/// commit under `awaited` has been written, or until `patience` has passed (then the
-/// held commit goes on, and [`Gate::released`] stays false): shows whether one table's
-/// commit can land while another's is still in flight.
+/// Holds the puts to paths containing `held` until a request to a path containing
+/// `awaited` has succeeded, or until `patience` has passed (then the held put goes on,
+/// and [`Gate::released`] stays false): shows whether one request can complete while
+/// another is still in flight.
 pub type GateStore = Hooked<Gate>;
 
 /// [`GateStore`]'s hook.
@@ -208,8 +208,8 @@ pub struct Gate {
     held: String,
     awaited: String,
     patience: std::time::Duration,
-    landed: tokio::sync::Semaphore,
-    /// Whether a held commit went on because the awaited one landed.
+    done: tokio::sync::Semaphore,
+    /// Whether a held put went on because the awaited request had succeeded.
     pub released: AtomicBool,
 }
 
@@ -219,9 +219,18 @@ impl GateStore {
             held: held.to_string(),
             awaited: awaited.to_string(),
             patience,
-            landed: tokio::sync::Semaphore::new(0),
+            done: tokio::sync::Semaphore::new(0),
             released: AtomicBool::new(false),
         })
+    }
+}
+
+impl Gate {
+    /// Counts a request that succeeded.
+    fn finished<T>(&self, location: &Path, result: &Result<T>) {
+        if result.is_ok() && location.as_ref().contains(&self.awaited) {
+            self.done.add_permits(1);
+        }
     }
 }
 
@@ -240,19 +249,26 @@ impl Hook for Gate {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        let loc = location.as_ref();
-        if is_commit(loc) && loc.contains(&self.held) {
-            let waited = tokio::time::timeout(self.patience, self.landed.acquire()).await;
+        if location.as_ref().contains(&self.held) {
+            let waited = tokio::time::timeout(self.patience, self.done.acquire()).await;
             if let Ok(Ok(permit)) = waited {
-                // Leave the permit for the next held commit.
+                // Leave the permit for the next held put.
                 drop(permit);
                 self.released.store(true, Ordering::SeqCst);
             }
         }
         let result = fs.put_opts(location, payload, opts).await;
-        if result.is_ok() && is_commit(loc) && loc.contains(&self.awaited) {
-            self.landed.add_permits(1);
-        }
+        self.finished(location, &result);
+        result
+    }
+    async fn get(
+        &self,
+        fs: &LocalFileSystem,
+        location: &Path,
+        options: GetOptions,
+    ) -> Result<GetResult> {
+        let result = fs.get_opts(location, options).await;
+        self.finished(location, &result);
         result
     }
 }
