@@ -1525,12 +1525,7 @@ mod tests {
                 0 => assert!(written.is_none(), "created: nothing to maintain"),
                 // Version 9 is due a checkpoint (interval 10): written, and the state is
                 // the new version's.
-                9 => {
-                    let w = written.unwrap();
-                    assert!(w.pending.is_empty());
-                    assert_eq!(w.table.version(), Some(9));
-                    assert!(checkpoint.is_file(), "{}", checkpoint.display());
-                }
+                9 => assert_checkpointed(written, 9, &checkpoint),
                 // Opened unloaded: nothing loaded, nothing to maintain.
                 _ if unloaded => {
                     assert!(written.is_none());
@@ -1578,12 +1573,7 @@ mod tests {
             match version {
                 0 => assert!(written.is_none(), "created: nothing to maintain"),
                 // Due a checkpoint (interval 10): written, the state the new version's.
-                9 => {
-                    let w = written.unwrap();
-                    assert!(w.pending.is_empty());
-                    assert_eq!(w.table.version(), Some(9));
-                    assert!(checkpoint.is_file(), "{}", checkpoint.display());
-                }
+                9 => assert_checkpointed(written, 9, &checkpoint),
                 // The state from before the commit, with the file it replaced and the
                 // new one's size beside it.
                 _ => {
@@ -1639,6 +1629,18 @@ mod tests {
             .unwrap()
             .expect("compacted");
         assert_eq!(compacted.files_after, 1);
+    }
+
+    /// A commit due a checkpoint: the checkpoint written, the state the new version's.
+    fn assert_checkpointed(
+        written: Option<WrittenTable>,
+        version: u64,
+        checkpoint: &std::path::Path,
+    ) {
+        let w = written.unwrap();
+        assert!(w.pending.is_empty());
+        assert_eq!(w.table.version(), Some(version));
+        assert!(checkpoint.is_file(), "{}", checkpoint.display());
     }
 
     fn live_rows(t: &DeltaTable) -> i64 {

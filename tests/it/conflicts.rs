@@ -302,17 +302,21 @@ fn different_batches_into_the_same_tables_at_once_both_land() {
     assert_both_fixture_batches_landed(&lake);
 }
 
+/// `batch` loaded into a new catalog on the local file system, without an object store.
+fn loaded_locally(batch: &str) -> TempLake {
+    let lake = TempLake::new();
+    lake.ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(batch))
+        .unwrap();
+    lake
+}
+
 #[test]
 fn ingest_through_an_object_store_with_latency_gives_the_same_tables() {
     use bronze::testdata::LatencyStore;
     use deltalake::logstore::object_store::local::LocalFileSystem;
-    let plain = TempLake::new();
-    plain
-        .ingest()
-        .build()
-        .unwrap()
-        .run(batch_dir(BATCH1))
-        .unwrap();
     let slow = TempLake::new();
     let store = Arc::new(LatencyStore::new(
         LocalFileSystem::new(),
@@ -328,10 +332,7 @@ fn ingest_through_an_object_store_with_latency_gives_the_same_tables() {
         .unwrap();
     assert_eq!(r.staging, "persisted");
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
-    assert_eq!(plain.tables(), slow.tables());
-    for t in plain.tables() {
-        assert_eq!(plain.dump(&t), slow.dump(&t), "{t}");
-    }
+    assert_same_tables(&loaded_locally(BATCH1), &slow);
 }
 
 #[test]
@@ -375,13 +376,6 @@ fn landing_files_are_fetched_from_an_object_store_while_the_run_takes_its_lease(
     // The store holds the lease's put until a landing file has been read: the fetch must
     // start at discovery, not after the lease and the catalog checks. Were it started
     // after them, the hold would end by its timeout instead.
-    let plain = TempLake::new();
-    plain
-        .ingest()
-        .build()
-        .unwrap()
-        .run(batch_dir(BATCH1))
-        .unwrap();
     let lake = TempLake::new();
     let store = GateStore::new(
         "/_bronze_leases/",
@@ -400,8 +394,5 @@ fn landing_files_are_fetched_from_an_object_store_while_the_run_takes_its_lease(
         store.released.load(Ordering::SeqCst),
         "the lease's put waited out its timeout: no landing file was read meanwhile"
     );
-    assert_eq!(plain.tables(), lake.tables());
-    for t in plain.tables() {
-        assert_eq!(plain.dump(&t), lake.dump(&t), "{t}");
-    }
+    assert_same_tables(&loaded_locally(BATCH1), &lake);
 }
