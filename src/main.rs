@@ -17,13 +17,18 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// jemalloc's options, read when it initialises (before `main`): one arena per CPU the
 /// thread runs on, instead of four per CPU by thread. Threads that free what others
 /// allocated (staging, fan-out, tokio's writers) then share the freed pages, which cuts
-/// peak RSS; `_RJEM_MALLOC_CONF` still overrides it per run.
+/// peak RSS. Its extents and metadata in transparent huge pages where the system offers
+/// them (`madvise` mode): a short-lived process touches every page of its heap fresh,
+/// and a 200-file batch spent ~15 % of its CPU in page faults; with huge pages it takes
+/// 12 % less CPU, the historical batch 3 % less, at 10-40 MB more peak RSS
+/// (BENCHMARKS.md, session 11). `_RJEM_MALLOC_CONF` still overrides it per run.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[allow(unsafe_code)]
 // SAFETY: jemalloc declares this symbol weak and reads it once, as a NUL-terminated
 // option string that lives for the whole program.
 #[unsafe(export_name = "_rjem_malloc_conf")]
-static JEMALLOC_CONF: Option<&'static u8> = Some(&b"percpu_arena:percpu\0"[0]);
+static JEMALLOC_CONF: Option<&'static u8> =
+    Some(&b"percpu_arena:percpu,thp:always,metadata_thp:always\0"[0]);
 
 fn main() -> ExitCode {
     bronze::tune_allocator();
