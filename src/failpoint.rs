@@ -12,10 +12,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use deltalake::logstore::object_store::{
-    CopyOptions, DynObjectStore, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, path::Path,
+    DynObjectStore, MultipartUpload, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    Result, path::Path,
 };
-use futures::stream::BoxStream;
+
+use crate::testdata::{Hook, Hooked};
 
 /// Every named point, in the order a run passes them. `after_staging_chunk` is passed
 /// only when the staging table is persisted; `before_commit` and `between_tables` only
@@ -61,17 +62,19 @@ pub(crate) fn kill_self(name: &str) -> ! {
 /// Wraps the store of a run armed with `before_commit`: the first commit of a data
 /// table (a `_delta_log/<n>.json` put after at least one data file was written) kills
 /// the process, leaving written but uncommitted Parquet files behind.
+#[derive(Debug)]
 pub(crate) struct BeforeCommitStore {
-    inner: Arc<DynObjectStore>,
     wrote_data: AtomicBool,
 }
 
 impl BeforeCommitStore {
     pub(crate) fn wrap(inner: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
-        Arc::new(BeforeCommitStore {
+        Hooked::new(
             inner,
-            wrote_data: AtomicBool::new(false),
-        })
+            BeforeCommitStore {
+                wrote_data: AtomicBool::new(false),
+            },
+        )
     }
 
     fn is_data_table(loc: &str) -> bool {
@@ -80,22 +83,17 @@ impl BeforeCommitStore {
     }
 }
 
-impl fmt::Debug for BeforeCommitStore {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "BeforeCommitStore({})", self.inner)
-    }
-}
-
 impl fmt::Display for BeforeCommitStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Debug::fmt(self, f)
+        f.write_str("BeforeCommitStore")
     }
 }
 
 #[async_trait::async_trait]
-impl ObjectStore for BeforeCommitStore {
-    async fn put_opts(
+impl Hook for BeforeCommitStore {
+    async fn put(
         &self,
+        inner: &DynObjectStore,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -111,34 +109,17 @@ impl ObjectStore for BeforeCommitStore {
                 kill_self("before_commit");
             }
         }
-        self.inner.put_opts(location, payload, opts).await
+        inner.put_opts(location, payload, opts).await
     }
-    async fn put_multipart_opts(
+    async fn put_multipart(
         &self,
+        inner: &DynObjectStore,
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         if Self::is_data_table(location.as_ref()) && location.as_ref().ends_with(".parquet") {
             self.wrote_data.store(true, Ordering::SeqCst);
         }
-        self.inner.put_multipart_opts(location, opts).await
-    }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.inner.get_opts(location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.inner.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.inner.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.inner.copy_opts(from, to, options).await
+        inner.put_multipart_opts(location, opts).await
     }
 }

@@ -1577,14 +1577,7 @@ impl Ingest {
                         batches,
                     })
                     .collect();
-                let result = {
-                    let _guard = self.locks.lock(&table);
-                    self.runtime
-                        .block_on(storage.replace_parts(&table, parts, &lineage.batch_id, true))
-                        .map(|((c, outcomes), t)| {
-                            (self.after_write(storage, &table, c, t), outcomes)
-                        })
-                };
+                let result = self.write_parts(storage, &table, parts, lineage, true);
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {
                     table: table.to_string(),
@@ -1614,6 +1607,19 @@ impl Ingest {
             batches,
             evolution: self.config.flatten.evolution_for(topic),
         }];
+        self.write_parts(storage, table, parts, lineage, replace)
+    }
+
+    /// Commits `parts` to `table` in one commit under the table's lock (replacing the
+    /// batch's rows of their topics, or appending), then runs [`Self::after_write`].
+    fn write_parts(
+        &self,
+        storage: &Storage,
+        table: &TableName,
+        parts: Vec<write::Part>,
+        lineage: &Lineage,
+        replace: bool,
+    ) -> Result<(Committed, Vec<write::PartOutcome>)> {
         let _guard = self.locks.lock(table);
         self.runtime
             .block_on(storage.replace_parts(table, parts, &lineage.batch_id, replace))

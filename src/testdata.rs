@@ -10,6 +10,14 @@
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use deltalake::logstore::object_store::{
+    CopyOptions, DynObjectStore, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result as ObjectResult,
+    path::Path as ObjectPath,
+};
+use futures::stream::BoxStream;
 
 /// What to generate.
 #[derive(Clone, Debug)]
@@ -339,6 +347,115 @@ mod latency_impl {
             self.wait().await;
             self.inner.copy_opts(from, to, options).await
         }
+    }
+}
+
+/// What a [`Hooked`] store does to its inner store's puts and gets (by default: passes
+/// them on); lists, deletes and copies always pass on. Tests use hooks to count, hold or
+/// fail requests, the failpoints to kill the process before a commit.
+#[async_trait::async_trait]
+pub trait Hook: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static {
+    /// A put of `location`.
+    async fn put(
+        &self,
+        inner: &DynObjectStore,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> ObjectResult<PutResult> {
+        inner.put_opts(location, payload, opts).await
+    }
+    /// A multipart upload to `location`.
+    async fn put_multipart(
+        &self,
+        inner: &DynObjectStore,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> ObjectResult<Box<dyn MultipartUpload>> {
+        inner.put_multipart_opts(location, opts).await
+    }
+    /// A get of `location`.
+    async fn get(
+        &self,
+        inner: &DynObjectStore,
+        location: &ObjectPath,
+        options: GetOptions,
+    ) -> ObjectResult<GetResult> {
+        inner.get_opts(location, options).await
+    }
+}
+
+/// An object store with a [`Hook`] on its inner store's requests; derefs to the hook
+/// (its counters and flags).
+#[derive(Debug)]
+pub struct Hooked<H> {
+    inner: Arc<DynObjectStore>,
+    hook: H,
+}
+
+impl<H: Hook> Hooked<H> {
+    /// `inner` with `hook` on its puts and gets.
+    pub fn new(inner: Arc<DynObjectStore>, hook: H) -> Arc<Self> {
+        Arc::new(Hooked { inner, hook })
+    }
+}
+
+impl<H> std::ops::Deref for Hooked<H> {
+    type Target = H;
+    fn deref(&self) -> &H {
+        &self.hook
+    }
+}
+
+impl<H: Hook> std::fmt::Display for Hooked<H> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(&self.hook, f)
+    }
+}
+
+#[async_trait::async_trait]
+impl<H: Hook> ObjectStore for Hooked<H> {
+    async fn put_opts(
+        &self,
+        location: &ObjectPath,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> ObjectResult<PutResult> {
+        self.hook.put(&*self.inner, location, payload, opts).await
+    }
+    async fn put_multipart_opts(
+        &self,
+        location: &ObjectPath,
+        opts: PutMultipartOptions,
+    ) -> ObjectResult<Box<dyn MultipartUpload>> {
+        self.hook.put_multipart(&*self.inner, location, opts).await
+    }
+    async fn get_opts(
+        &self,
+        location: &ObjectPath,
+        options: GetOptions,
+    ) -> ObjectResult<GetResult> {
+        self.hook.get(&*self.inner, location, options).await
+    }
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, ObjectResult<ObjectPath>>,
+    ) -> BoxStream<'static, ObjectResult<ObjectPath>> {
+        self.inner.delete_stream(locations)
+    }
+    fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, ObjectResult<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+    async fn list_with_delimiter(&self, prefix: Option<&ObjectPath>) -> ObjectResult<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+    async fn copy_opts(
+        &self,
+        from: &ObjectPath,
+        to: &ObjectPath,
+        options: CopyOptions,
+    ) -> ObjectResult<()> {
+        self.inner.copy_opts(from, to, options).await
     }
 }
 

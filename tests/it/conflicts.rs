@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use bronze::{CommitPer, LockPolicy};
 
-use crate::stores::{BarrierStore, GateStore};
+use crate::stores::{Barrier, BarrierStore, Gate};
 use crate::util::*;
 
 /// A batch where two topics each carry a `currentprice` array (and optionally a new
@@ -65,7 +65,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
     let landing = tempfile::tempdir().unwrap();
     let dir = two_topic_batch(landing.path(), "c1", false);
     let lake = TempLake::new();
-    let store = BarrierStore::new("/currentprice/", 2);
+    let store = Barrier::store("/currentprice/", 2);
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&dir)
         .unwrap();
@@ -84,7 +84,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
     // so whichever wins, `venue` stays.
     let dir = two_topic_batch(landing.path(), "c2", true);
     let lake = TempLake::new();
-    let store = BarrierStore::new("/currentprice/", 2);
+    let store = Barrier::store("/currentprice/", 2);
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&dir)
         .unwrap();
@@ -99,7 +99,7 @@ fn without_locks_two_topics_racing_to_create_a_child_table() {
 
     // The same race under the per-table lock: no conflict, no retry.
     let lake = TempLake::new();
-    let store = BarrierStore::new("/currentprice/", 1);
+    let store = Barrier::store("/currentprice/", 1);
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::PerTable)
         .run(&dir)
         .unwrap();
@@ -123,7 +123,7 @@ fn without_locks_a_schema_change_racing_a_loaded_append_conflicts() {
     let lake = TempLake::new();
     // First load creates the table (no race: nothing armed for it).
     let first = two_topic_batch(landing.path(), "c1", false);
-    let warm = BarrierStore::new("/never/", 1);
+    let warm = Barrier::store("/never/", 1);
     let r = ingest(&lake, warm, LockPolicy::PerTable)
         .run(&first)
         .unwrap();
@@ -141,7 +141,7 @@ fn without_locks_a_schema_change_racing_a_loaded_append_conflicts() {
     // does not retry past a metadata change). The other order (append first) is
     // absorbed by the retry: the schema change is re-checked and lands next.
     let second = two_topic_batch(landing.path(), "c2", true);
-    let store = BarrierStore::ordered("/currentprice/", "venue");
+    let store = Barrier::ordered("/currentprice/", "venue");
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&second)
         .unwrap();
@@ -155,7 +155,7 @@ fn without_locks_a_schema_change_racing_an_unloaded_append_is_absorbed() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
     let first = two_topic_batch(landing.path(), "c1", false);
-    let r = ingest(&lake, BarrierStore::new("/never/", 1), LockPolicy::PerTable)
+    let r = ingest(&lake, Barrier::store("/never/", 1), LockPolicy::PerTable)
         .run(&first)
         .unwrap();
     assert_eq!(r.exit_code(), 0);
@@ -163,7 +163,7 @@ fn without_locks_a_schema_change_racing_an_unloaded_append_is_absorbed() {
     // version 1, finds version 2 taken by the schema change, commits nothing there, and
     // goes the loaded path on top of it: its rows land with `venue` null.
     let second = two_topic_batch(landing.path(), "c2", true);
-    let store = BarrierStore::ordered("/currentprice/", "venue");
+    let store = Barrier::ordered("/currentprice/", "venue");
     let report = ingest(&lake, Arc::clone(&store), LockPolicy::None)
         .run(&second)
         .unwrap();
@@ -189,12 +189,12 @@ fn without_locks_overlapping_replaces_of_one_batch_conflict() {
     let landing = tempfile::tempdir().unwrap();
     let dir = two_topic_batch(landing.path(), "c1", false);
     let lake = TempLake::new();
-    ingest(&lake, BarrierStore::new("/never/", 1), LockPolicy::PerTable)
+    ingest(&lake, Barrier::store("/never/", 1), LockPolicy::PerTable)
         .run(&dir)
         .unwrap();
     // Two runs of the same batch at once (two processes, in effect: separate lock maps),
     // both replacing `_batch_id = c1 AND _topic = quote` in the `quote` table.
-    let store = BarrierStore::new("/quote/", 2);
+    let store = Barrier::store("/quote/", 2);
     let a = ingest(&lake, Arc::clone(&store), LockPolicy::None);
     let b = ingest(&lake, Arc::clone(&store), LockPolicy::None);
     let (ra, rb) = std::thread::scope(|s| {
@@ -226,10 +226,10 @@ fn disjoint_blind_appends_do_not_conflict() {
     let d1 = two_topic_batch(landing.path(), "c1", false);
     let d2 = two_topic_batch(landing.path(), "c2", false);
     let lake = TempLake::new();
-    ingest(&lake, BarrierStore::new("/never/", 1), LockPolicy::PerTable)
+    ingest(&lake, Barrier::store("/never/", 1), LockPolicy::PerTable)
         .run(&d1)
         .unwrap();
-    let store = BarrierStore::new("/_run_control/", 2);
+    let store = Barrier::store("/_run_control/", 2);
     let a = ingest(&lake, Arc::clone(&store), LockPolicy::None);
     let b = ingest(&lake, Arc::clone(&store), LockPolicy::None);
     let (ra, rb) = std::thread::scope(|s| {
@@ -348,7 +348,7 @@ fn a_child_table_commits_while_a_topic_table_commit_is_still_in_flight() {
     text.push('\n');
     std::fs::write(dir.join("part-0.jsonl"), text).unwrap();
     let lake = TempLake::new();
-    let store = GateStore::new(
+    let store = Gate::store(
         "/news/_delta_log/",
         "/currentprice/_delta_log/0",
         std::time::Duration::from_secs(30),
@@ -377,7 +377,7 @@ fn landing_files_are_fetched_from_an_object_store_while_the_run_takes_its_lease(
     // start at discovery, not after the lease and the catalog checks. Were it started
     // after them, the hold would end by its timeout instead.
     let lake = TempLake::new();
-    let store = GateStore::new(
+    let store = Gate::store(
         "/_bronze_leases/",
         "/batch_id=",
         std::time::Duration::from_secs(30),

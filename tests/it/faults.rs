@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use crate::stores::{Fault, FaultStore, Op};
+use crate::stores::{Fault, FaultStore, Faults, Op};
 use crate::util::*;
 
 /// A run of BATCH1 through `store`: the error text it reports (run error, failed tables
@@ -52,7 +52,7 @@ enum Start {
 /// Requests of kind `op` a clean run of BATCH1 makes from `start`.
 fn count(op: Op, over_budget: bool, start: Start) -> usize {
     let lake = loaded(matches!(start, Start::Append));
-    let store = FaultStore::new(op, Fault::IoError, 0);
+    let store = Faults::store(op, Fault::IoError, 0);
     let errors = run_through(&lake, Arc::clone(&store), over_budget);
     assert!(errors.is_empty(), "{errors}");
     store.seen.load(Ordering::SeqCst)
@@ -81,7 +81,7 @@ fn strike_each(
         let (lake, store, errors) = loop {
             let lake = TempLake::new();
             copy_tree(start.catalog(), lake.catalog());
-            let store = FaultStore::new(op, fault, n);
+            let store = Faults::store(op, fault, n);
             let errors = run_through(&lake, Arc::clone(&store), over_budget);
             let seen = store.seen.load(Ordering::SeqCst);
             if store.fired.load(Ordering::SeqCst) {

@@ -4,109 +4,15 @@ use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
+use bronze::testdata::{Hook, Hooked};
 use deltalake::logstore::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    PutMultipartOptions, PutOptions, PutPayload, PutResult, Result, local::LocalFileSystem,
-    path::Path,
+    self, DynObjectStore, GetOptions, GetResult, MultipartUpload, PutMultipartOptions, PutOptions,
+    PutPayload, PutResult, Result, local::LocalFileSystem, path::Path,
 };
-use futures::stream::BoxStream;
 
-/// What a test store does to the local file system's puts and gets (by default: passes
-/// them on); lists, deletes and copies always pass on.
-#[async_trait::async_trait]
-pub trait Hook: fmt::Debug + fmt::Display + Send + Sync + 'static {
-    async fn put(
-        &self,
-        fs: &LocalFileSystem,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> Result<PutResult> {
-        fs.put_opts(location, payload, opts).await
-    }
-    async fn put_multipart(
-        &self,
-        fs: &LocalFileSystem,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        fs.put_multipart_opts(location, opts).await
-    }
-    async fn get(
-        &self,
-        fs: &LocalFileSystem,
-        location: &Path,
-        options: GetOptions,
-    ) -> Result<GetResult> {
-        fs.get_opts(location, options).await
-    }
-}
-
-/// The local file system with a [`Hook`] on its requests; derefs to the hook (its
-/// counters and flags).
-#[derive(Debug)]
-pub struct Hooked<H> {
-    fs: LocalFileSystem,
-    hook: H,
-}
-
-impl<H: Hook> Hooked<H> {
-    fn wrap(hook: H) -> Arc<Self> {
-        Arc::new(Hooked {
-            fs: LocalFileSystem::new(),
-            hook,
-        })
-    }
-}
-
-impl<H> std::ops::Deref for Hooked<H> {
-    type Target = H;
-    fn deref(&self) -> &H {
-        &self.hook
-    }
-}
-
-impl<H: Hook> fmt::Display for Hooked<H> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        fmt::Display::fmt(&self.hook, f)
-    }
-}
-
-#[async_trait::async_trait]
-impl<H: Hook> ObjectStore for Hooked<H> {
-    async fn put_opts(
-        &self,
-        location: &Path,
-        payload: PutPayload,
-        opts: PutOptions,
-    ) -> Result<PutResult> {
-        self.hook.put(&self.fs, location, payload, opts).await
-    }
-    async fn put_multipart_opts(
-        &self,
-        location: &Path,
-        opts: PutMultipartOptions,
-    ) -> Result<Box<dyn MultipartUpload>> {
-        self.hook.put_multipart(&self.fs, location, opts).await
-    }
-    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-        self.hook.get(&self.fs, location, options).await
-    }
-    fn delete_stream(
-        &self,
-        locations: BoxStream<'static, Result<Path>>,
-    ) -> BoxStream<'static, Result<Path>> {
-        self.fs.delete_stream(locations)
-    }
-    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
-        self.fs.list(prefix)
-    }
-    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-        self.fs.list_with_delimiter(prefix).await
-    }
-    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        self.fs.copy_opts(from, to, options).await
-    }
+/// The local file system with `hook` on its puts and gets.
+fn local<H: Hook>(hook: H) -> Arc<Hooked<H>> {
+    Hooked::new(Arc::new(LocalFileSystem::new()), hook)
 }
 
 fn is_commit(loc: &str) -> bool {
@@ -132,18 +38,18 @@ pub struct Barrier {
     pub commits: AtomicUsize,
 }
 
-impl BarrierStore {
-    pub fn new(filter: &str, parties: usize) -> Arc<Self> {
-        Self::barrier(filter, parties, None)
+impl Barrier {
+    pub fn store(filter: &str, parties: usize) -> Arc<BarrierStore> {
+        Self::with(filter, parties, None)
     }
 
-    /// Like [`BarrierStore::new`] for two parties, the commit containing `marker` winning.
-    pub fn ordered(filter: &str, marker: &str) -> Arc<Self> {
-        Self::barrier(filter, 2, Some(marker.to_string()))
+    /// Like [`Barrier::store`] for two parties, the commit containing `marker` winning.
+    pub fn ordered(filter: &str, marker: &str) -> Arc<BarrierStore> {
+        Self::with(filter, 2, Some(marker.to_string()))
     }
 
-    fn barrier(filter: &str, parties: usize, first: Option<String>) -> Arc<Self> {
-        Hooked::wrap(Barrier {
+    fn with(filter: &str, parties: usize, first: Option<String>) -> Arc<BarrierStore> {
+        local(Barrier {
             filter: filter.to_string(),
             barrier: tokio::sync::Barrier::new(parties),
             armed: AtomicUsize::new(parties),
@@ -164,7 +70,7 @@ impl fmt::Display for Barrier {
 impl Hook for Barrier {
     async fn put(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -184,7 +90,7 @@ impl Hook for Barrier {
                         .iter()
                         .any(|chunk| chunk.windows(m.len()).any(|w| w == m));
                     if is_first {
-                        let result = fs.put_opts(location, payload, opts).await;
+                        let result = inner.put_opts(location, payload, opts).await;
                         self.first_done.add_permits(1);
                         return result;
                     }
@@ -192,7 +98,7 @@ impl Hook for Barrier {
                 }
             }
         }
-        fs.put_opts(location, payload, opts).await
+        inner.put_opts(location, payload, opts).await
     }
 }
 
@@ -213,9 +119,9 @@ pub struct Gate {
     pub released: AtomicBool,
 }
 
-impl GateStore {
-    pub fn new(held: &str, awaited: &str, patience: std::time::Duration) -> Arc<Self> {
-        Hooked::wrap(Gate {
+impl Gate {
+    pub fn store(held: &str, awaited: &str, patience: std::time::Duration) -> Arc<GateStore> {
+        local(Gate {
             held: held.to_string(),
             awaited: awaited.to_string(),
             patience,
@@ -244,7 +150,7 @@ impl fmt::Display for Gate {
 impl Hook for Gate {
     async fn put(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -257,17 +163,17 @@ impl Hook for Gate {
                 self.released.store(true, Ordering::SeqCst);
             }
         }
-        let result = fs.put_opts(location, payload, opts).await;
+        let result = inner.put_opts(location, payload, opts).await;
         self.finished(location, &result);
         result
     }
     async fn get(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         options: GetOptions,
     ) -> Result<GetResult> {
-        let result = fs.get_opts(location, options).await;
+        let result = inner.get_opts(location, options).await;
         self.finished(location, &result);
         result
     }
@@ -313,9 +219,9 @@ pub struct Faults {
     pub picked: std::sync::Mutex<String>,
 }
 
-impl FaultStore {
-    pub fn new(op: Op, fault: Fault, fail_at: usize) -> Arc<Self> {
-        Hooked::wrap(Faults {
+impl Faults {
+    pub fn store(op: Op, fault: Fault, fail_at: usize) -> Arc<FaultStore> {
+        local(Faults {
             op,
             fault,
             fail_at,
@@ -324,9 +230,7 @@ impl FaultStore {
             picked: Default::default(),
         })
     }
-}
 
-impl Faults {
     /// Counts a request of kind `op`; true when it is the one to fail.
     fn pick(&self, op: Op, location: &Path) -> bool {
         if op != self.op {
@@ -371,7 +275,7 @@ impl fmt::Display for Faults {
 impl Hook for Faults {
     async fn put(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
@@ -380,32 +284,32 @@ impl Hook for Faults {
         let picked = self.pick(Op::Write, location) || (commit && self.pick(Op::Commit, location));
         if picked {
             if self.fault == Fault::LandsButFails {
-                fs.put_opts(location, payload, opts).await?;
+                inner.put_opts(location, payload, opts).await?;
             }
             return Err(self.error(location));
         }
-        fs.put_opts(location, payload, opts).await
+        inner.put_opts(location, payload, opts).await
     }
     async fn put_multipart(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
         if self.pick(Op::Write, location) && self.fault != Fault::LandsButFails {
             return Err(self.error(location));
         }
-        fs.put_multipart_opts(location, opts).await
+        inner.put_multipart_opts(location, opts).await
     }
     async fn get(
         &self,
-        fs: &LocalFileSystem,
+        inner: &DynObjectStore,
         location: &Path,
         options: GetOptions,
     ) -> Result<GetResult> {
         if self.pick(Op::Read, location) {
             return Err(self.error(location));
         }
-        fs.get_opts(location, options).await
+        inner.get_opts(location, options).await
     }
 }
