@@ -68,10 +68,7 @@ fn batch_of(spec: &GenSpec) -> Batch {
 }
 
 fn lineage() -> Lineage {
-    Lineage {
-        batch_id: "bench".into(),
-        loaded_at_micros: 0,
-    }
+    Lineage::new("bench", 0)
 }
 
 fn flatten_all(staging: &bronze::stage::Staging) -> Tables {

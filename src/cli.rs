@@ -24,11 +24,16 @@ pub struct Cli {
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Load one batch folder (`.../batch_id=<id>/`) into bronze tables.
+    /// Load a batch folder (`landing/<source>/<entity>/batch_id=<id>/`) into bronze tables.
     ///
     /// Reads `*.jsonl`, `*.json` and `*.jsonl.gz` files of the folder (manifests,
     /// `_SUCCESS` and hidden files are skipped), parses every line once, drops duplicate
     /// message ids (first wins), and replaces this batch's rows in every table it writes.
+    ///
+    /// A batch is its folder, not its id: `<source>/<entity>` (the two folders above
+    /// `batch_id=<id>`) is stamped on every row as `_landing_path`, so folders of other
+    /// sources or entities that share the batch id keep their rows. Several folders of
+    /// one batch id load as one batch.
     ///
     /// Exit code: 0 clean, 1 finished but some lines were corrupt (see `_corrupt_records`),
     /// 2 failed (a table could not be written, or the batch could not be read), 3 another
@@ -37,6 +42,8 @@ pub enum Command {
     /// repaired by running the same command again.
     ///
     /// Example: bronze ingest landing/market/events/batch_id=2026-04-05_001 --catalog ./lakehouse
+    ///
+    /// Example: bronze ingest 'landing/*/*/batch_id=2026-04-05_001' --catalog ./lakehouse
     Ingest(IngestArgs),
     /// Rank the tables that need work: files, bytes, small files, log length since the
     /// last checkpoint and OPTIMIZE, bytes VACUUM could free; tables with more than 50
@@ -150,8 +157,12 @@ pub struct CheckpointArgs {
 
 #[derive(Debug, Args)]
 pub struct IngestArgs {
-    /// The batch folder, normally named `batch_id=<id>`.
-    pub batch_dir: PathBuf,
+    /// The batch folder(s), normally `landing/<source>/<entity>/batch_id=<id>`. Several
+    /// folders (or a quoted glob such as 'landing/*/*/batch_id=X') must share one batch
+    /// id and load as one batch: one dedup across them (first wins by landing path, then
+    /// file, then line), one commit per table.
+    #[arg(required = true, num_args = 1.., value_name = "BATCH_DIR")]
+    pub batch_dirs: Vec<PathBuf>,
     /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
     /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
     /// keys are an error. See the README for every key.
@@ -166,6 +177,11 @@ pub struct IngestArgs {
     /// Batch id to use instead of the folder's `batch_id=<id>` ([A-Za-z0-9_-], up to 128).
     #[arg(long)]
     pub batch_id: Option<String>,
+    /// Landing path of the batch folder, `<source>/<entity>`, instead of the names of the
+    /// two folders above `batch_id=<id>` (one folder only). With the batch id it is the
+    /// batch's identity: what a rerun replaces.
+    #[arg(long, value_name = "SOURCE/ENTITY")]
+    pub landing_path: Option<String>,
     /// Envelope field holding the topic (e.g. `type`, `_path`, `event_type`) [default: topic].
     #[arg(long)]
     pub topic_field: Option<String>,
@@ -236,6 +252,7 @@ impl IngestArgs {
             c.schema = v.clone();
         }
         c.batch_id = self.batch_id.clone();
+        c.landing_path = self.landing_path.clone();
         if let Some(v) = &self.topic_field {
             c.envelope.topic_field = v.clone();
         }

@@ -168,6 +168,9 @@ pub struct IngestConfig {
     pub schema: String,
     /// Batch id to use instead of the one in the folder name `batch_id=<id>`.
     pub batch_id: Option<String>,
+    /// Landing path (`<source>/<entity>`) of the batch folder, instead of the names of
+    /// the two folders above it; one folder runs only.
+    pub landing_path: Option<String>,
     /// Envelope field names.
     pub envelope: EnvelopeConfig,
     /// Topics processed at once; `Some(1)` is sequential. Default: 4 per thread (at most
@@ -192,7 +195,7 @@ pub struct IngestConfig {
     pub auto_compact: bool,
     /// Small files that trigger auto compaction. Default 50 (Databricks' `minNumFiles`).
     pub auto_compact_min_files: u64,
-    /// Persist the staging table `_tmp_raw_load_<batch_id>` even when the batch fits in
+    /// Persist the staging table `_tmp_raw_load_<batch_id>_<hash>` even when the batch fits in
     /// memory (so a crashed run can resume from it). Default `false`.
     pub persist_staging: bool,
     /// Memory a run may use beyond the process's own (code, runtime, pools). A batch that
@@ -204,7 +207,8 @@ pub struct IngestConfig {
     /// Resume from a complete staging table left by an earlier run of the same batch
     /// instead of re-reading the landing files. Default `true`.
     pub resume: bool,
-    /// Take the batch lease (`<schema>/_bronze_leases/<batch_id>.json`) so that two runs
+    /// Take the batch lease (`<schema>/_bronze_leases/<source>+<entity>+<batch_id>.json`
+    /// per folder) so that two runs
     /// of one batch never load it at once. Default `true`; turn it off only when the
     /// runs are coordinated elsewhere (an orchestrator that never starts a batch twice).
     pub batch_lease: bool,
@@ -231,6 +235,7 @@ impl Default for IngestConfig {
             catalog: PathBuf::from("lakehouse"),
             schema: "bronze".into(),
             batch_id: None,
+            landing_path: None,
             envelope: EnvelopeConfig::default(),
             max_parallel: None,
             threads: None,

@@ -33,6 +33,31 @@ pub enum Error {
         /// The batch folder.
         path: PathBuf,
     },
+    /// A folder's landing path (`<source>/<entity>`) is not usable in paths and ids.
+    #[error(
+        "invalid landing path {path:?}: {reason}; the two folders above `batch_id=<id>` name a batch's place in the landing zone, each 1 to {max} characters of A-Z, a-z, 0-9, `_`, `-` and `.`: rename them, or pass --landing-path <source>/<entity>",
+        max = crate::discover::MAX_LANDING_PART_LEN
+    )]
+    InvalidLandingPath {
+        /// The refused path, as given or found.
+        path: String,
+        /// Why it was refused.
+        reason: &'static str,
+    },
+    /// Folders given to one run carry different batch ids.
+    #[error(
+        "the folders of one run must share a batch id: {} is batch {}, {} is batch {}; load them in separate runs",
+        first.0.display(),
+        first.1,
+        other.0.display(),
+        other.1
+    )]
+    MixedBatchIds {
+        /// The first folder and its batch id.
+        first: Box<(PathBuf, String)>,
+        /// A folder with another batch id, and that id.
+        other: Box<(PathBuf, String)>,
+    },
     /// The batch folder holds no data file.
     #[error(
         "no data files in {}: expected *.jsonl, *.json or *.jsonl.gz ({skipped} other entries skipped)",

@@ -89,6 +89,7 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
         name: "fuzz.jsonl".into(),
         bytes: data.len() as u64,
         compression: Compression::None,
+        folder: 0,
     };
     let staging = assemble(&[file], vec![staged], true, &mut IdSet::default());
     assert_eq!(
@@ -96,10 +97,7 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
         staging.messages() + staging.corrupt.len() as u64 + staging.duplicates,
         "lines = messages + corrupt + duplicates"
     );
-    let lineage = Lineage {
-        batch_id: "fuzz".into(),
-        loaded_at_micros: 0,
-    };
+    let lineage = Lineage::new("fuzz", 0);
     let mut out: BTreeMap<TableName, Vec<RecordBatch>> = BTreeMap::new();
     for (topic, batch) in &staging.topics {
         let plan = flatten(topic, batch, &lineage, cfg)

@@ -19,7 +19,7 @@ use rayon::prelude::*;
 use url::Url;
 
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
-use crate::discover;
+use crate::discover::{self, BatchKey};
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
 use crate::lease::Lease;
@@ -195,6 +195,12 @@ impl IngestBuilder {
     /// Use this batch id instead of the folder's `batch_id=<id>`.
     pub fn with_batch_id(mut self, id: impl Into<String>) -> Self {
         self.config.batch_id = Some(id.into());
+        self
+    }
+    /// Use this landing path (`<source>/<entity>`) for the batch folder instead of the
+    /// names of the two folders above it (one folder runs only).
+    pub fn with_landing_path(mut self, path: impl Into<String>) -> Self {
+        self.config.landing_path = Some(path.into());
         self
     }
     /// Envelope field holding the topic. Default `topic`.
@@ -769,8 +775,9 @@ impl Ingest {
         })
     }
 
-    /// Takes the batch lease under the schema folder, through the run's store.
-    fn lease(&self, storage: &Storage, batch_id: &str, run_id: &str) -> Result<Lease> {
+    /// Takes the batch's lease, one file per folder (in landing path order; those taken
+    /// are released when one is held), under the schema folder, through the run's store.
+    fn lease(&self, storage: &Storage, key: &BatchKey, run_id: &str) -> Result<Vec<Lease>> {
         let store = storage.root_store.clone().unwrap_or_else(|| {
             Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
         });
@@ -785,15 +792,20 @@ impl Ingest {
             .as_str()
             .trim_end_matches('/')
             .to_string();
-        Lease::acquire(
-            store,
-            &dir,
-            &shown,
-            batch_id,
-            run_id,
-            self.config.lease_ttl,
-            &self.runtime,
-        )
+        key.landing_paths
+            .iter()
+            .map(|landing_path| {
+                Lease::acquire(
+                    Arc::clone(&store),
+                    &dir,
+                    &shown,
+                    (landing_path, &key.batch_id),
+                    run_id,
+                    self.config.lease_ttl,
+                    &self.runtime,
+                )
+            })
+            .collect()
     }
 
     fn report_progress(&self, p: Progress) {
@@ -807,16 +819,30 @@ impl Ingest {
     /// others are still written. Returns `Err` only for run-level failures: a bad batch
     /// id, a missing folder or no data files, an unreadable file.
     pub fn run(&self, batch_dir: impl AsRef<Path>) -> Result<BatchReport> {
+        self.run_folders(&[batch_dir.as_ref().to_path_buf()])
+    }
+
+    /// Loads several landed folders of one batch id as one batch (one staging, one
+    /// dedup across them, one commit per table, one lease): the folders' files are read
+    /// in landing path order, then by name, so the first of equal message ids wins in
+    /// that order. Each row keeps its folder's `_landing_path`; a rerun of the same
+    /// folders replaces exactly their rows. Folders with different batch ids are an
+    /// error ([`Error::MixedBatchIds`]).
+    pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
-        let batch_dir = batch_dir.as_ref();
-        let found = discover::discover(batch_dir, self.config.batch_id.as_deref())?;
+        let dirs: Vec<std::path::PathBuf> = batch_dirs
+            .iter()
+            .map(|d| d.as_ref().to_path_buf())
+            .collect();
+        let found = discover::discover_folders(
+            &dirs,
+            self.config.batch_id.as_deref(),
+            self.config.landing_path.as_deref(),
+        )?;
         let mut storage = self.storage()?;
-        let lineage = Lineage {
-            batch_id: found.batch_id.clone(),
-            loaded_at_micros: started_micros,
-        };
-        tracing::info!(batch_id = %found.batch_id, files = found.files.len(), skipped = found.skipped.len(), "discovered");
+        let lineage = Lineage::of(&found, started_micros);
+        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
         self.report_progress(Progress::Discovered {
             files: found.files.len(),
             bytes: found.files.iter().map(|f| f.bytes).sum(),
@@ -825,12 +851,12 @@ impl Ingest {
         let early_fetch = self.start_prefetch(&found.files);
         let run_id = format!("{}-{}", found.batch_id, started_micros);
         let lease = if self.config.batch_lease {
-            Some(self.lease(&storage, &found.batch_id, &run_id)?)
+            Some(self.lease(&storage, &found.key, &run_id)?)
         } else {
             None
         };
         let mut warnings = found.warnings.clone();
-        if let Some(h) = lease.as_ref().and_then(|l| l.took_over.as_ref()) {
+        for h in lease.iter().flatten().filter_map(|l| l.took_over.as_ref()) {
             warnings.push(format!(
                 "took over the lease of run {} (host {}, pid {}), which is gone; its partial writes are replaced by this run",
                 h.run_id, h.host, h.pid
@@ -840,9 +866,9 @@ impl Ingest {
         // their appends would find its `txn` there and take the loaded path anyway.
         storage.unloaded_appends = !self
             .runtime
-            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.batch_id));
+            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
         self.failpoint("before_staging")?;
-        let staging_table = StagingTable::new(&storage, &found.batch_id);
+        let staging_table = StagingTable::new(&storage, &found.key);
         let mut writes: Vec<TableWrite> = Vec::new();
         let mut staged = self.stage_batch(
             &found.files,
@@ -973,6 +999,7 @@ impl Ingest {
 
         let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
         let mut run_control = Vec::with_capacity(writes.len());
+        let landing_paths = found.key.landing_paths.join(",");
         for w in writes {
             let t = tables.entry(w.table.to_string()).or_default();
             if !w.topic.is_empty() {
@@ -981,6 +1008,7 @@ impl Ingest {
             let mut row = RunControlRow {
                 run_id: run_id.clone(),
                 batch_id: found.batch_id.clone(),
+                landing_paths: landing_paths.clone(),
                 topic: w.topic,
                 table: w.table.to_string(),
                 rows_in: w.rows_in,
@@ -1052,6 +1080,7 @@ impl Ingest {
         run_control.push(RunControlRow {
             run_id: run_id.clone(),
             batch_id: found.batch_id.clone(),
+            landing_paths: landing_paths.clone(),
             topic: String::new(),
             table: INVARIANT_ROW.to_string(),
             rows_in: staged.summary.lines,
@@ -1070,7 +1099,7 @@ impl Ingest {
             Ok(batch) => {
                 let _guard = self.locks.lock(&rc_table);
                 self.runtime
-                    .block_on(storage.append(&rc_table, batch, &found.batch_id))
+                    .block_on(storage.append(&rc_table, batch, &found.key))
                     .err()
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
@@ -1109,6 +1138,8 @@ impl Ingest {
 
         let summary = staged.summary;
         Ok(BatchReport {
+            batch: found.key.to_string(),
+            folders: found.folders,
             batch_id: found.batch_id,
             files_read: summary.files_read,
             files_skipped: found.skipped.len(),
@@ -1622,7 +1653,7 @@ impl Ingest {
     ) -> Result<(Committed, Vec<write::PartOutcome>)> {
         let _guard = self.locks.lock(table);
         self.runtime
-            .block_on(storage.replace_parts(table, parts, &lineage.batch_id, replace))
+            .block_on(storage.replace_parts(table, parts, &lineage.key(), replace))
             .map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
     }
 
@@ -1883,11 +1914,11 @@ impl Ingest {
         let table = TableName::system(naming::CORRUPT_TABLE);
         let started_micros = now_micros();
         let rows = corrupt.len() as u64;
-        let predicate = write::batch_predicate(&lineage.batch_id);
+        let key = lineage.key();
         let result = {
             let _guard = self.locks.lock(&table);
             if corrupt.is_empty() {
-                match self.runtime.block_on(storage.delete(&table, predicate)) {
+                match self.runtime.block_on(storage.delete_batch(&table, &key)) {
                     Ok(None) => return None,
                     Ok(Some(version)) => Ok(Committed {
                         version,
@@ -1898,10 +1929,7 @@ impl Ingest {
             } else {
                 corrupt_batch(corrupt, lineage)
                     .map_err(|e| Error::arrow(table.as_str(), e))
-                    .and_then(|batch| {
-                        self.runtime
-                            .block_on(storage.replace(&table, batch, &lineage.batch_id))
-                    })
+                    .and_then(|batch| self.runtime.block_on(storage.replace(&table, batch, &key)))
             }
         };
         Some(TableWrite {
@@ -1925,6 +1953,7 @@ fn corrupt_batch(
     let n = corrupt.len();
     let schema = Schema::new(vec![
         Field::new("_batch_id", DataType::Utf8, false),
+        Field::new(flatten::LANDING_PATH, DataType::Utf8, true),
         Field::new("_source_file", DataType::Utf8, false),
         Field::new("_line", DataType::Int64, false),
         Field::new("_corrupt_record", DataType::Utf8, false),
@@ -1934,6 +1963,11 @@ fn corrupt_batch(
     ]);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![lineage.batch_id.as_str(); n])),
+        Arc::new(StringArray::from_iter(
+            corrupt
+                .iter()
+                .map(|c| lineage.landing_path_of(&c.source_file)),
+        )),
         Arc::new(StringArray::from_iter_values(
             corrupt.iter().map(|c| c.source_file.as_str()),
         )),
@@ -1973,6 +2007,7 @@ fn run_control_batch(
     let schema = Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),
         Field::new("_batch_id", DataType::Utf8, false),
+        Field::new("landing_paths", DataType::Utf8, true),
         Field::new("topic", DataType::Utf8, false),
         Field::new("table", DataType::Utf8, false),
         Field::new("rows_in", DataType::Int64, false),
@@ -1994,6 +2029,7 @@ fn run_control_batch(
     let columns: Vec<ArrayRef> = vec![
         strs(|r| &r.run_id),
         strs(|r| &r.batch_id),
+        strs(|r| &r.landing_paths),
         strs(|r| &r.topic),
         strs(|r| &r.table),
         as_i64(u64s(|r| r.rows_in))?,

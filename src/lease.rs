@@ -1,9 +1,10 @@
-//! Batch leases: at most one run loads a given batch id into a schema at a time.
+//! Batch leases: at most one run loads a given batch folder into a schema at a time.
 //!
 //! Two runs of one batch at once would each replace the batch's rows table by table;
 //! where their commits interleave (an over-budget topic committed in slices, say) the
-//! tables could end with rows of both. So a run first creates
-//! `<schema>/_bronze_leases/<batch_id>.json` with a create-if-absent put (atomic on a
+//! tables could end with rows of both. So a run first creates, for each folder of its
+//! batch, `<schema>/_bronze_leases/<source>+<entity>+<batch_id>.json` ([`lease_file`])
+//! with a create-if-absent put (atomic on a
 //! local disk and on S3, ADLS and GCS) and deletes it when it ends, failed or not. A
 //! second run finds the file and stops with [`Error::BatchLeased`], naming the holder.
 //!
@@ -23,6 +24,19 @@ use crate::error::{Error, Result};
 
 /// Folder of the lease files, under the schema folder.
 pub const LEASE_DIR: &str = "_bronze_leases";
+
+/// The lease file of one folder of a batch: `<source>+<entity>+<batch id>.json` (`+` is
+/// outside both allow-lists, so names cannot collide); a name over 200 bytes is cut to
+/// the batch id and a hash of the landing path.
+pub fn lease_file(landing_path: &str, batch_id: &str) -> String {
+    let stem = format!("{}+{batch_id}", landing_path.replace('/', "+"));
+    if stem.len() <= 200 {
+        format!("{stem}.json")
+    } else {
+        let hash = crate::naming::stable_id(&[landing_path.as_bytes()]);
+        format!("{batch_id}+{}.json", &hash[..16])
+    }
+}
 
 /// Who holds a lease.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -93,22 +107,21 @@ pub(crate) struct Lease {
 }
 
 impl Lease {
-    /// Takes the lease of `batch_id` under the schema at `schema_dir` (a path in
-    /// `store`), or says who holds it.
+    /// Takes the lease of one folder of a batch (`(landing_path, batch_id)`) under the
+    /// schema at `schema_dir` (a path in `store`), or says who holds it.
     pub(crate) fn acquire(
         store: Arc<DynObjectStore>,
         schema_dir: &StorePath,
         display_dir: &str,
-        batch_id: &str,
+        (landing_path, batch_id): (&str, &str),
         run_id: &str,
         ttl: Duration,
         runtime: &tokio::runtime::Runtime,
     ) -> Result<Lease> {
-        let path = schema_dir
-            .clone()
-            .join(LEASE_DIR)
-            .join(format!("{batch_id}.json"));
-        let shown = format!("{display_dir}/{LEASE_DIR}/{batch_id}.json");
+        let file = lease_file(landing_path, batch_id);
+        let path = schema_dir.clone().join(LEASE_DIR).join(file.as_str());
+        let shown = format!("{display_dir}/{LEASE_DIR}/{file}");
+        let batch_id = &format!("{landing_path}/batch_id={batch_id}");
         let io = |e: object_store::Error| Error::Lease {
             path: shown.clone(),
             source: Box::new(e),

@@ -166,7 +166,10 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
             }
             builder.build()
         })
-        .and_then(|ingest| ingest.run(&args.batch_dir));
+        .and_then(|ingest| {
+            let dirs = bronze::discover::expand_folders(&args.batch_dirs)?;
+            ingest.run_folders(&dirs)
+        });
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

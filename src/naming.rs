@@ -23,6 +23,7 @@ pub const SYSTEM_COLUMNS: &[&str] = &[
     "_root_id",
     "_idx",
     "_batch_id",
+    "_landing_path",
     "_topic",
     "_source_file",
     "_line",
@@ -65,10 +66,11 @@ impl TableName {
         TableName(user_name(&sanitize(&joined), "c_"))
     }
 
-    /// The staging table of a batch, `_tmp_raw_load_<batch_id>` (the id is validated
-    /// against `[A-Za-z0-9_-]` before it gets here).
-    pub(crate) fn staging(batch_id: &str) -> TableName {
-        TableName(format!("{STAGING_PREFIX}{batch_id}"))
+    /// The staging table of a batch, `_tmp_raw_load_<batch_id>_<8 hex>`: the id
+    /// (validated against `[A-Za-z0-9_-]` before it gets here) and a hash of its folders'
+    /// landing paths ([`crate::discover::BatchKey::slug`]).
+    pub(crate) fn staging(key: &crate::discover::BatchKey) -> TableName {
+        TableName(format!("{STAGING_PREFIX}{}", key.slug()))
     }
 
     /// The name of an existing table as a user typed it (`bronze optimize quote`):

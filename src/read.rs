@@ -176,6 +176,7 @@ mod tests {
             name: "x".into(),
             bytes: (gz.len() / 2) as u64,
             compression: Compression::Gzip,
+            folder: 0,
         };
         let err = read_file(&file).unwrap_err();
         assert!(err.to_string().contains("x.jsonl.gz"), "{err}");

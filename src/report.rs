@@ -36,6 +36,10 @@ pub struct RunControlRow {
     pub run_id: String,
     /// The batch.
     pub batch_id: String,
+    /// The landing paths of the batch's folders (`<source>/<entity>`), comma separated:
+    /// with the batch id, what the run loaded and replaced.
+    #[serde(default)]
+    pub landing_paths: String,
     /// The topic (empty for `_corrupt_records`).
     pub topic: String,
     /// The table written.
@@ -72,6 +76,14 @@ pub struct RunControlRow {
 pub struct BatchReport {
     /// The batch id.
     pub batch_id: String,
+    /// The batch: its landing path(s) and id (`kafka-eu/market/batch_id=X`, or
+    /// `{a/b,c/d}/batch_id=X` for several folders).
+    #[serde(default)]
+    pub batch: String,
+    /// The folders loaded, in the order their files were read: path, landing path
+    /// (`_landing_path` of their rows) and data files read.
+    #[serde(default)]
+    pub folders: Vec<crate::discover::Folder>,
     /// Data files read.
     pub files_read: usize,
     /// Entries of the batch folder skipped (manifests, `_SUCCESS`, hidden files, ...).
@@ -153,7 +165,11 @@ impl BatchReport {
         let _ = writeln!(
             s,
             "batch {} (staging: {}): {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
-            self.batch_id,
+            if self.batch.is_empty() {
+                &self.batch_id
+            } else {
+                &self.batch
+            },
             self.staging,
             self.files_read,
             self.files_skipped,
@@ -165,6 +181,17 @@ impl BatchReport {
             self.duplicates,
             self.elapsed.as_secs_f64()
         );
+        if self.folders.len() > 1 {
+            for f in &self.folders {
+                let _ = writeln!(
+                    s,
+                    "folder {} ({}): {} files",
+                    f.landing_path,
+                    f.path.display(),
+                    f.files
+                );
+            }
+        }
         let width = self
             .tables
             .keys()

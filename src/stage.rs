@@ -969,6 +969,7 @@ mod tests {
                 name,
                 bytes: 0,
                 compression: crate::discover::Compression::None,
+                folder: 0,
             });
         }
         let staging = assemble(&files, staged, true, &mut IdSet::default());

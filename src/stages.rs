@@ -86,6 +86,11 @@ pub fn commit(
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
     let storage = ingest.storage()?;
+    let key = crate::discover::BatchKey {
+        batch_id: batch_id.to_string(),
+        landing_paths: Vec::new(),
+        legacy_suffixes: Vec::new(),
+    };
     let mut rows = 0;
     for (table, parts) in tables {
         let parts = parts
@@ -98,7 +103,7 @@ pub fn commit(
             .collect();
         let ((c, _), _) = ingest
             .runtime()
-            .block_on(storage.replace_parts(table, parts, batch_id, true))?;
+            .block_on(storage.replace_parts(table, parts, &key, true))?;
         rows += c.rows_added;
     }
     Ok(rows)

@@ -1,4 +1,4 @@
-//! The persisted staging table `_tmp_raw_load_<batch_id>`.
+//! The persisted staging table `_tmp_raw_load_<batch_id>_<hash of landing paths>`.
 //!
 //! A batch larger than the memory budget (or any batch with `--persist-staging`) is
 //! staged in chunks that are appended to this Delta table, partitioned by a short hash
@@ -66,10 +66,10 @@ fn persisted_schema() -> SchemaRef {
 }
 
 impl<'a> StagingTable<'a> {
-    pub(crate) fn new(storage: &'a Storage, batch_id: &str) -> Self {
+    pub(crate) fn new(storage: &'a Storage, key: &crate::discover::BatchKey) -> Self {
         StagingTable {
             storage,
-            table: TableName::staging(batch_id),
+            table: TableName::staging(key),
         }
     }
 

@@ -50,6 +50,9 @@ pub const JSON_META: &str = "bronze.json";
 /// The column holding values that did not fit their column.
 pub const RESCUED: &str = "_rescued_data";
 
+/// The column holding the landing path (`<source>/<entity>`) of a row's batch folder.
+pub const LANDING_PATH: &str = "_landing_path";
+
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
 pub struct Lineage {
@@ -57,6 +60,64 @@ pub struct Lineage {
     pub batch_id: String,
     /// `_loaded_at`, microseconds since the Unix epoch, UTC.
     pub loaded_at_micros: i64,
+    /// `_landing_path` by source file: each batch folder's path (as its files'
+    /// `_source_file` values start) and its landing path. Empty: `_landing_path` null.
+    pub landing: Vec<(String, String)>,
+}
+
+impl Lineage {
+    /// A lineage without landing paths (rows get a null `_landing_path`).
+    pub fn new(batch_id: impl Into<String>, loaded_at_micros: i64) -> Lineage {
+        Lineage {
+            batch_id: batch_id.into(),
+            loaded_at_micros,
+            landing: Vec::new(),
+        }
+    }
+
+    /// The lineage of the folders `discovery` found.
+    pub fn of(discovery: &crate::discover::Discovery, loaded_at_micros: i64) -> Lineage {
+        Lineage {
+            batch_id: discovery.batch_id.clone(),
+            loaded_at_micros,
+            landing: discovery
+                .folders
+                .iter()
+                .map(|f| {
+                    let mut prefix = f.path.to_string_lossy().into_owned();
+                    if !prefix.ends_with(std::path::MAIN_SEPARATOR) {
+                        prefix.push(std::path::MAIN_SEPARATOR);
+                    }
+                    (prefix, f.landing_path.clone())
+                })
+                .collect(),
+        }
+    }
+
+    /// The batch key of these rows: the batch id and the landing paths.
+    pub fn key(&self) -> crate::discover::BatchKey {
+        crate::discover::BatchKey {
+            batch_id: self.batch_id.clone(),
+            landing_paths: self.landing.iter().map(|(_, p)| p.clone()).collect(),
+            legacy_suffixes: self
+                .landing
+                .iter()
+                .map(|(prefix, _)| crate::discover::legacy_suffix(std::path::Path::new(prefix)))
+                .collect(),
+        }
+    }
+
+    /// The landing path of the folder `source_file` (a `_source_file` value) was read from.
+    pub fn landing_path_of(&self, source_file: &str) -> Option<&str> {
+        match self.landing.as_slice() {
+            [] => None,
+            [(_, one)] => Some(one),
+            many => many
+                .iter()
+                .find(|(prefix, _)| source_file.starts_with(prefix.as_str()))
+                .map(|(_, p)| p.as_str()),
+        }
+    }
 }
 
 /// The tables one topic produces, each as one Arrow batch.
@@ -782,6 +843,11 @@ fn build_batch(
         lineage.batch_id.as_str();
         n
     ])));
+    fields.push(Field::new(LANDING_PATH, DataType::Utf8, true));
+    let landing: Vec<Option<&str>> = files.iter().map(|f| lineage.landing_path_of(f)).collect();
+    arrays.push(Arc::new(StringArray::from_iter(
+        t.files.iter().map(|&i| landing[i as usize]),
+    )));
     fields.push(Field::new("_topic", DataType::Utf8, false));
     arrays.push(Arc::new(StringArray::from(vec![topic; n])));
     fields.push(Field::new("_source_file", DataType::Utf8, false));

@@ -378,7 +378,7 @@ proptest! {
         max_depth in 2usize..8,
     ) {
         let cfg = FlattenConfig { max_depth, ..FlattenConfig::default() };
-        let lineage = Lineage { batch_id: "b".into(), loaded_at_micros: 0 };
+        let lineage = Lineage::new("b", 0);
         let lines = |batch: &[J], prefix: &str| -> (Vec<String>, HashMap<String, Option<C>>) {
             let mut lines = Vec::new();
             let mut want = HashMap::new();

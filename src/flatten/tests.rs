@@ -9,10 +9,7 @@ use crate::config::TypesMode;
 use crate::stage::stage_file_bytes;
 
 fn lineage() -> Lineage {
-    Lineage {
-        batch_id: "b1".into(),
-        loaded_at_micros: 1_700_000_000_000_000,
-    }
+    Lineage::new("b1", 1_700_000_000_000_000)
 }
 
 /// Stages the lines as one file: each topic's staged rows.
@@ -29,6 +26,7 @@ pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, Vec<Re
         name: "f.jsonl".into(),
         bytes: 0,
         compression: crate::discover::Compression::None,
+        folder: 0,
     };
     crate::stage::assemble(&[file], vec![staged], true, &mut Default::default()).topics
 }

@@ -32,7 +32,10 @@ use crate::naming::TableName;
 
 mod unloaded;
 use unloaded::BATCH_TXN_PROPERTY;
-use unloaded::{Unopened, batch_txn};
+use unloaded::{Unopened, with_batch_txns};
+
+use crate::discover::BatchKey;
+use crate::flatten::LANDING_PATH;
 
 /// Where the tables of one schema live, and how to reach them.
 #[derive(Clone, Debug)]
@@ -189,7 +192,7 @@ impl Storage {
         Ok((self.handle(table)?, None))
     }
 
-    /// Replaces the rows of `batch_id` with `batch` (creating the table when needed) in
+    /// Replaces the rows of `key` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
     /// appends take the direct paths ([`Storage::open_unloaded`] first, then
     /// [`Storage::write_direct`]), a replace the `WriteBuilder`'s replace-where.
@@ -197,12 +200,12 @@ impl Storage {
         &self,
         table: &TableName,
         batch: RecordBatch,
-        batch_id: &str,
+        key: &BatchKey,
     ) -> Result<Committed> {
-        let unopened = match self.open_unloaded(table, batch_id, true).await {
+        let unopened = match self.open_unloaded(table, key, true).await {
             Ok(u) => {
                 let fitted = [conform(table, batch.clone(), &u.schema)?];
-                if let Some(c) = self.append_unloaded(table, &u, &fitted, batch_id).await? {
+                if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
                     return Ok(c);
                 }
                 Unopened::Other
@@ -223,30 +226,26 @@ impl Storage {
         };
         let may_hold = existing
             .as_ref()
-            .is_some_and(|t| batch_files(t, batch_id).may_hold());
+            .is_some_and(|t| batch_files(t, key).may_hold());
         // A new table, or one without rows of this batch: the direct create or append.
         let existing = if may_hold {
             existing
         } else {
             let batches = std::slice::from_ref(&batch);
             match self
-                .write_direct(table, &handle, existing, true, batches, Some(batch_id))
+                .write_direct(table, &handle, existing, true, batches, Some(key))
                 .await?
             {
                 Direct::Done(c, _) => return Ok(c),
                 Direct::NotApplicable(existing) => existing,
             }
         };
-        let replace_where = may_hold.then(|| batch_predicate(batch_id));
+        let replace_where = existing
+            .as_ref()
+            .filter(|_| may_hold)
+            .map(|t| batch_predicate(key, keyed(t)));
         let written = self
-            .write_with_builder(
-                table,
-                handle,
-                existing,
-                vec![batch],
-                replace_where,
-                batch_id,
-            )
+            .write_with_builder(table, handle, existing, vec![batch], replace_where, key)
             .await?;
         committed(table, &written).await
     }
@@ -261,11 +260,11 @@ impl Storage {
         &self,
         table: &TableName,
         parts: Vec<Part>,
-        batch_id: &str,
+        key: &BatchKey,
         replace: bool,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
-        let unopened = match self.open_unloaded(table, batch_id, replace).await {
+        let unopened = match self.open_unloaded(table, key, replace).await {
             Err(why) => why,
             Ok(u) => {
                 let fitted = fit_parts(table, &parts, Some(Arc::clone(&u.schema)), true);
@@ -274,7 +273,7 @@ impl Storage {
                 }
                 let batches = merge_batches(table, &fitted.batches)?;
                 let t1 = std::time::Instant::now();
-                if let Some(c) = self.append_unloaded(table, &u, &batches, batch_id).await? {
+                if let Some(c) = self.append_unloaded(table, &u, &batches, key).await? {
                     tracing::debug!(
                         table = %table,
                         open_and_fit_us = (t1 - t0).as_micros() as u64,
@@ -306,7 +305,7 @@ impl Storage {
         }
         let batches = merge_batches(table, &batches)?;
         let files = match &existing {
-            Some(t) if replace => batch_files(t, batch_id),
+            Some(t) if replace => batch_files(t, key),
             _ => BatchFiles::None,
         };
         let plain_append = !files.may_hold();
@@ -317,7 +316,7 @@ impl Storage {
             (Some(t), BatchFiles::Whole(whole)) => match whole_removes(whole, &topics) {
                 None => Some(t),
                 Some(removes) => match self
-                    .replace_whole_files(table, &t, &batches, batch_id, &topics, removes)
+                    .replace_whole_files(table, &t, &batches, key, &topics, removes)
                     .await?
                 {
                     Some((c, written)) => {
@@ -335,14 +334,7 @@ impl Storage {
             (existing, _) => existing,
         };
         let existing = match self
-            .write_direct(
-                table,
-                &handle,
-                existing,
-                plain_append,
-                &batches,
-                Some(batch_id),
-            )
+            .write_direct(table, &handle, existing, plain_append, &batches, Some(key))
             .await?
         {
             Direct::Done(c, written) => {
@@ -358,10 +350,13 @@ impl Storage {
         };
         // A plain append (schemas merged) for a later slice of a topic whose first slice
         // already replaced its rows, or a table without rows of this batch.
-        let replace_where = (!plain_append).then(|| batch_topics_predicate(batch_id, &topics));
+        let replace_where = existing
+            .as_ref()
+            .filter(|_| !plain_append)
+            .map(|t| batch_topics_predicate(key, &topics, keyed(t)));
         let t1 = std::time::Instant::now();
         let written = self
-            .write_with_builder(table, handle, existing, batches, replace_where, batch_id)
+            .write_with_builder(table, handle, existing, batches, replace_where, key)
             .await?;
         let t2 = std::time::Instant::now();
         let c = committed(table, &written).await?;
@@ -386,7 +381,7 @@ impl Storage {
         existing: Option<DeltaTable>,
         batches: Vec<RecordBatch>,
         replace_where: Option<Expr>,
-        batch_id: &str,
+        key: &BatchKey,
     ) -> Result<DeltaTable> {
         let write = match (existing, replace_where) {
             (Some(t), Some(predicate)) => t
@@ -405,8 +400,10 @@ impl Storage {
                 // Such a table takes the loaded path.
                 .with_configuration(self.table_properties(false)),
         };
-        let properties = deltalake::kernel::transaction::CommitProperties::default()
-            .with_application_transaction(batch_txn(batch_id));
+        let properties = with_batch_txns(
+            deltalake::kernel::transaction::CommitProperties::default(),
+            key,
+        );
         write
             .with_commit_properties(properties)
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
@@ -429,7 +426,7 @@ impl Storage {
         &self,
         handle: &DeltaTable,
         batches: &[RecordBatch],
-        batch_id: Option<&str>,
+        key: Option<&BatchKey>,
     ) -> std::result::Result<Created, DeltaTableError> {
         use arrow::datatypes::TimeUnit;
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
@@ -458,7 +455,7 @@ impl Storage {
         }
         let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
         let configuration: Vec<(String, String)> = self
-            .table_properties(batch_id.is_some())
+            .table_properties(key.is_some())
             .into_iter()
             .filter_map(|(k, v)| Some((k, v?)))
             .collect();
@@ -475,7 +472,7 @@ impl Storage {
         let stats = WriterStatsConfig::new(Default::default(), None);
         let log_store = handle.log_store();
         let (adds, c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, batch_id)
+            .write_data_files(&log_store, schema, batches, stats, key)
             .await?;
         let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
         actions.extend(adds.into_iter().map(Action::Add));
@@ -501,12 +498,12 @@ impl Storage {
         existing: Option<DeltaTable>,
         append: bool,
         batches: &[RecordBatch],
-        batch_id: Option<&str>,
+        key: Option<&BatchKey>,
     ) -> Result<Direct> {
         let Some(t) = existing else {
             self.ensure_local_dir(table)?;
             let created = self
-                .create_with_files(handle, batches, batch_id)
+                .create_with_files(handle, batches, key)
                 .await
                 .map_err(|e| Error::delta(table.as_str(), "write", e))?;
             return match created {
@@ -526,13 +523,13 @@ impl Storage {
             return Ok(Direct::NotApplicable(Some(t)));
         }
         let (c, written) = self
-            .append_files(&t, batches, batch_id)
+            .append_files(&t, batches, key)
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))?;
         Ok(Direct::Done(c, Some(written)))
     }
 
-    /// The replace of `batch_id`'s rows of `topics` without a DataFusion plan, for a table
+    /// The replace of `key`'s rows of `topics` without a DataFusion plan, for a table
     /// whose files holding the batch hold only it and one topic each
     /// ([`BatchFiles::Whole`]): `removes` (those of `topics`) go whole and the new files
     /// are added, in one commit recording the same predicate as the replace-where.
@@ -543,7 +540,7 @@ impl Storage {
         table: &TableName,
         t: &DeltaTable,
         batches: &[RecordBatch],
-        batch_id: &str,
+        key: &BatchKey,
         topics: &[String],
         removes: Vec<deltalake::kernel::Remove>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
@@ -557,13 +554,13 @@ impl Storage {
         };
         let snapshot = t.snapshot().map_err(delta)?;
         let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(
-            &batch_topics_predicate(batch_id, topics),
+            &batch_topics_predicate(key, topics, keyed(t)),
         )
         .map_err(delta)?;
         let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, Some(batch_id))
+            .write_data_files(&log_store, schema, batches, stats, Some(key))
             .await
             .map_err(delta)?;
         let pending = Pending {
@@ -593,14 +590,14 @@ impl Storage {
     /// Writes `batches` as data files of the table behind `log_store` (our writer
     /// properties, `stats` for the statistics); returns their add actions, what they add,
     /// and commit properties that record the writer's own row count and, for rows of
-    /// `batch_id`, the batch's `txn` ([`BATCH_TXN_PROPERTY`]).
+    /// `key`, the batch's `txn` ([`BATCH_TXN_PROPERTY`]).
     async fn write_data_files(
         &self,
         log_store: &deltalake::logstore::LogStoreRef,
         schema: SchemaRef,
         batches: &[RecordBatch],
         stats: deltalake::operations::write::configs::WriterStatsConfig,
-        batch_id: Option<&str>,
+        key: Option<&BatchKey>,
     ) -> std::result::Result<
         (
             Vec<deltalake::kernel::Add>,
@@ -648,8 +645,8 @@ impl Storage {
         });
         let mut properties =
             CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]);
-        if let Some(batch_id) = batch_id {
-            properties = properties.with_application_transaction(batch_txn(batch_id));
+        if let Some(key) = key {
+            properties = with_batch_txns(properties, key);
         }
         Ok((adds, c, properties))
     }
@@ -662,7 +659,7 @@ impl Storage {
         &self,
         t: &DeltaTable,
         batches: &[RecordBatch],
-        batch_id: Option<&str>,
+        key: Option<&BatchKey>,
     ) -> std::result::Result<(Committed, WrittenTable), DeltaTableError> {
         use deltalake::kernel::Action;
         use deltalake::operations::write::configs::WriterStatsConfig;
@@ -675,7 +672,7 @@ impl Storage {
         };
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, first.schema(), batches, stats, batch_id)
+            .write_data_files(&log_store, first.schema(), batches, stats, key)
             .await?;
         let pending = Pending {
             adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
@@ -698,17 +695,17 @@ impl Storage {
         Ok((c, written))
     }
 
-    /// Appends `batch`, rows of `batch_id` (creating the table when needed).
+    /// Appends `batch`, rows of `key` (creating the table when needed).
     pub(crate) async fn append(
         &self,
         table: &TableName,
         batch: RecordBatch,
-        batch_id: &str,
+        key: &BatchKey,
     ) -> Result<Committed> {
         let (handle, existing) = self.open_or_new(table).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
-            .write_direct(table, &handle, existing, true, batches, Some(batch_id))
+            .write_direct(table, &handle, existing, true, batches, Some(key))
             .await?
         {
             Direct::Done(c, _) => return Ok(c),
@@ -723,8 +720,10 @@ impl Storage {
                     .with_configuration(self.table_properties(false))
             }
         };
-        let properties = deltalake::kernel::transaction::CommitProperties::default()
-            .with_application_transaction(batch_txn(batch_id));
+        let properties = with_batch_txns(
+            deltalake::kernel::transaction::CommitProperties::default(),
+            key,
+        );
         let written = write
             .with_save_mode(SaveMode::Append)
             .with_commit_properties(properties)
@@ -768,11 +767,17 @@ impl Storage {
         Ok(self.handle(table)?.log_store().object_store(None))
     }
 
-    /// Deletes the rows matching `predicate`, if the table exists. Returns the version.
-    pub(crate) async fn delete(&self, table: &TableName, predicate: Expr) -> Result<Option<u64>> {
+    /// Deletes the rows of `key` ([`batch_predicate`]), if the table exists. Returns the
+    /// version.
+    pub(crate) async fn delete_batch(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+    ) -> Result<Option<u64>> {
         let Some(t) = self.open(table).await? else {
             return Ok(None);
         };
+        let predicate = batch_predicate(key, keyed(&t));
         let (t, _metrics) = t
             .delete()
             .with_predicate(predicate)
@@ -959,11 +964,22 @@ impl BatchFiles {
     }
 }
 
-/// [`BatchFiles`] of `t` for `batch_id`: one pass over its files' statistics.
-fn batch_files(t: &DeltaTable, batch_id: &str) -> BatchFiles {
+/// [`BatchFiles`] of `t` for `key`: one pass over its files' statistics. A file holds
+/// rows of the batch when its `_batch_id` range holds the id and its `_landing_path`
+/// range one of the batch's; a file of the same batch id from other folders only is not
+/// the batch's. A file that may hold rows from before landing paths (null) is
+/// [`BatchFiles::Mixed`].
+fn batch_files(t: &DeltaTable, key: &BatchKey) -> BatchFiles {
     let Ok(snapshot) = t.snapshot() else {
         return BatchFiles::Mixed;
     };
+    let keyed = snapshot
+        .snapshot()
+        .arrow_schema()
+        .field_with_name(LANDING_PATH)
+        .is_ok();
+    let batch_id = key.batch_id.as_str();
+    let ours = |path: &str| key.landing_paths.iter().any(|p| p == path);
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
         let Some(stats) = f
@@ -991,6 +1007,33 @@ fn batch_files(t: &DeltaTable, batch_id: &str) -> BatchFiles {
         }
         if min != max {
             return BatchFiles::Mixed;
+        }
+        if !key.landing_paths.is_empty() {
+            // Rows written before landing paths (null, or no column yet) are told apart
+            // by `_source_file` only: the replace-where decides.
+            if !keyed {
+                return BatchFiles::Mixed;
+            }
+            let nulls = stats
+                .get("nullCount")
+                .and_then(|n| n.get(LANDING_PATH))
+                .and_then(serde_json::Value::as_u64);
+            if nulls != Some(0) {
+                return BatchFiles::Mixed;
+            }
+            match bounds(LANDING_PATH) {
+                Some((first, last)) if first == last && ours(&first) => {}
+                // Another folder's rows of the same batch id: not the batch's.
+                Some((first, last))
+                    if !key
+                        .landing_paths
+                        .iter()
+                        .any(|p| first.as_str() <= p.as_str() && p.as_str() <= last.as_str()) =>
+                {
+                    continue;
+                }
+                _ => return BatchFiles::Mixed,
+            }
         }
         let topics = match bounds("_topic") {
             Some((topic, last)) if topic == last => vec![topic],
@@ -1203,13 +1246,63 @@ async fn committed(table: &TableName, t: &DeltaTable) -> Result<Committed> {
     Ok(c)
 }
 
-/// `_batch_id = batch AND _topic IN (topics)`: the rows this batch's topics wrote to a
-/// table; rows of a topic that failed to flatten are left alone.
-pub(crate) fn batch_topics_predicate(batch_id: &str, topics: &[String]) -> Expr {
+/// `<batch> AND _topic IN (topics)` ([`batch_predicate`]): the rows this batch's folders'
+/// topics wrote to a table; rows of a topic that failed to flatten are left alone, and
+/// so are rows of other folders with the same batch id.
+pub(crate) fn batch_topics_predicate(key: &BatchKey, topics: &[String], keyed: bool) -> Expr {
     let list = topics.iter().map(|t| lit(t.clone())).collect();
-    col("_batch_id")
-        .eq(lit(batch_id.to_string()))
-        .and(col("_topic").in_list(list, false))
+    batch_predicate(key, keyed).and(col("_topic").in_list(list, false))
+}
+
+/// The rows of a batch: `_batch_id = X AND (_landing_path IN (<its folders>) OR
+/// (_landing_path IS NULL AND <legacy>))`, where `<legacy>` matches rows written before
+/// landing paths (when the batch id was the whole key) by their `_source_file`:
+/// `_source_file LIKE '%/<suffix>/%'` for each folder's [`BatchKey::legacy_suffixes`]. In
+/// a table without the column (not `keyed`), `_batch_id = X AND <legacy>`. A key without
+/// landing paths (benches) is `_batch_id = X`.
+pub(crate) fn batch_predicate(key: &BatchKey, keyed: bool) -> Expr {
+    let id = col("_batch_id").eq(lit(key.batch_id.clone()));
+    if key.landing_paths.is_empty() {
+        return id;
+    }
+    let legacy = key
+        .legacy_suffixes
+        .iter()
+        .map(|s| col("_source_file").like(lit(format!("%/{}/%", like_escape(s)))))
+        .reduce(Expr::or)
+        .unwrap_or(lit(false));
+    if !keyed {
+        return id.and(legacy);
+    }
+    let paths = key.landing_paths.iter().map(|p| lit(p.clone())).collect();
+    id.and(
+        col(LANDING_PATH)
+            .in_list(paths, false)
+            .or(col(LANDING_PATH).is_null().and(legacy)),
+    )
+}
+
+/// `text` with LIKE's wildcards (`%`, `_`) and escape (`\`) escaped.
+fn like_escape(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Whether a table has the `_landing_path` column (a table it cannot read the schema of
+/// counts as having it: the predicate then names the column and the write fails loudly).
+fn keyed(t: &DeltaTable) -> bool {
+    t.snapshot().map_or(true, |s| {
+        s.snapshot()
+            .arrow_schema()
+            .field_with_name(LANDING_PATH)
+            .is_ok()
+    })
 }
 
 /// Concatenates batches of one table from several topics into one, over the union of
@@ -1273,11 +1366,6 @@ pub(crate) fn merge_batches(
     Ok(conformed)
 }
 
-/// `_batch_id = batch`.
-pub(crate) fn batch_predicate(batch_id: &str) -> Expr {
-    col("_batch_id").eq(lit(batch_id.to_string()))
-}
-
 /// Casts the batch's columns to the table's types where that keeps every value.
 fn conform(table: &TableName, batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
     let schema = batch.schema();
@@ -1321,6 +1409,15 @@ fn conform(table: &TableName, batch: RecordBatch, target: &SchemaRef) -> Result<
 mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
+
+    /// A key without landing paths: rows and predicates by batch id alone.
+    fn k(id: &str) -> BatchKey {
+        BatchKey {
+            batch_id: id.to_string(),
+            landing_paths: Vec::new(),
+            legacy_suffixes: Vec::new(),
+        }
+    }
 
     fn storage(dir: &std::path::Path) -> Storage {
         Storage {
@@ -1373,7 +1470,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let ((c, outcomes), written) = s
-            .replace_parts(&name, vec![part("quote", 5)], "b1", true)
+            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
             .await
             .unwrap();
         // Created at version 0; nothing to maintain, so no table state was loaded.
@@ -1417,7 +1514,7 @@ mod tests {
         // The next batch's rows go in as an append on the unloaded table (its log has
         // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
-            .replace_parts(&name, vec![part_of("quote", 3, "b2")], "b2", true)
+            .replace_parts(&name, vec![part_of("quote", 3, "b2")], &k("b2"), true)
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 3));
@@ -1428,15 +1525,15 @@ mod tests {
 
         // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
         let ((c, _), _) = s
-            .replace_parts(&name, vec![part_of("quote", 2, "b2")], "b2", true)
+            .replace_parts(&name, vec![part_of("quote", 2, "b2")], &k("b2"), true)
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (2, 2));
         let t = s.open(&name).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 5 + 2);
-        assert!(s.batch_seen(&name, "b2").await);
-        assert!(!s.batch_seen(&name, "b3").await);
-        assert!(!s.batch_seen(&TableName::for_topic("none"), "b2").await);
+        assert!(s.batch_seen(&name, &k("b2")).await);
+        assert!(!s.batch_seen(&name, &k("b3")).await);
+        assert!(!s.batch_seen(&TableName::for_topic("none"), &k("b2")).await);
     }
 
     /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
@@ -1463,7 +1560,7 @@ mod tests {
             ),
         ])
         .unwrap();
-        let c = s.replace(&name, batch, "b1").await.unwrap();
+        let c = s.replace(&name, batch, &k("b1")).await.unwrap();
         assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 2));
         let actions = commit_actions(dir.path(), "_bytes", 0);
         let info = actions
@@ -1517,7 +1614,10 @@ mod tests {
                 ],
             )
             .unwrap();
-            let ((c, _), written) = s.replace_parts(&name, vec![p], &id, true).await.unwrap();
+            let ((c, _), written) = s
+                .replace_parts(&name, vec![p], &k(&id), true)
+                .await
+                .unwrap();
             let version = day - 1;
             assert_eq!(c.version, version);
             let checkpoint = log.join(format!("{version:020}.checkpoint.parquet"));
@@ -1565,7 +1665,7 @@ mod tests {
         let mut before: Vec<String> = Vec::new();
         for version in 0..10u64 {
             let ((c, _), written) = s
-                .replace_parts(&name, vec![part("quote", 4)], "b1", true)
+                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), true)
                 .await
                 .unwrap();
             assert_eq!(c.version, version);
@@ -1598,7 +1698,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(&name, vec![part_of("quote", 4, id)], id, true)
+            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
                 .await
                 .unwrap();
         }
@@ -1607,7 +1707,7 @@ mod tests {
             let name = name.clone();
             async move {
                 let (_, written) = s
-                    .replace_parts(&name, vec![part_of("quote", 4, id)], id, true)
+                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
                     .await
                     .unwrap();
                 written.unwrap()
@@ -1674,9 +1774,9 @@ mod tests {
         first: Vec<Part>,
         rerun: Part,
     ) -> Committed {
-        s.replace_parts(table, first, "b1", true).await.unwrap();
+        s.replace_parts(table, first, &k("b1"), true).await.unwrap();
         let ((c, _), _) = s
-            .replace_parts(table, vec![rerun], "b1", true)
+            .replace_parts(table, vec![rerun], &k("b1"), true)
             .await
             .unwrap();
         c
@@ -1723,14 +1823,21 @@ mod tests {
         // `bronze.topics` tag names them, so it goes whole, without a plan.
         let both = || vec![part("quote", 5), part("trade", 4)];
         let fresh = TableName::for_topic("fresh");
-        s.replace_parts(&fresh, both(), "b1", true).await.unwrap();
+        s.replace_parts(&fresh, both(), &k("b1"), true)
+            .await
+            .unwrap();
         let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
             .iter()
             .filter_map(|a| a["add"]["tags"][TOPICS_TAG].as_str().map(str::to_string))
             .collect();
         assert_eq!(tags, vec![r#"["quote","trade"]"#.to_string()]);
         let ((c, _), _) = s
-            .replace_parts(&fresh, vec![part("quote", 2), part("trade", 3)], "b1", true)
+            .replace_parts(
+                &fresh,
+                vec![part("quote", 2), part("trade", 3)],
+                &k("b1"),
+                true,
+            )
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 5));
@@ -1744,7 +1851,7 @@ mod tests {
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.
         let ((c, _), _) = s
-            .replace_parts(&fresh, vec![part("quote", 1)], "b1", true)
+            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), true)
             .await
             .unwrap();
         assert_eq!(c.version, 2);
@@ -1762,7 +1869,7 @@ mod tests {
         assert!(existing.is_none());
         s.ensure_local_dir(&name).unwrap();
         let first = s
-            .create_with_files(&handle, &part("quote", 5).batches, Some("b1"))
+            .create_with_files(&handle, &part("quote", 5).batches, Some(&k("b1")))
             .await;
         assert!(matches!(
             first,
@@ -1772,7 +1879,7 @@ mod tests {
         // the existing-table path); the first writer's schema and rows stay.
         let mut other = part("other", 3).batches;
         other[0] = other[0].project(&[0, 1, 2]).unwrap();
-        let second = s.create_with_files(&handle, &other, Some("b2")).await;
+        let second = s.create_with_files(&handle, &other, Some(&k("b2"))).await;
         assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
         let t = s.open(&name).await.unwrap().unwrap();
         assert_eq!(t.version(), Some(0));
@@ -1787,23 +1894,26 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
-        s.replace_parts(&name, vec![part("quote", 5)], "b1", true)
+        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
             .await
             .unwrap();
-        let u = s.open_unloaded(&name, "b2", true).await.expect("unloaded");
+        let u = s
+            .open_unloaded(&name, &k("b2"), true)
+            .await
+            .expect("unloaded");
         assert_eq!(u.version, 0);
         // Another writer commits version 1 meanwhile.
-        s.replace_parts(&name, vec![part("quote", 4)], "b3", true)
+        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), true)
             .await
             .unwrap();
         let appended = s
-            .append_unloaded(&name, &u, &part("quote", 3).batches, "b2")
+            .append_unloaded(&name, &u, &part("quote", 3).batches, &k("b2"))
             .await
             .unwrap();
         assert!(appended.is_none());
         let t = s.open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(1), 5 + 4));
-        assert!(!s.batch_seen(&name, "b2").await);
+        assert!(!s.batch_seen(&name, &k("b2")).await);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1820,8 +1930,8 @@ mod tests {
             .with_save_mode(SaveMode::Append)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&name, "b1", true).await.is_err());
-        s.replace_parts(&name, vec![part("quote", 2)], "b1", true)
+        assert!(s.open_unloaded(&name, &k("b1"), true).await.is_err());
+        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), true)
             .await
             .unwrap();
         let t = s.open(&name).await.unwrap().unwrap();
@@ -1829,13 +1939,13 @@ mod tests {
 
         // Bronze's own table, until `txn`s may expire.
         let trade = TableName::for_topic("trade");
-        s.replace_parts(&trade, vec![part("trade", 5)], "b1", true)
+        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), true)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&trade, "b2", true).await.is_ok());
+        assert!(s.open_unloaded(&trade, &k("b2"), true).await.is_ok());
         // Its own batch: only for a plain append (a later slice of it).
-        assert!(s.open_unloaded(&trade, "b1", true).await.is_err());
-        assert!(s.open_unloaded(&trade, "b1", false).await.is_ok());
+        assert!(s.open_unloaded(&trade, &k("b1"), true).await.is_err());
+        assert!(s.open_unloaded(&trade, &k("b1"), false).await.is_ok());
         let t = s.open(&trade).await.unwrap().unwrap();
         t.set_tbl_properties()
             .with_properties(std::collections::HashMap::from([(
@@ -1845,22 +1955,22 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            s.open_unloaded(&trade, "b2", true).await.err(),
+            s.open_unloaded(&trade, &k("b2"), true).await.err(),
             Some(Unopened::Other)
         );
         // No table yet: a folder without a log, or a log without a commit (a create that
         // was killed). The caller creates it without looking again.
         let none = TableName::for_topic("none");
         assert_eq!(
-            s.open_unloaded(&none, "b2", true).await.err(),
+            s.open_unloaded(&none, &k("b2"), true).await.err(),
             Some(Unopened::Absent)
         );
         std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
         assert_eq!(
-            s.open_unloaded(&none, "b2", true).await.err(),
+            s.open_unloaded(&none, &k("b2"), true).await.err(),
             Some(Unopened::Absent)
         );
-        s.replace_parts(&none, vec![part("quote", 2)], "b2", true)
+        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), true)
             .await
             .unwrap();
         let t = s.open(&none).await.unwrap().unwrap();
@@ -1871,10 +1981,10 @@ mod tests {
             ..storage(dir.path())
         };
         let shared = TableName::for_topic("shared");
-        off.replace_parts(&shared, vec![part("quote", 1)], "b1", true)
+        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), true)
             .await
             .unwrap();
-        assert!(off.open_unloaded(&shared, "b2", true).await.is_err());
-        assert!(s.open_unloaded(&shared, "b2", true).await.is_ok());
+        assert!(off.open_unloaded(&shared, &k("b2"), true).await.is_err());
+        assert!(s.open_unloaded(&shared, &k("b2"), true).await.is_ok());
     }
 }

@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
 use super::{Committed, Storage, put_commit};
+use crate::discover::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
@@ -18,26 +19,52 @@ use crate::naming::TableName;
 /// ([`Storage::open_unloaded`]).
 pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
 
-/// The `txn` application id of `batch_id`'s writes.
-pub fn batch_app_id(batch_id: &str) -> String {
-    format!("bronze/{batch_id}")
+/// `properties` with the `txn` actions of a write of `key`'s rows, one per folder
+/// ([`BatchKey::app_ids`]): their version is the write's time in milliseconds, so it
+/// grows with every rerun.
+pub(super) fn with_batch_txns(
+    mut properties: deltalake::kernel::transaction::CommitProperties,
+    key: &BatchKey,
+) -> deltalake::kernel::transaction::CommitProperties {
+    let now = chrono::Utc::now().timestamp_millis();
+    for app_id in key.app_ids() {
+        properties = properties.with_application_transaction(
+            deltalake::kernel::Transaction::new_with_last_update(app_id, now, Some(now)),
+        );
+    }
+    properties
 }
 
-/// The `txn` action of a write of `batch_id`'s rows: its version is the write's time in
-/// milliseconds, so it grows with every rerun.
-pub(super) fn batch_txn(batch_id: &str) -> deltalake::kernel::Transaction {
-    let now = chrono::Utc::now().timestamp_millis();
-    deltalake::kernel::Transaction::new_with_last_update(batch_app_id(batch_id), now, Some(now))
+/// Whether the snapshot's log holds a `txn` of `key`: of one of its folders, or of its
+/// batch id alone (written before landing paths, [`BatchKey::legacy_app_id`]).
+fn txn_seen(
+    app_ids: &[String],
+    snapshot: &buoyant_kernel::SnapshotRef,
+    engine: &dyn buoyant_kernel::Engine,
+) -> Option<bool> {
+    for app_id in app_ids {
+        if snapshot.get_app_id_version(app_id, engine).ok()?.is_some() {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+/// The `txn` application ids that tell a table may hold rows of `key`.
+fn seen_ids(key: &BatchKey) -> Vec<String> {
+    let mut ids = key.app_ids();
+    ids.push(key.legacy_app_id());
+    ids
 }
 
 impl Storage {
-    /// Opens `table` for an append of `batch_id`'s rows without listing its files (only the
+    /// Opens `table` for an append of `key`'s rows without listing its files (only the
     /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
     /// full load, BENCHMARKS.md), when that is safe:
     ///
     /// - bronze created the table with [`BATCH_TXN_PROPERTY`] and no `txn` expires, so the
     ///   log holds a `txn` of every batch with rows in the table; there is none of
-    ///   `batch_id` (not checked when `replace` is off: the rows are appended anyway);
+    ///   `key` (not checked when `replace` is off: the rows are appended anyway);
     /// - the kernel may write to the table, and nothing about it asks more of a writer
     ///   than data files with statistics: no column mapping, row tracking, in-commit
     ///   timestamps, constraints, invariants or generated columns, default statistics
@@ -50,7 +77,7 @@ impl Storage {
     pub(super) async fn open_unloaded(
         &self,
         table: &TableName,
-        batch_id: &str,
+        key: &BatchKey,
         replace: bool,
     ) -> std::result::Result<Unloaded, Unopened> {
         if !self.unloaded_appends {
@@ -59,7 +86,7 @@ impl Storage {
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
         use deltalake::table::config::TablePropertiesExt as _;
 
-        let app_id = batch_app_id(batch_id);
+        let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
         let (snapshot, log_store) = self
             .kernel_snapshot(table, move |snapshot, engine| {
@@ -89,7 +116,7 @@ impl Storage {
                 }
                 let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
                 Arc::clone(snapshot).transaction(committer, engine).ok()?;
-                if replace && snapshot.get_app_id_version(&app_id, engine).ok()?.is_some() {
+                if replace && txn_seen(&app_ids, snapshot, engine)? {
                     return None;
                 }
                 Some(Arc::clone(snapshot))
@@ -110,12 +137,12 @@ impl Storage {
         })
     }
 
-    /// Whether `table`'s log holds a `txn` of `batch_id` (a write of its rows committed
+    /// Whether `table`'s log holds a `txn` of `key` (a write of its rows committed
     /// there); `false` too when the table does not exist or cannot be read.
-    pub(crate) async fn batch_seen(&self, table: &TableName, batch_id: &str) -> bool {
-        let app_id = batch_app_id(batch_id);
+    pub(crate) async fn batch_seen(&self, table: &TableName, key: &BatchKey) -> bool {
+        let app_ids = seen_ids(key);
         self.kernel_snapshot(table, move |snapshot, engine| {
-            snapshot.get_app_id_version(&app_id, engine).ok()?
+            txn_seen(&app_ids, snapshot, engine)?.then_some(())
         })
         .await
         .is_ok()
@@ -171,7 +198,7 @@ impl Storage {
         table: &TableName,
         u: &Unloaded,
         batches: &[RecordBatch],
-        batch_id: &str,
+        key: &BatchKey,
     ) -> Result<Option<Committed>> {
         if !batches
             .iter()
@@ -179,7 +206,7 @@ impl Storage {
         {
             return Ok(None);
         }
-        let appended = self.put_unloaded(u, batches, batch_id).await;
+        let appended = self.put_unloaded(u, batches, key).await;
         let c = appended.map_err(|e| Error::delta(table.as_str(), "write", e))?;
         if c.is_none() {
             tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
@@ -192,7 +219,7 @@ impl Storage {
         &self,
         u: &Unloaded,
         batches: &[RecordBatch],
-        batch_id: &str,
+        key: &BatchKey,
     ) -> std::result::Result<Option<Committed>, DeltaTableError> {
         use deltalake::kernel::Action;
         use deltalake::operations::write::configs::WriterStatsConfig;
@@ -205,7 +232,7 @@ impl Storage {
                 Arc::clone(&u.schema),
                 batches,
                 stats,
-                Some(batch_id),
+                Some(key),
             )
             .await?;
         let actions = adds.into_iter().map(Action::Add).collect();

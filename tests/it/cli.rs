@@ -44,7 +44,7 @@ fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
     assert_eq!(out.status.code(), Some(0));
     let text = String::from_utf8(out.stdout).unwrap();
     assert!(
-        text.contains(&format!("batch {BATCH2}")) && text.contains("quote"),
+        text.contains(&format!("batch market/events/batch_id={BATCH2}")) && text.contains("quote"),
         "{text}"
     );
 }

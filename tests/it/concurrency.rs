@@ -4,9 +4,7 @@
 //! the_same_tables`; OPTIMIZE and VACUUM during ingestion: `maintenance::concurrent_
 //! ingest_optimize_and_vacuum_lose_nothing`.)
 
-use std::io::{BufRead as _, BufReader, Write as _};
 use std::os::unix::process::ExitStatusExt as _;
-use std::process::Stdio;
 
 use crate::util::*;
 
@@ -37,23 +35,7 @@ fn two_processes_loading_one_batch_at_once_leave_exactly_one_copy() {
         .unwrap();
 
     // A holds the lease, paused right after staging (the failpoint waits on stdin).
-    let mut a = ingest_cmd(&lake, BATCH1)
-        .env("BRONZE_FAILPOINT", "after_staging")
-        .env("BRONZE_FAILPOINT_ACTION", "pause")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut a_err = BufReader::new(a.stderr.take().unwrap());
-    let mut line = String::new();
-    while !line.contains("paused") {
-        line.clear();
-        assert!(
-            a_err.read_line(&mut line).unwrap() > 0,
-            "A ended before pausing"
-        );
-    }
+    let a = Paused::start(ingest_cmd(&lake, BATCH1));
     assert_eq!(leases(&lake).len(), 1, "A holds the lease");
 
     // B, the same batch while A runs: refused at once, exit 3, naming A and the fix.
@@ -66,8 +48,7 @@ fn two_processes_loading_one_batch_at_once_leave_exactly_one_copy() {
     );
 
     // A goes on and finishes alone.
-    a.stdin.take().unwrap().write_all(b"\n").unwrap();
-    let a_out = a.wait_with_output().unwrap();
+    let a_out = a.finish();
     let report = report_of(&a_out);
     assert!(report.exit_code() < 2, "{}", report.to_text());
     assert_accounted(&lake, &report);
@@ -123,7 +104,7 @@ fn a_lease_of_another_host_blocks_until_it_expires() {
         since_micros: chrono::Utc::now().timestamp_micros(),
     };
     std::fs::write(
-        dir.join(format!("{BATCH1}.json")),
+        dir.join(bronze::lease::lease_file("market/events", BATCH1)),
         serde_json::to_vec(&holder).unwrap(),
     )
     .unwrap();

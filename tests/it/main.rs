@@ -1,6 +1,7 @@
 //! The one integration-test binary (one link instead of one per file).
 
 mod bad_records;
+mod batch_identity;
 mod cli;
 mod concurrency;
 mod conflicts;

@@ -64,6 +64,50 @@ pub fn bronze_cli() -> std::process::Command {
     c
 }
 
+/// A CLI run paused at its `after_staging` failpoint, holding its lease; [`Paused::finish`]
+/// lets it go on and waits for it.
+pub struct Paused {
+    child: std::process::Child,
+    /// Its stderr, read up to the pause (kept open so the run can still log).
+    _stderr: std::io::BufReader<std::process::ChildStderr>,
+}
+
+impl Paused {
+    /// Starts `cmd` (an `ingest`) armed to pause after staging; returns once it has.
+    pub fn start(mut cmd: std::process::Command) -> Paused {
+        use std::io::BufRead as _;
+        use std::process::Stdio;
+        let mut child = cmd
+            .env("BRONZE_FAILPOINT", "after_staging")
+            .env("BRONZE_FAILPOINT_ACTION", "pause")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+        let mut line = String::new();
+        while !line.contains("paused") {
+            line.clear();
+            assert!(
+                stderr.read_line(&mut line).unwrap() > 0,
+                "the run ended before pausing"
+            );
+        }
+        Paused {
+            child,
+            _stderr: stderr,
+        }
+    }
+
+    /// Lets the run go on; its output once it ends.
+    pub fn finish(mut self) -> std::process::Output {
+        use std::io::Write as _;
+        self.child.stdin.take().unwrap().write_all(b"\n").unwrap();
+        self.child.wait_with_output().unwrap()
+    }
+}
+
 /// A temporary catalog (or one at a given path, for CLI tests).
 pub struct TempLake {
     _dir: Option<tempfile::TempDir>,
@@ -237,12 +281,12 @@ pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
         "{}",
         report.to_text()
     );
-    let batch = &report.batch_id;
+    let batch = batch_filter(&report.batch_id, &report.run_control[0].landing_paths);
     let mut in_tables = 0;
     for row in &report.run_control {
         if !row.topic.is_empty() && row.table == bronze::TableName::for_topic(&row.topic).as_str() {
             let n = lake.count(&format!(
-                "SELECT count(*) FROM \"{}\" WHERE _batch_id = '{batch}' AND _topic = '{}'",
+                "SELECT count(*) FROM \"{}\" WHERE {batch} AND _topic = '{}'",
                 row.table,
                 row.topic.replace('\'', "''")
             ));
@@ -258,11 +302,24 @@ pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
     if report.corrupt_lines > 0 {
         assert_eq!(
             lake.count(&format!(
-                "SELECT count(*) FROM _corrupt_records WHERE _batch_id = '{batch}'"
+                "SELECT count(*) FROM _corrupt_records WHERE {batch}"
             )) as u64,
             report.corrupt_lines
         );
     }
+}
+
+/// The SQL condition selecting the rows of a batch key: its id and, when it has them,
+/// its folders' landing paths (comma separated, as in `_run_control`).
+pub fn batch_filter(batch_id: &str, landing_paths: &str) -> String {
+    if landing_paths.is_empty() {
+        return format!("_batch_id = '{batch_id}'");
+    }
+    let list: Vec<String> = landing_paths.split(',').map(|p| format!("'{p}'")).collect();
+    format!(
+        "_batch_id = '{batch_id}' AND _landing_path IN ({})",
+        list.join(", ")
+    )
 }
 
 /// Staging tables (`_tmp_raw_load_*`) left under the schema folder.
@@ -307,7 +364,14 @@ pub fn assert_readable_without_duplicates(lake: &TempLake, context: &str) {
     for t in lake.all_tables() {
         let cols = lake.columns(&t);
         let sql = if cols.iter().any(|c| c == "_id") && cols.iter().any(|c| c == "_batch_id") {
-            format!("SELECT count(*) - count(DISTINCT concat(_batch_id, '/', _id)) FROM \"{t}\"")
+            let folder = if cols.iter().any(|c| c == "_landing_path") {
+                "coalesce(_landing_path, '')"
+            } else {
+                "''"
+            };
+            format!(
+                "SELECT count(*) - count(DISTINCT concat(_batch_id, '/', {folder}, '/', _id)) FROM \"{t}\""
+            )
         } else {
             format!("SELECT count(*) * 0 FROM \"{t}\"")
         };
@@ -325,7 +389,7 @@ pub fn snapshot(lake: &TempLake) -> BTreeMap<String, String> {
 }
 
 /// Every integration test ends with this check (run by `TempLake`'s drop): for each
-/// batch in `_run_control`, the last recorded run, if it succeeded, is what the tables
+/// batch key (batch id and landing paths) in `_run_control`, the last recorded run, if it succeeded, is what the tables
 /// hold: per topic, the topic table's rows of the batch equal the run's messages of the
 /// topic, and `_corrupt_records` holds its corrupt lines. Runs that failed (a refused
 /// topic, a simulated lost row) are skipped: their check is their own test's.
@@ -334,22 +398,42 @@ pub fn assert_last_runs_accounted(lake: &TempLake) {
         return;
     }
     const SEP: char = '\u{1}';
-    let rows = lake.strings(
-        "SELECT concat_ws(chr(1), _batch_id, run_id, status, \"table\", CAST(rows_in AS VARCHAR), topic) FROM _run_control",
-    );
-    // batch → (run started, run id) of its last run; run id → its rows.
-    let mut last: BTreeMap<String, (i64, String)> = BTreeMap::new();
+    let landing = if lake
+        .columns("_run_control")
+        .iter()
+        .any(|c| c == "landing_paths")
+    {
+        "coalesce(landing_paths, '')"
+    } else {
+        "''"
+    };
+    let rows = lake.strings(&format!(
+        "SELECT concat_ws(chr(1), _batch_id, run_id, status, \"table\", CAST(rows_in AS VARCHAR), topic, {landing}) FROM _run_control",
+    ));
+    // batch key → (run started, run id) of its last run; run id → its rows.
+    let mut last: BTreeMap<(String, String), (i64, String)> = BTreeMap::new();
     let mut runs: BTreeMap<String, Vec<Vec<String>>> = BTreeMap::new();
     for r in rows {
-        let f: Vec<String> = r.splitn(6, SEP).map(str::to_string).collect();
+        let f: Vec<String> = r.splitn(7, SEP).map(str::to_string).collect();
         let started: i64 = f[1].rsplit('-').next().unwrap().parse().unwrap();
-        let e = last.entry(f[0].clone()).or_insert((started, f[1].clone()));
+        let key = (f[0].clone(), f[6].clone());
+        let e = last.entry(key).or_insert((started, f[1].clone()));
         if started > e.0 {
             *e = (started, f[1].clone());
         }
         runs.entry(f[1].clone()).or_default().push(f);
     }
-    for (batch, (_, run)) in last {
+    let keyed: Vec<String> = last
+        .keys()
+        .filter(|(_, paths)| !paths.is_empty())
+        .map(|(id, _)| id.clone())
+        .collect();
+    for ((batch_id, landing_paths), (_, run)) in last {
+        // A run from before landing paths, superseded by runs of folders of its id.
+        if landing_paths.is_empty() && keyed.contains(&batch_id) {
+            continue;
+        }
+        let batch = batch_filter(&batch_id, &landing_paths);
         let rows = &runs[&run];
         if rows.iter().any(|f| f[2] != "ok") {
             continue;
@@ -363,7 +447,7 @@ pub fn assert_last_runs_accounted(lake: &TempLake) {
             let sql = if !topic.is_empty() && *table == bronze::TableName::for_topic(topic).as_str()
             {
                 format!(
-                    "SELECT count(*) FROM \"{table}\" WHERE _batch_id = '{batch}' AND _topic = '{}'",
+                    "SELECT count(*) FROM \"{table}\" WHERE {batch} AND _topic = '{}'",
                     topic.replace('\'', "''")
                 )
             } else if table == "_corrupt_records" {
@@ -371,7 +455,7 @@ pub fn assert_last_runs_accounted(lake: &TempLake) {
                     assert_eq!(rows_in, 0, "last run {run}: {table} missing");
                     continue;
                 }
-                format!("SELECT count(*) FROM _corrupt_records WHERE _batch_id = '{batch}'")
+                format!("SELECT count(*) FROM _corrupt_records WHERE {batch}")
             } else {
                 continue;
             };
