@@ -188,7 +188,7 @@ pub struct IngestConfig {
     pub target_file_size: u64,
     /// Parquet compression of the data files. Default snappy (the fastest to write and
     /// read of those measured; BENCHMARKS.md).
-    pub compression: crate::write::Compression,
+    pub compression: parquet::basic::Compression,
     /// Compact a table after a commit when it has `auto_compact_min_files` files under
     /// half the target size, unless the table sets `delta.autoOptimize.autoCompact=false`.
     /// Default `true`.
@@ -243,7 +243,7 @@ impl Default for IngestConfig {
             lock_policy: LockPolicy::PerTable,
             commit_per: CommitPer::Table,
             target_file_size: 128 << 20,
-            compression: crate::write::Compression::SNAPPY,
+            compression: parquet::basic::Compression::SNAPPY,
             auto_compact: true,
             auto_compact_min_files: 50,
             object_store: None,

@@ -37,8 +37,7 @@ pub(crate) struct Conformed {
     pub(crate) rescued: u64,
 }
 
-/// Largest integer magnitude an `f64` holds exactly.
-const F64_EXACT_INT: i64 = 1 << 53;
+use crate::schema::F64_EXACT_INT;
 
 fn path_of(f: &Field) -> &str {
     f.metadata()

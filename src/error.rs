@@ -16,7 +16,7 @@ pub enum Error {
     /// The batch id is not usable in paths and predicates.
     #[error(
         "invalid batch id {id:?}: {reason}; a batch id is 1 to {max} characters of A-Z, a-z, 0-9, `_` and `-`",
-        max = crate::discover::MAX_BATCH_ID_LEN
+        max = crate::schema::MAX_BATCH_ID_LEN
     )]
     InvalidBatchId {
         /// The refused id, as given.
@@ -36,7 +36,7 @@ pub enum Error {
     /// A folder's landing path (`<source>/<entity>`) is not usable in paths and ids.
     #[error(
         "invalid landing path {path:?}: {reason}; the two folders above `batch_id=<id>` name a batch's place in the landing zone, each 1 to {max} characters of A-Z, a-z, 0-9, `_`, `-` and `.`: rename them, or pass --landing-path <source>/<entity>",
-        max = crate::discover::MAX_LANDING_PART_LEN
+        max = crate::schema::MAX_LANDING_PART_LEN
     )]
     InvalidLandingPath {
         /// The refused path, as given or found.
@@ -155,7 +155,7 @@ pub enum Error {
         /// The batch id.
         batch_id: String,
         /// Who holds the lease.
-        holder: Box<crate::lease::Holder>,
+        holder: Box<crate::schema::Holder>,
         /// The lease file.
         path: String,
     },

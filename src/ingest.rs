@@ -18,8 +18,10 @@ use arrow::datatypes::{DataType, Field, Schema};
 use rayon::prelude::*;
 use url::Url;
 
+use crate::batch::BatchKey;
+use crate::clock::now_micros;
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
-use crate::discover::{self, BatchKey};
+use crate::discover;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
 use crate::lease::Lease;
@@ -115,8 +117,7 @@ async fn fetch_all(
     .await
 }
 
-/// Name of the run-control table.
-pub const RUN_CONTROL_TABLE: &str = "_run_control";
+pub use crate::schema::RUN_CONTROL_TABLE;
 
 /// Where a run is; passed to the progress callback.
 #[derive(Clone, Debug)]
@@ -598,8 +599,7 @@ fn part_writes(
     }
 }
 
-/// The `table` of the run-control row holding the batch's row accounting.
-pub const INVARIANT_ROW: &str = "(batch)";
+pub use crate::schema::INVARIANT_ROW;
 
 struct Invariant {
     ok: bool,
@@ -841,7 +841,7 @@ impl Ingest {
             self.config.landing_path.as_deref(),
         )?;
         let mut storage = self.storage()?;
-        let lineage = Lineage::of(&found, started_micros);
+        let lineage = Lineage::of(&found.batch_id, &found.folders, started_micros);
         tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
         self.report_progress(Progress::Discovered {
             files: found.files.len(),
@@ -1695,7 +1695,7 @@ impl Ingest {
         let cfg = &self.config;
         let compact_at = cfg.auto_compact.then_some(cfg.auto_compact_min_files);
         let started = Instant::now();
-        let outcome = self.runtime.block_on(crate::maintenance::after_commit(
+        let outcome = self.runtime.block_on(crate::write::upkeep::after_commit(
             storage,
             table,
             written,
@@ -2050,10 +2050,6 @@ fn run_control_batch(
         as_i64(u64s(|r| r.rescued_values))?,
     ];
     RecordBatch::try_new(Arc::new(schema), columns)
-}
-
-pub(crate) fn now_micros() -> i64 {
-    chrono::Utc::now().timestamp_micros()
 }
 
 #[cfg(test)]

@@ -18,12 +18,10 @@ use std::time::Duration;
 use deltalake::logstore::object_store::{
     self, DynObjectStore, ObjectStoreExt as _, PutMode, PutOptions, path::Path as StorePath,
 };
-use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Folder of the lease files, under the schema folder.
-pub const LEASE_DIR: &str = "_bronze_leases";
+pub use crate::schema::LEASE_DIR;
 
 /// The lease file of one folder of a batch: `<source>+<entity>+<batch id>.json` (`+` is
 /// outside both allow-lists, so names cannot collide); a name over 200 bytes is cut to
@@ -38,21 +36,7 @@ pub fn lease_file(landing_path: &str, batch_id: &str) -> String {
     }
 }
 
-/// Who holds a lease.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Holder {
-    /// The holder's run id.
-    pub run_id: String,
-    /// Host name of the holder.
-    pub host: String,
-    /// Process id of the holder.
-    pub pid: u32,
-    /// Start time of the holder process (clock ticks since boot, `/proc/<pid>/stat`),
-    /// to tell a reused pid from the holder.
-    pub pid_start: Option<u64>,
-    /// When the lease was taken, microseconds since the Unix epoch.
-    pub since_micros: i64,
-}
+pub use crate::schema::Holder;
 
 impl Holder {
     fn me(run_id: &str, now_micros: i64) -> Holder {
@@ -126,7 +110,7 @@ impl Lease {
             path: shown.clone(),
             source: Box::new(e),
         };
-        let now = crate::ingest::now_micros();
+        let now = crate::clock::now_micros();
         let me = Holder::me(run_id, now);
         let body = serde_json::to_vec(&me).expect("a lease holder serializes");
         let mut took_over = None;
@@ -212,7 +196,7 @@ mod tests {
 
     #[test]
     fn a_live_holder_is_not_stale_a_dead_or_old_one_is() {
-        let now = crate::ingest::now_micros();
+        let now = crate::clock::now_micros();
         let ttl = Duration::from_secs(3600);
         // A live process of this host (pid 1 runs as long as the machine).
         let live = Holder {

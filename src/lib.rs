@@ -21,6 +21,8 @@
 // Audited exceptions, all in `mem`: glibc `malloc_trim` and `mallopt`.
 #![deny(unsafe_code)]
 
+pub mod batch;
+mod clock;
 mod config;
 mod conform;
 pub mod discover;
@@ -40,6 +42,7 @@ pub use mem::tune_allocator;
 pub mod naming;
 pub mod read;
 mod report;
+mod schema;
 pub mod stage;
 #[doc(hidden)]
 pub mod stages;

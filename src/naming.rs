@@ -10,33 +10,12 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-/// Longest table or column name we write.
-pub const MAX_NAME_LEN: usize = 128;
+pub use crate::schema::MAX_NAME_LEN;
 
 /// Separator between the parts of a flattened path (`quote__bid`).
 pub const PATH_SEP: &str = "__";
 
-/// System columns: payload fields can never take these names.
-pub const SYSTEM_COLUMNS: &[&str] = &[
-    "_id",
-    "_parent_id",
-    "_root_id",
-    "_idx",
-    "_batch_id",
-    "_landing_path",
-    "_topic",
-    "_source_file",
-    "_line",
-    "_loaded_at",
-    "_rescued_data",
-    "_corrupt_record",
-];
-
-/// Prefix of the per-batch staging tables.
-pub const STAGING_PREFIX: &str = "_tmp_raw_load_";
-
-/// Table holding lines that could not be read as messages.
-pub const CORRUPT_TABLE: &str = "_corrupt_records";
+pub use crate::schema::{CORRUPT_TABLE, STAGING_PREFIX, SYSTEM_COLUMNS};
 
 /// A sanitised table name, safe as one path segment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
@@ -66,11 +45,11 @@ impl TableName {
         TableName(user_name(&sanitize(&joined), "c_"))
     }
 
-    /// The staging table of a batch, `_tmp_raw_load_<batch_id>_<8 hex>`: the id
+    /// The staging table of a batch, `_tmp_raw_load_<slug>`: the slug is the batch id
     /// (validated against `[A-Za-z0-9_-]` before it gets here) and a hash of its folders'
-    /// landing paths ([`crate::discover::BatchKey::slug`]).
-    pub(crate) fn staging(key: &crate::discover::BatchKey) -> TableName {
-        TableName(format!("{STAGING_PREFIX}{}", key.slug()))
+    /// landing paths ([`crate::batch::BatchKey::slug`]).
+    pub(crate) fn staging(slug: &str) -> TableName {
+        TableName(format!("{STAGING_PREFIX}{slug}"))
     }
 
     /// The name of an existing table as a user typed it (`bronze optimize quote`):

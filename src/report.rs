@@ -83,7 +83,7 @@ pub struct BatchReport {
     /// The folders loaded, in the order their files were read: path, landing path
     /// (`_landing_path` of their rows) and data files read.
     #[serde(default)]
-    pub folders: Vec<crate::discover::Folder>,
+    pub folders: Vec<crate::batch::Folder>,
     /// Data files read.
     pub files_read: usize,
     /// Entries of the batch folder skipped (manifests, `_SUCCESS`, hidden files, ...).

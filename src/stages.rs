@@ -86,7 +86,7 @@ pub fn commit(
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
     let storage = ingest.storage()?;
-    let key = crate::discover::BatchKey {
+    let key = crate::batch::BatchKey {
         batch_id: batch_id.to_string(),
         landing_paths: Vec::new(),
         legacy_suffixes: Vec::new(),

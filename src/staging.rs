@@ -66,10 +66,10 @@ fn persisted_schema() -> SchemaRef {
 }
 
 impl<'a> StagingTable<'a> {
-    pub(crate) fn new(storage: &'a Storage, key: &crate::discover::BatchKey) -> Self {
+    pub(crate) fn new(storage: &'a Storage, key: &crate::batch::BatchKey) -> Self {
         StagingTable {
             storage,
-            table: TableName::staging(key),
+            table: TableName::staging(&key.slug()),
         }
     }
 

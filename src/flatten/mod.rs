@@ -47,11 +47,9 @@ use crate::naming::{self, ColumnNamer};
 pub const PATH_META: &str = "bronze.path";
 /// Field metadata key marking a column whose values are JSON text.
 pub const JSON_META: &str = "bronze.json";
-/// The column holding values that did not fit their column.
-pub const RESCUED: &str = "_rescued_data";
+pub use crate::schema::RESCUED;
 
-/// The column holding the landing path (`<source>/<entity>`) of a row's batch folder.
-pub const LANDING_PATH: &str = "_landing_path";
+pub use crate::schema::LANDING_PATH;
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -75,13 +73,12 @@ impl Lineage {
         }
     }
 
-    /// The lineage of the folders `discovery` found.
-    pub fn of(discovery: &crate::discover::Discovery, loaded_at_micros: i64) -> Lineage {
+    /// The lineage of the `folders` of batch `batch_id`.
+    pub fn of(batch_id: &str, folders: &[crate::batch::Folder], loaded_at_micros: i64) -> Lineage {
         Lineage {
-            batch_id: discovery.batch_id.clone(),
+            batch_id: batch_id.to_string(),
             loaded_at_micros,
-            landing: discovery
-                .folders
+            landing: folders
                 .iter()
                 .map(|f| {
                     let mut prefix = f.path.to_string_lossy().into_owned();
@@ -95,14 +92,14 @@ impl Lineage {
     }
 
     /// The batch key of these rows: the batch id and the landing paths.
-    pub fn key(&self) -> crate::discover::BatchKey {
-        crate::discover::BatchKey {
+    pub fn key(&self) -> crate::batch::BatchKey {
+        crate::batch::BatchKey {
             batch_id: self.batch_id.clone(),
             landing_paths: self.landing.iter().map(|(_, p)| p.clone()).collect(),
             legacy_suffixes: self
                 .landing
                 .iter()
-                .map(|(prefix, _)| crate::discover::legacy_suffix(std::path::Path::new(prefix)))
+                .map(|(prefix, _)| crate::batch::legacy_suffix(std::path::Path::new(prefix)))
                 .collect(),
         }
     }
@@ -873,8 +870,7 @@ fn build_batch(
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-/// Largest integer magnitude an `f64` holds exactly.
-const F64_EXACT_INT: i64 = 1 << 53;
+use crate::schema::F64_EXACT_INT;
 
 /// `(type, is JSON text, values)` of one column, by the rules of [`TypesMode`].
 fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool, ArrayRef) {

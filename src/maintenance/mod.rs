@@ -7,12 +7,10 @@
 //! do not conflict with it.
 
 use std::collections::HashMap;
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use deltalake::DeltaTable;
 use deltalake::logstore::object_store::ObjectStoreExt as _;
-use deltalake::operations::optimize::OptimizeType;
 use deltalake::operations::vacuum::{Clock, VacuumMode};
 use futures::TryStreamExt as _;
 use serde::Serialize;
@@ -21,12 +19,8 @@ use crate::error::{Error, Result};
 use crate::ingest::Ingest;
 use crate::naming::TableName;
 use crate::write::Storage;
-
-/// Minimum file size below which a file counts as small: half the target (Databricks'
-/// `minFileSize` default).
-pub fn small_file_threshold(target_file_size: u64) -> u64 {
-    target_file_size / 2
-}
+pub use crate::write::upkeep::{OptimizeReport, default_table_properties, small_file_threshold};
+use crate::write::upkeep::{live_files, optimize};
 
 /// A table is flagged when it has more files than this...
 pub const FLAG_MIN_FILES: u64 = 50;
@@ -34,18 +28,6 @@ pub const FLAG_MIN_FILES: u64 = 50;
 pub const FLAG_MAX_AVG_BYTES: u64 = 25 * 1000 * 1000;
 /// VACUUM retention under which `--force` is needed (7 days, Delta's default).
 pub const MIN_RETENTION_HOURS: u64 = 168;
-
-/// Table properties every bronze table carries (set at create, added on every run when
-/// missing; a value the user set, e.g. `autoCompact=false`, is kept).
-pub fn default_table_properties(target_file_size: u64) -> Vec<(&'static str, String)> {
-    vec![
-        ("delta.autoOptimize.optimizeWrite", "true".into()),
-        ("delta.autoOptimize.autoCompact", "true".into()),
-        ("delta.targetFileSize", target_file_size.to_string()),
-        // Spark's default: the log stays short, readers replay at most 10 JSON commits.
-        ("delta.checkpointInterval", "10".into()),
-    ]
-}
 
 /// One table's health.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -148,24 +130,6 @@ pub struct HistoryEntry {
     pub parameters: HashMap<String, serde_json::Value>,
     /// Operation metrics (files and rows added/removed, ...).
     pub metrics: serde_json::Value,
-}
-
-/// What an OPTIMIZE did.
-#[derive(Clone, Debug, Default, Serialize)]
-#[non_exhaustive]
-pub struct OptimizeReport {
-    /// Table.
-    pub table: String,
-    /// Files before.
-    pub files_before: u64,
-    /// Files after.
-    pub files_after: u64,
-    /// Files written.
-    pub files_added: u64,
-    /// Files replaced.
-    pub files_removed: u64,
-    /// Version after (unchanged when there was nothing to do).
-    pub version: u64,
 }
 
 /// What a VACUUM did (or would do, in a dry run).
@@ -348,16 +312,6 @@ impl Maintenance<'_> {
     }
 }
 
-/// Live files and their sizes.
-fn live_files(t: &DeltaTable, table: &str) -> Result<Vec<(String, u64)>> {
-    let snapshot = t.snapshot().map_err(|e| Error::delta(table, "read", e))?;
-    Ok(snapshot
-        .log_data()
-        .iter()
-        .map(|f| (f.path().into_owned(), f.size().max(0) as u64))
-        .collect())
-}
-
 async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHealth> {
     let version = t.version().unwrap_or_default();
     let files = live_files(t, name)?;
@@ -460,37 +414,6 @@ async fn history(name: &str, t: &DeltaTable, limit: Option<usize>) -> Result<Vec
         .collect())
 }
 
-pub(crate) async fn optimize(
-    name: &str,
-    t: DeltaTable,
-    target: u64,
-    zorder: &[String],
-    compression: crate::write::Compression,
-) -> Result<OptimizeReport> {
-    let files_before = live_files(&t, name)?.len() as u64;
-    let kind = if zorder.is_empty() {
-        OptimizeType::Compact
-    } else {
-        OptimizeType::ZOrder(zorder.to_vec())
-    };
-    let (t, metrics) = t
-        .optimize()
-        .with_type(kind)
-        .with_target_size(NonZeroU64::new(target).unwrap_or(NonZeroU64::MIN))
-        .with_writer_properties(crate::write::writer_properties(compression))
-        .await
-        .map_err(|e| Error::delta(name, "optimize", e))?;
-    let files_after = live_files(&t, name)?.len() as u64;
-    Ok(OptimizeReport {
-        table: name.to_string(),
-        files_before,
-        files_after,
-        files_added: metrics.num_files_added,
-        files_removed: metrics.num_files_removed,
-        version: t.version().unwrap_or_default(),
-    })
-}
-
 async fn vacuum(
     name: &str,
     t: DeltaTable,
@@ -526,80 +449,6 @@ async fn vacuum(
         files: metrics.files_deleted,
         bytes,
     })
-}
-
-/// After a commit, under the table's lock: adds the default table properties the table
-/// lacks (created by an older version, or by another tool), then compacts when at least
-/// `compact_at` files are small, unless the table turned `autoCompact` off.
-pub(crate) async fn after_commit(
-    storage: &Storage,
-    table: &TableName,
-    written: crate::write::WrittenTable,
-    target: u64,
-    compact_at: Option<u64>,
-) -> Result<Option<OptimizeReport>> {
-    // The table as the write left it (the lock is held: nobody committed since), so no
-    // second load of its log; its state may predate the commit, whose files are then in
-    // `pending`, and is brought up to date only before a commit of its own.
-    let crate::write::WrittenTable {
-        table: mut t,
-        pending,
-    } = written;
-    let mut stale = !pending.is_empty();
-    let config = t
-        .snapshot()
-        .map_err(|e| Error::delta(table.as_str(), "read", e))?
-        .metadata()
-        .configuration()
-        .clone();
-    let missing: HashMap<String, String> = default_table_properties(target)
-        .into_iter()
-        .filter(|(k, _)| !config.contains_key(*k))
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
-    if !missing.is_empty() {
-        if stale {
-            t.update_state()
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "load", e))?;
-            stale = false;
-        }
-        t = t
-            .set_tbl_properties()
-            .with_properties(missing)
-            .with_raise_if_not_exists(false)
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "set properties of", e))?;
-    }
-    let Some(min_files) = compact_at else {
-        return Ok(None);
-    };
-    if config
-        .get("delta.autoOptimize.autoCompact")
-        .map(String::as_str)
-        == Some("false")
-    {
-        return Ok(None);
-    }
-    let small = small_file_threshold(target);
-    let small_files = live_files(&t, table.as_str())?
-        .iter()
-        .filter(|(path, _)| !pending.removes.contains(path))
-        .map(|(_, s)| *s)
-        .chain(pending.adds.iter().copied())
-        .filter(|s| *s < small)
-        .count() as u64;
-    if small_files < min_files {
-        return Ok(None);
-    }
-    if stale {
-        t.update_state()
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "load", e))?;
-    }
-    optimize(table.as_str(), t, target, &[], storage.compression)
-        .await
-        .map(Some)
 }
 
 #[cfg(test)]

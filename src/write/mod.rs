@@ -31,10 +31,11 @@ use crate::error::{Error, Result};
 use crate::naming::TableName;
 
 mod unloaded;
+pub(crate) mod upkeep;
 use unloaded::BATCH_TXN_PROPERTY;
 use unloaded::{Unopened, with_batch_txns};
 
-use crate::discover::BatchKey;
+use crate::batch::BatchKey;
 use crate::flatten::LANDING_PATH;
 
 /// Where the tables of one schema live, and how to reach them.
@@ -736,7 +737,7 @@ impl Storage {
     /// Properties set on every table at creation; with `batch_txns`, on a table created
     /// by a write of a batch's rows, [`BATCH_TXN_PROPERTY`] too.
     fn table_properties(&self, batch_txns: bool) -> Vec<(String, Option<String>)> {
-        let mut props: Vec<_> = crate::maintenance::default_table_properties(self.target_file_size)
+        let mut props: Vec<_> = upkeep::default_table_properties(self.target_file_size)
             .into_iter()
             .map(|(k, v)| (k.to_string(), Some(v)))
             .collect();
@@ -1486,7 +1487,7 @@ mod tests {
             (1, 2)
         );
         let config = snapshot.metadata().configuration().clone();
-        for (k, v) in crate::maintenance::default_table_properties(128 << 20) {
+        for (k, v) in upkeep::default_table_properties(128 << 20) {
             assert_eq!(config.get(k), Some(&v), "{k}");
         }
         assert_eq!(
@@ -1717,14 +1718,14 @@ mod tests {
         // under a trigger of four, no compaction.
         let w = rerun("b2").await;
         assert_eq!(w.pending.removes.len(), 1);
-        let compacted = crate::maintenance::after_commit(&s, &name, w, 128 << 20, Some(4))
+        let compacted = upkeep::after_commit(&s, &name, w, 128 << 20, Some(4))
             .await
             .unwrap();
         assert!(compacted.is_none(), "{compacted:?}");
         // The same after a rerun of b3, were the removed file counted: four, compacted.
         let mut w = rerun("b3").await;
         w.pending.removes.clear();
-        let compacted = crate::maintenance::after_commit(&s, &name, w, 128 << 20, Some(4))
+        let compacted = upkeep::after_commit(&s, &name, w, 128 << 20, Some(4))
             .await
             .unwrap()
             .expect("compacted");

@@ -8,7 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
 use super::{Committed, Storage, put_commit};
-use crate::discover::BatchKey;
+use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
