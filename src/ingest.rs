@@ -831,42 +831,21 @@ impl Ingest {
     pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
-        let dirs: Vec<std::path::PathBuf> = batch_dirs
-            .iter()
-            .map(|d| d.as_ref().to_path_buf())
-            .collect();
-        let found = discover::discover_folders(
-            &dirs,
-            self.config.batch_id.as_deref(),
-            self.config.landing_path.as_deref(),
-        )?;
+        // 1. Discover: the batch key and its files, validated before any I/O.
+        let found = self.discover(batch_dirs)?;
         let mut storage = self.storage()?;
         let lineage = Lineage::of(&found.batch_id, &found.folders, started_micros);
-        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
-        self.report_progress(Progress::Discovered {
-            files: found.files.len(),
-            bytes: found.files.iter().map(|f| f.bytes).sum(),
-        });
-
         let early_fetch = self.start_prefetch(&found.files);
+        // 2. The batch lease, then what the catalog already holds of the batch.
         let run_id = format!("{}-{}", found.batch_id, started_micros);
-        let lease = if self.config.batch_lease {
-            Some(self.lease(&storage, &found.key, &run_id)?)
-        } else {
-            None
-        };
         let mut warnings = found.warnings.clone();
-        for h in lease.iter().flatten().filter_map(|l| l.took_over.as_ref()) {
-            warnings.push(format!(
-                "took over the lease of run {} (host {}, pid {}), which is gone; its partial writes are replaced by this run",
-                h.run_id, h.host, h.pid
-            ));
-        }
+        let _lease = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
         // their appends would find its `txn` there and take the loaded path anyway.
         storage.unloaded_appends = !self
             .runtime
             .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
+        // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.key);
         let mut writes: Vec<TableWrite> = Vec::new();
@@ -887,7 +866,107 @@ impl Ingest {
             topics = staged.summary.topics.len(),
             "staged"
         );
+        // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
+        let in_memory = staged.memory.is_some();
+        writes.extend(self.process_topics(
+            &storage,
+            &mut staged,
+            &staging_table,
+            &lineage,
+            &found,
+        )?);
+        self.failpoint("before_run_control")?;
+        // 7. Run control: one row per write, the row accounting, written once.
+        let (mut tables, mut run_control) = outcomes(writes, &run_id, &found.key);
+        let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
+        if !invariant.ok {
+            tracing::error!(check = %invariant.text, "row accounting does not add up");
+        }
+        run_control.push(invariant_row(
+            &invariant,
+            &staged.summary,
+            &run_id,
+            &found.key,
+            started_micros,
+        ));
+        if let Some(e) = self.write_run_control(&storage, &run_control, &found.key) {
+            tables.insert(
+                RUN_CONTROL_TABLE.to_string(),
+                TableOutcome {
+                    error: Some(crate::error::chain(&e)),
+                    ..Default::default()
+                },
+            );
+        }
+        self.failpoint("before_drop_staging")?;
+        let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
+        if !in_memory {
+            self.finish_staging(&staging_table, failed, &mut warnings);
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
 
+        // 8. The report.
+        let mut report = batch_report(found, staged, invariant, started);
+        report.tables = tables;
+        report.run_control = run_control;
+        report.warnings = warnings;
+        Ok(report)
+    }
+
+    /// Discovers the batch folders (see [`discover::discover_folders`]) and says so.
+    fn discover(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<discover::Discovery> {
+        let dirs: Vec<std::path::PathBuf> = batch_dirs
+            .iter()
+            .map(|d| d.as_ref().to_path_buf())
+            .collect();
+        let found = discover::discover_folders(
+            &dirs,
+            self.config.batch_id.as_deref(),
+            self.config.landing_path.as_deref(),
+        )?;
+        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
+        self.report_progress(Progress::Discovered {
+            files: found.files.len(),
+            bytes: found.files.iter().map(|f| f.bytes).sum(),
+        });
+        Ok(found)
+    }
+
+    /// The batch lease when [`IngestConfig::batch_lease`] is on (held until dropped), with
+    /// a warning for each lease of a dead run taken over.
+    fn take_lease(
+        &self,
+        storage: &Storage,
+        key: &BatchKey,
+        run_id: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<Lease>> {
+        if !self.config.batch_lease {
+            return Ok(Vec::new());
+        }
+        let leases = self.lease(storage, key, run_id)?;
+        for h in leases.iter().filter_map(|l| l.took_over.as_ref()) {
+            warnings.push(format!(
+                "took over the lease of run {} (host {}, pid {}), which is gone; its partial writes are replaced by this run",
+                h.run_id, h.host, h.pid
+            ));
+        }
+        Ok(leases)
+    }
+
+    /// Flattens and writes every staged topic (and `_corrupt_records`, when staged in
+    /// memory) and returns the writes: in memory, every topic flattened then one commit
+    /// per table; over budget, topic by topic in waves that fit the memory budget.
+    fn process_topics(
+        &self,
+        storage: &Storage,
+        staged: &mut StagedBatch,
+        staging_table: &StagingTable<'_>,
+        lineage: &Lineage,
+        found: &discover::Discovery,
+    ) -> Result<Vec<TableWrite>> {
         let written = AtomicUsize::new(0);
         let topic_count = staged.summary.topics.len();
         let in_memory = staged.memory.is_some();
@@ -947,20 +1026,20 @@ impl Ingest {
                             .map(|(topic, _)| {
                                 if bounded && !self.config.reread_per_topic {
                                     self.handle_topic_streamed(
-                                        &storage,
+                                        storage,
                                         topic,
-                                        &staging_table,
-                                        &lineage,
+                                        staging_table,
+                                        lineage,
                                         &written,
                                         topic_count,
                                         slice_bytes,
                                     )
                                 } else {
                                     self.handle_topic(
-                                        &storage,
+                                        storage,
                                         topic,
                                         topic_input(topic),
-                                        &lineage,
+                                        lineage,
                                         &written,
                                         topic_count,
                                     )
@@ -975,10 +1054,10 @@ impl Ingest {
                 results
             } else {
                 self.flatten_then_write(
-                    &storage,
+                    storage,
                     &staged.summary.topics,
                     &topic_input,
-                    &lineage,
+                    lineage,
                     &written,
                 )
             }
@@ -987,183 +1066,57 @@ impl Ingest {
         // more table, not a step before them); persisted staging wrote it already.
         let (corrupt_write, results) = std::thread::scope(|s| {
             let corrupt = (staged.mode == StagingMode::Memory)
-                .then(|| s.spawn(|| self.write_corrupt(&storage, &staged.corrupt, &lineage)));
+                .then(|| s.spawn(|| self.write_corrupt(storage, &staged.corrupt, lineage)));
             let results = fan_out();
             let corrupt =
                 corrupt.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             (corrupt.flatten(), results)
         });
-        writes.extend(corrupt_write);
+        let mut writes: Vec<TableWrite> = corrupt_write.into_iter().collect();
         writes.extend(results.into_iter().flatten());
-        self.failpoint("before_run_control")?;
+        Ok(writes)
+    }
 
-        let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
-        let mut run_control = Vec::with_capacity(writes.len());
-        let landing_paths = found.key.landing_paths.join(",");
-        for w in writes {
-            let t = tables.entry(w.table.to_string()).or_default();
-            if !w.topic.is_empty() {
-                t.topics.push(w.topic.clone());
-            }
-            let mut row = RunControlRow {
-                run_id: run_id.clone(),
-                batch_id: found.batch_id.clone(),
-                landing_paths: landing_paths.clone(),
-                topic: w.topic,
-                table: w.table.to_string(),
-                rows_in: w.rows_in,
-                rows_written: 0,
-                files_added: 0,
-                bytes_added: 0,
-                version: None,
-                started_at_micros: w.started_micros,
-                ended_at_micros: w.ended_micros,
-                status: "ok".into(),
-                error: None,
-                checks: String::new(),
-                schema_changes: if w.added.is_empty() {
-                    String::new()
-                } else {
-                    format!("added: {}", w.added.join(", "))
-                },
-                rescued_values: w.rescued,
-            };
-            for c in &w.added {
-                if !t.added_columns.contains(c) {
-                    t.added_columns.push(c.clone());
-                }
-            }
-            t.rescued_values += w.rescued;
-            match w.result {
-                Ok(c) => {
-                    row.rows_written = c.rows_added;
-                    row.files_added = c.files_added;
-                    row.bytes_added = c.bytes_added;
-                    row.version = Some(c.version);
-                    // Check: the commit's statistics hold exactly the rows we planned.
-                    if c.rows_added == w.rows_planned {
-                        row.checks = format!("committed_rows=planned_rows({}) ok", w.rows_planned);
-                        if let Some((before, after)) = c.compacted {
-                            row.checks =
-                                format!("auto_compacted(files {before}->{after}); {}", row.checks);
-                        }
-                    } else {
-                        row.checks = format!(
-                            "committed_rows({}) != planned_rows({}) FAILED",
-                            c.rows_added, w.rows_planned
-                        );
-                        row.status = "failed".into();
-                        row.error = Some("the commit does not hold the planned rows".into());
-                    }
-                    t.rows_written += c.rows_added;
-                    t.version = Some(t.version.map_or(c.version, |v| v.max(c.version)));
-                }
-                Err(e) => {
-                    let msg = crate::error::chain(&e);
-                    tracing::error!(table = %row.table, topic = %row.topic, error = %msg, "table failed");
-                    row.status = "failed".into();
-                    row.error = Some(msg);
-                }
-            }
-            if row.status != "ok" {
-                t.error = row.error.clone();
-            }
-            run_control.push(row);
-        }
-
-        // The batch's own check, recorded with the writes: every non-blank line is a
-        // topic-table row, a corrupt record or a dropped duplicate.
-        let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
-        if !invariant.ok {
-            tracing::error!(check = %invariant.text, "row accounting does not add up");
-        }
-        run_control.push(RunControlRow {
-            run_id: run_id.clone(),
-            batch_id: found.batch_id.clone(),
-            landing_paths: landing_paths.clone(),
-            topic: String::new(),
-            table: INVARIANT_ROW.to_string(),
-            rows_in: staged.summary.lines,
-            rows_written: staged.summary.topics.iter().map(|(_, n)| n).sum(),
-            started_at_micros: started_micros,
-            ended_at_micros: now_micros(),
-            status: if invariant.ok { "ok" } else { "failed" }.into(),
-            error: (!invariant.ok).then(|| "row accounting does not add up".to_string()),
-            checks: invariant.text.clone(),
-            ..Default::default()
-        });
-
-        // Run control: written once, sequentially, after the parallel phase.
+    /// Appends the run's rows to `_run_control` (once, after the parallel phase); the
+    /// error when it could not.
+    fn write_run_control(
+        &self,
+        storage: &Storage,
+        rows: &[RunControlRow],
+        key: &BatchKey,
+    ) -> Option<Error> {
         let rc_table = TableName::system(RUN_CONTROL_TABLE);
-        let run_control_error = match run_control_batch(&run_control) {
+        match run_control_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks.lock(&rc_table);
                 self.runtime
-                    .block_on(storage.append(&rc_table, batch, &found.key))
+                    .block_on(storage.append(&rc_table, batch, key))
                     .err()
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
-        };
-        if let Some(e) = run_control_error {
-            tables.insert(
-                RUN_CONTROL_TABLE.to_string(),
-                TableOutcome {
-                    error: Some(crate::error::chain(&e)),
-                    ..Default::default()
-                },
-            );
         }
-        self.failpoint("before_drop_staging")?;
+    }
 
-        // Drop a persisted staging table once every table is in; keep it when a table
-        // failed, so the rerun resumes from it instead of re-reading the landing files.
-        let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
-        if !in_memory {
-            if failed {
-                warnings.push(format!(
+    /// Drops a persisted staging table once every table is in; keeps it when a table
+    /// failed, so the rerun resumes from it instead of re-reading the landing files.
+    fn finish_staging(
+        &self,
+        staging_table: &StagingTable<'_>,
+        failed: bool,
+        warnings: &mut Vec<String>,
+    ) {
+        if failed {
+            warnings.push(format!(
                     "staging table `{}` kept: a table failed, a rerun resumes from it (pass --no-resume to re-read the landing files)",
                     staging_table.name()
                 ));
-            } else if let Err(e) = self.runtime.block_on(staging_table.drop_table()) {
-                warnings.push(format!(
-                    "could not drop staging table `{}`: {}",
-                    staging_table.name(),
-                    crate::error::chain(&e)
-                ));
-            }
+        } else if let Err(e) = self.runtime.block_on(staging_table.drop_table()) {
+            warnings.push(format!(
+                "could not drop staging table `{}`: {}",
+                staging_table.name(),
+                crate::error::chain(&e)
+            ));
         }
-        for w in &warnings {
-            tracing::warn!("{w}");
-        }
-
-        let summary = staged.summary;
-        Ok(BatchReport {
-            batch: found.key.to_string(),
-            folders: found.folders,
-            batch_id: found.batch_id,
-            files_read: summary.files_read,
-            files_skipped: found.skipped.len(),
-            bytes_read: summary.bytes_read,
-            lines: summary.lines,
-            messages: summary.topics.iter().map(|(_, n)| n).sum(),
-            corrupt_lines: summary.corrupt_lines,
-            duplicates: summary.duplicates,
-            topics: summary.topics.len(),
-            tables,
-            corrupt: {
-                let mut listed = staged.corrupt;
-                listed.truncate(MAX_LISTED_CORRUPT);
-                listed
-            },
-            files: staged.files,
-            run_control,
-            staging: staged.mode.as_str().to_string(),
-            invariant_ok: invariant.ok,
-            invariant: invariant.text,
-            warnings,
-            peak_rss_bytes: crate::mem::peak_rss(),
-            elapsed: started.elapsed(),
-        })
     }
 
     /// Stages the batch in memory, in chunks spilled to the staging table, or resumes
@@ -1943,6 +1896,153 @@ impl Ingest {
             added: Vec::new(),
             rescued: 0,
         })
+    }
+}
+
+/// The report of a run from what it found and staged and its row accounting (the
+/// caller adds tables, run control rows and warnings).
+fn batch_report(
+    found: discover::Discovery,
+    staged: StagedBatch,
+    invariant: Invariant,
+    started: Instant,
+) -> BatchReport {
+    let summary = staged.summary;
+    BatchReport {
+        batch: found.key.to_string(),
+        folders: found.folders,
+        batch_id: found.batch_id,
+        files_read: summary.files_read,
+        files_skipped: found.skipped.len(),
+        bytes_read: summary.bytes_read,
+        lines: summary.lines,
+        messages: summary.topics.iter().map(|(_, n)| n).sum(),
+        corrupt_lines: summary.corrupt_lines,
+        duplicates: summary.duplicates,
+        topics: summary.topics.len(),
+        tables: BTreeMap::new(),
+        corrupt: {
+            let mut listed = staged.corrupt;
+            listed.truncate(MAX_LISTED_CORRUPT);
+            listed
+        },
+        files: staged.files,
+        run_control: Vec::new(),
+        staging: staged.mode.as_str().to_string(),
+        invariant_ok: invariant.ok,
+        invariant: invariant.text,
+        warnings: Vec::new(),
+        peak_rss_bytes: crate::mem::peak_rss(),
+        elapsed: started.elapsed(),
+    }
+}
+
+/// The report's per-table outcomes and the `_run_control` rows of a run's writes, with
+/// each commit's check (`committed_rows = planned_rows`).
+fn outcomes(
+    writes: Vec<TableWrite>,
+    run_id: &str,
+    key: &BatchKey,
+) -> (BTreeMap<String, TableOutcome>, Vec<RunControlRow>) {
+    let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
+    let mut run_control = Vec::with_capacity(writes.len());
+    let landing_paths = key.landing_paths.join(",");
+    for w in writes {
+        let t = tables.entry(w.table.to_string()).or_default();
+        if !w.topic.is_empty() {
+            t.topics.push(w.topic.clone());
+        }
+        let mut row = RunControlRow {
+            run_id: run_id.to_string(),
+            batch_id: key.batch_id.clone(),
+            landing_paths: landing_paths.clone(),
+            topic: w.topic,
+            table: w.table.to_string(),
+            rows_in: w.rows_in,
+            rows_written: 0,
+            files_added: 0,
+            bytes_added: 0,
+            version: None,
+            started_at_micros: w.started_micros,
+            ended_at_micros: w.ended_micros,
+            status: "ok".into(),
+            error: None,
+            checks: String::new(),
+            schema_changes: if w.added.is_empty() {
+                String::new()
+            } else {
+                format!("added: {}", w.added.join(", "))
+            },
+            rescued_values: w.rescued,
+        };
+        for c in &w.added {
+            if !t.added_columns.contains(c) {
+                t.added_columns.push(c.clone());
+            }
+        }
+        t.rescued_values += w.rescued;
+        match w.result {
+            Ok(c) => {
+                row.rows_written = c.rows_added;
+                row.files_added = c.files_added;
+                row.bytes_added = c.bytes_added;
+                row.version = Some(c.version);
+                // Check: the commit's statistics hold exactly the rows we planned.
+                if c.rows_added == w.rows_planned {
+                    row.checks = format!("committed_rows=planned_rows({}) ok", w.rows_planned);
+                    if let Some((before, after)) = c.compacted {
+                        row.checks =
+                            format!("auto_compacted(files {before}->{after}); {}", row.checks);
+                    }
+                } else {
+                    row.checks = format!(
+                        "committed_rows({}) != planned_rows({}) FAILED",
+                        c.rows_added, w.rows_planned
+                    );
+                    row.status = "failed".into();
+                    row.error = Some("the commit does not hold the planned rows".into());
+                }
+                t.rows_written += c.rows_added;
+                t.version = Some(t.version.map_or(c.version, |v| v.max(c.version)));
+            }
+            Err(e) => {
+                let msg = crate::error::chain(&e);
+                tracing::error!(table = %row.table, topic = %row.topic, error = %msg, "table failed");
+                row.status = "failed".into();
+                row.error = Some(msg);
+            }
+        }
+        if row.status != "ok" {
+            t.error = row.error.clone();
+        }
+        run_control.push(row);
+    }
+
+    (tables, run_control)
+}
+
+/// The `(batch)` row of `_run_control`: the run's row accounting.
+fn invariant_row(
+    invariant: &Invariant,
+    summary: &StagingSummary,
+    run_id: &str,
+    key: &BatchKey,
+    started_micros: i64,
+) -> RunControlRow {
+    RunControlRow {
+        run_id: run_id.to_string(),
+        batch_id: key.batch_id.clone(),
+        landing_paths: key.landing_paths.join(","),
+        topic: String::new(),
+        table: INVARIANT_ROW.to_string(),
+        rows_in: summary.lines,
+        rows_written: summary.topics.iter().map(|(_, n)| n).sum(),
+        started_at_micros: started_micros,
+        ended_at_micros: now_micros(),
+        status: if invariant.ok { "ok" } else { "failed" }.into(),
+        error: (!invariant.ok).then(|| "row accounting does not add up".to_string()),
+        checks: invariant.text.clone(),
+        ..Default::default()
     }
 }
 
