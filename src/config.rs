@@ -215,8 +215,9 @@ pub struct IngestConfig {
     /// Age after which a lease whose holder cannot be checked (another host) is taken
     /// over. Default 6 hours: longer than any run should take.
     pub lease_ttl: std::time::Duration,
-    /// Bench baseline: every topic task re-reads the landing files (the seed's ~5 h
-    /// notebook). Never set it in production.
+    /// Bench baseline: every topic task re-reads the landing files, as a notebook that
+    /// reads the batch once per topic does (`testing` feature only).
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub reread_per_topic: bool,
     /// Simulated crash point (tests only).
@@ -252,6 +253,7 @@ impl Default for IngestConfig {
             resume: true,
             batch_lease: true,
             lease_ttl: std::time::Duration::from_secs(6 * 3600),
+            #[cfg(feature = "testing")]
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
             failpoint: None,

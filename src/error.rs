@@ -137,11 +137,16 @@ pub enum Error {
         /// The name asked for.
         table: String,
     },
-    /// The failure of a commit shared by several topics, reported on each of them.
-    #[error("{message}")]
-    Shared {
-        /// The shared error, with its causes.
-        message: String,
+    /// The failure of a commit shared by several topics, reported on each of them: the
+    /// same error (message and causes) for each.
+    #[error(transparent)]
+    Shared(std::sync::Arc<Error>),
+    /// A state the library's own invariants rule out (a bug: please report it with the
+    /// message).
+    #[error("internal error: {what}; please report it")]
+    Internal {
+        /// What was found.
+        what: String,
     },
     /// Another run holds the batch's lease: it is loading the same batch right now.
     #[error(

@@ -27,7 +27,9 @@ use crate::flatten::{self, Lineage};
 use crate::lease::Lease;
 use crate::locks::TableLocks;
 use crate::naming::{self, TableName};
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT, RunControlRow, TableOutcome};
+use crate::report::{
+    BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
+};
 use crate::stage::{self, CorruptLine};
 use crate::staging::{StagingSummary, StagingTable};
 use crate::write::{self, Committed, Storage};
@@ -162,7 +164,25 @@ pub struct Ingest {
     runtime: tokio::runtime::Runtime,
     locks: Arc<TableLocks>,
     progress: Option<ProgressFn>,
+    release: Option<MemoryReleaseFn>,
 }
+
+/// When a run has just freed much memory: the moments a process-wide allocator hook
+/// ([`IngestBuilder::with_memory_release`]) may hand free pages back to the OS. The
+/// library itself never calls the allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryRelease {
+    /// A batch was staged in memory: the files' text is freed, and flattening will soon
+    /// need as much again.
+    AfterStaging,
+    /// A staging chunk spilled, or a wave of over-budget topics committed: that memory
+    /// is not needed again soon.
+    BetweenPhases,
+}
+
+/// A hook called at each [`MemoryRelease`] point, from the run's threads.
+pub type MemoryReleaseFn = Arc<dyn Fn(MemoryRelease) + Send + Sync>;
 
 impl std::fmt::Debug for Ingest {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -177,6 +197,7 @@ impl std::fmt::Debug for Ingest {
 pub struct IngestBuilder {
     config: IngestConfig,
     progress: Option<ProgressFn>,
+    release: Option<MemoryReleaseFn>,
 }
 
 impl std::fmt::Debug for IngestBuilder {
@@ -297,6 +318,7 @@ impl IngestBuilder {
         self
     }
     /// Bench baseline: each topic task re-reads and re-parses the landing files.
+    #[cfg(feature = "testing")]
     #[doc(hidden)]
     pub fn with_reread_per_topic(mut self, reread: bool) -> Self {
         self.config.reread_per_topic = reread;
@@ -334,6 +356,16 @@ impl IngestBuilder {
         self.progress = Some(Arc::new(f));
         self
     }
+    /// Called when a run has just freed much memory ([`MemoryRelease`]), to hand it back
+    /// to the OS with process-wide allocator calls (`malloc_trim`, a jemalloc purge): the
+    /// `bronze` binary does; without it, freed memory stays with the allocator.
+    pub fn with_memory_release(
+        mut self,
+        f: impl Fn(MemoryRelease) + Send + Sync + 'static,
+    ) -> Self {
+        self.release = Some(Arc::new(f));
+        self
+    }
     /// All settings at once (the CLI builds an [`IngestConfig`] from its flags).
     pub fn config_mut(&mut self) -> &mut IngestConfig {
         &mut self.config
@@ -342,28 +374,8 @@ impl IngestBuilder {
     pub fn build(self) -> Result<Ingest> {
         let mut ingest = Ingest::from_config(self.config)?;
         ingest.progress = self.progress;
+        ingest.release = self.release;
         Ok(ingest)
-    }
-}
-
-/// How the batch was staged.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum StagingMode {
-    /// Parsed into memory; nothing persisted.
-    Memory,
-    /// Spilled to `_tmp_raw_load_<batch_id>` (over budget, or asked for).
-    Persisted,
-    /// Read back from a complete staging table left by an earlier run.
-    Resumed,
-}
-
-impl StagingMode {
-    fn as_str(self) -> &'static str {
-        match self {
-            StagingMode::Memory => "memory",
-            StagingMode::Persisted => "persisted",
-            StagingMode::Resumed => "resumed",
-        }
     }
 }
 
@@ -553,17 +565,19 @@ fn part_writes(
     };
     match result {
         Err(e) => {
-            let message = crate::error::chain(&e);
-            let mut e = Some(e);
-            let n = meta.len();
+            // The only part keeps the error; several share it.
+            let (mut only, shared) = if meta.len() == 1 {
+                (Some(e), None)
+            } else {
+                (None, Some(Arc::new(e)))
+            };
             meta.into_iter()
-                .enumerate()
-                .map(|(i, (topic, rows_in, planned))| {
-                    // The first (or only) part keeps the original error.
-                    let err = match (i, e.take()) {
-                        (0, Some(e)) if n == 1 => e,
-                        _ => Error::Shared {
-                            message: message.clone(),
+                .map(|(topic, rows_in, planned)| {
+                    let err = match (only.take(), &shared) {
+                        (Some(e), _) => e,
+                        (None, Some(s)) => Error::Shared(Arc::clone(s)),
+                        (None, None) => Error::Internal {
+                            what: "a failed write without its error".into(),
                         },
                     };
                     write(topic, rows_in, planned, Err(err), Vec::new(), 0)
@@ -634,12 +648,12 @@ fn check_invariant(
         let table = TableName::for_topic(topic).to_string();
         let written: u64 = rows
             .iter()
-            .filter(|r| r.topic == *topic && r.table == table && r.status == "ok")
+            .filter(|r| r.topic == *topic && r.table == table && r.status == RunStatus::Ok)
             .map(|r| r.rows_written)
             .sum();
         let failed = rows
             .iter()
-            .any(|r| r.topic == *topic && r.table == table && r.status != "ok");
+            .any(|r| r.topic == *topic && r.table == table && r.status != RunStatus::Ok);
         if !failed && written != *staged {
             problems.push(format!(
                 "topic {topic:?}: {written} rows in `{table}` for {staged} messages"
@@ -685,6 +699,7 @@ impl Ingest {
                 ..IngestConfig::default()
             },
             progress: None,
+            release: None,
         }
     }
 
@@ -718,6 +733,7 @@ impl Ingest {
             runtime,
             locks,
             progress: None,
+            release: None,
         })
     }
 
@@ -806,6 +822,12 @@ impl Ingest {
                 )
             })
             .collect()
+    }
+
+    fn release_memory(&self, when: MemoryRelease) {
+        if let Some(f) = &self.release {
+            f(when);
+        }
     }
 
     fn report_progress(&self, p: Progress) {
@@ -965,7 +987,7 @@ impl Ingest {
         staged: &mut StagedBatch,
         staging_table: &StagingTable<'_>,
         lineage: &Lineage,
-        found: &discover::Discovery,
+        #[cfg_attr(not(feature = "testing"), allow(unused_variables))] found: &discover::Discovery,
     ) -> Result<Vec<TableWrite>> {
         let written = AtomicUsize::new(0);
         let topic_count = staged.summary.topics.len();
@@ -975,16 +997,16 @@ impl Ingest {
         // DataFusion's batches (slices of a few thousand rows) when read back from the
         // staging table.
         let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
+            #[cfg(feature = "testing")]
             if self.config.reread_per_topic {
-                // The seed's baseline: every topic re-reads and re-parses the batch.
+                // The benches' baseline: every topic re-reads and re-parses the batch.
                 return self.reread_topic(&found.files, topic);
             }
             // Each topic's staged rows are taken out once, so they are freed as soon as
             // the topic is flattened.
             match &memory {
-                Some(m) => m.lock().remove(topic).ok_or_else(|| Error::Config {
-                    name: "staging",
-                    reason: format!("topic {topic:?} missing from staging"),
+                Some(m) => m.lock().remove(topic).ok_or_else(|| Error::Internal {
+                    what: format!("topic {topic:?} missing from staging"),
                 }),
                 None => self.runtime.block_on(staging_table.read_topic(topic)),
             }
@@ -1024,7 +1046,7 @@ impl Ingest {
                             .par_iter()
                             .with_max_len(1)
                             .map(|(topic, _)| {
-                                if bounded && !self.config.reread_per_topic {
+                                if bounded && !self.reread_per_topic() {
                                     self.handle_topic_streamed(
                                         storage,
                                         topic,
@@ -1048,7 +1070,7 @@ impl Ingest {
                             .collect::<Vec<_>>()
                     }));
                     if bounded {
-                        crate::mem::release_free_memory();
+                        self.release_memory(MemoryRelease::BetweenPhases);
                     }
                 }
                 results
@@ -1218,7 +1240,7 @@ impl Ingest {
                     ),
                 )?;
                 drop(staging.topics);
-                crate::mem::release_free_memory();
+                self.release_memory(MemoryRelease::BetweenPhases);
                 self.failpoint("after_staging_chunk")?;
             } else {
                 memory = Some(staging.topics);
@@ -1226,7 +1248,7 @@ impl Ingest {
                 // malloc (a library user's default) keeps those pages unless trimmed;
                 // jemalloc's arenas hand them to flattening, which needs as much again
                 // (purging them cost 40k page faults, 2 % of the CPU; BENCHMARKS.md).
-                crate::mem::trim_glibc();
+                self.release_memory(MemoryRelease::AfterStaging);
             }
         }
         summary.corrupt_lines = corrupt.len() as u64;
@@ -1283,8 +1305,17 @@ impl Ingest {
         landing_bytes.saturating_mul(MEMORY_PER_LANDING_BYTE) > self.config.memory_budget
     }
 
+    /// Whether each topic re-reads the landing files (the benches' baseline).
+    fn reread_per_topic(&self) -> bool {
+        #[cfg(feature = "testing")]
+        return self.config.reread_per_topic;
+        #[cfg(not(feature = "testing"))]
+        false
+    }
+
     /// Re-stages the whole batch and keeps one topic (the baseline the benches compare
     /// staging-once against; never used otherwise).
+    #[cfg(feature = "testing")]
     fn reread_topic(
         &self,
         files: &[discover::SourceFile],
@@ -1304,9 +1335,8 @@ impl Ingest {
             &mut stage::IdSet::default(),
             &reader,
         )?;
-        staging.topics.remove(topic).ok_or_else(|| Error::Config {
-            name: "staging",
-            reason: format!("topic {topic:?} missing on re-read"),
+        staging.topics.remove(topic).ok_or_else(|| Error::Internal {
+            what: format!("topic {topic:?} missing on re-read"),
         })
     }
 
@@ -1839,7 +1869,7 @@ impl Ingest {
                     }
                 }
             }
-            crate::mem::release_free_memory();
+            self.release_memory(MemoryRelease::BetweenPhases);
         }
         done.into_values()
             .map(|mut w| {
@@ -1928,7 +1958,7 @@ fn batch_report(
         },
         files: staged.files,
         run_control: Vec::new(),
-        staging: staged.mode.as_str().to_string(),
+        staging: staged.mode,
         invariant_ok: invariant.ok,
         invariant: invariant.text,
         warnings: Vec::new(),
@@ -1965,7 +1995,7 @@ fn outcomes(
             version: None,
             started_at_micros: w.started_micros,
             ended_at_micros: w.ended_micros,
-            status: "ok".into(),
+            status: RunStatus::Ok,
             error: None,
             checks: String::new(),
             schema_changes: if w.added.is_empty() {
@@ -1999,7 +2029,7 @@ fn outcomes(
                         "committed_rows({}) != planned_rows({}) FAILED",
                         c.rows_added, w.rows_planned
                     );
-                    row.status = "failed".into();
+                    row.status = RunStatus::Failed;
                     row.error = Some("the commit does not hold the planned rows".into());
                 }
                 t.rows_written += c.rows_added;
@@ -2008,11 +2038,11 @@ fn outcomes(
             Err(e) => {
                 let msg = crate::error::chain(&e);
                 tracing::error!(table = %row.table, topic = %row.topic, error = %msg, "table failed");
-                row.status = "failed".into();
+                row.status = RunStatus::Failed;
                 row.error = Some(msg);
             }
         }
-        if row.status != "ok" {
+        if row.status != RunStatus::Ok {
             t.error = row.error.clone();
         }
         run_control.push(row);
@@ -2039,7 +2069,11 @@ fn invariant_row(
         rows_written: summary.topics.iter().map(|(_, n)| n).sum(),
         started_at_micros: started_micros,
         ended_at_micros: now_micros(),
-        status: if invariant.ok { "ok" } else { "failed" }.into(),
+        status: if invariant.ok {
+            RunStatus::Ok
+        } else {
+            RunStatus::Failed
+        },
         error: (!invariant.ok).then(|| "row accounting does not add up".to_string()),
         checks: invariant.text.clone(),
         ..Default::default()
@@ -2141,7 +2175,7 @@ fn run_control_batch(
         )),
         ts(|r| r.started_at_micros),
         ts(|r| r.ended_at_micros),
-        strs(|r| &r.status),
+        strs(|r| r.status.as_str()),
         Arc::new(StringArray::from_iter(
             rows.iter().map(|r| r.error.as_deref()),
         )),

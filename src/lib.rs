@@ -18,7 +18,6 @@
 
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
-// Audited exceptions, all in `mem`: glibc `malloc_trim` and `mallopt`.
 #![deny(unsafe_code)]
 
 pub mod batch;
@@ -30,6 +29,7 @@ mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
 pub mod flatten;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
 mod ingest;
@@ -38,15 +38,16 @@ pub mod lease;
 mod locks;
 pub mod maintenance;
 mod mem;
-pub use mem::tune_allocator;
 pub mod naming;
 pub mod read;
 mod report;
 mod schema;
 pub mod stage;
+#[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod stages;
 mod staging;
+#[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testdata;
 mod write;
@@ -57,9 +58,9 @@ pub use config::{
 };
 pub use error::{Error, Result, chain as error_chain};
 pub use ingest::{
-    DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder, Progress, ProgressFn,
-    RUN_CONTROL_TABLE,
+    DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder, MemoryRelease, MemoryReleaseFn,
+    Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
-pub use report::{BatchReport, RunControlRow, TableOutcome};
+pub use report::{BatchReport, RunControlRow, RunStatus, StagingMode, TableOutcome};

@@ -1,5 +1,6 @@
 //! The `bronze` command line.
 
+mod alloc;
 mod cli;
 
 use std::process::ExitCode;
@@ -31,7 +32,7 @@ static JEMALLOC_CONF: Option<&'static u8> =
     Some(&b"percpu_arena:percpu,thp:always,metadata_thp:always\0"[0]);
 
 fn main() -> ExitCode {
-    bronze::tune_allocator();
+    alloc::tune_allocator();
     let cli = Cli::parse();
     let level = match cli.verbose {
         0 => "warn",
@@ -159,7 +160,8 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
     let result = args
         .to_config()
         .and_then(|config| {
-            let mut builder = bronze::Ingest::builder(&config.catalog);
+            let mut builder =
+                bronze::Ingest::builder(&config.catalog).with_memory_release(alloc::release);
             *builder.config_mut() = config;
             if let Some(bar) = bar.clone() {
                 builder = builder.with_progress(move |p| show(&bar, p));

@@ -10,6 +10,66 @@ use crate::stage::{CorruptLine, FileStats};
 /// How many corrupt lines the report lists in full (counts stay exact).
 pub const MAX_LISTED_CORRUPT: usize = 100;
 
+/// Where a batch was staged.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum StagingMode {
+    /// Parsed into memory; nothing persisted.
+    #[default]
+    Memory,
+    /// Spilled to the staging table `_tmp_raw_load_<batch id>_<hash>` (over the memory
+    /// budget, or asked for with `--persist-staging`).
+    Persisted,
+    /// Read back from a complete staging table left by an earlier run of the batch.
+    Resumed,
+}
+
+impl StagingMode {
+    /// `memory`, `persisted` or `resumed`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StagingMode::Memory => "memory",
+            StagingMode::Persisted => "persisted",
+            StagingMode::Resumed => "resumed",
+        }
+    }
+}
+
+impl std::fmt::Display for StagingMode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The outcome of one `_run_control` row: a write, or the run's row accounting.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+#[non_exhaustive]
+pub enum RunStatus {
+    /// Committed, and its check held.
+    #[default]
+    Ok,
+    /// Failed (see `error`): the rerun repairs it.
+    Failed,
+}
+
+impl RunStatus {
+    /// `ok` or `failed`, as `_run_control` stores it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Ok => "ok",
+            RunStatus::Failed => "failed",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// What happened to one table in a run.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 #[non_exhaustive]
@@ -59,7 +119,7 @@ pub struct RunControlRow {
     /// End of this write.
     pub ended_at_micros: i64,
     /// `ok` or `failed`.
-    pub status: String,
+    pub status: RunStatus,
     /// The error of a failed write.
     pub error: Option<String>,
     /// Checks run on the commit and their result.
@@ -108,10 +168,9 @@ pub struct BatchReport {
     pub corrupt: Vec<CorruptLine>,
     /// The rows written to `_run_control` for this run, one per (topic, table) write.
     pub run_control: Vec<RunControlRow>,
-    /// Where staging lived: `memory`, `persisted` (spilled to `_tmp_raw_load_<batch_id>`)
-    /// or `resumed` (read back from a complete staging table of an earlier run; per-file
-    /// counts and the corrupt-line list are then empty, the totals are the staged ones).
-    pub staging: String,
+    /// Where staging lived (`memory`, `persisted`, `resumed`; resumed, the per-file counts
+    /// and the corrupt-line list are empty, the totals are the staged ones).
+    pub staging: StagingMode,
     /// Things that did not fail the load but need attention (a staging table not dropped).
     pub warnings: Vec<String>,
     /// Whether every non-blank line is accounted for (topic-table row, corrupt record or

@@ -330,7 +330,7 @@ fn ingest_through_an_object_store_with_latency_gives_the_same_tables() {
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
-    assert_eq!(r.staging, "persisted");
+    assert_eq!(r.staging, bronze::StagingMode::Persisted);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     assert_same_tables(&loaded_locally(BATCH1), &slow);
 }
@@ -389,7 +389,7 @@ fn landing_files_are_fetched_from_an_object_store_while_the_run_takes_its_lease(
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
-    assert_eq!(r.staging, "memory");
+    assert_eq!(r.staging, bronze::StagingMode::Memory);
     assert!(
         store.released.load(Ordering::SeqCst),
         "the lease's put waited out its timeout: no landing file was read meanwhile"

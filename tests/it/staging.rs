@@ -12,7 +12,7 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
-    assert_eq!(r.staging, "memory");
+    assert_eq!(r.staging, bronze::StagingMode::Memory);
 
     let persisted = TempLake::new();
     let r = persisted
@@ -22,7 +22,7 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
-    assert_eq!(r.staging, "persisted");
+    assert_eq!(r.staging, bronze::StagingMode::Persisted);
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
     assert_same_tables(&mem, &persisted);
     assert!(staging_dirs(&persisted).is_empty(), "staging dropped");
@@ -36,7 +36,7 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .unwrap()
         .run(batch_dir(BATCH1))
         .unwrap();
-    assert_eq!(r.staging, "persisted");
+    assert_eq!(r.staging, bronze::StagingMode::Persisted);
     assert_accounted(&chunked, &r);
     assert!(
         r.tables["quote"].version > Some(0),
@@ -90,7 +90,7 @@ fn a_crash_after_staging_resumes_from_the_staging_table() {
         std::fs::write(copy.join(e.file_name()), b"").unwrap();
     }
     let report = lake.ingest().build().unwrap().run(&copy).unwrap();
-    assert_eq!(report.staging, "resumed");
+    assert_eq!(report.staging, bronze::StagingMode::Resumed);
     let exp = expected(BATCH1);
     assert_eq!(report.duplicates, exp["duplicates"].as_u64().unwrap());
     assert_eq!(report.corrupt_lines, exp["corrupt_lines"].as_u64().unwrap());
@@ -132,7 +132,8 @@ fn an_incomplete_staging_table_is_cleared_and_restaged() {
         .run(batch_dir(BATCH1))
         .unwrap();
     assert_eq!(
-        report.staging, "persisted",
+        report.staging,
+        bronze::StagingMode::Persisted,
         "incomplete staging is never resumed"
     );
     for (table, rows) in expected_tables(BATCH1) {
@@ -164,7 +165,7 @@ fn two_batches_at_once_use_their_own_staging_tables() {
         handles.into_iter().map(|h| h.join().unwrap()).collect()
     });
     for r in &reports {
-        assert_eq!(r.staging, "persisted");
+        assert_eq!(r.staging, bronze::StagingMode::Persisted);
         assert!(r.failed_tables().next().is_none(), "{}", r.to_text());
     }
     assert_both_fixture_batches_landed(&lake);
