@@ -18,8 +18,8 @@ use std::hint::black_box;
 use std::time::Duration;
 
 use arrow::array::RecordBatch;
+use bronze::bench::{self as stages, Compression, ParseScratch, writer_properties};
 use bronze::flatten::{Lineage, TableName, flatten};
-use bronze::stages::{self, Compression, ParseScratch, writer_properties};
 use bronze::testdata::{GenSpec, generate};
 use bronze::{EnvelopeConfig, FlattenConfig, Ingest};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};

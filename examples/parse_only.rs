@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use bronze::stages::{
+use bronze::bench::{
     ParseScratch, bronze_validate_only, simd_json_dom_only, simd_json_owned_dom,
     simd_json_parse_only,
 };

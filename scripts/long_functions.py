@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Lists the non-test functions of `src/` longer than a limit (default 100 lines, from the
 `fn` line to its closing brace). Test code (`#[cfg(test)]` modules, `tests.rs`,
-`roundtrip.rs`) is left out.
+`roundtrip.rs`) and the `testing` feature's scaffolding are left out.
 
 usage: scripts/long_functions.py [LIMIT]    exit 1 when one is longer
 """
@@ -11,6 +11,8 @@ import sys
 
 SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 TEST_FILES = {"tests.rs", "roundtrip.rs"}
+# Test and bench scaffolding, compiled only with the `testing` feature.
+SCAFFOLDING = {"testdata.rs", "fuzzing.rs", "bench.rs", "failpoint.rs"}
 FN = re.compile(r"^\s*(?:pub(?:\([a-z]+\))? )?(?:async )?(?:unsafe )?(?:const )?fn ([A-Za-z_0-9]+)")
 
 
@@ -63,7 +65,7 @@ def main():
     long = []
     for root, _, names in os.walk(SRC):
         for n in sorted(names):
-            if n.endswith(".rs") and n not in TEST_FILES:
+            if n.endswith(".rs") and n not in TEST_FILES and n not in SCAFFOLDING:
                 path = os.path.join(root, n)
                 for name, line, length in functions(path):
                     if length > limit:

@@ -9,9 +9,9 @@ use std::path::Path;
 use arrow::array::{Array, RecordBatch, StringArray};
 
 use crate::config::{EnvelopeConfig, Evolution, FlattenConfig};
-use crate::discover::{Compression, SourceFile};
 use crate::flatten::{Lineage, flatten};
 use crate::naming::TableName;
+use crate::source::discover::{Compression, SourceFile};
 use crate::stage::{IdSet, assemble, stage_file_bytes};
 
 /// Stages `data` as one file, checks the line accounting, flattens every topic and
@@ -71,7 +71,9 @@ pub fn parse_and_flatten(data: &[u8]) {
 fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<RecordBatch>> {
     let env = EnvelopeConfig::default();
     let staged = stage_file_bytes(data, "fuzz.jsonl", &env);
-    let non_blank = crate::read::lines(data).filter(|l| !l.is_blank()).count() as u64;
+    let non_blank = crate::source::read::lines(data)
+        .filter(|l| !l.is_blank())
+        .count() as u64;
     assert_eq!(staged.lines, non_blank, "non-blank lines");
     assert_eq!(
         staged.lines,
@@ -79,7 +81,7 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
         "every line is a message or a corrupt record"
     );
     for c in &staged.corrupt {
-        let line = crate::read::lines(data)
+        let line = crate::source::read::lines(data)
             .find(|l| l.number == c.line)
             .expect("a corrupt record points at a line of the file");
         assert_eq!(line.raw, c.raw.as_slice(), "corrupt line kept byte-exact");

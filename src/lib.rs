@@ -21,10 +21,12 @@
 #![deny(unsafe_code)]
 
 pub mod batch;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
+pub mod bench;
 mod clock;
 mod config;
 mod conform;
-pub mod discover;
 mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;
@@ -39,17 +41,15 @@ mod locks;
 pub mod maintenance;
 mod mem;
 pub mod naming;
-pub mod read;
 mod report;
 mod schema;
+mod source;
+pub use source::{discover, read};
 pub mod stage;
-#[cfg(feature = "testing")]
-#[doc(hidden)]
-pub mod stages;
-mod staging;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testdata;
+mod validate;
 mod write;
 
 pub use config::{

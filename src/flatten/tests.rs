@@ -21,11 +21,11 @@ pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, Vec<Re
         .join("\n");
     let staged = stage_file_bytes(text.as_bytes(), "f.jsonl", &EnvelopeConfig::default());
     assert!(staged.corrupt.is_empty(), "{:?}", staged.corrupt);
-    let file = crate::discover::SourceFile {
+    let file = crate::source::discover::SourceFile {
         path: "f.jsonl".into(),
         name: "f.jsonl".into(),
         bytes: 0,
-        compression: crate::discover::Compression::None,
+        compression: crate::source::discover::Compression::None,
         folder: 0,
     };
     crate::stage::assemble(&[file], vec![staged], true, &mut Default::default()).topics

@@ -8,8 +8,8 @@ use std::io::Read as _;
 
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
-use crate::discover::{Compression, SourceFile};
 use crate::error::{Error, Result};
+use crate::source::discover::{Compression, SourceFile};
 
 /// Reads the whole file, decompressing gzip. A truncated or corrupt `.gz` is an error
 /// naming the file: its content cannot be recovered, so the batch must not be loaded

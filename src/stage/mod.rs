@@ -12,6 +12,8 @@
 //!
 //! This stage does no Delta I/O; it only reads the landing files.
 
+pub(crate) mod spill;
+
 use std::collections::{BTreeMap, HashMap};
 use std::ops::Range;
 use std::sync::Arc;
@@ -21,10 +23,10 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use rayon::prelude::*;
 
 use crate::config::EnvelopeConfig;
-use crate::discover::SourceFile;
 use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
-use crate::read::{self, Line};
+use crate::source::discover::SourceFile;
+use crate::source::read::{self, Line};
 
 /// A line that could not be read as a message; kept byte-exact in `_corrupt_records`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -968,7 +970,7 @@ mod tests {
                 path: name.clone().into(),
                 name,
                 bytes: 0,
-                compression: crate::discover::Compression::None,
+                compression: crate::source::discover::Compression::None,
                 folder: 0,
             });
         }

@@ -57,7 +57,7 @@ fn count_parsed(
 ) -> usize {
     let mut ok = 0;
     // Lines found with memchr, as bronze's own reader does (`read::lines`).
-    for line in crate::read::lines(bytes).map(|l| l.raw) {
+    for line in crate::source::read::lines(bytes).map(|l| l.raw) {
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }

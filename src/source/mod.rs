@@ -1,0 +1,5 @@
+//! Where landing bytes come from: the batch folders listed ([`discover`]) and their files
+//! read and decoded ([`read`]).
+
+pub mod discover;
+pub mod read;
