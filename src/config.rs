@@ -152,7 +152,7 @@ pub enum CommitPer {
     /// tables in parallel.
     #[default]
     Table,
-    /// One commit per (topic, table), as the seed's notebook did: parallel topic tasks
+    /// One commit per (topic, table), as a notebook looping over topics does: parallel topic tasks
     /// write their own tables, serialized per table by the lock map. More commits and
     /// files; kept to compare, and to exercise the locks.
     Topic,

@@ -67,12 +67,7 @@ pub(crate) fn conform(
     let schema = batch.schema();
     let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
     taken.extend(schema.fields().iter().map(|f| f.name().clone()));
-    let by_path: HashMap<&str, &Field> = target
-        .fields()
-        .iter()
-        .filter(|f| f.metadata().contains_key(PATH_META))
-        .map(|f| (path_of(f), f.as_ref()))
-        .collect();
+    let by_path = columns_by_path(target);
     let mut fields = Vec::new();
     let mut columns: Vec<ArrayRef> = Vec::new();
     let mut rescued: Vec<(u32, String, String)> = Vec::new();
@@ -95,12 +90,10 @@ pub(crate) fn conform(
         let path = path_of(field);
         // The table's column for this path: by path, else by name when that column has no
         // path of its own (written before paths were recorded) or the same one.
-        let existing = by_path.get(path).copied().or_else(|| {
-            target
-                .field_with_name(name)
-                .ok()
-                .filter(|t| !t.metadata().contains_key(PATH_META) || path_of(t) == path)
-        });
+        let existing = by_path
+            .get(path)
+            .copied()
+            .or_else(|| column_by_name(target, name, path));
         match existing {
             Some(t) => {
                 let (a, r) = convert(array, field, t, path);
@@ -111,15 +104,7 @@ pub(crate) fn conform(
             }
             None => match evolution {
                 Evolution::Add => {
-                    let mut new_name = name.to_string();
-                    if target.field_with_name(name).is_ok() {
-                        let mut k = 2;
-                        while taken.contains(&format!("{name}_{k}")) {
-                            k += 1;
-                        }
-                        new_name = format!("{name}_{k}");
-                        taken.insert(new_name.clone());
-                    }
+                    let new_name = free_name(name, target, &mut taken);
                     added.push(new_name.clone());
                     fields.push(data_field(
                         &new_name,
@@ -129,14 +114,7 @@ pub(crate) fn conform(
                     ));
                     columns.push(Arc::clone(array));
                 }
-                Evolution::Rescue => {
-                    for row in 0..n {
-                        if let Some(json) = json_of(array, is_json(field), row) {
-                            rescued.push((row as u32, path.to_string(), json));
-                            moved += 1;
-                        }
-                    }
-                }
+                Evolution::Rescue => moved += rescue_all(array, field, path, &mut rescued),
                 Evolution::Fail => {
                     if array.null_count() < n {
                         refused.push(format!("{name} ({path})"));
@@ -168,6 +146,57 @@ pub(crate) fn conform(
         added,
         rescued: moved,
     })
+}
+
+/// The table's columns that record their path (`bronze.path`), by path.
+fn columns_by_path(target: &Schema) -> HashMap<&str, &Field> {
+    target
+        .fields()
+        .iter()
+        .filter(|f| f.metadata().contains_key(PATH_META))
+        .map(|f| (path_of(f), f.as_ref()))
+        .collect()
+}
+
+/// The table's column named `name`, when it has no path of its own (written before
+/// paths were recorded) or the same `path`.
+fn column_by_name<'t>(target: &'t Schema, name: &str, path: &str) -> Option<&'t Field> {
+    target
+        .field_with_name(name)
+        .ok()
+        .filter(|t| !t.metadata().contains_key(PATH_META) || path_of(t) == path)
+}
+
+/// `name`, or when the table has a column of that name for another path, the first of
+/// `name_2`, `name_3`, … that is free (taken from then on).
+fn free_name(name: &str, target: &Schema, taken: &mut HashSet<String>) -> String {
+    if target.field_with_name(name).is_err() {
+        return name.to_string();
+    }
+    let mut k = 2;
+    while taken.contains(&format!("{name}_{k}")) {
+        k += 1;
+    }
+    let free = format!("{name}_{k}");
+    taken.insert(free.clone());
+    free
+}
+
+/// Every non-null value of a column moved to `rescued` under its path; how many.
+fn rescue_all(
+    array: &ArrayRef,
+    field: &Field,
+    path: &str,
+    rescued: &mut Vec<(u32, String, String)>,
+) -> u64 {
+    let mut moved = 0;
+    for row in 0..array.len() {
+        if let Some(json) = json_of(array, is_json(field), row) {
+            rescued.push((row as u32, path.to_string(), json));
+            moved += 1;
+        }
+    }
+    moved
 }
 
 /// The schema a table has after `batch` (fitted by [`conform`]) is merged into it.

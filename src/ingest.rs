@@ -379,6 +379,29 @@ impl IngestBuilder {
     }
 }
 
+/// How many of `topics` map to each topic table (names that sanitise alike share one).
+fn topics_per_table(topics: &[(String, u64)]) -> BTreeMap<TableName, usize> {
+    let mut counts: BTreeMap<TableName, usize> = BTreeMap::new();
+    for (topic, _) in topics {
+        *counts.entry(TableName::for_topic(topic)).or_default() += 1;
+    }
+    counts
+}
+
+/// How the topics of a batch fan out ([`Ingest::waves`]).
+struct Waves {
+    /// Over the memory budget: topics stream from the staging table in waves.
+    bounded: bool,
+    /// One commit per (topic, table) rather than one per table.
+    per_topic: bool,
+    /// Topics in flight at once.
+    wave: usize,
+    /// Staged bytes a topic in flight flattens and commits at once.
+    slice_bytes: u64,
+    /// The pool of an over-budget batch's waves (`None`: the fan-out pool).
+    pool: Option<rayon::ThreadPool>,
+}
+
 /// The staged batch, wherever it lives.
 struct StagedBatch {
     mode: StagingMode,
@@ -932,31 +955,13 @@ impl Ingest {
                 None => self.runtime.block_on(staging_table.read_topic(topic)),
             }
         };
-        // A batch staged in memory fits the budget: flatten every topic, then one commit
-        // per table. A persisted (over-budget) batch is processed topic by topic, in
-        // waves sized so that the topics in flight fit the memory budget.
-        let bounded = !in_memory && !self.config.persist_staging;
-        let per_topic = self.config.commit_per == CommitPer::Topic || bounded;
-        let wave = if bounded {
-            wave_size(
-                &staged.summary,
-                self.config.memory_budget,
-                self.fanout_threads(),
-            )
-        } else {
-            topic_count.max(1)
-        };
-        // Staged bytes a topic in flight flattens and commits at once: a topic larger than
-        // that is written in several commits (the first replaces, the others append).
-        let slice_bytes =
-            (self.config.memory_budget / (MEMORY_PER_LANDING_BYTE * wave as u64)).max(1);
-        // Over budget, the waves run on a pool of `wave` threads: every thread that
-        // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
-        let wave_pool = if bounded {
-            Some(pool(wave, "wave")?)
-        } else {
-            None
-        };
+        let Waves {
+            bounded,
+            per_topic,
+            wave,
+            slice_bytes,
+            pool: wave_pool,
+        } = self.waves(&staged.summary, in_memory)?;
         let topic_pool = wave_pool.as_ref().unwrap_or(&self.fanout_pool);
         let fan_out = || -> Vec<Vec<TableWrite>> {
             if per_topic {
@@ -1020,6 +1025,36 @@ impl Ingest {
         Ok(writes)
     }
 
+    /// How the topics of a staged batch fan out. A batch staged in memory fits the
+    /// budget: flatten every topic, then one commit per table. A persisted (over-budget)
+    /// batch is processed topic by topic, in waves sized so that the topics in flight fit
+    /// the memory budget.
+    fn waves(&self, summary: &StagingSummary, in_memory: bool) -> Result<Waves> {
+        let bounded = !in_memory && !self.config.persist_staging;
+        let wave = if bounded {
+            wave_size(summary, self.config.memory_budget, self.fanout_threads())
+        } else {
+            summary.topics.len().max(1)
+        };
+        Ok(Waves {
+            bounded,
+            per_topic: self.config.commit_per == CommitPer::Topic || bounded,
+            wave,
+            // Staged bytes a topic in flight flattens and commits at once: a topic larger
+            // than that is written in several commits (the first replaces, the others
+            // append).
+            slice_bytes: (self.config.memory_budget / (MEMORY_PER_LANDING_BYTE * wave as u64))
+                .max(1),
+            // Over budget, the waves run on a pool of `wave` threads: every thread that
+            // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
+            pool: if bounded {
+                Some(pool(wave, "wave")?)
+            } else {
+                None
+            },
+        })
+    }
+
     /// Appends the run's rows to `_run_control` (once, after the parallel phase); the
     /// error when it could not.
     fn write_run_control(
@@ -1076,17 +1111,8 @@ impl Ingest {
         writes: &mut Vec<TableWrite>,
         mut early: Option<EarlyFetch>,
     ) -> Result<StagedBatch> {
-        if self.config.resume
-            && let Some(summary) = self.runtime.block_on(staging_table.complete())?
-        {
-            tracing::info!(table = %staging_table.name(), "resuming from a complete staging table");
-            return Ok(StagedBatch {
-                mode: StagingMode::Resumed,
-                summary,
-                memory: None,
-                files: Vec::new(),
-                corrupt: Vec::new(),
-            });
+        if let Some(resumed) = self.resume(staging_table)? {
+            return Ok(resumed);
         }
         // A leftover that is not complete (a run killed or failed while staging, maybe
         // before its first commit: data files without a log) is cleared first, whether
@@ -1101,7 +1127,6 @@ impl Ingest {
                 total: total_files,
             });
         };
-        let reader = |f: &discover::SourceFile| self.read_landing_file(f);
         // A chunk in flight holds its raw bytes, the parsed messages, their Arrow staging
         // and the staging write's buffers (four to five times its size, plus allocator
         // slack): an eighth of the budget per chunk.
@@ -1119,28 +1144,7 @@ impl Ingest {
         let mut file_stats = Vec::new();
         let mut memory = None;
         for chunk in chunks {
-            // From object storage, fetch the chunk's files concurrently first: on a
-            // store with ~20 ms per request, two parse threads fetching one file at a
-            // time would wait far longer than they parse.
-            // A batch in one chunk may have started fetching at discovery.
-            let prefetched = match early.take() {
-                Some(fetch) => Some(self.runtime.block_on(fetch.join())?),
-                None => self.prefetch(chunk)?,
-            };
-            let prefetched_reader =
-                |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
-                    Some(bytes) => crate::source::read::decode_bytes(f, bytes),
-                    None => reader(f),
-                };
-            let staging = self.parse_pool.install(|| {
-                stage::stage_with_progress(
-                    chunk,
-                    &self.config.envelope,
-                    &on_file,
-                    &mut seen,
-                    &prefetched_reader,
-                )
-            })?;
+            let staging = self.stage_chunk(chunk, early.take(), &on_file, &mut seen)?;
             summary.files_read += chunk.len();
             summary.bytes_read += staging.files.iter().map(|f| f.bytes).sum::<u64>();
             summary.lines += staging.lines();
@@ -1189,6 +1193,50 @@ impl Ingest {
             memory,
             files: file_stats,
             corrupt,
+        })
+    }
+
+    /// The batch as a complete staging table of an earlier run left it, when resuming is
+    /// on and there is one.
+    fn resume(&self, staging_table: &StagingTable<'_>) -> Result<Option<StagedBatch>> {
+        if !self.config.resume {
+            return Ok(None);
+        }
+        let Some(summary) = self.runtime.block_on(staging_table.complete())? else {
+            return Ok(None);
+        };
+        tracing::info!(table = %staging_table.name(), "resuming from a complete staging table");
+        Ok(Some(StagedBatch {
+            mode: StagingMode::Resumed,
+            summary,
+            memory: None,
+            files: Vec::new(),
+            corrupt: Vec::new(),
+        }))
+    }
+
+    /// Reads and stages one chunk of files on the parse pool (`seen` carries the message
+    /// ids across chunks). From object storage the chunk's files are fetched
+    /// concurrently first (on a store with ~20 ms per request, two parse threads fetching
+    /// one file at a time would wait far longer than they parse); a batch in one chunk
+    /// may have started fetching at discovery (`early`).
+    fn stage_chunk(
+        &self,
+        chunk: &[discover::SourceFile],
+        early: Option<EarlyFetch>,
+        on_file: &(dyn Fn() + Sync),
+        seen: &mut crate::stage::IdSet,
+    ) -> Result<stage::Staging> {
+        let prefetched = match early {
+            Some(fetch) => Some(self.runtime.block_on(fetch.join())?),
+            None => self.prefetch(chunk)?,
+        };
+        let reader = |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
+            Some(bytes) => crate::source::read::decode_bytes(f, bytes),
+            None => self.read_landing_file(f),
+        };
+        self.parse_pool.install(|| {
+            stage::stage_with_progress(chunk, &self.config.envelope, on_file, seen, &reader)
         })
     }
 
@@ -1386,12 +1434,7 @@ impl Ingest {
         // topic's staged rows are freed before most others start (the pool's other
         // threads still overlap commits waiting on storage).
         let flatten_slots = Slots::new(self.parse_pool.current_num_threads());
-        let mut shared_topic_tables: BTreeMap<TableName, usize> = BTreeMap::new();
-        for (topic, _) in topics {
-            *shared_topic_tables
-                .entry(TableName::for_topic(topic))
-                .or_default() += 1;
-        }
+        let shared_topic_tables = topics_per_table(topics);
         let gathered = parking_lot::Mutex::new(Gathered {
             remaining: topics.len(),
             early: 0,
@@ -1734,29 +1777,7 @@ impl Ingest {
                         None => {
                             done.insert(table.clone(), w);
                         }
-                        Some(acc) => {
-                            acc.rows_planned += w.rows_planned;
-                            acc.ended_micros = w.ended_micros;
-                            acc.rescued += w.rescued;
-                            for a in w.added {
-                                if !acc.added.contains(&a) {
-                                    acc.added.push(a);
-                                }
-                            }
-                            acc.result = match (
-                                std::mem::replace(&mut acc.result, Ok(Committed::default())),
-                                w.result,
-                            ) {
-                                (Ok(a), Ok(b)) => Ok(Committed {
-                                    version: b.version,
-                                    files_added: a.files_added + b.files_added,
-                                    bytes_added: a.bytes_added + b.bytes_added,
-                                    rows_added: a.rows_added + b.rows_added,
-                                    compacted: b.compacted.or(a.compacted),
-                                }),
-                                (Err(e), _) | (_, Err(e)) => Err(e),
-                            };
-                        }
+                        Some(acc) => acc.absorb(w),
                     }
                 }
             }

@@ -37,6 +37,33 @@ pub(crate) struct TableWrite {
 }
 
 impl TableWrite {
+    /// Adds a later slice's write of the same topic and table to this one: planned rows,
+    /// columns and rescued values summed, the commits' figures summed up to the last
+    /// version, the first error kept.
+    pub(crate) fn absorb(&mut self, w: TableWrite) {
+        self.rows_planned += w.rows_planned;
+        self.ended_micros = w.ended_micros;
+        self.rescued += w.rescued;
+        for a in w.added {
+            if !self.added.contains(&a) {
+                self.added.push(a);
+            }
+        }
+        self.result = match (
+            std::mem::replace(&mut self.result, Ok(Committed::default())),
+            w.result,
+        ) {
+            (Ok(a), Ok(b)) => Ok(Committed {
+                version: b.version,
+                files_added: a.files_added + b.files_added,
+                bytes_added: a.bytes_added + b.bytes_added,
+                rows_added: a.rows_added + b.rows_added,
+                compacted: b.compacted.or(a.compacted),
+            }),
+            (Err(e), _) | (_, Err(e)) => Err(e),
+        };
+    }
+
     /// A topic whose rows could not be read or flattened: its own table's write failed
     /// with `error`, its `rows_in` staged messages planned and none committed.
     pub(crate) fn failed(

@@ -1,6 +1,6 @@
 //! Write: one table's rows for one (batch, topic) → a Delta commit.
 //!
-//! A write replaces this batch's rows for its topic (`_batch_id = X AND _topic = T`,
+//! A write replaces this batch's rows for its topic (`batch_topics_predicate`: its batch id and landing paths, `_topic = T`,
 //! built as a typed DataFusion expression, never pasted into SQL) in one commit, so a
 //! rerun converges to the same rows and two topics feeding one child table never erase
 //! each other. New columns are added in the same commit (schema merge). Where the table
@@ -265,26 +265,12 @@ impl Storage {
         replace: bool,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
-        let unopened = match self.open_unloaded(table, key, replace).await {
+        let unopened = match self
+            .replace_parts_unloaded(table, &parts, key, replace)
+            .await?
+        {
+            Ok(written) => return Ok((written, None)),
             Err(why) => why,
-            Ok(u) => {
-                let fitted = fit_parts(table, &parts, Some(Arc::clone(&u.schema)), true);
-                if fitted.batches.is_empty() {
-                    return Ok(((Committed::default(), fitted.outcomes), None));
-                }
-                let batches = merge_batches(table, &fitted.batches)?;
-                let t1 = std::time::Instant::now();
-                if let Some(c) = self.append_unloaded(table, &u, &batches, key).await? {
-                    tracing::debug!(
-                        table = %table,
-                        open_and_fit_us = (t1 - t0).as_micros() as u64,
-                        append_unloaded_us = t1.elapsed().as_micros() as u64,
-                        "committed"
-                    );
-                    return Ok(((c, fitted.outcomes), None));
-                }
-                Unopened::Other
-            }
         };
         let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let schema: Option<SchemaRef> = match &existing {
@@ -369,6 +355,42 @@ impl Storage {
             "committed"
         );
         Ok(((c, outcomes), Some(WrittenTable::current(written))))
+    }
+
+    /// [`Storage::replace_parts`] on a table opened from its log alone
+    /// ([`Storage::open_unloaded`]): the parts fitted and appended in one commit. `Err`
+    /// with why not when the loaded way must take the table (not openable so, or its
+    /// version was taken meanwhile).
+    async fn replace_parts_unloaded(
+        &self,
+        table: &TableName,
+        parts: &[Part],
+        key: &BatchKey,
+        replace: bool,
+    ) -> Result<std::result::Result<Written, Unopened>> {
+        let t0 = std::time::Instant::now();
+        let u = match self.open_unloaded(table, key, replace).await {
+            Ok(u) => u,
+            Err(why) => return Ok(Err(why)),
+        };
+        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)), true);
+        if fitted.batches.is_empty() {
+            return Ok(Ok((Committed::default(), fitted.outcomes)));
+        }
+        let batches = merge_batches(table, &fitted.batches)?;
+        let t1 = std::time::Instant::now();
+        match self.append_unloaded(table, &u, &batches, key).await? {
+            Some(c) => {
+                tracing::debug!(
+                    table = %table,
+                    open_and_fit_us = (t1 - t0).as_micros() as u64,
+                    append_unloaded_us = t1.elapsed().as_micros() as u64,
+                    "committed"
+                );
+                Ok(Ok((c, fitted.outcomes)))
+            }
+            None => Ok(Err(Unopened::Other)),
+        }
     }
 
     /// The `WriteBuilder` path, for what the direct ones do not take (schema changes,
