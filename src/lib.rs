@@ -26,7 +26,6 @@ pub mod batch;
 pub mod bench;
 mod clock;
 mod config;
-mod conform;
 mod error;
 #[cfg(feature = "failpoints")]
 pub mod failpoint;

@@ -27,6 +27,8 @@
 
 pub use crate::naming::TableName;
 
+pub(crate) mod fit;
+
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::rc::Rc;

@@ -403,9 +403,9 @@ proptest! {
         let mut t2 = tables_of(flatten("t", &staged2["t"], &lineage, &cfg).unwrap());
         for (name, batch) in t2.iter_mut() {
             if let Some(existing) = t1.get(name) {
-                let target = crate::conform::merged_schema(None, existing);
+                let target = crate::flatten::fit::merged_schema(None, existing);
                 let table = TableName::existing(name).unwrap();
-                let fitted = crate::conform::conform(
+                let fitted = crate::flatten::fit::to_table(
                     &table, batch.clone(), Some(&target), Evolution::Add,
                 ).unwrap();
                 *batch = fitted.batch;

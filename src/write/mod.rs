@@ -14,9 +14,8 @@
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, RecordBatch};
-use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef};
 use deltalake::datafusion::prelude::{Expr, col, lit};
 use deltalake::logstore::object_store::DynObjectStore;
 use deltalake::operations::write::SchemaMode;
@@ -37,6 +36,7 @@ use unloaded::{Unopened, with_batch_txns};
 
 use crate::batch::BatchKey;
 use crate::flatten::LANDING_PATH;
+use crate::flatten::fit;
 
 /// Where the tables of one schema live, and how to reach them.
 #[derive(Clone, Debug)]
@@ -205,7 +205,7 @@ impl Storage {
     ) -> Result<Committed> {
         let unopened = match self.open_unloaded(table, key, true).await {
             Ok(u) => {
-                let fitted = [conform(table, batch.clone(), &u.schema)?];
+                let fitted = [fit::cast_to_table(table, batch.clone(), &u.schema)?];
                 if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
                     return Ok(c);
                 }
@@ -221,7 +221,7 @@ impl Storage {
                     .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
                     .snapshot()
                     .arrow_schema();
-                conform(table, batch, &schema)?
+                fit::cast_to_table(table, batch, &schema)?
             }
             None => batch,
         };
@@ -290,7 +290,7 @@ impl Storage {
         if batches.is_empty() {
             return Ok(((Committed::default(), outcomes), None));
         }
-        let batches = merge_batches(table, &batches)?;
+        let batches = fit::widen(table, &batches)?;
         let files = match &existing {
             Some(t) if replace => batch_files(t, key),
             _ => BatchFiles::None,
@@ -377,7 +377,7 @@ impl Storage {
         if fitted.batches.is_empty() {
             return Ok(Ok((Committed::default(), fitted.outcomes)));
         }
-        let batches = merge_batches(table, &fitted.batches)?;
+        let batches = fit::widen(table, &fitted.batches)?;
         let t1 = std::time::Instant::now();
         match self.append_unloaded(table, &u, &batches, key).await? {
             Some(c) => {
@@ -1114,12 +1114,9 @@ fn fit_parts(
         };
         let mut part_schema = schema.clone();
         for batch in &part.batches {
-            match crate::conform::conform(table, batch.clone(), part_schema.as_deref(), evolution) {
+            match fit::to_table(table, batch.clone(), part_schema.as_deref(), evolution) {
                 Ok(c) => {
-                    part_schema = Some(crate::conform::merged_schema(
-                        part_schema.as_deref(),
-                        &c.batch,
-                    ));
+                    part_schema = Some(fit::merged_schema(part_schema.as_deref(), &c.batch));
                     outcome.rows += c.batch.num_rows() as u64;
                     outcome.rescued += c.rescued;
                     for a in c.added {
@@ -1328,110 +1325,10 @@ fn keyed(t: &DeltaTable) -> bool {
     })
 }
 
-/// Concatenates batches of one table from several topics into one, over the union of
-/// their columns (in order of first appearance). A column that one topic typed
-/// differently widens: int64 and float64 to float64, anything else to string.
-pub(crate) fn merge_batches(
-    table: &TableName,
-    batches: &[RecordBatch],
-) -> Result<Vec<RecordBatch>> {
-    if let [one] = batches {
-        return Ok(vec![one.clone()]);
-    }
-    let mut fields: Vec<Field> = Vec::new();
-    for b in batches {
-        for f in b.schema().fields() {
-            match fields.iter_mut().find(|x| x.name() == f.name()) {
-                None => fields.push(f.as_ref().clone()),
-                Some(x) if x.data_type() != f.data_type() => {
-                    let widened = match (x.data_type(), f.data_type()) {
-                        (DataType::Int64, DataType::Float64)
-                        | (DataType::Float64, DataType::Int64) => DataType::Float64,
-                        _ => DataType::Utf8,
-                    };
-                    *x = Field::new(x.name(), widened, true);
-                }
-                Some(x) => {
-                    if f.is_nullable() && !x.is_nullable() {
-                        *x = x.clone().with_nullable(true);
-                    }
-                }
-            }
-        }
-    }
-    // A column missing from some topic is null there.
-    for f in fields.iter_mut() {
-        if batches
-            .iter()
-            .any(|b| b.schema().field_with_name(f.name()).is_err())
-        {
-            *f = f.clone().with_nullable(true);
-        }
-    }
-    let schema = Arc::new(Schema::new(fields));
-    let mut conformed = Vec::with_capacity(batches.len());
-    for b in batches {
-        let columns = schema
-            .fields()
-            .iter()
-            .map(|f| match b.column_by_name(f.name()) {
-                Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
-                Some(c) => cast(c, f.data_type()),
-                None => Ok(arrow::array::new_null_array(f.data_type(), b.num_rows())),
-            })
-            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
-            .map_err(|e| Error::arrow(table.as_str(), e))?;
-        conformed.push(
-            RecordBatch::try_new(Arc::clone(&schema), columns)
-                .map_err(|e| Error::arrow(table.as_str(), e))?,
-        );
-    }
-    Ok(conformed)
-}
-
-/// Casts the batch's columns to the table's types where that keeps every value.
-fn conform(table: &TableName, batch: RecordBatch, target: &SchemaRef) -> Result<RecordBatch> {
-    let schema = batch.schema();
-    let mut fields = Vec::with_capacity(schema.fields().len());
-    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
-    for (field, array) in schema.fields().iter().zip(batch.columns()) {
-        match target.field_with_name(field.name()) {
-            Ok(t) if t.data_type() != field.data_type() => {
-                let lossless = matches!(
-                    (field.data_type(), t.data_type()),
-                    (_, DataType::Utf8) | (DataType::Int64, DataType::Float64)
-                ) || matches!(t.data_type(), DataType::Timestamp(..));
-                if !lossless {
-                    return Err(Error::delta(
-                        table.as_str(),
-                        "write",
-                        DeltaTableError::Generic(format!(
-                            "column `{}` is {} in the table but this batch has {} values that do not fit it",
-                            field.name(),
-                            t.data_type(),
-                            field.data_type()
-                        )),
-                    ));
-                }
-                let cast_array =
-                    cast(array, t.data_type()).map_err(|e| Error::arrow(table.as_str(), e))?;
-                fields.push(Field::new(field.name(), t.data_type().clone(), true));
-                columns.push(cast_array);
-            }
-            _ => {
-                fields.push(field.as_ref().clone());
-                columns.push(Arc::clone(array));
-            }
-        }
-    }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
-        .map_err(|e| Error::arrow(table.as_str(), e))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int64Array, StringArray};
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
 
     /// A key without landing paths: rows and predicates by batch id alone.
     fn k(id: &str) -> BatchKey {

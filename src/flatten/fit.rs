@@ -1,4 +1,13 @@
-//! Fitting a flattened batch to the table it goes to: the existing schema wins.
+//! Fitting flattened rows to the table they go to — one policy, three steps:
+//!
+//! - [`to_table`]: a topic's rows against the table's schema (the existing schema wins;
+//!   what does not fit is rescued, see below);
+//! - [`widen`]: the fitted rows of several topics for one commit, concatenated over the
+//!   union of their columns (a column typed differently widens);
+//! - [`cast_to_table`]: a batch cast to the table's types where that keeps every value,
+//!   else refused (`_corrupt_records`, written outside the flattener).
+//!
+//! [`to_table`] in detail:
 //!
 //! Runs under the table's lock, against the schema the commit will see. Per data column
 //! (matched to the table's column by its original path, field metadata `bronze.path`):
@@ -19,7 +28,9 @@ use std::sync::Arc;
 use arrow::array::{
     Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringBuilder,
 };
+use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use deltalake::DeltaTableError;
 
 use crate::config::Evolution;
 use crate::error::{Error, Result};
@@ -50,7 +61,7 @@ fn is_json(f: &Field) -> bool {
 }
 
 /// Fits `batch` to `target` (`None`: a new table, taken as is).
-pub(crate) fn conform(
+pub(crate) fn to_table(
     table: &TableName,
     batch: RecordBatch,
     target: Option<&Schema>,
@@ -199,7 +210,7 @@ fn rescue_all(
     moved
 }
 
-/// The schema a table has after `batch` (fitted by [`conform`]) is merged into it.
+/// The schema a table has after `batch` (fitted by [`to_table`]) is merged into it.
 pub(crate) fn merged_schema(target: Option<&Schema>, batch: &RecordBatch) -> SchemaRef {
     let Some(target) = target else {
         return batch.schema();
@@ -433,6 +444,107 @@ fn convert(
     (out, rescued)
 }
 
+/// Concatenates batches of one table from several topics into one, over the union of
+/// their columns (in order of first appearance). A column that one topic typed
+/// differently widens: int64 and float64 to float64, anything else to string.
+pub(crate) fn widen(table: &TableName, batches: &[RecordBatch]) -> Result<Vec<RecordBatch>> {
+    if let [one] = batches {
+        return Ok(vec![one.clone()]);
+    }
+    let mut fields: Vec<Field> = Vec::new();
+    for b in batches {
+        for f in b.schema().fields() {
+            match fields.iter_mut().find(|x| x.name() == f.name()) {
+                None => fields.push(f.as_ref().clone()),
+                Some(x) if x.data_type() != f.data_type() => {
+                    let widened = match (x.data_type(), f.data_type()) {
+                        (DataType::Int64, DataType::Float64)
+                        | (DataType::Float64, DataType::Int64) => DataType::Float64,
+                        _ => DataType::Utf8,
+                    };
+                    *x = Field::new(x.name(), widened, true);
+                }
+                Some(x) => {
+                    if f.is_nullable() && !x.is_nullable() {
+                        *x = x.clone().with_nullable(true);
+                    }
+                }
+            }
+        }
+    }
+    // A column missing from some topic is null there.
+    for f in fields.iter_mut() {
+        if batches
+            .iter()
+            .any(|b| b.schema().field_with_name(f.name()).is_err())
+        {
+            *f = f.clone().with_nullable(true);
+        }
+    }
+    let schema = Arc::new(Schema::new(fields));
+    let mut conformed = Vec::with_capacity(batches.len());
+    for b in batches {
+        let columns = schema
+            .fields()
+            .iter()
+            .map(|f| match b.column_by_name(f.name()) {
+                Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+                Some(c) => cast(c, f.data_type()),
+                None => Ok(arrow::array::new_null_array(f.data_type(), b.num_rows())),
+            })
+            .collect::<std::result::Result<Vec<ArrayRef>, _>>()
+            .map_err(|e| Error::arrow(table.as_str(), e))?;
+        conformed.push(
+            RecordBatch::try_new(Arc::clone(&schema), columns)
+                .map_err(|e| Error::arrow(table.as_str(), e))?,
+        );
+    }
+    Ok(conformed)
+}
+
+/// Casts the batch's columns to the table's types where that keeps every value.
+pub(crate) fn cast_to_table(
+    table: &TableName,
+    batch: RecordBatch,
+    target: &SchemaRef,
+) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns: Vec<ArrayRef> = Vec::with_capacity(schema.fields().len());
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        match target.field_with_name(field.name()) {
+            Ok(t) if t.data_type() != field.data_type() => {
+                let lossless = matches!(
+                    (field.data_type(), t.data_type()),
+                    (_, DataType::Utf8) | (DataType::Int64, DataType::Float64)
+                ) || matches!(t.data_type(), DataType::Timestamp(..));
+                if !lossless {
+                    return Err(Error::delta(
+                        table.as_str(),
+                        "write",
+                        DeltaTableError::Generic(format!(
+                            "column `{}` is {} in the table but this batch has {} values that do not fit it",
+                            field.name(),
+                            t.data_type(),
+                            field.data_type()
+                        )),
+                    ));
+                }
+                let cast_array =
+                    cast(array, t.data_type()).map_err(|e| Error::arrow(table.as_str(), e))?;
+                fields.push(Field::new(field.name(), t.data_type().clone(), true));
+                columns.push(cast_array);
+            }
+            _ => {
+                fields.push(field.as_ref().clone());
+                columns.push(Arc::clone(array));
+            }
+        }
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::arrow(table.as_str(), e))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -469,7 +581,7 @@ mod tests {
                 Some("1.5"),
             ]))],
         );
-        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         let px = c
             .batch
             .column_by_name("px")
@@ -497,7 +609,7 @@ mod tests {
             vec![data("q", DataType::Int64, "/q", false)],
             vec![Arc::new(Int64Array::from(vec![3, i64::MAX]))],
         );
-        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         let q = c
             .batch
             .column_by_name("q")
@@ -518,7 +630,7 @@ mod tests {
             vec![data("v", DataType::Float64, "/v", false)],
             vec![Arc::new(Float64Array::from(vec![2.0, 0.25]))],
         );
-        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         assert_eq!(
             strings(&c.batch, "v"),
             [Some("2.0".to_string()), Some("0.25".to_string())]
@@ -541,16 +653,16 @@ mod tests {
                 ],
             )
         };
-        let add = conform(&t(), make(), Some(&target), Evolution::Add).unwrap();
+        let add = to_table(&t(), make(), Some(&target), Evolution::Add).unwrap();
         assert_eq!(add.added, ["b"]);
         assert_eq!(strings(&add.batch, "b"), [Some("x".into())]);
-        let rescue = conform(&t(), make(), Some(&target), Evolution::Rescue).unwrap();
+        let rescue = to_table(&t(), make(), Some(&target), Evolution::Rescue).unwrap();
         assert!(rescue.batch.column_by_name("b").is_none());
         assert_eq!(
             strings(&rescue.batch, RESCUED),
             [Some(r#"{"/b":"x"}"#.into())]
         );
-        let err = conform(&t(), make(), Some(&target), Evolution::Fail).unwrap_err();
+        let err = to_table(&t(), make(), Some(&target), Evolution::Fail).unwrap_err();
         assert!(err.to_string().contains("b (/b)"), "{err}");
     }
 
@@ -562,7 +674,7 @@ mod tests {
             vec![data("name", DataType::Utf8, "/name", false)],
             vec![Arc::new(StringArray::from(vec!["lower"]))],
         );
-        let c = conform(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         assert_eq!(c.added, ["name_2"]);
         assert_eq!(strings(&c.batch, "name_2"), [Some("lower".into())]);
         assert!(c.batch.column_by_name("name").is_none());
