@@ -95,6 +95,16 @@ impl BatchKey {
         Self::of_folders(batch_id, vec![landing_path.to_string()])
     }
 
+    /// A key of a batch id alone, without landing paths (rows with a null
+    /// `_landing_path`, replaced by batch id: benches and unit tests build these).
+    pub fn of_id(batch_id: impl Into<String>) -> BatchKey {
+        BatchKey {
+            batch_id: batch_id.into(),
+            landing_paths: Vec::new(),
+            legacy_suffixes: Vec::new(),
+        }
+    }
+
     /// A key of several folders of one batch id, every part validated; the landing paths
     /// are sorted and must be distinct.
     pub fn of_folders(batch_id: &str, mut landing_paths: Vec<String>) -> Result<BatchKey> {

@@ -86,11 +86,7 @@ pub fn commit(
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
     let storage = ingest.storage()?;
-    let key = crate::batch::BatchKey {
-        batch_id: batch_id.to_string(),
-        landing_paths: Vec::new(),
-        legacy_suffixes: Vec::new(),
-    };
+    let key = crate::batch::BatchKey::of_id(batch_id);
     let mut rows = 0;
     for (table, parts) in tables {
         let parts = parts

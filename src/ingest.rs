@@ -800,7 +800,7 @@ impl Ingest {
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
         let mut storage = self.storage()?;
-        let lineage = Lineage::of(&found.batch_id, &found.folders, started_micros);
+        let lineage = Lineage::of(&found.key, &found.folders, started_micros);
         let early_fetch = self.start_prefetch(&found.files);
         // 2. The batch lease, then what the catalog already holds of the batch.
         let run_id = format!("{}-{}", found.batch_id, started_micros);
@@ -1592,7 +1592,7 @@ impl Ingest {
     ) -> Result<(Committed, Vec<write::PartOutcome>)> {
         let _guard = self.locks.lock(table);
         self.runtime
-            .block_on(storage.replace_parts(table, parts, &lineage.key(), replace))
+            .block_on(storage.replace_parts(table, parts, &lineage.key, replace))
             .map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
     }
 
@@ -1809,11 +1809,11 @@ impl Ingest {
         let table = TableName::system(naming::CORRUPT_TABLE);
         let started_micros = now_micros();
         let rows = corrupt.len() as u64;
-        let key = lineage.key();
+        let key = &lineage.key;
         let result = {
             let _guard = self.locks.lock(&table);
             if corrupt.is_empty() {
-                match self.runtime.block_on(storage.delete_batch(&table, &key)) {
+                match self.runtime.block_on(storage.delete_batch(&table, key)) {
                     Ok(None) => return None,
                     Ok(Some(version)) => Ok(Committed {
                         version,
@@ -1824,7 +1824,7 @@ impl Ingest {
             } else {
                 corrupt_batch(corrupt, lineage)
                     .map_err(|e| Error::arrow(table.as_str(), e))
-                    .and_then(|batch| self.runtime.block_on(storage.replace(&table, batch, &key)))
+                    .and_then(|batch| self.runtime.block_on(storage.replace(&table, batch, key)))
             }
         };
         Some(TableWrite {
@@ -1895,7 +1895,7 @@ fn corrupt_batch(
         Field::new("_loaded_at", flatten::timestamp_type(), false),
     ]);
     let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![lineage.batch_id.as_str(); n])),
+        Arc::new(StringArray::from(vec![lineage.key.batch_id.as_str(); n])),
         Arc::new(StringArray::from_iter(
             corrupt
                 .iter()

@@ -56,8 +56,8 @@ pub use crate::schema::LANDING_PATH;
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
 pub struct Lineage {
-    /// `_batch_id`.
-    pub batch_id: String,
+    /// The batch (`_batch_id`, and the key its writes replace).
+    pub key: crate::batch::BatchKey,
     /// `_loaded_at`, microseconds since the Unix epoch, UTC.
     pub loaded_at_micros: i64,
     /// `_landing_path` by source file: each batch folder's path (as its files'
@@ -69,16 +69,20 @@ impl Lineage {
     /// A lineage without landing paths (rows get a null `_landing_path`).
     pub fn new(batch_id: impl Into<String>, loaded_at_micros: i64) -> Lineage {
         Lineage {
-            batch_id: batch_id.into(),
+            key: crate::batch::BatchKey::of_id(batch_id),
             loaded_at_micros,
             landing: Vec::new(),
         }
     }
 
-    /// The lineage of the `folders` of batch `batch_id`.
-    pub fn of(batch_id: &str, folders: &[crate::batch::Folder], loaded_at_micros: i64) -> Lineage {
+    /// The lineage of batch `key` read from `folders`.
+    pub fn of(
+        key: &crate::batch::BatchKey,
+        folders: &[crate::batch::Folder],
+        loaded_at_micros: i64,
+    ) -> Lineage {
         Lineage {
-            batch_id: batch_id.to_string(),
+            key: key.clone(),
             loaded_at_micros,
             landing: folders
                 .iter()
@@ -89,19 +93,6 @@ impl Lineage {
                     }
                     (prefix, f.landing_path.clone())
                 })
-                .collect(),
-        }
-    }
-
-    /// The batch key of these rows: the batch id and the landing paths.
-    pub fn key(&self) -> crate::batch::BatchKey {
-        crate::batch::BatchKey {
-            batch_id: self.batch_id.clone(),
-            landing_paths: self.landing.iter().map(|(_, p)| p.clone()).collect(),
-            legacy_suffixes: self
-                .landing
-                .iter()
-                .map(|(prefix, _)| crate::batch::legacy_suffix(std::path::Path::new(prefix)))
                 .collect(),
         }
     }
@@ -839,7 +830,10 @@ fn build_batch(
     }
     fields.push(Field::new("_batch_id", DataType::Utf8, false));
     arrays.push(Arc::new(StringArray::from(vec![
-        lineage.batch_id.as_str();
+        lineage
+            .key
+            .batch_id
+            .as_str();
         n
     ])));
     fields.push(Field::new(LANDING_PATH, DataType::Utf8, true));

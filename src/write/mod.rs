@@ -214,20 +214,18 @@ impl Storage {
             Err(why) => why,
         };
         let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
-        let batch = match &existing {
-            Some(t) => {
-                let schema = t
-                    .snapshot()
-                    .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
-                    .snapshot()
-                    .arrow_schema();
-                fit::cast_to_table(table, batch, &schema)?
-            }
+        let schema = existing
+            .as_ref()
+            .map(|t| arrow_schema(table, t))
+            .transpose()?;
+        let keyed = schema.as_deref().is_some_and(keyed);
+        let batch = match &schema {
+            Some(schema) => fit::cast_to_table(table, batch, schema)?,
             None => batch,
         };
         let may_hold = existing
             .as_ref()
-            .is_some_and(|t| batch_files(t, key).may_hold());
+            .is_some_and(|t| batch_files(t, key, keyed).may_hold());
         // A new table, or one without rows of this batch: the direct create or append.
         let existing = if may_hold {
             existing
@@ -244,7 +242,7 @@ impl Storage {
         let replace_where = existing
             .as_ref()
             .filter(|_| may_hold)
-            .map(|t| batch_predicate(key, keyed(t)));
+            .map(|_| batch_predicate(key, keyed));
         let written = self
             .write_with_builder(table, handle, existing, vec![batch], replace_where, key)
             .await?;
@@ -273,15 +271,11 @@ impl Storage {
             Err(why) => why,
         };
         let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
-        let schema: Option<SchemaRef> = match &existing {
-            Some(t) => Some(
-                t.snapshot()
-                    .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
-                    .snapshot()
-                    .arrow_schema(),
-            ),
-            None => None,
-        };
+        let schema = existing
+            .as_ref()
+            .map(|t| arrow_schema(table, t))
+            .transpose()?;
+        let keyed = schema.as_deref().is_some_and(keyed);
         let Fitted {
             batches,
             topics,
@@ -292,7 +286,7 @@ impl Storage {
         }
         let batches = fit::widen(table, &batches)?;
         let files = match &existing {
-            Some(t) if replace => batch_files(t, key),
+            Some(t) if replace => batch_files(t, key, keyed),
             _ => BatchFiles::None,
         };
         let plain_append = !files.may_hold();
@@ -303,7 +297,14 @@ impl Storage {
             (Some(t), BatchFiles::Whole(whole)) => match whole_removes(whole, &topics) {
                 None => Some(t),
                 Some(removes) => match self
-                    .replace_whole_files(table, &t, &batches, key, &topics, removes)
+                    .replace_whole_files(
+                        table,
+                        &t,
+                        &batches,
+                        key,
+                        batch_topics_predicate(key, &topics, keyed),
+                        removes,
+                    )
                     .await?
                 {
                     Some((c, written)) => {
@@ -340,7 +341,7 @@ impl Storage {
         let replace_where = existing
             .as_ref()
             .filter(|_| !plain_append)
-            .map(|t| batch_topics_predicate(key, &topics, keyed(t)));
+            .map(|_| batch_topics_predicate(key, &topics, keyed));
         let t1 = std::time::Instant::now();
         let written = self
             .write_with_builder(table, handle, existing, batches, replace_where, key)
@@ -552,7 +553,8 @@ impl Storage {
         Ok(Direct::Done(c, Some(written)))
     }
 
-    /// The replace of `key`'s rows of `topics` without a DataFusion plan, for a table
+    /// The replace of `key`'s rows matching `predicate` (its topics') without a DataFusion
+    /// plan, for a table
     /// whose files holding the batch hold only it and one topic each
     /// ([`BatchFiles::Whole`]): `removes` (those of `topics`) go whole and the new files
     /// are added, in one commit recording the same predicate as the replace-where.
@@ -564,7 +566,7 @@ impl Storage {
         t: &DeltaTable,
         batches: &[RecordBatch],
         key: &BatchKey,
-        topics: &[String],
+        predicate: Expr,
         removes: Vec<deltalake::kernel::Remove>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
         use deltalake::kernel::Action;
@@ -576,10 +578,8 @@ impl Storage {
             return Ok(None);
         };
         let snapshot = t.snapshot().map_err(delta)?;
-        let predicate = deltalake::delta_datafusion::expr::fmt_expr_to_sql(
-            &batch_topics_predicate(key, topics, keyed(t)),
-        )
-        .map_err(delta)?;
+        let predicate =
+            deltalake::delta_datafusion::expr::fmt_expr_to_sql(&predicate).map_err(delta)?;
         let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
@@ -800,7 +800,7 @@ impl Storage {
         let Some(t) = self.open(table).await? else {
             return Ok(None);
         };
-        let predicate = batch_predicate(key, keyed(&t));
+        let predicate = batch_predicate(key, keyed(arrow_schema(table, &t)?.as_ref()));
         let (t, _metrics) = t
             .delete()
             .with_predicate(predicate)
@@ -990,17 +990,12 @@ impl BatchFiles {
 /// [`BatchFiles`] of `t` for `key`: one pass over its files' statistics. A file holds
 /// rows of the batch when its `_batch_id` range holds the id and its `_landing_path`
 /// range one of the batch's; a file of the same batch id from other folders only is not
-/// the batch's. A file that may hold rows from before landing paths (null) is
-/// [`BatchFiles::Mixed`].
-fn batch_files(t: &DeltaTable, key: &BatchKey) -> BatchFiles {
+/// the batch's. A file that may hold rows from before landing paths (null, or a table
+/// not `keyed`: without the column) is [`BatchFiles::Mixed`].
+fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchFiles {
     let Ok(snapshot) = t.snapshot() else {
         return BatchFiles::Mixed;
     };
-    let keyed = snapshot
-        .snapshot()
-        .arrow_schema()
-        .field_with_name(LANDING_PATH)
-        .is_ok();
     let batch_id = key.batch_id.as_str();
     let ours = |path: &str| key.landing_paths.iter().any(|p| p == path);
     let mut whole = Vec::new();
@@ -1209,11 +1204,7 @@ fn same_schema(
     t: &DeltaTable,
     batches: &[RecordBatch],
 ) -> Result<Option<SchemaRef>> {
-    let schema = t
-        .snapshot()
-        .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
-        .snapshot()
-        .arrow_schema();
+    let schema = arrow_schema(table, t)?;
     let same = batches
         .iter()
         .all(|b| b.schema().fields() == schema.fields());
@@ -1314,15 +1305,17 @@ fn like_escape(text: &str) -> String {
     out
 }
 
-/// Whether a table has the `_landing_path` column (a table it cannot read the schema of
-/// counts as having it: the predicate then names the column and the write fails loudly).
-fn keyed(t: &DeltaTable) -> bool {
-    t.snapshot().map_or(true, |s| {
-        s.snapshot()
-            .arrow_schema()
-            .field_with_name(LANDING_PATH)
-            .is_ok()
-    })
+/// A table's schema as Arrow.
+fn arrow_schema(table: &TableName, t: &DeltaTable) -> Result<SchemaRef> {
+    Ok(t.snapshot()
+        .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+        .snapshot()
+        .arrow_schema())
+}
+
+/// Whether a table's schema has the `_landing_path` column (rows keyed by folder).
+fn keyed(schema: &arrow::datatypes::Schema) -> bool {
+    schema.field_with_name(LANDING_PATH).is_ok()
 }
 
 #[cfg(test)]
@@ -1332,11 +1325,7 @@ mod tests {
 
     /// A key without landing paths: rows and predicates by batch id alone.
     fn k(id: &str) -> BatchKey {
-        BatchKey {
-            batch_id: id.to_string(),
-            landing_paths: Vec::new(),
-            legacy_suffixes: Vec::new(),
-        }
+        BatchKey::of_id(id)
     }
 
     fn storage(dir: &std::path::Path) -> Storage {
