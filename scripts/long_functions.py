@@ -45,6 +45,7 @@ def functions(path):
             while j < len(lines):
                 code = re.sub(r"//.*", "", lines[j])
                 code = re.sub(r'"(?:\\.|[^"\\])*"', '""', code)
+                code = re.sub(r"b?'(?:\\.|[^'\\])'", "''", code)
                 d += code.count("{") - code.count("}")
                 if "{" in code:
                     started = True

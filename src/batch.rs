@@ -91,12 +91,14 @@ pub struct BatchKey {
 
 impl BatchKey {
     /// A key of one folder, both parts validated.
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(batch_id: &str, landing_path: &str) -> Result<BatchKey> {
         Self::of_folders(batch_id, vec![landing_path.to_string()])
     }
 
     /// A key of a batch id alone, without landing paths (rows with a null
     /// `_landing_path`, replaced by batch id: benches and unit tests build these).
+    #[cfg(any(test, feature = "testing"))]
     pub fn of_id(batch_id: impl Into<String>) -> BatchKey {
         BatchKey {
             batch_id: batch_id.into(),

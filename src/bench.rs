@@ -10,9 +10,9 @@ use std::path::Path;
 use arrow::array::RecordBatch;
 
 use crate::error::Result;
-use crate::ingest::Ingest;
 use crate::naming::TableName;
-pub use crate::write::{Compression, writer_properties};
+use crate::run::Ingest;
+pub use crate::table::{Compression, writer_properties};
 
 /// The parse-only baseline: every line of `bytes` through simd-json's tape parser (the
 /// least work any loader must do), nothing kept. Returns the lines that parsed.
@@ -91,7 +91,7 @@ pub fn commit(
     for (table, parts) in tables {
         let parts = parts
             .iter()
-            .map(|(topic, batches)| crate::write::Part {
+            .map(|(topic, batches)| crate::table::Part {
                 topic: topic.clone(),
                 batches: batches.clone(),
                 evolution: crate::config::Evolution::Add,

@@ -5,7 +5,8 @@
 //! `BRONZE_FAILPOINT_ACTION=kill` the process sends itself SIGKILL there (no destructor
 //! runs, nothing is flushed: what an OOM kill or a lost node leaves behind); otherwise the
 //! run stops with [`crate::Error::Failpoint`]; with `pause` it waits for a line on stdin
-//! and goes on. [`POINTS`] lists them in run order.
+//! and goes on. [`POINTS`] lists them in run order; [`SIMULATED`] lists the faults a
+//! run can be made to meet instead of a crash.
 
 use std::fmt;
 use std::sync::Arc;
@@ -30,6 +31,45 @@ pub const POINTS: &[&str] = &[
     "before_run_control",
     "before_drop_staging",
 ];
+
+/// Faults simulated rather than crashes: `grow_file` (the copy step appends to a landing
+/// file after discovery), `unreadable_file` (a file named `*unreadable*` cannot be read:
+/// permissions cannot stop root, which CI runs as), `lose_a_row` (a bug that drops the
+/// last flattened row of a topic's table, for the row accounting's test).
+pub const SIMULATED: &[&str] = &["grow_file", "unreadable_file", "lose_a_row"];
+
+/// The armed read fault `point` of [`SIMULATED`], before `file` is read.
+pub(crate) fn before_read(
+    point: &str,
+    file: &crate::source::discover::SourceFile,
+) -> crate::Result<()> {
+    use crate::Error;
+    match point {
+        "grow_file" => {
+            use std::io::Write as _;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&file.path)
+                .map_err(|e| Error::io(&file.path, e))?;
+            f.write_all(b"{\"topic\":\"late\",\"message_id\":\"late\"}\n")
+                .map_err(|e| Error::io(&file.path, e))
+        }
+        "unreadable_file" if file.name.contains("unreadable") => Err(Error::io(
+            &file.path,
+            std::io::Error::from(std::io::ErrorKind::PermissionDenied),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// `lose_a_row`: the last batch of a topic's own table loses its last row.
+pub(crate) fn lose_a_row(batches: Option<&mut Vec<arrow::array::RecordBatch>>) {
+    if let Some(last) = batches.and_then(|b| b.last_mut())
+        && last.num_rows() > 0
+    {
+        *last = last.slice(0, last.num_rows() - 1);
+    }
+}
 
 /// Whether an armed point kills the process rather than returning an error.
 pub(crate) fn kill_action() -> bool {

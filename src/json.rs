@@ -117,6 +117,7 @@ impl<'a> Doc<'a> {
     }
 
     /// Node `i`.
+    #[cfg(any(test, feature = "testing"))]
     pub fn node(&self, i: usize) -> Node {
         self.nodes[i]
     }
@@ -222,6 +223,7 @@ fn hex4(chars: &mut std::str::Chars<'_>) -> u32 {
 }
 
 /// Checks that `text` is one JSON value (nothing materialised).
+#[cfg(any(test, feature = "testing"))]
 pub fn validate(text: &str) -> Result<(), ParseError> {
     let mut nodes = Vec::new();
     parse_into(text, 0, &mut nodes)
@@ -311,45 +313,60 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
             Some(_) => return Err(err(i, "expected a value")),
         }
         // After a value: separators and closings.
-        loop {
-            i = ws(b, i);
-            let Some(top) = stack.last().copied() else {
-                return if i == b.len() {
-                    Ok(())
-                } else {
-                    Err(err(i, "unexpected text after the value"))
-                };
+        match after_value(b, i, &mut stack, nodes)? {
+            Some(next) => i = next,
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Consumes the separators and closing brackets after a value at `i`: the start of the
+/// next value, or `None` when the document is complete.
+#[inline(always)]
+fn after_value(
+    b: &[u8],
+    mut i: usize,
+    stack: &mut Vec<Open>,
+    nodes: &mut Vec<Node>,
+) -> Result<Option<usize>, ParseError> {
+    loop {
+        i = ws(b, i);
+        let Some(top) = stack.last().copied() else {
+            return if i == b.len() {
+                Ok(None)
+            } else {
+                Err(err(i, "unexpected text after the value"))
             };
-            match b.get(i) {
-                Some(b',') => {
-                    i = ws(b, i + 1);
+        };
+        match b.get(i) {
+            Some(b',') => {
+                i = ws(b, i + 1);
+                if top.is_object {
+                    i = key(b, i, nodes, top.raw)?;
+                }
+                return Ok(Some(i));
+            }
+            Some(b'}') if top.is_object => {}
+            Some(b']') if !top.is_object => {}
+            None => return Err(err(i, "unexpected end inside a container")),
+            Some(_) => {
+                return Err(err(
+                    i,
                     if top.is_object {
-                        i = key(b, i, nodes, top.raw)?;
-                    }
-                    break;
-                }
-                Some(b'}') if top.is_object => {}
-                Some(b']') if !top.is_object => {}
-                None => return Err(err(i, "unexpected end inside a container")),
-                Some(_) => {
-                    return Err(err(
-                        i,
-                        if top.is_object {
-                            "expected `,` or `}`"
-                        } else {
-                            "expected `,` or `]`"
-                        },
-                    ));
-                }
+                        "expected `,` or `}`"
+                    } else {
+                        "expected `,` or `]`"
+                    },
+                ));
             }
-            i += 1;
-            stack.pop();
-            if let Some(n) = top.node {
-                let next = nodes.len() as u32;
-                let node = &mut nodes[n as usize];
-                node.end = i as u32;
-                node.next = next;
-            }
+        }
+        i += 1;
+        stack.pop();
+        if let Some(n) = top.node {
+            let next = nodes.len() as u32;
+            let node = &mut nodes[n as usize];
+            node.end = i as u32;
+            node.next = next;
         }
     }
 }

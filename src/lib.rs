@@ -20,46 +20,63 @@
 #![deny(rustdoc::broken_intra_doc_links)]
 #![deny(unsafe_code)]
 
-pub mod batch;
+/// Modules whose internals tests, benches, examples and fuzz targets reach into: public
+/// (and hidden from the docs) with the `testing` feature, private otherwise, so a
+/// program linking the library sees only the API re-exported below.
+macro_rules! internal {
+    ($($module:ident),* $(,)?) => {$(
+        #[cfg(feature = "testing")]
+        #[doc(hidden)]
+        pub mod $module;
+        #[cfg(not(feature = "testing"))]
+        mod $module;
+    )*};
+}
+
+internal!(batch, flatten, json, lease, naming, stage);
+
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod bench;
+mod catalog;
 mod clock;
 mod config;
 mod error;
 #[cfg(feature = "failpoints")]
+#[doc(hidden)]
 pub mod failpoint;
-pub mod flatten;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
-mod ingest;
-pub mod json;
-pub mod lease;
 mod locks;
 pub mod maintenance;
 mod mem;
-pub mod naming;
 mod report;
+mod run;
 mod schema;
 mod source;
+#[cfg(feature = "testing")]
+#[doc(hidden)]
 pub use source::{discover, read};
-pub mod stage;
+mod table;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]
 pub mod testdata;
 mod validate;
-mod write;
 
+pub use catalog::Catalog;
 pub use config::{
     ChildNaming, CommitPer, ConfigFile, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig,
     LockPolicy, TypesMode, default_memory_budget, parse_size,
 };
 pub use error::{Error, Result, chain as error_chain};
-pub use ingest::{
+pub use locks::{TableGuard, TableLocks};
+pub use naming::TableName;
+pub use report::{
+    BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
+};
+pub use run::{
     DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder, MemoryRelease, MemoryReleaseFn,
     Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
-pub use locks::{TableGuard, TableLocks};
-pub use naming::TableName;
-pub use report::{BatchReport, RunControlRow, RunStatus, StagingMode, TableOutcome};
+pub use source::discover::expand_folders;

@@ -169,7 +169,7 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
             builder.build()
         })
         .and_then(|ingest| {
-            let dirs = bronze::discover::expand_folders(&args.batch_dirs)?;
+            let dirs = bronze::expand_folders(&args.batch_dirs)?;
             ingest.run_folders(&dirs)
         });
     if let Some(bar) = bar {

@@ -19,7 +19,7 @@ use crate::naming::TableName;
 use crate::report::{RunControlRow, RunStatus, TableOutcome};
 use crate::schema::INVARIANT_ROW;
 use crate::stage::spill::StagingSummary;
-use crate::write::Committed;
+use crate::table::Committed;
 
 /// One topic's write to one table.
 pub(crate) struct TableWrite {

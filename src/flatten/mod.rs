@@ -67,6 +67,7 @@ pub struct Lineage {
 
 impl Lineage {
     /// A lineage without landing paths (rows get a null `_landing_path`).
+    #[cfg(any(test, feature = "testing"))]
     pub fn new(batch_id: impl Into<String>, loaded_at_micros: i64) -> Lineage {
         Lineage {
             key: crate::batch::BatchKey::of_id(batch_id),

@@ -1,8 +1,12 @@
 //! Keeping tables healthy: health and history reports, OPTIMIZE (bin-pack or Z-order),
 //! VACUUM, checkpoints, and the auto compaction and table properties applied by ingest.
 //!
-//! Every operation takes the table's lock from the same [`TableLocks`](crate::TableLocks)
-//! map as ingest, so maintenance and loads of one `Ingest` never race on a table.
+//! [`Maintenance`] works over a [`Catalog`] (an [`Ingest`](crate::Ingest)'s, or one of
+//! its own): every operation takes the table's lock from the catalog's
+//! [`TableLocks`](crate::TableLocks) map, the same as loads, so maintenance and loads of
+//! one process never race on a table. The operations that change a table are builders
+//! ([`Maintenance::optimize_table`], [`Maintenance::vacuum_table`]) as delta-rs's are,
+//! with [`Maintenance::optimize`] and [`Maintenance::vacuum`] as one-call shorthands.
 //! Compaction commits with `dataChange = false`, so concurrent appends by other writers
 //! do not conflict with it.
 
@@ -15,12 +19,12 @@ use deltalake::operations::vacuum::{Clock, VacuumMode};
 use futures::TryStreamExt as _;
 use serde::Serialize;
 
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
-use crate::ingest::Ingest;
 use crate::naming::TableName;
-use crate::write::Storage;
-pub use crate::write::upkeep::{OptimizeReport, default_table_properties, small_file_threshold};
-use crate::write::upkeep::{live_files, optimize};
+use crate::table::Storage;
+pub use crate::table::upkeep::{OptimizeReport, default_table_properties, small_file_threshold};
+use crate::table::upkeep::{live_files, optimize};
 
 /// A table is flagged when it has more files than this...
 pub const FLAG_MIN_FILES: u64 = 50;
@@ -156,26 +160,24 @@ impl Clock for FixedClock {
     }
 }
 
-/// Maintenance operations on the tables of an [`Ingest`]'s catalog and schema.
+/// Maintenance operations on the tables of a catalog's schema.
 #[derive(Debug)]
 pub struct Maintenance<'a> {
-    ingest: &'a Ingest,
+    catalog: &'a Catalog,
 }
 
-impl Ingest {
-    /// Maintenance on this catalog's tables, under the same table locks as ingest.
-    pub fn maintenance(&self) -> Maintenance<'_> {
-        Maintenance { ingest: self }
+impl<'a> Maintenance<'a> {
+    /// Maintenance on `catalog`'s tables, under its table locks.
+    pub fn new(catalog: &'a Catalog) -> Self {
+        Maintenance { catalog }
     }
-}
 
-impl Maintenance<'_> {
     fn storage(&self) -> Result<Storage> {
-        self.ingest.storage()
+        self.catalog.storage()
     }
 
     fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
-        self.ingest.runtime().block_on(f)
+        self.catalog.runtime().block_on(f)
     }
 
     /// Names of the Delta tables of the schema (system tables included), sorted: folders
@@ -183,7 +185,7 @@ impl Maintenance<'_> {
     /// being put can leave `_delta_log/` with only the object store's staging file: no
     /// table yet for any reader; the rerun creates it.)
     pub fn tables(&self) -> Result<Vec<String>> {
-        let dir = self.ingest.schema_dir()?;
+        let dir = self.catalog.schema_dir()?;
         let mut names = Vec::new();
         let entries = match std::fs::read_dir(&dir) {
             Ok(e) => e,
@@ -213,7 +215,7 @@ impl Maintenance<'_> {
     /// Files, sizes, log length and what VACUUM could free, for every table, worst first.
     pub fn health(&self) -> Result<HealthReport> {
         let storage = self.storage()?;
-        let small = small_file_threshold(self.ingest.config().target_file_size);
+        let small = small_file_threshold(self.catalog.target_file_size());
         let mut tables = Vec::new();
         for name in self.tables()? {
             let (_, t) = self.open(&storage, &name)?;
@@ -235,32 +237,46 @@ impl Maintenance<'_> {
         self.block_on(history(table, &t, limit))
     }
 
-    /// Bin-packs small files toward `target_size` (default: the configured target), or
-    /// Z-orders by `zorder` columns when given. Takes the table's lock.
+    /// OPTIMIZE of `table`: bin-packs small files toward the catalog's target file size
+    /// (or [`Optimize::with_target_size`]), or Z-orders by [`Optimize::with_zorder`]
+    /// columns. Runs on [`Optimize::execute`], under the table's lock.
+    pub fn optimize_table(&self, table: &str) -> Optimize<'_> {
+        Optimize {
+            maintenance: self,
+            table: table.to_string(),
+            target_size: None,
+            zorder: Vec::new(),
+        }
+    }
+
+    /// [`Self::optimize_table`] in one call (`target_size`: `None` for the catalog's).
     pub fn optimize(
         &self,
         table: &str,
         target_size: Option<u64>,
         zorder: &[String],
     ) -> Result<OptimizeReport> {
-        let storage = self.storage()?;
-        let (name, _) = self.open(&storage, table)?;
-        let _guard = self.ingest.locks().lock(&name);
-        // Reopen under the lock: the snapshot must be the latest.
-        let (_, t) = self.open(&storage, table)?;
-        let target = target_size.unwrap_or(self.ingest.config().target_file_size);
-        self.block_on(optimize(
-            table,
-            t,
-            target,
-            zorder,
-            self.ingest.config().compression,
-        ))
+        let mut op = self.optimize_table(table).with_zorder(zorder.to_vec());
+        if let Some(size) = target_size {
+            op = op.with_target_size(size);
+        }
+        op.execute()
     }
 
-    /// Deletes unreferenced files older than `retention_hours` (default 168). A retention
-    /// under 168 hours is refused unless `force`: readers time-travelling or still reading
-    /// an older version would lose their files.
+    /// VACUUM of `table`: deletes unreferenced files older than the retention (default
+    /// [`MIN_RETENTION_HOURS`]). Runs on [`Vacuum::execute`], under the table's lock.
+    pub fn vacuum_table(&self, table: &str) -> Vacuum<'_> {
+        Vacuum {
+            maintenance: self,
+            table: table.to_string(),
+            retention_hours: MIN_RETENTION_HOURS,
+            dry_run: false,
+            force: false,
+            now_millis: None,
+        }
+    }
+
+    /// [`Self::vacuum_table`] in one call (`retention_hours`: `None` for the default).
     pub fn vacuum(
         &self,
         table: &str,
@@ -268,21 +284,116 @@ impl Maintenance<'_> {
         dry_run: bool,
         force: bool,
     ) -> Result<VacuumReport> {
-        self.vacuum_at(table, retention_hours, dry_run, force, None)
+        self.vacuum_table(table)
+            .with_retention_hours(retention_hours.unwrap_or(MIN_RETENTION_HOURS))
+            .with_dry_run(dry_run)
+            .with_force(force)
+            .execute()
     }
 
-    /// [`Maintenance::vacuum`] as if the time were `now_millis` (tests).
-    #[doc(hidden)]
-    pub fn vacuum_at(
+    /// Opens `table` under its lock (the snapshot is the latest: taken after the lock)
+    /// and runs `f` on it.
+    fn locked<T, F: std::future::Future<Output = Result<T>>>(
         &self,
         table: &str,
-        retention_hours: Option<u64>,
-        dry_run: bool,
-        force: bool,
-        now_millis: Option<i64>,
-    ) -> Result<VacuumReport> {
-        let hours = retention_hours.unwrap_or(MIN_RETENTION_HOURS);
-        if hours < MIN_RETENTION_HOURS && !force {
+        f: impl FnOnce(DeltaTable) -> F,
+    ) -> Result<T> {
+        let storage = self.storage()?;
+        let (name, _) = self.open(&storage, table)?;
+        let _guard = self.catalog.locks().lock(&name);
+        let (_, t) = self.open(&storage, table)?;
+        self.block_on(f(t))
+    }
+
+    /// Writes a checkpoint at the current version. Returns the version.
+    pub fn checkpoint(&self, table: &str) -> Result<u64> {
+        self.locked(table, |t| async move {
+            deltalake::checkpoints::create_checkpoint(&t, None)
+                .await
+                .map_err(|e| Error::delta(table, "checkpoint", e))?;
+            Ok(t.version().unwrap_or_default())
+        })
+    }
+}
+
+/// An OPTIMIZE of one table ([`Maintenance::optimize_table`]).
+#[derive(Debug)]
+#[must_use = "an operation does nothing until `execute` is called"]
+pub struct Optimize<'a> {
+    maintenance: &'a Maintenance<'a>,
+    table: String,
+    target_size: Option<u64>,
+    zorder: Vec<String>,
+}
+
+impl Optimize<'_> {
+    /// Bin-packs toward `bytes` per file instead of the catalog's target file size.
+    pub fn with_target_size(mut self, bytes: u64) -> Self {
+        self.target_size = Some(bytes);
+        self
+    }
+
+    /// Z-orders by these columns instead of bin-packing (none: bin-pack).
+    pub fn with_zorder(mut self, columns: Vec<String>) -> Self {
+        self.zorder = columns;
+        self
+    }
+
+    /// Runs the OPTIMIZE under the table's lock.
+    pub fn execute(self) -> Result<OptimizeReport> {
+        let catalog = self.maintenance.catalog;
+        let target = self.target_size.unwrap_or(catalog.target_file_size());
+        let (table, zorder) = (&self.table, &self.zorder);
+        self.maintenance.locked(table, |t| {
+            optimize(table, t, target, zorder, catalog.compression())
+        })
+    }
+}
+
+/// A VACUUM of one table ([`Maintenance::vacuum_table`]).
+#[derive(Debug)]
+#[must_use = "an operation does nothing until `execute` is called"]
+pub struct Vacuum<'a> {
+    maintenance: &'a Maintenance<'a>,
+    table: String,
+    retention_hours: u64,
+    dry_run: bool,
+    force: bool,
+    now_millis: Option<i64>,
+}
+
+impl Vacuum<'_> {
+    /// Keeps unreferenced files younger than `hours` (default [`MIN_RETENTION_HOURS`]).
+    /// Under [`MIN_RETENTION_HOURS`] is refused unless [`Self::with_force`]: readers
+    /// time-travelling or still reading an older version would lose their files.
+    pub fn with_retention_hours(mut self, hours: u64) -> Self {
+        self.retention_hours = hours;
+        self
+    }
+
+    /// Lists what would be deleted without deleting it.
+    pub fn with_dry_run(mut self, dry_run: bool) -> Self {
+        self.dry_run = dry_run;
+        self
+    }
+
+    /// Allows a retention under [`MIN_RETENTION_HOURS`].
+    pub fn with_force(mut self, force: bool) -> Self {
+        self.force = force;
+        self
+    }
+
+    /// Runs as if the time were `now_millis` (ms since the Unix epoch) instead of the
+    /// system clock: tests move time forward instead of waiting.
+    pub fn with_clock(mut self, now_millis: i64) -> Self {
+        self.now_millis = Some(now_millis);
+        self
+    }
+
+    /// Runs the VACUUM under the table's lock.
+    pub fn execute(self) -> Result<VacuumReport> {
+        let hours = self.retention_hours;
+        if hours < MIN_RETENTION_HOURS && !self.force {
             return Err(Error::Config {
                 name: "retain",
                 reason: format!(
@@ -290,25 +401,9 @@ impl Maintenance<'_> {
                 ),
             });
         }
-        let storage = self.storage()?;
-        let (name, _) = self.open(&storage, table)?;
-        let _guard = self.ingest.locks().lock(&name);
-        let (_, t) = self.open(&storage, table)?;
-        self.block_on(vacuum(table, t, hours, dry_run, now_millis))
-    }
-
-    /// Writes a checkpoint at the current version. Returns the version.
-    pub fn checkpoint(&self, table: &str) -> Result<u64> {
-        let storage = self.storage()?;
-        let (name, _) = self.open(&storage, table)?;
-        let _guard = self.ingest.locks().lock(&name);
-        let (_, t) = self.open(&storage, table)?;
-        self.block_on(async {
-            deltalake::checkpoints::create_checkpoint(&t, None)
-                .await
-                .map_err(|e| Error::delta(table, "checkpoint", e))?;
-            Ok(t.version().unwrap_or_default())
-        })
+        let (table, dry_run, now) = (&self.table, self.dry_run, self.now_millis);
+        self.maintenance
+            .locked(table, |t| vacuum(table, t, hours, dry_run, now))
     }
 }
 

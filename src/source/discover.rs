@@ -11,9 +11,11 @@ use std::path::{Path, PathBuf};
 use serde::Serialize;
 
 pub use crate::batch::{
-    BatchKey, Folder, MAX_BATCH_ID_LEN, MAX_LANDING_PART_LEN, batch_id_from_dir, landing_path_of,
-    legacy_suffix, validate_batch_id, validate_landing_path,
+    BatchKey, Folder, batch_id_from_dir, landing_path_of, legacy_suffix, validate_batch_id,
+    validate_landing_path,
 };
+#[cfg(any(test, feature = "testing"))]
+pub use crate::batch::{MAX_BATCH_ID_LEN, MAX_LANDING_PART_LEN};
 use crate::error::{Error, Result};
 
 /// Expands glob patterns (`*`, `?`, `[...]`) among batch folder arguments, as a shell
@@ -95,6 +97,7 @@ pub struct Discovery {
 
 /// Lists the batch folder. The batch id is `batch_id` when given, else taken from the
 /// folder name, and validated before the folder is touched.
+#[cfg(any(test, feature = "testing"))]
 pub fn discover(dir: &Path, batch_id: Option<&str>) -> Result<Discovery> {
     discover_folders(&[dir.to_path_buf()], batch_id, None)
 }

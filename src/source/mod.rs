@@ -2,4 +2,5 @@
 //! read and decoded ([`read`]).
 
 pub mod discover;
+pub(crate) mod prefetch;
 pub mod read;

@@ -126,6 +126,7 @@ impl StagedFile {
     }
 
     /// The topic of a message of this file.
+    #[cfg(any(test, feature = "testing"))]
     pub fn topic(&self, m: &Message) -> &str {
         &self.topics[m.topic as usize]
     }
@@ -168,6 +169,7 @@ impl Staging {
         self.files.iter().map(|f| f.lines).sum()
     }
     /// Messages staged.
+    #[cfg(any(test, feature = "testing"))]
     pub fn messages(&self) -> u64 {
         self.topics
             .values()
@@ -211,6 +213,7 @@ impl Scratch {
 
 /// Stages every file on the current rayon pool; a file that cannot be read fails the
 /// whole stage (loading part of a batch would replace its rows with fewer).
+#[cfg(any(test, feature = "testing"))]
 pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging> {
     stage_with_progress(
         files,
@@ -248,6 +251,7 @@ pub fn stage_with_progress(
 }
 
 /// Stages one file's bytes (pure; used by tests and benches).
+#[cfg(any(test, feature = "testing"))]
 pub fn stage_file_bytes(bytes: &[u8], source_file: &str, envelope: &EnvelopeConfig) -> StagedFile {
     stage_bytes(bytes.to_vec(), source_file, envelope, &mut Scratch::new())
 }
@@ -382,33 +386,12 @@ fn envelope(
         let (k, v) = &members[i];
         (&line.text[k.clone()], &line.text[v.clone()])
     };
-    // The first member named like each envelope field: (index, value).
-    let mut topic = None;
-    let mut id = None;
-    let mut payload = None;
-    let mut dedup_parts: Vec<Option<&[u8]>> = match &env.dedup_fields {
-        Some(f) => vec![None; f.len()],
-        None => Vec::new(),
-    };
-    for i in 0..members.len() {
-        let (key_raw, value) = field(i);
-        let key = decode_key(key_raw);
-        let key = key.as_deref();
-        if let (Some(names), Some(k)) = (&env.dedup_fields, key) {
-            for (slot, name) in dedup_parts.iter_mut().zip(names) {
-                if slot.is_none() && name == k {
-                    *slot = Some(value);
-                }
-            }
-        }
-        if key == Some(env.topic_field.as_str()) && topic.is_none() {
-            topic = Some((i, value));
-        } else if key.is_some() && key == env.id_field.as_deref() && id.is_none() {
-            id = Some((i, value));
-        } else if key.is_some() && key == env.payload_field.as_deref() && payload.is_none() {
-            payload = Some((i, value));
-        }
-    }
+    let EnvelopeFields {
+        topic,
+        id,
+        payload,
+        dedup_parts,
+    } = envelope_fields(members.len(), field, env);
     // The other members, in order: the metadata (or, without a payload field, the
     // payload).
     let taken = [topic, id, payload].map(|f| f.map(|(i, _)| i));
@@ -422,39 +405,12 @@ fn envelope(
         id.map(|(_, v)| v),
         payload.map(|(_, v)| v),
     );
-    let topic_field = &env.topic_field;
-    let topic = match topic.filter(|v| v.first() == Some(&b'"')).map(decode_key) {
-        None if topic.is_none() => return Err(format!("missing topic field `{topic_field}`")),
-        Some(Some(t)) if !t.is_empty() => t,
-        _ => {
-            return Err(format!(
-                "topic field `{topic_field}` is not a non-empty string"
-            ));
-        }
-    };
+    let topic = topic_name(topic, &env.topic_field)?;
     let id = match &env.id_field {
         None => None,
-        Some(id_field) => match id {
-            None => return Err(format!("missing id field `{id_field}`")),
-            Some(v) => match id_span(v, sink) {
-                Some(id) => Some(id),
-                None => {
-                    return Err(format!(
-                        "id field `{id_field}` is not a non-empty string or an integer"
-                    ));
-                }
-            },
-        },
+        Some(id_field) => Some(message_id(id, id_field, sink)?),
     };
-    let topic = match topic_index.get(topic.as_ref()) {
-        Some(&t) => t,
-        None => {
-            let t = sink.topics.len() as u32;
-            sink.topics.push(topic.to_string());
-            topic_index.insert(topic.into_owned(), t);
-            t
-        }
-    };
+    let topic = intern_topic(topic, topic_index, sink);
     let mut object_text = || {
         let members = others().enumerate().flat_map(|(i, (k, v))| {
             let comma: &[u8] = if i > 0 { b"," } else { b"" };
@@ -469,25 +425,7 @@ fn envelope(
         }
         None => (None, object_text()),
     };
-    // Raw JSON values joined by a byte JSON text cannot hold outside strings.
-    let dedup_key = if dedup_parts.is_empty() {
-        None
-    } else {
-        dedup_parts
-            .iter()
-            .copied()
-            .collect::<Option<Vec<_>>>()
-            .map(|parts| {
-                let mut joined = Vec::with_capacity(parts.len() * 2);
-                for (i, p) in parts.into_iter().enumerate() {
-                    if i > 0 {
-                        joined.push(&b"\x01"[..]);
-                    }
-                    joined.push(p);
-                }
-                sink.compose(joined)
-            })
-    };
+    let dedup_key = dedup_key(&dedup_parts, sink);
     let key_hash = dedup_key.or(id).map_or(0, |key| id_hash(sink.bytes(key)));
     Ok(Message {
         dedup_key,
@@ -498,6 +436,118 @@ fn envelope(
         meta,
         payload,
     })
+}
+
+/// The first member named like each envelope field, as (member index, raw value), and
+/// the dedup fields' raw values.
+struct EnvelopeFields<'l> {
+    topic: Option<(usize, &'l [u8])>,
+    id: Option<(usize, &'l [u8])>,
+    payload: Option<(usize, &'l [u8])>,
+    dedup_parts: Vec<Option<&'l [u8]>>,
+}
+
+/// Finds the envelope fields among `len` members (`field(i)`: member `i`'s raw key and
+/// value).
+#[inline]
+fn envelope_fields<'l>(
+    len: usize,
+    field: impl Fn(usize) -> (&'l [u8], &'l [u8]),
+    env: &EnvelopeConfig,
+) -> EnvelopeFields<'l> {
+    let mut found = EnvelopeFields {
+        topic: None,
+        id: None,
+        payload: None,
+        dedup_parts: match &env.dedup_fields {
+            Some(f) => vec![None; f.len()],
+            None => Vec::new(),
+        },
+    };
+    for i in 0..len {
+        let (key_raw, value) = field(i);
+        let key = decode_key(key_raw);
+        let key = key.as_deref();
+        if let (Some(names), Some(k)) = (&env.dedup_fields, key) {
+            for (slot, name) in found.dedup_parts.iter_mut().zip(names) {
+                if slot.is_none() && name == k {
+                    *slot = Some(value);
+                }
+            }
+        }
+        if key == Some(env.topic_field.as_str()) && found.topic.is_none() {
+            found.topic = Some((i, value));
+        } else if key.is_some() && key == env.id_field.as_deref() && found.id.is_none() {
+            found.id = Some((i, value));
+        } else if key.is_some() && key == env.payload_field.as_deref() && found.payload.is_none() {
+            found.payload = Some((i, value));
+        }
+    }
+    found
+}
+
+/// The topic of a message from its topic field's raw value: a non-empty string.
+#[inline]
+fn topic_name<'l>(
+    raw: Option<&'l [u8]>,
+    topic_field: &str,
+) -> Result<std::borrow::Cow<'l, str>, String> {
+    match raw.filter(|v| v.first() == Some(&b'"')).map(decode_key) {
+        None if raw.is_none() => Err(format!("missing topic field `{topic_field}`")),
+        Some(Some(t)) if !t.is_empty() => Ok(t),
+        _ => Err(format!(
+            "topic field `{topic_field}` is not a non-empty string"
+        )),
+    }
+}
+
+/// The message id from the id field's raw value: a non-empty string or an integer.
+#[inline]
+fn message_id(raw: Option<&[u8]>, id_field: &str, sink: &mut Sink<'_>) -> Result<Span, String> {
+    let raw = raw.ok_or_else(|| format!("missing id field `{id_field}`"))?;
+    id_span(raw, sink)
+        .ok_or_else(|| format!("id field `{id_field}` is not a non-empty string or an integer"))
+}
+
+/// The topic's index in `sink.topics`, added on its first message.
+#[inline]
+fn intern_topic(
+    topic: std::borrow::Cow<'_, str>,
+    topic_index: &mut HashMap<String, u32>,
+    sink: &mut Sink<'_>,
+) -> u32 {
+    match topic_index.get(topic.as_ref()) {
+        Some(&t) => t,
+        None => {
+            let t = sink.topics.len() as u32;
+            sink.topics.push(topic.to_string());
+            topic_index.insert(topic.into_owned(), t);
+            t
+        }
+    }
+}
+
+/// The dedup key from the dedup fields' raw values (`None` unless every one is there):
+/// raw JSON values joined by a byte JSON text cannot hold outside strings.
+#[inline]
+fn dedup_key(parts: &[Option<&[u8]>], sink: &mut Sink<'_>) -> Option<Span> {
+    if parts.is_empty() {
+        return None;
+    }
+    parts
+        .iter()
+        .copied()
+        .collect::<Option<Vec<_>>>()
+        .map(|parts| {
+            let mut joined = Vec::with_capacity(parts.len() * 2);
+            for (i, p) in parts.into_iter().enumerate() {
+                if i > 0 {
+                    joined.push(&b"\x01"[..]);
+                }
+                joined.push(p);
+            }
+            sink.compose(joined)
+        })
 }
 
 /// Decodes a key span (with quotes).
@@ -614,11 +664,13 @@ impl IdShard {
 
 impl IdSet {
     /// Adds `id`; `false` when it was already there.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert(&mut self, id: &str) -> bool {
         self.insert_bytes(id.as_bytes())
     }
 
     /// Adds an id given as bytes; `false` when it was already there.
+    #[cfg(any(test, feature = "testing"))]
     pub fn insert_bytes(&mut self, bytes: &[u8]) -> bool {
         let hash = id_hash(bytes);
         self.shards[shard_of(hash)].insert(hash, bytes)
@@ -658,11 +710,13 @@ impl IdSet {
     }
 
     /// Ids held.
+    #[cfg(any(test, feature = "testing"))]
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.table.len()).sum()
     }
 
     /// Whether no id was added.
+    #[cfg(any(test, feature = "testing"))]
     pub fn is_empty(&self) -> bool {
         self.shards.iter().all(|s| s.table.is_empty())
     }
@@ -767,21 +821,34 @@ fn build_group(
     group: Vec<(usize, StagedFile)>,
     schema: &SchemaRef,
 ) -> Vec<(String, RecordBatch)> {
-    /// One topic's rows in the group and the bytes its columns need.
-    #[derive(Default)]
-    struct Sizes {
-        rows: usize,
-        id_bytes: usize,
-        file_bytes: usize,
-        meta_bytes: usize,
-        payload_bytes: usize,
+    let (names, local) = group_topics(&group);
+    let sizes = topic_sizes(files, &group, &local, names.len());
+    let mut builders: Vec<Builders> = names
+        .iter()
+        .zip(&sizes)
+        .map(|(name, s)| Builders::with_sizes(name, s))
+        .collect();
+    for ((fi, sf), map) in group.iter().zip(&local) {
+        let source = &files[*fi].name;
+        for m in &sf.messages {
+            let t = map[m.topic as usize];
+            builders[t].append(names[t], source, sf, m);
+        }
     }
-    let span_len = |s: Span| s.end - s.start;
-    // File-local topic indices → the group's.
+    names
+        .iter()
+        .zip(builders)
+        .map(|(name, b)| (name.to_string(), b.finish(schema)))
+        .collect()
+}
+
+/// The group's topics in order of first appearance, and per file, its file-local topic
+/// indices mapped to the group's.
+fn group_topics(group: &[(usize, StagedFile)]) -> (Vec<&str>, Vec<Vec<usize>>) {
     let mut names: Vec<&str> = Vec::new();
     let mut index: HashMap<&str, usize> = HashMap::new();
     let mut local: Vec<Vec<usize>> = Vec::with_capacity(group.len());
-    for (_, sf) in &group {
+    for (_, sf) in group {
         let mut map = Vec::with_capacity(sf.topics.len());
         for t in &sf.topics {
             let i = *index.entry(t.as_str()).or_insert_with(|| {
@@ -792,8 +859,30 @@ fn build_group(
         }
         local.push(map);
     }
-    let mut sizes: Vec<Sizes> = names.iter().map(|_| Sizes::default()).collect();
-    for ((fi, sf), map) in group.iter().zip(&local) {
+    (names, local)
+}
+
+/// One topic's rows in a group and the bytes its columns need.
+#[derive(Default)]
+struct Sizes {
+    rows: usize,
+    id_bytes: usize,
+    file_bytes: usize,
+    meta_bytes: usize,
+    payload_bytes: usize,
+}
+
+/// Per topic of the group (`topics` of them, `local` mapping each file's topics), the
+/// rows and bytes its staged columns need.
+fn topic_sizes(
+    files: &[SourceFile],
+    group: &[(usize, StagedFile)],
+    local: &[Vec<usize>],
+    topics: usize,
+) -> Vec<Sizes> {
+    let span_len = |s: Span| s.end - s.start;
+    let mut sizes: Vec<Sizes> = (0..topics).map(|_| Sizes::default()).collect();
+    for ((fi, sf), map) in group.iter().zip(local) {
         let name_len = files[*fi].name.len();
         for m in &sf.messages {
             let s = &mut sizes[map[m.topic as usize]];
@@ -805,64 +894,64 @@ fn build_group(
             s.payload_bytes += span_len(m.payload);
         }
     }
-    struct Builders {
-        topic: StringBuilder,
-        id: StringBuilder,
-        file: StringBuilder,
-        line: Int64Builder,
-        meta: StringBuilder,
-        payload: StringBuilder,
-    }
-    let mut builders: Vec<Builders> = names
-        .iter()
-        .zip(&sizes)
-        .map(|(name, s)| Builders {
+    sizes
+}
+
+/// One topic's staged columns being built.
+struct Builders {
+    topic: StringBuilder,
+    id: StringBuilder,
+    file: StringBuilder,
+    line: Int64Builder,
+    meta: StringBuilder,
+    payload: StringBuilder,
+}
+
+impl Builders {
+    /// Builders sized for the topic `name` from its [`Sizes`], so no column reallocates.
+    fn with_sizes(name: &str, s: &Sizes) -> Self {
+        Builders {
             topic: StringBuilder::with_capacity(s.rows, s.rows * name.len()),
             id: StringBuilder::with_capacity(s.rows, s.id_bytes),
             file: StringBuilder::with_capacity(s.rows, s.file_bytes),
             line: Int64Builder::with_capacity(s.rows),
             meta: StringBuilder::with_capacity(s.rows, s.meta_bytes),
             payload: StringBuilder::with_capacity(s.rows, s.payload_bytes),
-        })
-        .collect();
-    for ((fi, sf), map) in group.iter().zip(&local) {
-        let source = &files[*fi].name;
-        for m in &sf.messages {
-            let t = map[m.topic as usize];
-            let b = &mut builders[t];
-            b.topic.append_value(names[t]);
-            match m.id {
-                Some(v) => b.id.append_value(sf.text(v)),
-                None => b.id.append_value(crate::naming::stable_id(&[
-                    source.as_bytes(),
-                    &m.line.to_le_bytes(),
-                ])),
-            }
-            b.file.append_value(source);
-            b.line.append_value(m.line as i64);
-            b.meta.append_option(m.meta.map(|s| sf.text(s)));
-            b.payload.append_value(sf.text(m.payload));
         }
     }
-    names
-        .iter()
-        .zip(builders)
-        .map(|(name, mut b)| {
-            let columns: Vec<ArrayRef> = vec![
-                Arc::new(b.topic.finish()),
-                Arc::new(b.id.finish()),
-                Arc::new(b.file.finish()),
-                Arc::new(b.line.finish()),
-                Arc::new(b.meta.finish()),
-                Arc::new(b.payload.finish()),
-            ];
-            // The columns are built right above with the schema's types and equal lengths.
-            let batch = RecordBatch::try_new(schema.clone(), columns)
-                .map_err(|e| Error::arrow("_staging", e))
-                .expect("staging columns match the staging schema");
-            (name.to_string(), batch)
-        })
-        .collect()
+
+    /// Appends one message of `sf` (from the landing file `source`) to topic `name`.
+    #[inline]
+    fn append(&mut self, name: &str, source: &str, sf: &StagedFile, m: &Message) {
+        self.topic.append_value(name);
+        match m.id {
+            Some(v) => self.id.append_value(sf.text(v)),
+            None => self.id.append_value(crate::naming::stable_id(&[
+                source.as_bytes(),
+                &m.line.to_le_bytes(),
+            ])),
+        }
+        self.file.append_value(source);
+        self.line.append_value(m.line as i64);
+        self.meta.append_option(m.meta.map(|s| sf.text(s)));
+        self.payload.append_value(sf.text(m.payload));
+    }
+
+    /// The topic's staged batch.
+    fn finish(mut self, schema: &SchemaRef) -> RecordBatch {
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.topic.finish()),
+            Arc::new(self.id.finish()),
+            Arc::new(self.file.finish()),
+            Arc::new(self.line.finish()),
+            Arc::new(self.meta.finish()),
+            Arc::new(self.payload.finish()),
+        ];
+        // The columns are built right above with the schema's types and equal lengths.
+        RecordBatch::try_new(schema.clone(), columns)
+            .map_err(|e| Error::arrow("_staging", e))
+            .expect("staging columns match the staging schema")
+    }
 }
 
 #[cfg(test)]

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::naming::{self, TableName};
 use crate::stage::staging_schema;
-use crate::write::Storage;
+use crate::table::Storage;
 
 /// Table property marking a staging table complete.
 const COMPLETE_KEY: &str = "bronze.staging.complete";

@@ -226,12 +226,17 @@ fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
     // Eight days later they are past the retention; the live file is never listed.
     let later = chrono::Utc::now().timestamp_millis() + 8 * 24 * 3600 * 1000;
     let dry = m
-        .vacuum_at("quote_00", None, true, false, Some(later))
+        .vacuum_table("quote_00")
+        .with_dry_run(true)
+        .with_clock(later)
+        .execute()
         .unwrap();
     assert_eq!(dry.files.len() as u64, with_quote, "{:?}", dry.files);
     assert!(dry.bytes > 0);
     let done = m
-        .vacuum_at("quote_00", None, false, false, Some(later))
+        .vacuum_table("quote_00")
+        .with_clock(later)
+        .execute()
         .unwrap();
     assert_eq!(done.files.len() as u64, with_quote);
     assert_eq!(lake.dump("quote_00"), before, "every row still readable");
@@ -267,7 +272,11 @@ fn concurrent_ingest_optimize_and_vacuum_lose_nothing() {
                     ingest.maintenance().optimize(&t, None, &[]).unwrap();
                     ingest
                         .maintenance()
-                        .vacuum_at(&t, Some(0), false, true, Some(month_later))
+                        .vacuum_table(&t)
+                        .with_retention_hours(0)
+                        .with_force(true)
+                        .with_clock(month_later)
+                        .execute()
                         .unwrap();
                 }
                 runs += 1;

@@ -7,7 +7,8 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
-use super::{Committed, Storage, put_commit};
+use super::commit::put_commit;
+use super::{Committed, Storage};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;

@@ -1,0 +1,399 @@
+//! Fan-out: the staged topics over the fan-out pool, in waves that fit the memory
+//! budget, each table committed once per batch or once per topic.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use arrow::array::RecordBatch;
+use rayon::prelude::*;
+
+use super::staging::StagedBatch;
+use super::topic::{Fanout, SlicedPlan, TopicRows, part_writes, rows_of};
+use super::{Ingest, MEMORY_PER_LANDING_BYTE, MemoryRelease, Progress, pool};
+use crate::clock::now_micros;
+use crate::config::CommitPer;
+use crate::error::{Error, Result};
+use crate::flatten::Lineage;
+use crate::naming::TableName;
+use crate::report::StagingMode;
+use crate::source::discover;
+use crate::stage::spill::{StagingSummary, StagingTable};
+use crate::table::{self, Storage};
+use crate::validate::TableWrite;
+
+/// How many of `topics` map to each topic table (names that sanitise alike share one).
+pub(super) fn topics_per_table(topics: &[(String, u64)]) -> BTreeMap<TableName, usize> {
+    let mut counts: BTreeMap<TableName, usize> = BTreeMap::new();
+    for (topic, _) in topics {
+        *counts.entry(TableName::for_topic(topic)).or_default() += 1;
+    }
+    counts
+}
+
+/// How the topics of a batch fan out ([`Ingest::waves`]).
+pub(super) struct Waves {
+    /// Over the memory budget: topics stream from the staging table in waves.
+    pub(super) bounded: bool,
+    /// One commit per (topic, table) rather than one per table.
+    pub(super) per_topic: bool,
+    /// Topics in flight at once.
+    pub(super) wave: usize,
+    /// Staged bytes a topic in flight flattens and commits at once.
+    pub(super) slice_bytes: u64,
+    /// The pool of an over-budget batch's waves (`None`: the fan-out pool).
+    pub(super) pool: Option<rayon::ThreadPool>,
+}
+
+/// Topics processed at once when a batch is over the memory budget: a topic in flight
+/// holds its staged rows and their flattened tables (about four times its landing
+/// bytes); at least one, at most the fan-out pool's threads.
+pub(super) fn wave_size(summary: &StagingSummary, budget: u64, threads: usize) -> usize {
+    let bytes_per_message = summary.bytes_read / summary.lines.max(1);
+    let largest = summary.topics.iter().map(|(_, n)| *n).max().unwrap_or(0);
+    let per_topic = (largest * bytes_per_message * 4).max(1);
+    ((budget / per_topic) as usize).clamp(1, threads.max(1))
+}
+
+/// A counting semaphore: at most `n` holders of a [`Slot`] at once.
+pub(super) struct Slots {
+    pub(super) free: parking_lot::Mutex<usize>,
+    pub(super) freed: parking_lot::Condvar,
+}
+
+/// One of [`Slots`], given back on drop.
+pub(super) struct Slot<'a>(&'a Slots);
+
+impl Slots {
+    pub(super) fn new(n: usize) -> Self {
+        Slots {
+            free: parking_lot::Mutex::new(n.max(1)),
+            freed: parking_lot::Condvar::new(),
+        }
+    }
+
+    /// Waits for a free slot.
+    pub(super) fn take(&self) -> Slot<'_> {
+        let mut free = self.free.lock();
+        while *free == 0 {
+            self.freed.wait(&mut free);
+        }
+        *free -= 1;
+        Slot(self)
+    }
+}
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        *self.0.free.lock() += 1;
+        self.0.freed.notify_one();
+    }
+}
+
+/// One topic's rows for one table: `(topic, staged messages, rows)`.
+pub(super) type TopicPart = (String, u64, Vec<RecordBatch>);
+
+/// Tables in name order, each with its topics' parts.
+pub(super) type GatheredTables = Vec<(TableName, Vec<TopicPart>)>;
+
+/// The tables several topics may feed, gathered while topics are flattened
+/// ([`Ingest::flatten_then_write`]).
+pub(super) struct Gathered {
+    /// Topics not flattened yet.
+    pub(super) remaining: usize,
+    /// Topic tables written as soon as their topic was flattened.
+    pub(super) early: usize,
+    /// Table → its topics' parts with the topic's index, in the order they were flattened.
+    pub(super) by_table: BTreeMap<TableName, Vec<(usize, TopicPart)>>,
+}
+
+impl Gathered {
+    /// Adds the tables of the topic at `index` (of the batch's topics) and counts it done
+    /// (`early`: its own table is written on its own). For the last topic: the gathered
+    /// tables in name order, each table's parts in topic order (the order its schema
+    /// evolves in, whatever order the topics were flattened in), and the number of early
+    /// tables.
+    pub(super) fn done(
+        &mut self,
+        index: usize,
+        (topic, rows_in): (&str, u64),
+        plan: SlicedPlan,
+        early: bool,
+    ) -> Option<(GatheredTables, usize)> {
+        for (table, batches) in plan {
+            self.by_table
+                .entry(table)
+                .or_default()
+                .push((index, (topic.to_string(), rows_in, batches)));
+        }
+        self.early += usize::from(early);
+        self.remaining -= 1;
+        if self.remaining > 0 {
+            return None;
+        }
+        let tables = std::mem::take(&mut self.by_table)
+            .into_iter()
+            .map(|(table, mut parts)| {
+                parts.sort_by_key(|(index, _)| *index);
+                (table, parts.into_iter().map(|(_, part)| part).collect())
+            })
+            .collect();
+        Some((tables, self.early))
+    }
+}
+
+/// One commit per table ([`Fanout::gather`]): the tables several topics may feed wait
+/// for the last topic flattened.
+pub(super) struct Gather {
+    /// How many of the batch's topics map to each topic table.
+    per_table: BTreeMap<TableName, usize>,
+    pub(super) gathered: parking_lot::Mutex<Gathered>,
+    /// Flattening is CPU work: as many topics at once as parse threads, so that each
+    /// topic's staged rows are freed before most others start (the pool's other threads
+    /// still overlap commits waiting on storage).
+    pub(super) slots: Slots,
+}
+
+impl Gather {
+    fn new(topics: &[(String, u64)], threads: usize) -> Self {
+        Gather {
+            per_table: topics_per_table(topics),
+            gathered: parking_lot::Mutex::new(Gathered {
+                remaining: topics.len(),
+                early: 0,
+                by_table: BTreeMap::new(),
+            }),
+            slots: Slots::new(threads),
+        }
+    }
+
+    /// Whether `topic`'s rows of `table` are gathered: every table but the topic's own,
+    /// and its own too when another topic of the batch maps to it (topics that sanitise
+    /// alike), so that it also gets one commit.
+    pub(super) fn shared(&self, topic: &str, table: &TableName) -> bool {
+        *table != TableName::for_topic(topic) || self.per_table.get(table) != Some(&1)
+    }
+}
+
+impl Ingest {
+    /// Flattens and writes every staged topic (and `_corrupt_records`, when staged in
+    /// memory) and returns the writes: in memory, every topic flattened then one commit
+    /// per table; over budget, topic by topic in waves that fit the memory budget.
+    pub(super) fn process_topics(
+        &self,
+        storage: &Storage,
+        staged: &mut StagedBatch,
+        staging_table: &StagingTable<'_>,
+        lineage: &Lineage,
+        #[cfg_attr(not(feature = "testing"), allow(unused_variables))] found: &discover::Discovery,
+    ) -> Result<Vec<TableWrite>> {
+        let written = AtomicUsize::new(0);
+        let in_memory = staged.memory.is_some();
+        let memory = staged.memory.take().map(parking_lot::Mutex::new);
+        // A topic's staged rows: one batch per group of files when staged in memory,
+        // DataFusion's batches (slices of a few thousand rows) when read back from the
+        // staging table.
+        let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
+            #[cfg(feature = "testing")]
+            if self.config.reread_per_topic {
+                // The benches' baseline: every topic re-reads and re-parses the batch.
+                return self.reread_topic(&found.files, topic);
+            }
+            // Each topic's staged rows are taken out once, so they are freed as soon as
+            // the topic is flattened.
+            match &memory {
+                Some(m) => m.lock().remove(topic).ok_or_else(|| Error::Internal {
+                    what: format!("topic {topic:?} missing from staging"),
+                }),
+                None => self.runtime().block_on(staging_table.read_topic(topic)),
+            }
+        };
+        let Waves {
+            bounded,
+            per_topic,
+            wave,
+            slice_bytes,
+            pool: wave_pool,
+        } = self.waves(&staged.summary, in_memory)?;
+        let topics = &staged.summary.topics;
+        let fan = Fanout {
+            storage,
+            lineage,
+            started: now_micros(),
+            written: &written,
+            total: topics.len(),
+            gather: (!per_topic)
+                .then(|| Gather::new(topics, self.parse_pool.current_num_threads())),
+        };
+        let rows = || {
+            if bounded && !self.reread_per_topic() {
+                TopicRows::Streamed {
+                    staging: staging_table,
+                    slice_bytes,
+                }
+            } else {
+                TopicRows::Whole(&topic_input)
+            }
+        };
+        let fan_out = || self.fan_out(&fan, topics, (wave, wave_pool.as_ref(), bounded), &rows);
+        // Staged in memory, `_corrupt_records` is written while the topics fan out (one
+        // more table, not a step before them); persisted staging wrote it already.
+        let (corrupt_write, results) = std::thread::scope(|s| {
+            let corrupt = (staged.mode == StagingMode::Memory)
+                .then(|| s.spawn(|| self.write_corrupt(storage, &staged.corrupt, lineage)));
+            let results = fan_out();
+            let corrupt =
+                corrupt.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
+            (corrupt.flatten(), results)
+        });
+        tracing::info!(
+            ms = (now_micros() - fan.started) / 1000,
+            tables = written.load(Ordering::Relaxed),
+            "written"
+        );
+        let mut writes: Vec<TableWrite> = corrupt_write.into_iter().collect();
+        let mut gathered = Vec::new();
+        for (own, tables) in results {
+            writes.extend(own);
+            gathered.extend(tables.into_iter().flatten());
+        }
+        writes.extend(gathered);
+        Ok(writes)
+    }
+
+    /// Runs every topic's task, `wave` topics at a time on `pool` (the fan-out pool when
+    /// `None`), the allocator's memory released between waves when `bounded`. Per topic
+    /// in topic order: its own writes, and, from the task of the topic flattened last,
+    /// the gathered tables' writes.
+    fn fan_out<'a>(
+        &self,
+        fan: &Fanout<'_>,
+        topics: &[(String, u64)],
+        (wave, pool, bounded): (usize, Option<&rayon::ThreadPool>, bool),
+        rows: &(dyn Fn() -> TopicRows<'a> + Sync),
+    ) -> Vec<(Vec<TableWrite>, Vec<Vec<TableWrite>>)> {
+        let pool = pool.unwrap_or(&self.fanout_pool);
+        let mut results = Vec::with_capacity(topics.len());
+        for (n, chunk) in topics.chunks(wave).enumerate() {
+            results.extend(pool.install(|| {
+                chunk
+                    .par_iter()
+                    .with_max_len(1)
+                    .enumerate()
+                    .map(|(i, (topic, rows_in))| {
+                        self.topic_task(fan, n * wave + i, (topic, *rows_in), rows())
+                    })
+                    .collect::<Vec<_>>()
+            }));
+            if bounded {
+                self.release_memory(MemoryRelease::BetweenPhases);
+            }
+        }
+        results
+    }
+
+    /// How the topics of a staged batch fan out. A batch staged in memory fits the
+    /// budget: flatten every topic, then one commit per table. A persisted (over-budget)
+    /// batch is processed topic by topic, in waves sized so that the topics in flight fit
+    /// the memory budget.
+    pub(super) fn waves(&self, summary: &StagingSummary, in_memory: bool) -> Result<Waves> {
+        let bounded = !in_memory && !self.config.persist_staging;
+        let wave = if bounded {
+            wave_size(summary, self.config.memory_budget, self.fanout_threads())
+        } else {
+            summary.topics.len().max(1)
+        };
+        Ok(Waves {
+            bounded,
+            per_topic: self.config.commit_per == CommitPer::Topic || bounded,
+            wave,
+            // Staged bytes a topic in flight flattens and commits at once: a topic larger
+            // than that is written in several commits (the first replaces, the others
+            // append).
+            slice_bytes: (self.config.memory_budget / (MEMORY_PER_LANDING_BYTE * wave as u64))
+                .max(1),
+            // Over budget, the waves run on a pool of `wave` threads: every thread that
+            // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
+            pool: if bounded {
+                Some(pool(wave, "wave")?)
+            } else {
+                None
+            },
+        })
+    }
+
+    /// Writes each gathered table once, in parallel, under its lock: all its topics' parts
+    /// in one commit. `total` is the number of tables the run writes, for the progress.
+    pub(super) fn write_gathered(
+        &self,
+        storage: &Storage,
+        tables: GatheredTables,
+        lineage: &Lineage,
+        written: &AtomicUsize,
+        total: usize,
+    ) -> Vec<Vec<TableWrite>> {
+        tables
+            .into_par_iter()
+            .with_max_len(1)
+            .map(|(table, parts)| {
+                let started_micros = now_micros();
+                let topic_names: Vec<String> = parts.iter().map(|(t, _, _)| t.clone()).collect();
+                let meta: Vec<(String, u64, u64)> = parts
+                    .iter()
+                    .map(|(t, rows_in, b)| (t.clone(), *rows_in, rows_of(b)))
+                    .collect();
+                let parts: Vec<table::Part> = parts
+                    .into_iter()
+                    .map(|(topic, _, batches)| table::Part {
+                        evolution: self.config.flatten.evolution_for(&topic),
+                        topic,
+                        batches,
+                    })
+                    .collect();
+                let result = self.write_parts(storage, &table, parts, lineage, true);
+                let done = written.fetch_add(1, Ordering::Relaxed) + 1;
+                self.report_progress(Progress::TableWritten {
+                    table: table.to_string(),
+                    topic: topic_names.join(","),
+                    done,
+                    topics: total,
+                });
+                part_writes(&table, meta, result, started_micros, now_micros())
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gathered_tables_come_with_the_last_topic_their_parts_in_topic_order() {
+        let batch = |rows: i64| {
+            let a = arrow::array::Int64Array::from_iter_values(0..rows);
+            RecordBatch::try_from_iter([("x", std::sync::Arc::new(a) as arrow::array::ArrayRef)])
+                .unwrap()
+        };
+        let child = TableName::for_topic("currentprice");
+        let plan = |rows| SlicedPlan::from([(child.clone(), vec![batch(rows)])]);
+        let mut g = Gathered {
+            remaining: 3,
+            early: 0,
+            by_table: BTreeMap::new(),
+        };
+        // Flattened in the order 2, 0, 1; topic 1 feeds no gathered table.
+        assert!(g.done(2, ("trade", 3), plan(3), true).is_none());
+        assert!(g.done(0, ("news", 1), plan(1), false).is_none());
+        let (tables, early) = g.done(1, ("quote", 2), SlicedPlan::new(), true).unwrap();
+        assert_eq!(early, 2);
+        assert_eq!(tables.len(), 1);
+        let (table, parts) = &tables[0];
+        assert_eq!(table, &child);
+        let parts: Vec<(&str, u64, usize)> = parts
+            .iter()
+            .map(|(t, rows_in, b)| (t.as_str(), *rows_in, b[0].num_rows()))
+            .collect();
+        assert_eq!(parts, [("news", 1, 1), ("trade", 3, 3)]);
+        assert!(g.by_table.is_empty());
+    }
+}

@@ -1,0 +1,515 @@
+//! A run: [`Ingest`] owns the pools, the runtime and the lock map, and runs the stages
+//! in order ([`Ingest::run_folders`] reads as the pipeline).
+//!
+//! discover (`crate::source`) → lease → stage, parse once ([`staging`]) → fan out topics
+//! on the fan-out pool ([`fanout`]; each topic's task in [`topic`]: flatten, then write
+//! each table under its lock), `_corrupt_records` beside them → validate
+//! (`crate::validate`) → `_run_control` ([`record`], written once, after the parallel
+//! phase) → [`BatchReport`]. Only this module knows the order.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::batch::BatchKey;
+use crate::catalog::Catalog;
+use crate::clock::now_micros;
+use crate::config::IngestConfig;
+use crate::error::{Error, Result};
+use crate::flatten::Lineage;
+use crate::lease::Lease;
+use crate::locks::TableLocks;
+use crate::maintenance::Maintenance;
+use crate::naming::TableName;
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT, TableOutcome};
+use crate::source::discover;
+use crate::stage::spill::StagingTable;
+use crate::table::Storage;
+use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, outcomes};
+
+mod builder;
+mod fanout;
+mod record;
+mod staging;
+mod topic;
+
+pub use builder::IngestBuilder;
+use staging::StagedBatch;
+
+/// Default cap on topics processed at once with an object store
+/// ([`IngestConfig::object_store`]), where each commit waits on the network: 32 in flight
+/// overlap those waits (BENCHMARKS.md, storage with latency).
+pub const DEFAULT_MAX_PARALLEL: usize = 32;
+
+/// Default topics in flight per core on a local catalog, where a commit is CPU and
+/// file-system work: more only add context switches and memory (historical batch on
+/// 2 cores: 8 in flight 2.3-2.4 s, 32 in flight 2.7-3.5 s; BENCHMARKS.md).
+const LOCAL_PARALLEL_PER_CORE: usize = 4;
+
+/// Topics processed at once unless `max_parallel` says: [`DEFAULT_MAX_PARALLEL`] on an
+/// object store, [`LOCAL_PARALLEL_PER_CORE`] per parse thread (at most
+/// [`DEFAULT_MAX_PARALLEL`]) on a local catalog.
+fn default_max_parallel(config: &IngestConfig, threads: usize) -> usize {
+    if config.object_store.is_some() {
+        DEFAULT_MAX_PARALLEL
+    } else {
+        (LOCAL_PARALLEL_PER_CORE * threads).clamp(2, DEFAULT_MAX_PARALLEL)
+    }
+}
+
+/// Memory a batch staged in memory takes per byte of landing data, for the budget check.
+pub const MEMORY_PER_LANDING_BYTE: u64 = 4;
+
+pub use crate::schema::RUN_CONTROL_TABLE;
+
+/// Where a run is; passed to the progress callback.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum Progress {
+    /// The batch folder was listed.
+    Discovered {
+        /// Data files found.
+        files: usize,
+        /// Bytes on disk.
+        bytes: u64,
+    },
+    /// One more file was parsed.
+    FileStaged {
+        /// Files parsed so far.
+        done: usize,
+        /// Files in the batch.
+        total: usize,
+    },
+    /// One more (topic, table) write finished.
+    TableWritten {
+        /// The table.
+        table: String,
+        /// The topic.
+        topic: String,
+        /// Writes finished so far (an estimate until all topics are flattened).
+        done: usize,
+        /// Topics in the batch.
+        topics: usize,
+    },
+}
+
+/// A progress callback; called from worker threads, so it must be cheap and thread-safe.
+pub type ProgressFn = Arc<dyn Fn(&Progress) + Send + Sync>;
+
+/// A configured loader. Build one with [`Ingest::builder`], then call [`Ingest::run`] per
+/// batch folder. Cheap to reuse across batches: it keeps its pools and runtime.
+pub struct Ingest {
+    config: IngestConfig,
+    parse_pool: rayon::ThreadPool,
+    fanout_pool: rayon::ThreadPool,
+    catalog: Catalog,
+    progress: Option<ProgressFn>,
+    release: Option<MemoryReleaseFn>,
+}
+
+/// When a run has just freed much memory: the moments a process-wide allocator hook
+/// ([`IngestBuilder::with_memory_release`]) may hand free pages back to the OS. The
+/// library itself never calls the allocator.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MemoryRelease {
+    /// A batch was staged in memory: the files' text is freed, and flattening will soon
+    /// need as much again.
+    AfterStaging,
+    /// A staging chunk spilled, or a wave of over-budget topics committed: that memory
+    /// is not needed again soon.
+    BetweenPhases,
+}
+
+/// A hook called at each [`MemoryRelease`] point, from the run's threads.
+pub type MemoryReleaseFn = Arc<dyn Fn(MemoryRelease) + Send + Sync>;
+
+impl std::fmt::Debug for Ingest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Ingest")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+pub use crate::schema::INVARIANT_ROW;
+
+fn pool(threads: usize, name: &'static str) -> Result<rayon::ThreadPool> {
+    rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .thread_name(move |i| format!("bronze-{name}-{i}"))
+        .build()
+        .map_err(|e| Error::Runtime {
+            what: "thread pool",
+            source: Box::new(e),
+        })
+}
+
+impl Ingest {
+    /// An `Ingest` from a full configuration.
+    pub fn from_config(config: IngestConfig) -> Result<Ingest> {
+        config.validate()?;
+        let threads = config
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
+        let parse_pool = pool(threads, "parse")?;
+        // Topic tasks spend most of their time waiting on commits, so they get their own
+        // pool of `max_parallel` threads rather than the parse pool's (one per core).
+        let parallel = config
+            .max_parallel
+            .unwrap_or_else(|| default_max_parallel(&config, threads));
+        let fanout_pool = pool(parallel, "topic")?;
+        let catalog = Catalog::new(&config, threads)?;
+        Ok(Ingest {
+            config,
+            parse_pool,
+            fanout_pool,
+            catalog,
+            progress: None,
+            release: None,
+        })
+    }
+
+    /// The settings in use.
+    pub fn config(&self) -> &IngestConfig {
+        &self.config
+    }
+
+    /// The catalog this `Ingest` loads into (its tables' address, lock map and runtime).
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    /// The lock map shared by every run of this `Ingest` (maintenance takes the same locks).
+    pub fn locks(&self) -> &Arc<TableLocks> {
+        self.catalog.locks()
+    }
+
+    /// `<catalog>/<schema>`, absolute (the catalog folder is created if missing).
+    pub fn schema_dir(&self) -> Result<PathBuf> {
+        self.catalog.schema_dir()
+    }
+
+    /// Maintenance on this catalog's tables, under the same table locks as its loads.
+    pub fn maintenance(&self) -> Maintenance<'_> {
+        Maintenance::new(&self.catalog)
+    }
+
+    fn fanout_threads(&self) -> usize {
+        self.fanout_pool.current_num_threads()
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {
+        self.catalog.runtime()
+    }
+
+    /// The catalog's storage (wrapped by the `before_commit` crash point when armed).
+    pub(crate) fn storage(&self) -> Result<Storage> {
+        #[cfg(feature = "failpoints")]
+        if self.failpoint_hit("before_commit") && crate::failpoint::kill_action() {
+            let inner = self.config.object_store.clone().unwrap_or_else(|| {
+                Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+            });
+            return self
+                .catalog
+                .storage_with(Some(crate::failpoint::BeforeCommitStore::wrap(inner)));
+        }
+        self.catalog.storage()
+    }
+
+    /// Takes the batch's lease, one file per folder (in landing path order; those taken
+    /// are released when one is held), under the schema folder, through the run's store.
+    fn lease(&self, storage: &Storage, key: &BatchKey, run_id: &str) -> Result<Vec<Lease>> {
+        let store = storage.root_store.clone().unwrap_or_else(|| {
+            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+        });
+        let dir =
+            deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
+                .map_err(|e| Error::Config {
+                    name: "catalog",
+                    reason: format!("cannot address {}: {e}", storage.schema_url),
+                })?;
+        let shown = storage
+            .schema_url
+            .as_str()
+            .trim_end_matches('/')
+            .to_string();
+        key.landing_paths
+            .iter()
+            .map(|landing_path| {
+                Lease::acquire(
+                    Arc::clone(&store),
+                    &dir,
+                    &shown,
+                    (landing_path, &key.batch_id),
+                    run_id,
+                    self.config.lease_ttl,
+                    self.runtime(),
+                )
+            })
+            .collect()
+    }
+
+    fn release_memory(&self, when: MemoryRelease) {
+        if let Some(f) = &self.release {
+            f(when);
+        }
+    }
+
+    fn report_progress(&self, p: Progress) {
+        if let Some(f) = &self.progress {
+            f(&p);
+        }
+    }
+
+    /// Loads one landed batch folder. Lines that are not messages go to
+    /// `_corrupt_records`; a table whose write fails is reported (exit code 2) and the
+    /// others are still written. Returns `Err` only for run-level failures: a bad batch
+    /// id, a missing folder or no data files, an unreadable file.
+    pub fn run(&self, batch_dir: impl AsRef<Path>) -> Result<BatchReport> {
+        self.run_folders(&[batch_dir.as_ref().to_path_buf()])
+    }
+
+    /// Loads several landed folders of one batch id as one batch (one staging, one
+    /// dedup across them, one commit per table, one lease): the folders' files are read
+    /// in landing path order, then by name, so the first of equal message ids wins in
+    /// that order. Each row keeps its folder's `_landing_path`; a rerun of the same
+    /// folders replaces exactly their rows. Folders with different batch ids are an
+    /// error ([`Error::MixedBatchIds`]).
+    pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
+        let started = Instant::now();
+        let started_micros = now_micros();
+        // 1. Discover: the batch key and its files, validated before any I/O.
+        let found = self.discover(batch_dirs)?;
+        let mut storage = self.storage()?;
+        let lineage = Lineage::of(&found.key, &found.folders, started_micros);
+        let early_fetch = self.start_prefetch(&found.files);
+        // 2. The batch lease, then what the catalog already holds of the batch.
+        let run_id = format!("{}-{}", found.batch_id, started_micros);
+        let mut warnings = found.warnings.clone();
+        let _lease = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
+        // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
+        // their appends would find its `txn` there and take the loaded path anyway.
+        storage.unloaded_appends = !self
+            .runtime()
+            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
+        // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
+        self.failpoint("before_staging")?;
+        let staging_table = StagingTable::new(&storage, &found.key);
+        let mut writes: Vec<TableWrite> = Vec::new();
+        let mut staged = self.stage_batch(
+            &found.files,
+            &storage,
+            &staging_table,
+            &lineage,
+            &mut writes,
+            early_fetch,
+        )?;
+        self.failpoint("after_staging")?;
+        tracing::info!(
+            mode = staged.mode.as_str(),
+            lines = staged.summary.lines,
+            corrupt = staged.summary.corrupt_lines,
+            duplicates = staged.summary.duplicates,
+            topics = staged.summary.topics.len(),
+            "staged"
+        );
+        // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
+        let in_memory = staged.memory.is_some();
+        writes.extend(self.process_topics(
+            &storage,
+            &mut staged,
+            &staging_table,
+            &lineage,
+            &found,
+        )?);
+        self.failpoint("before_run_control")?;
+        // 7. Run control: one row per write, the row accounting, written once.
+        let (mut tables, mut run_control) = outcomes(writes, &run_id, &found.key);
+        let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
+        if !invariant.ok {
+            tracing::error!(check = %invariant.text, "row accounting does not add up");
+        }
+        run_control.push(invariant_row(
+            &invariant,
+            &staged.summary,
+            &run_id,
+            &found.key,
+            started_micros,
+        ));
+        if let Some(e) = self.write_run_control(&storage, &run_control, &found.key) {
+            tables.insert(
+                RUN_CONTROL_TABLE.to_string(),
+                TableOutcome {
+                    error: Some(crate::error::chain(&e)),
+                    ..Default::default()
+                },
+            );
+        }
+        self.failpoint("before_drop_staging")?;
+        let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
+        if !in_memory {
+            self.finish_staging(&staging_table, failed, &mut warnings);
+        }
+        for w in &warnings {
+            tracing::warn!("{w}");
+        }
+
+        // 8. The report.
+        let mut report = batch_report(found, staged, invariant, started);
+        report.tables = tables;
+        report.run_control = run_control;
+        report.warnings = warnings;
+        Ok(report)
+    }
+
+    /// Discovers the batch folders (see [`discover::discover_folders`]) and says so.
+    fn discover(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<discover::Discovery> {
+        let dirs: Vec<std::path::PathBuf> = batch_dirs
+            .iter()
+            .map(|d| d.as_ref().to_path_buf())
+            .collect();
+        let found = discover::discover_folders(
+            &dirs,
+            self.config.batch_id.as_deref(),
+            self.config.landing_path.as_deref(),
+        )?;
+        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
+        self.report_progress(Progress::Discovered {
+            files: found.files.len(),
+            bytes: found.files.iter().map(|f| f.bytes).sum(),
+        });
+        Ok(found)
+    }
+
+    /// The batch lease when [`IngestConfig::batch_lease`] is on (held until dropped), with
+    /// a warning for each lease of a dead run taken over.
+    fn take_lease(
+        &self,
+        storage: &Storage,
+        key: &BatchKey,
+        run_id: &str,
+        warnings: &mut Vec<String>,
+    ) -> Result<Vec<Lease>> {
+        if !self.config.batch_lease {
+            return Ok(Vec::new());
+        }
+        let leases = self.lease(storage, key, run_id)?;
+        for h in leases.iter().filter_map(|l| l.took_over.as_ref()) {
+            warnings.push(format!(
+                "took over the lease of run {} (host {}, pid {}), which is gone; its partial writes are replaced by this run",
+                h.run_id, h.host, h.pid
+            ));
+        }
+        Ok(leases)
+    }
+
+    /// Reads a landing file, through the configured object store when there is one.
+    fn read_landing_file(&self, file: &discover::SourceFile) -> Result<Vec<u8>> {
+        #[cfg(feature = "failpoints")]
+        for point in crate::failpoint::SIMULATED {
+            if self.failpoint_hit(point) {
+                crate::failpoint::before_read(point, file)?;
+            }
+        }
+        match &self.config.object_store {
+            Some(store) => {
+                crate::source::read::read_file_from_store(file, store.as_ref(), self.runtime())
+            }
+            None => crate::source::read::read_file(file),
+        }
+    }
+
+    /// Whether the named failpoint is armed (`failpoints` feature only).
+    #[cfg(feature = "failpoints")]
+    fn failpoint_hit(&self, name: &str) -> bool {
+        self.config.failpoint.as_deref() == Some(name)
+            || std::env::var("BRONZE_FAILPOINT").ok().as_deref() == Some(name)
+    }
+
+    /// Simulated crash at a named point (tests only, `failpoints` feature).
+    fn failpoint(&self, name: &'static str) -> Result<()> {
+        #[cfg(feature = "failpoints")]
+        {
+            if self.failpoint_hit(name) {
+                if crate::failpoint::kill_action() {
+                    crate::failpoint::kill_self(name);
+                }
+                if crate::failpoint::pause_action() {
+                    crate::failpoint::pause(name);
+                    return Ok(());
+                }
+                return Err(Error::Failpoint { name });
+            }
+        }
+        let _ = name;
+        Ok(())
+    }
+}
+
+/// The report of a run from what it found and staged and its row accounting (the
+/// caller adds tables, run control rows and warnings).
+fn batch_report(
+    found: discover::Discovery,
+    staged: StagedBatch,
+    invariant: Invariant,
+    started: Instant,
+) -> BatchReport {
+    let summary = staged.summary;
+    BatchReport {
+        batch: found.key.to_string(),
+        folders: found.folders,
+        batch_id: found.batch_id,
+        files_read: summary.files_read,
+        files_skipped: found.skipped.len(),
+        bytes_read: summary.bytes_read,
+        lines: summary.lines,
+        messages: summary.topics.iter().map(|(_, n)| n).sum(),
+        corrupt_lines: summary.corrupt_lines,
+        duplicates: summary.duplicates,
+        topics: summary.topics.len(),
+        tables: BTreeMap::new(),
+        corrupt: {
+            let mut listed = staged.corrupt;
+            listed.truncate(MAX_LISTED_CORRUPT);
+            listed
+        },
+        files: staged.files,
+        run_control: Vec::new(),
+        staging: staged.mode,
+        invariant_ok: invariant.ok,
+        invariant: invariant.text,
+        warnings: Vec::new(),
+        peak_rss_bytes: crate::mem::peak_rss(),
+        elapsed: started.elapsed(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn topic_threads(b: IngestBuilder) -> usize {
+        b.build().unwrap().fanout_threads()
+    }
+
+    #[test]
+    fn topics_in_flight_default_to_four_per_core_locally_and_32_on_an_object_store() {
+        let dir = tempfile::tempdir().unwrap();
+        let local = |threads| topic_threads(Ingest::builder(dir.path()).with_threads(threads));
+        assert_eq!(local(1), 4);
+        assert_eq!(local(2), 8);
+        assert_eq!(local(16), DEFAULT_MAX_PARALLEL);
+        let store: Arc<deltalake::logstore::object_store::DynObjectStore> =
+            Arc::new(deltalake::logstore::object_store::memory::InMemory::new());
+        let remote = Ingest::builder(dir.path())
+            .with_threads(2)
+            .with_object_store(store);
+        assert_eq!(topic_threads(remote), DEFAULT_MAX_PARALLEL);
+        let capped = Ingest::builder(dir.path())
+            .with_threads(2)
+            .with_max_parallel(3);
+        assert_eq!(topic_threads(capped), 3);
+    }
+}

@@ -1,0 +1,128 @@
+//! The run's own records: `_corrupt_records` (this batch's corrupt lines, replaced on
+//! rerun) and `_run_control` (one row per write and the row accounting, appended once).
+
+use std::sync::Arc;
+
+use arrow::array::{
+    ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
+};
+use arrow::datatypes::{DataType, Field, Schema};
+
+use super::{Ingest, RUN_CONTROL_TABLE};
+use crate::batch::BatchKey;
+use crate::clock::now_micros;
+use crate::error::Error;
+use crate::flatten::{self, Lineage};
+use crate::naming::{self, TableName};
+use crate::report::RunControlRow;
+use crate::stage::CorruptLine;
+use crate::table::{Committed, Storage};
+use crate::validate::{TableWrite, run_control_batch};
+
+impl Ingest {
+    /// Appends the run's rows to `_run_control` (once, after the parallel phase); the
+    /// error when it could not.
+    pub(super) fn write_run_control(
+        &self,
+        storage: &Storage,
+        rows: &[RunControlRow],
+        key: &BatchKey,
+    ) -> Option<Error> {
+        let rc_table = TableName::system(RUN_CONTROL_TABLE);
+        match run_control_batch(rows) {
+            Ok(batch) => {
+                let _guard = self.locks().lock(&rc_table);
+                self.runtime()
+                    .block_on(storage.append(&rc_table, batch, key))
+                    .err()
+            }
+            Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
+        }
+    }
+
+    /// Replaces this batch's rows in `_corrupt_records`; when the batch now has none,
+    /// deletes its old ones. `None` when there was nothing to do (no lines, no table).
+    pub(super) fn write_corrupt(
+        &self,
+        storage: &Storage,
+        corrupt: &[CorruptLine],
+        lineage: &Lineage,
+    ) -> Option<TableWrite> {
+        let table = TableName::system(naming::CORRUPT_TABLE);
+        let started_micros = now_micros();
+        let rows = corrupt.len() as u64;
+        let key = &lineage.key;
+        let result = {
+            let _guard = self.locks().lock(&table);
+            if corrupt.is_empty() {
+                match self.runtime().block_on(storage.delete_batch(&table, key)) {
+                    Ok(None) => return None,
+                    Ok(Some(version)) => Ok(Committed {
+                        version,
+                        ..Default::default()
+                    }),
+                    Err(e) => Err(e),
+                }
+            } else {
+                corrupt_batch(corrupt, lineage)
+                    .map_err(|e| Error::arrow(table.as_str(), e))
+                    .and_then(|batch| self.runtime().block_on(storage.replace(&table, batch, key)))
+            }
+        };
+        Some(TableWrite {
+            table,
+            topic: String::new(),
+            rows_in: rows,
+            rows_planned: rows,
+            started_micros,
+            ended_micros: now_micros(),
+            result,
+            added: Vec::new(),
+            rescued: 0,
+        })
+    }
+}
+
+pub(super) fn corrupt_batch(
+    corrupt: &[CorruptLine],
+    lineage: &Lineage,
+) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
+    let n = corrupt.len();
+    let schema = Schema::new(vec![
+        Field::new("_batch_id", DataType::Utf8, false),
+        Field::new(flatten::LANDING_PATH, DataType::Utf8, true),
+        Field::new("_source_file", DataType::Utf8, false),
+        Field::new("_line", DataType::Int64, false),
+        Field::new("_corrupt_record", DataType::Utf8, false),
+        Field::new("_corrupt_bytes", DataType::Binary, false),
+        Field::new("_reason", DataType::Utf8, false),
+        Field::new("_loaded_at", flatten::timestamp_type(), false),
+    ]);
+    let columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(vec![lineage.key.batch_id.as_str(); n])),
+        Arc::new(StringArray::from_iter(
+            corrupt
+                .iter()
+                .map(|c| lineage.landing_path_of(&c.source_file)),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            corrupt.iter().map(|c| c.source_file.as_str()),
+        )),
+        Arc::new(Int64Array::from_iter_values(
+            corrupt.iter().map(|c| c.line as i64),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            corrupt.iter().map(|c| String::from_utf8_lossy(&c.raw)),
+        )),
+        Arc::new(BinaryArray::from_iter_values(
+            corrupt.iter().map(|c| c.raw.as_slice()),
+        )),
+        Arc::new(StringArray::from_iter_values(
+            corrupt.iter().map(|c| c.reason.as_str()),
+        )),
+        Arc::new(
+            TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
+        ),
+    ];
+    RecordBatch::try_new(Arc::new(schema), columns)
+}

@@ -1,0 +1,786 @@
+//! Commit strategies for one table: a plain append, a direct commit of new files, a
+//! whole-file replace, and the `WriteBuilder` replace-where (schema merge) when nothing
+//! cheaper applies.
+
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::{DataType, SchemaRef};
+use deltalake::datafusion::prelude::Expr;
+use deltalake::operations::write::SchemaMode;
+use deltalake::protocol::SaveMode;
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::files::{BatchFiles, batch_files, same_schema, topics_of, whole_removes};
+use super::files::{TOPICS_TAG, batch_predicate, batch_topics_predicate};
+use super::stats::{Pending, WrittenTable, committed};
+use super::unloaded::{Unopened, with_batch_txns};
+use super::{
+    Committed, Part, PartOutcome, Storage, Written, arrow_schema, keyed, writer_properties,
+};
+use crate::batch::BatchKey;
+use crate::error::{Error, Result};
+use crate::flatten::fit;
+use crate::naming::TableName;
+
+impl Storage {
+    /// [`Storage::open_or_new_unless`], with the table's schema when it exists and
+    /// whether its rows are keyed by `_landing_path`.
+    async fn open_for_write(
+        &self,
+        table: &TableName,
+        unopened: Unopened,
+    ) -> Result<(DeltaTable, Option<DeltaTable>, Option<SchemaRef>, bool)> {
+        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
+        let schema = existing
+            .as_ref()
+            .map(|t| arrow_schema(table, t))
+            .transpose()?;
+        let keyed = schema.as_deref().is_some_and(keyed);
+        Ok((handle, existing, schema, keyed))
+    }
+
+    /// Replaces the rows of `key` with `batch` (creating the table when needed) in
+    /// one commit; a plain append when no file can hold rows of the batch. Creates and
+    /// appends take the direct paths ([`Storage::open_unloaded`] first, then
+    /// [`Storage::write_direct`]), a replace the `WriteBuilder`'s replace-where.
+    pub(crate) async fn replace(
+        &self,
+        table: &TableName,
+        batch: RecordBatch,
+        key: &BatchKey,
+    ) -> Result<Committed> {
+        let unopened = match self.open_unloaded(table, key, true).await {
+            Ok(u) => {
+                let fitted = [fit::cast_to_table(table, batch.clone(), &u.schema)?];
+                if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
+                    return Ok(c);
+                }
+                Unopened::Other
+            }
+            Err(why) => why,
+        };
+        let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
+        let batch = match &schema {
+            Some(schema) => fit::cast_to_table(table, batch, schema)?,
+            None => batch,
+        };
+        let may_hold = existing
+            .as_ref()
+            .is_some_and(|t| batch_files(t, key, keyed).may_hold());
+        // A new table, or one without rows of this batch: the direct create or append.
+        let existing = if may_hold {
+            existing
+        } else {
+            let batches = std::slice::from_ref(&batch);
+            match self
+                .write_direct(table, &handle, existing, true, batches, Some(key))
+                .await?
+            {
+                Direct::Done(c, _) => return Ok(c),
+                Direct::NotApplicable(existing) => existing,
+            }
+        };
+        let replace_where = existing
+            .as_ref()
+            .filter(|_| may_hold)
+            .map(|_| batch_predicate(key, keyed));
+        let written = self
+            .write_with_builder(table, handle, existing, vec![batch], replace_where, key)
+            .await?;
+        committed(table, &written).await
+    }
+
+    /// Writes the parts several topics have for one table in one commit: each part is
+    /// fitted to the table's schema (as it will be after the parts before it, see
+    /// [`crate::conform`]) with its topic's evolution mode, then the rows of this batch
+    /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
+    /// leaves its topic's earlier rows alone and gets its error back in its outcome.
+    /// `replace = false` appends instead (the later slices of an over-budget topic).
+    pub(crate) async fn replace_parts(
+        &self,
+        table: &TableName,
+        parts: Vec<Part>,
+        key: &BatchKey,
+        replace: bool,
+    ) -> Result<(Written, Option<WrittenTable>)> {
+        let t0 = std::time::Instant::now();
+        let unopened = match self
+            .replace_parts_unloaded(table, &parts, key, replace)
+            .await?
+        {
+            Ok(written) => return Ok((written, None)),
+            Err(why) => why,
+        };
+        let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
+        let Fitted {
+            batches,
+            topics,
+            outcomes,
+        } = fit_parts(table, &parts, schema, existing.is_some());
+        if batches.is_empty() {
+            return Ok(((Committed::default(), outcomes), None));
+        }
+        let batches = fit::widen(table, &batches)?;
+        let files = match &existing {
+            Some(t) if replace => batch_files(t, key, keyed),
+            _ => BatchFiles::None,
+        };
+        let plain_append = !files.may_hold();
+        let t1 = std::time::Instant::now();
+        let committed_by = |strategy: &'static str| {
+            tracing::debug!(
+                table = %table,
+                open_and_fit_us = (t1 - t0).as_micros() as u64,
+                commit_us = t1.elapsed().as_micros() as u64,
+                strategy,
+                "committed"
+            )
+        };
+        let existing = match (existing, files) {
+            (Some(t), BatchFiles::Whole(whole)) => match self
+                .replace_whole_files(table, &t, &batches, key, (&topics, keyed), whole)
+                .await?
+            {
+                Some((c, written)) => {
+                    committed_by("whole files");
+                    return Ok(((c, outcomes), Some(written)));
+                }
+                None => Some(t),
+            },
+            (existing, _) => existing,
+        };
+        let existing = match self
+            .write_direct(table, &handle, existing, plain_append, &batches, Some(key))
+            .await?
+        {
+            Direct::Done(c, written) => {
+                committed_by("direct");
+                return Ok(((c, outcomes), written));
+            }
+            Direct::NotApplicable(existing) => existing,
+        };
+        // A plain append (schemas merged) for a later slice of a topic whose first slice
+        // already replaced its rows, or a table without rows of this batch.
+        let replace_where = existing
+            .as_ref()
+            .filter(|_| !plain_append)
+            .map(|_| batch_topics_predicate(key, &topics, keyed));
+        let t1 = std::time::Instant::now();
+        let written = self
+            .write_with_builder(table, handle, existing, batches, replace_where, key)
+            .await?;
+        let t2 = std::time::Instant::now();
+        let c = committed(table, &written).await?;
+        tracing::debug!(
+            table = %table,
+            open_and_fit_us = (t1 - t0).as_micros() as u64,
+            write_and_commit_us = (t2 - t1).as_micros() as u64,
+            read_back_us = t2.elapsed().as_micros() as u64,
+            "committed"
+        );
+        Ok(((c, outcomes), Some(WrittenTable::current(written))))
+    }
+
+    /// [`Storage::replace_parts`] on a table opened from its log alone
+    /// ([`Storage::open_unloaded`]): the parts fitted and appended in one commit. `Err`
+    /// with why not when the loaded way must take the table (not openable so, or its
+    /// version was taken meanwhile).
+    pub(super) async fn replace_parts_unloaded(
+        &self,
+        table: &TableName,
+        parts: &[Part],
+        key: &BatchKey,
+        replace: bool,
+    ) -> Result<std::result::Result<Written, Unopened>> {
+        let t0 = std::time::Instant::now();
+        let u = match self.open_unloaded(table, key, replace).await {
+            Ok(u) => u,
+            Err(why) => return Ok(Err(why)),
+        };
+        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)), true);
+        if fitted.batches.is_empty() {
+            return Ok(Ok((Committed::default(), fitted.outcomes)));
+        }
+        let batches = fit::widen(table, &fitted.batches)?;
+        let t1 = std::time::Instant::now();
+        match self.append_unloaded(table, &u, &batches, key).await? {
+            Some(c) => {
+                tracing::debug!(
+                    table = %table,
+                    open_and_fit_us = (t1 - t0).as_micros() as u64,
+                    append_unloaded_us = t1.elapsed().as_micros() as u64,
+                    "committed"
+                );
+                Ok(Ok((c, fitted.outcomes)))
+            }
+            None => Ok(Err(Unopened::Other)),
+        }
+    }
+
+    /// The `WriteBuilder` path, for what the direct ones do not take (schema changes,
+    /// types outside the flattener's, replaces of files that mix batches or topics): the
+    /// rows matching `replace_where` are replaced, or without it `batches` are appended
+    /// (schemas merged); a new table is created with the table properties.
+    pub(super) async fn write_with_builder(
+        &self,
+        table: &TableName,
+        handle: DeltaTable,
+        existing: Option<DeltaTable>,
+        batches: Vec<RecordBatch>,
+        replace_where: Option<Expr>,
+        key: &BatchKey,
+    ) -> Result<DeltaTable> {
+        let write = match (existing, replace_where) {
+            (Some(t), Some(predicate)) => t
+                .write(batches)
+                .with_save_mode(SaveMode::Overwrite)
+                .with_replace_where(predicate)
+                .with_schema_mode(SchemaMode::Merge),
+            (Some(t), None) => t
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
+                .with_schema_mode(SchemaMode::Merge),
+            (None, _) => handle
+                .write(batches)
+                .with_save_mode(SaveMode::Append)
+                // Without `BATCH_TXN_PROPERTY`: the builder refuses keys it does not know.
+                // Such a table takes the loaded path.
+                .with_configuration(self.table_properties(false)),
+        };
+        let properties = with_batch_txns(
+            deltalake::kernel::transaction::CommitProperties::default(),
+            key,
+        );
+        write
+            .with_commit_properties(properties)
+            .with_target_file_size(NonZeroU64::new(self.target_file_size))
+            .with_writer_properties(writer_properties(self.compression))
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))
+    }
+
+    /// Creates the table with `batches` in one commit (version 0): protocol, metadata with
+    /// the table properties, and the data files written by delta-rs's file writer with
+    /// the statistics a new table's configuration asks for — what a `WriteBuilder` commits
+    /// for a new table, without its DataFusion plan and without loading the table it just
+    /// wrote (together ~3/4 of a small new table's cost; BENCHMARKS.md).
+    ///
+    /// [`Created::NotApplicable`] when the caller should use the `WriteBuilder`: the
+    /// batches differ in schema, or a column has a type outside the flattener's own and
+    /// `_corrupt_records`' binary (another could need a protocol feature, e.g.
+    /// `timestampNtz`).
+    pub(super) async fn create_with_files(
+        &self,
+        handle: &DeltaTable,
+        batches: &[RecordBatch],
+        key: Option<&BatchKey>,
+    ) -> std::result::Result<Created, DeltaTableError> {
+        use arrow::datatypes::TimeUnit;
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
+        use deltalake::operations::write::configs::WriterStatsConfig;
+
+        let Some(first) = batches.first() else {
+            return Ok(Created::NotApplicable);
+        };
+        let schema = first.schema();
+        let plain = |t: &DataType| {
+            matches!(
+                t,
+                DataType::Utf8
+                    | DataType::Binary
+                    | DataType::Int64
+                    | DataType::Float64
+                    | DataType::Boolean
+                    | DataType::Timestamp(TimeUnit::Microsecond, Some(_))
+            )
+        };
+        if batches.iter().any(|b| b.schema() != schema)
+            || !schema.fields().iter().all(|f| plain(f.data_type()))
+        {
+            return Ok(Created::NotApplicable);
+        }
+        let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
+        let configuration: Vec<(String, String)> = self
+            .table_properties(key.is_some())
+            .into_iter()
+            .filter_map(|(k, v)| Some((k, v?)))
+            .collect();
+        let metadata = new_metadata(&kernel_schema, Vec::<String>::new(), configuration)?;
+        // Reader 1 / writer 2: what delta-rs gives a table with these properties and
+        // column types (no table feature applies).
+        let protocol: Protocol = serde_json::from_value(serde_json::json!({
+            "minReaderVersion": 1,
+            "minWriterVersion": 2,
+        }))?;
+        // A new table's configuration sets no data-skipping property: statistics for the
+        // kernel's default number of leading columns (32), as `WriterStatsConfig::from_config`
+        // gives such a table.
+        let stats = WriterStatsConfig::new(Default::default(), None);
+        let log_store = handle.log_store();
+        let (adds, c, properties) = self
+            .write_data_files(&log_store, schema, batches, stats, key)
+            .await?;
+        let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
+        actions.extend(adds.into_iter().map(Action::Add));
+        // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
+        // taken retries as a commit on top, whose metadata would replace the other
+        // writer's schema; here the rows go through the existing-table path instead.
+        Ok(if put_commit(&log_store, 0, properties, actions).await? {
+            Created::Committed(c)
+        } else {
+            Created::Raced
+        })
+    }
+
+    /// The direct paths, without a DataFusion plan: a new table is created with
+    /// `batches` ([`Self::create_with_files`]); an existing one gets them appended when
+    /// `append` allows it and they have the table's schema ([`Self::append_files`]).
+    /// Otherwise [`Direct::NotApplicable`] hands back the table for a `WriteBuilder`
+    /// (loaded anew when another writer created it meanwhile).
+    pub(super) async fn write_direct(
+        &self,
+        table: &TableName,
+        handle: &DeltaTable,
+        existing: Option<DeltaTable>,
+        append: bool,
+        batches: &[RecordBatch],
+        key: Option<&BatchKey>,
+    ) -> Result<Direct> {
+        let Some(t) = existing else {
+            self.ensure_local_dir(table)?;
+            let created = self
+                .create_with_files(handle, batches, key)
+                .await
+                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+            return match created {
+                // A table with one commit has nothing to maintain: no state loaded.
+                Created::Committed(c) => Ok(Direct::Done(c, None)),
+                // Another writer created it meanwhile: the rows go to it as it is now
+                // (schemas merged). The files written for the lost create stay
+                // unreferenced until a VACUUM.
+                Created::Raced => {
+                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
+                    Ok(Direct::NotApplicable(self.open(table).await?))
+                }
+                Created::NotApplicable => Ok(Direct::NotApplicable(None)),
+            };
+        };
+        if !append || same_schema(table, &t, batches)?.is_none() {
+            return Ok(Direct::NotApplicable(Some(t)));
+        }
+        let (c, written) = self
+            .append_files(&t, batches, key)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        Ok(Direct::Done(c, Some(written)))
+    }
+
+    /// The replace of `key`'s rows of `topics` without a DataFusion plan, for a table
+    /// whose files holding the batch hold only it and topics they name
+    /// ([`BatchFiles::Whole`]): those files go whole and the new files are added, in one
+    /// commit recording the same predicate as the replace-where. `Ok(None)` (nothing
+    /// written) when a file of the batch holds a topic written now beside one that is not
+    /// (the replace-where keeps the other topic's rows) or the rows need a schema change:
+    /// the caller's `WriteBuilder` replace-where handles those.
+    pub(super) async fn replace_whole_files(
+        &self,
+        table: &TableName,
+        t: &DeltaTable,
+        batches: &[RecordBatch],
+        key: &BatchKey,
+        (topics, keyed): (&[String], bool),
+        whole: Vec<(Vec<String>, deltalake::kernel::Remove)>,
+    ) -> Result<Option<(Committed, WrittenTable)>> {
+        use deltalake::kernel::Action;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+        use deltalake::protocol::DeltaOperation;
+
+        let delta = |e| Error::delta(table.as_str(), "write", e);
+        let Some(removes) = whole_removes(whole, topics) else {
+            return Ok(None);
+        };
+        let Some(schema) = same_schema(table, t, batches)? else {
+            return Ok(None);
+        };
+        let snapshot = t.snapshot().map_err(delta)?;
+        let predicate = batch_topics_predicate(key, topics, keyed);
+        let predicate =
+            deltalake::delta_datafusion::expr::fmt_expr_to_sql(&predicate).map_err(delta)?;
+        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let log_store = t.log_store();
+        let (adds, mut c, properties) = self
+            .write_data_files(&log_store, schema, batches, stats, Some(key))
+            .await
+            .map_err(delta)?;
+        let pending = Pending {
+            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
+            removes: removes.iter().map(|r| r.path.clone()).collect(),
+        };
+        let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
+        actions.extend(adds.into_iter().map(Action::Add));
+        let (version, written) = commit_on(
+            t,
+            snapshot,
+            properties,
+            actions,
+            DeltaOperation::Write {
+                mode: SaveMode::Overwrite,
+                partition_by: None,
+                predicate: Some(predicate),
+            },
+            pending,
+        )
+        .await
+        .map_err(delta)?;
+        c.version = version;
+        Ok(Some((c, written)))
+    }
+
+    /// Writes `batches` as data files of the table behind `log_store` (our writer
+    /// properties, `stats` for the statistics); returns their add actions, what they add,
+    /// and commit properties that record the writer's own row count and, for rows of
+    /// `key`, the batch's `txn` ([`BATCH_TXN_PROPERTY`]).
+    pub(super) async fn write_data_files(
+        &self,
+        log_store: &deltalake::logstore::LogStoreRef,
+        schema: SchemaRef,
+        batches: &[RecordBatch],
+        stats: deltalake::operations::write::configs::WriterStatsConfig,
+        key: Option<&BatchKey>,
+    ) -> std::result::Result<
+        (
+            Vec<deltalake::kernel::Add>,
+            Committed,
+            deltalake::kernel::transaction::CommitProperties,
+        ),
+        DeltaTableError,
+    > {
+        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        use deltalake::kernel::transaction::CommitProperties;
+
+        let config = WriterConfig::new(
+            schema,
+            Vec::new(),
+            Some(writer_properties(self.compression)),
+            NonZeroU64::new(self.target_file_size),
+            None,
+            stats.num_indexed_cols,
+            stats.stats_columns,
+        );
+        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
+        for b in batches {
+            writer.write(b).await?;
+        }
+        let mut adds = writer.close().await?;
+        if let Some(topics) = topics_of(batches).filter(|t| !t.is_empty()) {
+            let tag = serde_json::to_string(&topics)?;
+            for a in &mut adds {
+                a.tags = Some(std::collections::HashMap::from([(
+                    TOPICS_TAG.to_string(),
+                    Some(tag.clone()),
+                )]));
+            }
+        }
+        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        let c = Committed {
+            files_added: adds.len() as u64,
+            bytes_added: adds.iter().map(|a| a.size.max(0) as u64).sum(),
+            rows_added: rows,
+            ..Default::default()
+        };
+        let metrics = serde_json::json!({
+            "num_added_rows": rows,
+            "num_added_files": adds.len(),
+        });
+        let mut properties =
+            CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]);
+        if let Some(key) = key {
+            properties = with_batch_txns(properties, key);
+        }
+        Ok((adds, c, properties))
+    }
+
+    /// A plain append of rows in the table's own schema: data files written with
+    /// delta-rs's file writer (same writer properties, same statistics) and committed on
+    /// the table's snapshot, without the DataFusion session and plan a `WriteBuilder`
+    /// sets up, which were most of a small commit's cost (BENCHMARKS.md).
+    pub(super) async fn append_files(
+        &self,
+        t: &DeltaTable,
+        batches: &[RecordBatch],
+        key: Option<&BatchKey>,
+    ) -> std::result::Result<(Committed, WrittenTable), DeltaTableError> {
+        use deltalake::kernel::Action;
+        use deltalake::operations::write::configs::WriterStatsConfig;
+        use deltalake::protocol::DeltaOperation;
+
+        let snapshot = t.snapshot()?;
+        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let Some(first) = batches.first() else {
+            return Err(DeltaTableError::Generic("nothing to append".into()));
+        };
+        let log_store = t.log_store();
+        let (adds, mut c, properties) = self
+            .write_data_files(&log_store, first.schema(), batches, stats, key)
+            .await?;
+        let pending = Pending {
+            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
+            removes: Vec::new(),
+        };
+        let (version, written) = commit_on(
+            t,
+            snapshot,
+            properties,
+            adds.into_iter().map(Action::Add).collect(),
+            DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+            pending,
+        )
+        .await?;
+        c.version = version;
+        Ok((c, written))
+    }
+
+    /// Appends `batch`, rows of `key` (creating the table when needed).
+    pub(crate) async fn append(
+        &self,
+        table: &TableName,
+        batch: RecordBatch,
+        key: &BatchKey,
+    ) -> Result<Committed> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        let batches = std::slice::from_ref(&batch);
+        let existing = match self
+            .write_direct(table, &handle, existing, true, batches, Some(key))
+            .await?
+        {
+            Direct::Done(c, _) => return Ok(c),
+            Direct::NotApplicable(existing) => existing,
+        };
+        let write = match existing {
+            Some(t) => t.write(vec![batch]).with_schema_mode(SchemaMode::Merge),
+            None => {
+                self.ensure_local_dir(table)?;
+                handle
+                    .write(vec![batch])
+                    .with_configuration(self.table_properties(false))
+            }
+        };
+        let properties = with_batch_txns(
+            deltalake::kernel::transaction::CommitProperties::default(),
+            key,
+        );
+        let written = write
+            .with_save_mode(SaveMode::Append)
+            .with_commit_properties(properties)
+            .with_writer_properties(writer_properties(self.compression))
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        committed(table, &written).await
+    }
+
+    /// Deletes the rows of `key` ([`batch_predicate`]), if the table exists. Returns the
+    /// version.
+    pub(crate) async fn delete_batch(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+    ) -> Result<Option<u64>> {
+        let Some(t) = self.open(table).await? else {
+            return Ok(None);
+        };
+        let predicate = batch_predicate(key, keyed(arrow_schema(table, &t)?.as_ref()));
+        let (t, _metrics) = t
+            .delete()
+            .with_predicate(predicate)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "delete", e))?;
+        Ok(t.version())
+    }
+}
+
+/// Commits `actions` on `snapshot` (`t`'s). delta-rs's post-commit step replays the log
+/// to the new version (one more listing and read of the log, and the files listed again
+/// when next asked for), then writes a checkpoint when one is due and cleans up expired
+/// log files (one more listing). Only a commit that is due a checkpoint needs it
+/// (expired logs are cleaned then too, as Spark does at checkpoints); otherwise the
+/// state from before the commit serves the maintenance, with `pending` alongside. On an
+/// object store that is 2-3 requests less on each table's write.
+pub(super) async fn commit_on(
+    t: &DeltaTable,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    properties: deltalake::kernel::transaction::CommitProperties,
+    actions: Vec<deltalake::kernel::Action>,
+    operation: deltalake::protocol::DeltaOperation,
+    pending: Pending,
+) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
+    use deltalake::kernel::transaction::CommitBuilder;
+    let checkpoint_interval = {
+        use deltalake::kernel::transaction::TableReference as _;
+        use deltalake::table::config::TablePropertiesExt as _;
+        // What delta-rs's post-commit step checks (its default when unset).
+        snapshot.config().checkpoint_interval().get()
+    };
+    let post = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .build(Some(snapshot), t.log_store(), operation)
+        .into_prepared_commit_future()
+        .await?
+        .await?;
+    let version = post.version as u64;
+    if (post.version + 1).is_multiple_of(checkpoint_interval) {
+        let finalized = post.await?;
+        let mut written = t.clone();
+        written.state = Some(finalized.snapshot);
+        return Ok((version, WrittenTable::current(written)));
+    }
+    Ok((
+        version,
+        WrittenTable {
+            table: t.clone(),
+            pending,
+        },
+    ))
+}
+
+/// Commits `actions` as `version` of the table behind `log_store`, put only if absent:
+/// `Ok(false)` (nothing committed) when another writer took that version. A commit
+/// without a snapshot: no conflict check, since nothing can have been committed between
+/// the version the caller read and this one.
+pub(crate) async fn put_commit(
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+    properties: deltalake::kernel::transaction::CommitProperties,
+    actions: Vec<deltalake::kernel::Action>,
+) -> std::result::Result<bool, DeltaTableError> {
+    use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+    use deltalake::protocol::DeltaOperation;
+
+    let operation_id = uuid::Uuid::new_v4();
+    let prepared = CommitBuilder::from(properties)
+        .with_actions(actions)
+        .with_operation_id(operation_id)
+        .build(
+            None,
+            log_store.clone(),
+            DeltaOperation::Write {
+                mode: SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
+        )
+        .into_prepared_commit_future()
+        .await?;
+    let entry = prepared.commit_or_bytes().clone();
+    match log_store
+        .write_commit_entry(version, entry.clone(), operation_id)
+        .await
+    {
+        Ok(()) => Ok(true),
+        Err(TransactionError::VersionAlreadyExists(_)) => {
+            log_store
+                .abort_commit_entry(version, entry, operation_id)
+                .await?;
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// What [`Storage::write_direct`] did.
+pub(super) enum Direct {
+    /// Committed; the table for the maintenance after it, if it needs any.
+    Done(Committed, Option<WrittenTable>),
+    /// Not a case for the direct paths: nothing written; the table as it is, if any.
+    NotApplicable(Option<DeltaTable>),
+}
+
+/// What [`Storage::create_with_files`] did.
+pub(super) enum Created {
+    /// The table was created at version 0 with the rows.
+    Committed(Committed),
+    /// Version 0 was taken by another writer; nothing was committed.
+    Raced,
+    /// Not a case for it; nothing was written.
+    NotApplicable,
+}
+
+/// Parts fitted to a table's schema ([`fit_parts`]).
+pub(super) struct Fitted {
+    /// The rows of the parts that fit, slice by slice.
+    batches: Vec<RecordBatch>,
+    /// Their topics.
+    topics: Vec<String>,
+    /// What became of each part, in order.
+    outcomes: Vec<PartOutcome>,
+}
+
+/// Fits each part to the table's `schema` as the parts before it leave it, with its
+/// topic's evolution mode ([`crate::conform`]); a table created by this commit
+/// (`exists = false`) takes every part's columns. A refused slice refuses its whole part
+/// (a topic's rows go in whole or not at all), which leaves the schema as it was.
+pub(super) fn fit_parts(
+    table: &TableName,
+    parts: &[Part],
+    mut schema: Option<SchemaRef>,
+    exists: bool,
+) -> Fitted {
+    let mut fitted = Fitted {
+        batches: Vec::with_capacity(parts.len()),
+        topics: Vec::with_capacity(parts.len()),
+        outcomes: Vec::with_capacity(parts.len()),
+    };
+    for part in parts {
+        let evolution = if exists {
+            part.evolution
+        } else {
+            crate::config::Evolution::Add
+        };
+        let mut batches = Vec::with_capacity(part.batches.len());
+        let mut outcome = PartOutcome {
+            rows: 0,
+            added: Vec::new(),
+            rescued: 0,
+            error: None,
+        };
+        let mut part_schema = schema.clone();
+        for batch in &part.batches {
+            match fit::to_table(table, batch.clone(), part_schema.as_deref(), evolution) {
+                Ok(c) => {
+                    part_schema = Some(fit::merged_schema(part_schema.as_deref(), &c.batch));
+                    outcome.rows += c.batch.num_rows() as u64;
+                    outcome.rescued += c.rescued;
+                    for a in c.added {
+                        if !outcome.added.contains(&a) {
+                            outcome.added.push(a);
+                        }
+                    }
+                    batches.push(c.batch);
+                }
+                Err(e) => {
+                    outcome.error = Some(e);
+                    break;
+                }
+            }
+        }
+        if outcome.error.is_none() {
+            schema = part_schema;
+            if !fitted.topics.contains(&part.topic) {
+                fitted.topics.push(part.topic.clone());
+            }
+            fitted.batches.extend(batches);
+        } else {
+            outcome.rows = 0;
+            outcome.added.clear();
+            outcome.rescued = 0;
+        }
+        fitted.outcomes.push(outcome);
+    }
+    fitted
+}

@@ -1,0 +1,849 @@
+//! Tables: where the tables of a schema live and how one write becomes one Delta commit.
+//!
+//! A write carries the parts (one topic's rows each) that one or several topics have for
+//! one table, and replaces this batch's rows of those topics in one commit
+//! ([`files::batch_topics_predicate`]: its batch id and landing paths and `_topic IN
+//! (…)`, built as a typed DataFusion expression, never pasted into SQL), so a rerun
+//! converges to the same rows and two topics feeding one child table never erase each
+//! other. New columns are added in the same commit (schema merge); where the table
+//! already has a column, its type wins when the new values can be cast losslessly
+//! (`crate::flatten::fit`), otherwise the part fails with an error naming the column.
+//!
+//! - this module: [`Storage`] (a schema's address and write settings), opening tables,
+//!   table properties, parquet writer properties;
+//! - [`commit`]: the commit strategies, cheapest first: an append to a table opened from
+//!   its log alone ([`unloaded`]), a direct commit of new files, a whole-file replace,
+//!   and the `WriteBuilder` replace-where when nothing cheaper applies;
+//! - [`files`]: which files and rows of a table belong to a batch;
+//! - [`stats`]: what a commit did, read back from the table;
+//! - [`upkeep`]: after a commit, missing table properties and auto compaction.
+
+use std::sync::Arc;
+
+use arrow::array::RecordBatch;
+use arrow::datatypes::SchemaRef;
+use deltalake::logstore::object_store::DynObjectStore;
+use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+pub use parquet::basic::Compression;
+use parquet::file::properties::{EnabledStatistics, WriterProperties};
+use parquet::schema::types::ColumnPath;
+use url::Url;
+
+use crate::error::{Error, Result};
+use crate::flatten::LANDING_PATH;
+use crate::naming::TableName;
+
+mod commit;
+mod files;
+mod stats;
+mod unloaded;
+pub(crate) mod upkeep;
+
+pub(crate) use stats::WrittenTable;
+use unloaded::{BATCH_TXN_PROPERTY, Unopened};
+
+/// Where the tables of one schema live, and how to reach them.
+#[derive(Clone, Debug)]
+pub(crate) struct Storage {
+    /// `<catalog>/<schema>/`, as a directory URL (ends with `/`).
+    pub(crate) schema_url: Url,
+    /// The object store rooted at `/` of the URL's scheme, when the caller supplied one
+    /// (tests and benches wrap the local file system to inject latency or faults).
+    pub(crate) root_store: Option<Arc<DynObjectStore>>,
+    /// Target size of written data files (optimize write).
+    pub(crate) target_file_size: u64,
+    /// Parquet compression of the data files.
+    pub(crate) compression: Compression,
+    /// Auto compaction's small-file trigger; `None` when auto compaction is off.
+    pub(crate) auto_compact_at: Option<u64>,
+    /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
+    /// whose tables hold its `txn`).
+    pub(crate) unloaded_appends: bool,
+}
+
+/// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
+/// `_idx`), where a dictionary only costs a hash per value before parquet falls back to
+/// plain encoding.
+const NO_DICTIONARY: [&str; 5] = ["_id", "_parent_id", "_root_id", "_line", "_idx"];
+
+/// Columns readers filter on (replace-where, `history`, a user's `WHERE _batch_id =`):
+/// the only ones that get parquet statistics beyond the file level.
+const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
+
+/// A column chunk's dictionary is dropped for plain encoding once it passes this size
+/// (parquet's default: 1 MiB). A 16,000-row topic's column of mostly distinct values
+/// then stops hashing every value into a dictionary a few thousand rows in; columns
+/// with few distinct values stay far below it (BENCHMARKS.md, session 10).
+pub const DICTIONARY_PAGE_LIMIT: usize = 64 << 10;
+
+/// Parquet properties of bronze data files (measured in `benches/stages.rs`, figures in
+/// BENCHMARKS.md): no dictionary for per-row keys and a [`DICTIONARY_PAGE_LIMIT`] for
+/// the others, file-level (chunk) statistics for every column (Delta's data skipping
+/// reads those), page-level only for the columns readers filter on.
+pub fn writer_properties(compression: Compression) -> WriterProperties {
+    let mut b = WriterProperties::builder()
+        .set_created_by(concat!("bronze ", env!("CARGO_PKG_VERSION")).to_string())
+        .set_compression(compression)
+        .set_dictionary_page_size_limit(DICTIONARY_PAGE_LIMIT)
+        .set_statistics_enabled(EnabledStatistics::Chunk);
+    for c in NO_DICTIONARY {
+        b = b.set_column_dictionary_enabled(ColumnPath::from(c), false);
+    }
+    for c in FILTERED {
+        b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::Page);
+    }
+    b.build()
+}
+
+/// One topic's rows for a table, and how new fields of it are handled.
+pub(crate) struct Part {
+    pub(crate) topic: String,
+    /// The rows, one batch per staged slice.
+    pub(crate) batches: Vec<RecordBatch>,
+    pub(crate) evolution: crate::config::Evolution,
+}
+
+/// What became of a [`Part`].
+#[derive(Debug)]
+pub(crate) struct PartOutcome {
+    /// Rows of the part in the commit.
+    pub(crate) rows: u64,
+    /// Columns it added to the table.
+    pub(crate) added: Vec<String>,
+    /// Values it moved to `_rescued_data`.
+    pub(crate) rescued: u64,
+    /// Why it was refused.
+    pub(crate) error: Option<Error>,
+}
+
+/// What one commit added, read back from its log entry.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Committed {
+    pub(crate) version: u64,
+    pub(crate) files_added: u64,
+    pub(crate) bytes_added: u64,
+    /// Rows the commit added: the writer's `num_added_rows` metric, else the sum of
+    /// `numRecords` of the added files' statistics.
+    pub(crate) rows_added: u64,
+    /// Files before and after an auto compaction that followed the commit.
+    pub(crate) compacted: Option<(u64, u64)>,
+}
+
+impl Storage {
+    pub(crate) fn table_url(&self, table: &TableName) -> Result<Url> {
+        self.schema_url
+            .join(&format!("{}/", table.as_str()))
+            .map_err(|e| Error::Config {
+                name: "catalog",
+                reason: format!(
+                    "cannot address table `{table}` under {}: {e}",
+                    self.schema_url
+                ),
+            })
+    }
+
+    fn builder(&self, table: &TableName) -> Result<DeltaTableBuilder> {
+        let url = self.table_url(table)?;
+        let b = DeltaTableBuilder::from_url(url.clone())
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        Ok(match &self.root_store {
+            Some(store) => b.with_storage_backend(Arc::clone(store), url),
+            None => b,
+        })
+    }
+
+    /// The table, loaded; `Ok(None)` when there is no Delta table there yet.
+    pub(crate) async fn open(&self, table: &TableName) -> Result<Option<DeltaTable>> {
+        Ok(self.open_or_new(table).await?.1)
+    }
+
+    /// The table's handle, not loaded.
+    fn handle(&self, table: &TableName) -> Result<DeltaTable> {
+        self.builder(table)?
+            .build()
+            .map_err(|e| Error::delta(table.as_str(), "open", e))
+    }
+
+    /// Local catalogs: whether the table's folder has no `_delta_log`, i.e. no table yet
+    /// (deltalake reports a missing local path as an error, not as `NotATable`).
+    fn local_log_missing(&self, table: &TableName) -> bool {
+        self.local_dir(table)
+            .is_some_and(|d| !d.join("_delta_log").is_dir())
+    }
+
+    /// `(unloaded handle, loaded table if it exists)`.
+    async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        let mut t = self.handle(table)?;
+        if self.local_log_missing(table) {
+            return Ok((t, None));
+        }
+        match t.load().await {
+            Ok(()) => Ok((t.clone(), Some(t))),
+            Err(DeltaTableError::NotATable(_)) => Ok((t, None)),
+            Err(e) => Err(Error::delta(table.as_str(), "open", e)),
+        }
+    }
+
+    /// [`Storage::open_or_new`], without a second look at a log found empty
+    /// ([`Unopened::Absent`]: no table yet, the caller creates it).
+    async fn open_or_new_unless(
+        &self,
+        table: &TableName,
+        unopened: Unopened,
+    ) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        if unopened != Unopened::Absent {
+            return self.open_or_new(table).await;
+        }
+        Ok((self.handle(table)?, None))
+    }
+
+    /// Properties set on every table at creation; with `batch_txns`, on a table created
+    /// by a write of a batch's rows, [`BATCH_TXN_PROPERTY`] too.
+    fn table_properties(&self, batch_txns: bool) -> Vec<(String, Option<String>)> {
+        let mut props: Vec<_> = upkeep::default_table_properties(self.target_file_size)
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), Some(v)))
+            .collect();
+        if batch_txns {
+            props.push((BATCH_TXN_PROPERTY.to_string(), Some("true".to_string())));
+        }
+        props
+    }
+
+    /// A handle to write a table: loaded when it exists, else unloaded (the write creates
+    /// it). Local catalogs get the table folder created.
+    pub(crate) async fn create_handle(&self, table: &TableName) -> Result<DeltaTable> {
+        let (handle, existing) = self.open_or_new(table).await?;
+        match existing {
+            Some(t) => Ok(t),
+            None => {
+                self.ensure_local_dir(table)?;
+                Ok(handle)
+            }
+        }
+    }
+
+    /// The object store rooted at the table's folder.
+    pub(crate) fn table_store(
+        &self,
+        table: &TableName,
+    ) -> Result<deltalake::logstore::ObjectStoreRef> {
+        Ok(self.handle(table)?.log_store().object_store(None))
+    }
+
+    /// The table's folder when the catalog is on the local file system.
+    pub(crate) fn local_dir(&self, table: &TableName) -> Option<std::path::PathBuf> {
+        if self.schema_url.scheme() != "file" {
+            return None;
+        }
+        self.table_url(table).ok()?.to_file_path().ok()
+    }
+
+    /// Local catalogs: create the table folder (object stores need no folders).
+    fn ensure_local_dir(&self, table: &TableName) -> Result<()> {
+        if let Some(dir) = self.local_dir(table) {
+            std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir, e))?;
+        }
+        Ok(())
+    }
+}
+
+/// What a write committed, and what became of each part.
+pub(crate) type Written = (Committed, Vec<PartOutcome>);
+
+/// A table's schema as Arrow.
+fn arrow_schema(table: &TableName, t: &DeltaTable) -> Result<SchemaRef> {
+    Ok(t.snapshot()
+        .map_err(|e| Error::delta(table.as_str(), "read schema of", e))?
+        .snapshot()
+        .arrow_schema())
+}
+
+/// Whether a table's schema has the `_landing_path` column (rows keyed by folder).
+fn keyed(schema: &arrow::datatypes::Schema) -> bool {
+    schema.field_with_name(LANDING_PATH).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::commit::Created;
+    use super::files::TOPICS_TAG;
+    use super::*;
+    use crate::batch::BatchKey;
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use deltalake::protocol::SaveMode;
+
+    /// A key without landing paths: rows and predicates by batch id alone.
+    fn k(id: &str) -> BatchKey {
+        BatchKey::of_id(id)
+    }
+
+    fn storage(dir: &std::path::Path) -> Storage {
+        Storage {
+            schema_url: Url::from_directory_path(dir).unwrap(),
+            root_store: None,
+            target_file_size: 128 << 20,
+            compression: Compression::SNAPPY,
+            auto_compact_at: None,
+            unloaded_appends: true,
+        }
+    }
+
+    fn part(topic: &str, rows: i64) -> Part {
+        part_of(topic, rows, "b1")
+    }
+
+    /// `rows` rows of `topic` in batch `batch_id`.
+    fn part_of(topic: &str, rows: i64, batch_id: &str) -> Part {
+        let ids: Vec<String> = (0..rows).map(|i| format!("{topic}-{i}")).collect();
+        // Lineage never null, payload columns nullable: as the flattener makes them.
+        let batch = RecordBatch::try_from_iter_with_nullable(vec![
+            (
+                "_batch_id",
+                Arc::new(StringArray::from(vec![batch_id; rows as usize])) as ArrayRef,
+                false,
+            ),
+            (
+                "_topic",
+                Arc::new(StringArray::from(vec![topic; rows as usize])) as ArrayRef,
+                false,
+            ),
+            ("_id", Arc::new(StringArray::from(ids)) as ArrayRef, false),
+            (
+                "seq",
+                Arc::new(Int64Array::from_iter_values(0..rows)) as ArrayRef,
+                true,
+            ),
+        ])
+        .unwrap();
+        Part {
+            topic: topic.to_string(),
+            batches: vec![batch],
+            evolution: crate::config::Evolution::Add,
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_new_table_is_created_in_one_commit_like_a_write_builder_would() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let ((c, outcomes), written) = s
+            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+            .await
+            .unwrap();
+        // Created at version 0; nothing to maintain, so no table state was loaded.
+        assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 5));
+        assert_eq!(outcomes[0].rows, 5);
+        assert!(written.is_none());
+
+        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        let snapshot = t.snapshot().unwrap();
+        let protocol = snapshot.protocol();
+        assert_eq!(
+            (protocol.min_reader_version(), protocol.min_writer_version()),
+            (1, 2)
+        );
+        let config = snapshot.metadata().configuration().clone();
+        for (k, v) in upkeep::default_table_properties(128 << 20) {
+            assert_eq!(config.get(k), Some(&v), "{k}");
+        }
+        assert_eq!(
+            config.get(BATCH_TXN_PROPERTY).map(String::as_str),
+            Some("true")
+        );
+        let files: Vec<_> = snapshot.log_data().iter().collect();
+        assert_eq!(files.len(), 1);
+        let stats: serde_json::Value =
+            serde_json::from_str(&files[0].stats().expect("file statistics")).unwrap();
+        assert_eq!(stats["numRecords"], 5);
+        assert_eq!(stats["minValues"]["_id"], "quote-0");
+        assert_eq!(stats["maxValues"]["seq"], 4);
+
+        // Each commit of a batch's rows records the batch.
+        let txn = |version| {
+            commit_actions(dir.path(), "quote", version)
+                .into_iter()
+                .filter_map(|a| a.get("txn").cloned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(txn(0).len(), 1);
+        assert_eq!(txn(0)[0]["appId"], "bronze/b1");
+
+        // The next batch's rows go in as an append on the unloaded table (its log has
+        // no `txn` of b2): not due a checkpoint, so nothing to maintain.
+        let ((c, _), written) = s
+            .replace_parts(&name, vec![part_of("quote", 3, "b2")], &k("b2"), true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (1, 3));
+        assert!(written.is_none());
+        assert_eq!(txn(1)[0]["appId"], "bronze/b2");
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(1), 8));
+
+        // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
+        let ((c, _), _) = s
+            .replace_parts(&name, vec![part_of("quote", 2, "b2")], &k("b2"), true)
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (2, 2));
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 5 + 2);
+        assert!(s.batch_seen(&name, &k("b2")).await);
+        assert!(!s.batch_seen(&name, &k("b3")).await);
+        assert!(!s.batch_seen(&TableName::for_topic("none"), &k("b2")).await);
+    }
+
+    /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
+    /// by the direct commit too (the `WriteBuilder` would set up a DataFusion session and
+    /// record its own metrics, e.g. `execution_time_ms`).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_with_a_binary_column_is_created_in_one_direct_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::system("_bytes");
+        let batch = RecordBatch::try_from_iter_with_nullable(vec![
+            (
+                "_batch_id",
+                Arc::new(StringArray::from(vec!["b1"; 2])) as ArrayRef,
+                false,
+            ),
+            (
+                "_corrupt_bytes",
+                Arc::new(arrow::array::BinaryArray::from_iter_values([
+                    b"{\"a\":".as_slice(),
+                    b"\xff\xfe",
+                ])) as ArrayRef,
+                false,
+            ),
+        ])
+        .unwrap();
+        let c = s.replace(&name, batch, &k("b1")).await.unwrap();
+        assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 2));
+        let actions = commit_actions(dir.path(), "_bytes", 0);
+        let info = actions
+            .iter()
+            .find_map(|a| a.get("commitInfo"))
+            .expect("commitInfo");
+        let metrics: Vec<&String> = info["operationMetrics"]
+            .as_object()
+            .expect("operationMetrics")
+            .keys()
+            .collect();
+        assert_eq!(metrics, ["num_added_files", "num_added_rows"], "{info}");
+        let protocol = actions.iter().find_map(|a| a.get("protocol")).unwrap();
+        assert_eq!(
+            (&protocol["minReaderVersion"], &protocol["minWriterVersion"]),
+            (&serde_json::json!(1), &serde_json::json!(2))
+        );
+        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        assert_eq!(live_rows(&t), 2);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_skip_the_log_replay_until_a_checkpoint_is_due() {
+        for unloaded in [true, false] {
+            appends_until_a_checkpoint(unloaded).await;
+        }
+    }
+
+    /// Ten batches appended to one table, with or without [`Storage::open_unloaded`].
+    async fn appends_until_a_checkpoint(unloaded: bool) {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Storage {
+            unloaded_appends: unloaded,
+            ..storage(dir.path())
+        };
+        let name = TableName::for_topic("quote");
+        let log = dir.path().join("quote/_delta_log");
+        // Ids that sort after every earlier one: each load is a plain append.
+        for day in 1..=10u64 {
+            let mut p = part("quote", 4);
+            let id = format!("b{day:02}");
+            let ids = StringArray::from(vec![id.as_str(); 4]);
+            let b = &p.batches[0];
+            p.batches[0] = RecordBatch::try_new(
+                b.schema(),
+                vec![
+                    Arc::new(ids),
+                    b.column(1).clone(),
+                    b.column(2).clone(),
+                    b.column(3).clone(),
+                ],
+            )
+            .unwrap();
+            let ((c, _), written) = s
+                .replace_parts(&name, vec![p], &k(&id), true)
+                .await
+                .unwrap();
+            let version = day - 1;
+            assert_eq!(c.version, version);
+            let checkpoint = log.join(format!("{version:020}.checkpoint.parquet"));
+            match version {
+                0 => assert!(written.is_none(), "created: nothing to maintain"),
+                // Version 9 is due a checkpoint (interval 10): written, and the state is
+                // the new version's.
+                9 => assert_checkpointed(written, 9, &checkpoint),
+                // Opened unloaded: nothing loaded, nothing to maintain.
+                _ if unloaded => {
+                    assert!(written.is_none());
+                    assert!(!checkpoint.exists());
+                }
+                // Otherwise the state from before the commit, the new file beside it.
+                _ => {
+                    let w = written.unwrap();
+                    assert_eq!(w.table.version(), Some(version - 1));
+                    assert_eq!(w.pending.adds.len(), 1);
+                    assert!(w.pending.adds[0] > 0);
+                    assert!(w.pending.removes.is_empty());
+                    assert!(!checkpoint.exists());
+                }
+            }
+        }
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(t.version(), Some(9));
+        assert_eq!(t.snapshot().unwrap().log_data().iter().count(), 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn reruns_replacing_whole_files_skip_the_log_replay_until_a_checkpoint_is_due() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let log = dir.path().join("quote/_delta_log");
+        let live = |t: &DeltaTable| -> Vec<String> {
+            t.snapshot()
+                .unwrap()
+                .log_data()
+                .iter()
+                .map(|f| f.path().into_owned())
+                .collect()
+        };
+        // The same batch loaded ten times: a create, then nine replaces of its one file.
+        let mut before: Vec<String> = Vec::new();
+        for version in 0..10u64 {
+            let ((c, _), written) = s
+                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), true)
+                .await
+                .unwrap();
+            assert_eq!(c.version, version);
+            let checkpoint = log.join(format!("{version:020}.checkpoint.parquet"));
+            match version {
+                0 => assert!(written.is_none(), "created: nothing to maintain"),
+                // Due a checkpoint (interval 10): written, the state the new version's.
+                9 => assert_checkpointed(written, 9, &checkpoint),
+                // The state from before the commit, with the file it replaced and the
+                // new one's size beside it.
+                _ => {
+                    let w = written.unwrap();
+                    assert_eq!(w.table.version(), Some(version - 1));
+                    assert_eq!(live(&w.table), before);
+                    assert_eq!(w.pending.removes, before);
+                    assert_eq!(w.pending.adds.len(), 1);
+                    assert!(!checkpoint.exists());
+                }
+            }
+            let t = s.open(&name).await.unwrap().unwrap();
+            assert_eq!(live_rows(&t), 4);
+            before = live(&t);
+            assert_eq!(before.len(), 1);
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn auto_compaction_after_a_replace_does_not_count_the_files_it_removed() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        for id in ["b1", "b2", "b3"] {
+            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+                .await
+                .unwrap();
+        }
+        let rerun = |id: &'static str| {
+            let s = s.clone();
+            let name = name.clone();
+            async move {
+                let (_, written) = s
+                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+                    .await
+                    .unwrap();
+                written.unwrap()
+            }
+        };
+        // Three small files before and after the rerun of b2 (one removed, one added):
+        // under a trigger of four, no compaction.
+        let w = rerun("b2").await;
+        assert_eq!(w.pending.removes.len(), 1);
+        let compacted = upkeep::after_commit(&s, &name, w, 128 << 20, Some(4))
+            .await
+            .unwrap();
+        assert!(compacted.is_none(), "{compacted:?}");
+        // The same after a rerun of b3, were the removed file counted: four, compacted.
+        let mut w = rerun("b3").await;
+        w.pending.removes.clear();
+        let compacted = upkeep::after_commit(&s, &name, w, 128 << 20, Some(4))
+            .await
+            .unwrap()
+            .expect("compacted");
+        assert_eq!(compacted.files_after, 1);
+    }
+
+    /// A commit due a checkpoint: the checkpoint written, the state the new version's.
+    fn assert_checkpointed(
+        written: Option<WrittenTable>,
+        version: u64,
+        checkpoint: &std::path::Path,
+    ) {
+        let w = written.unwrap();
+        assert!(w.pending.is_empty());
+        assert_eq!(w.table.version(), Some(version));
+        assert!(checkpoint.is_file(), "{}", checkpoint.display());
+    }
+
+    fn live_rows(t: &DeltaTable) -> i64 {
+        t.snapshot()
+            .unwrap()
+            .log_data()
+            .iter()
+            .map(|f| {
+                let stats: serde_json::Value = serde_json::from_str(&f.stats().unwrap()).unwrap();
+                stats["numRecords"].as_i64().unwrap()
+            })
+            .sum()
+    }
+
+    /// The actions of commit `version` of `table`, as JSON values.
+    fn commit_actions(dir: &std::path::Path, table: &str, version: u64) -> Vec<serde_json::Value> {
+        let log = dir
+            .join(table)
+            .join(format!("_delta_log/{version:020}.json"));
+        std::fs::read_to_string(log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// Loads `first` as batch `b1`, then reruns `b1` with `rerun`; what the rerun committed.
+    async fn load_then_rerun(
+        s: &Storage,
+        table: &TableName,
+        first: Vec<Part>,
+        rerun: Part,
+    ) -> Committed {
+        s.replace_parts(table, first, &k("b1"), true).await.unwrap();
+        let ((c, _), _) = s
+            .replace_parts(table, vec![rerun], &k("b1"), true)
+            .await
+            .unwrap();
+        c
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rerun_drops_whole_files_of_its_batch_and_topic_or_plans_when_files_mix() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        // A topic's own table: its files hold one batch and one topic.
+        let quote = TableName::for_topic("quote");
+        let c = load_then_rerun(&s, &quote, vec![part("quote", 5)], part("quote", 3)).await;
+        assert_eq!((c.version, c.rows_added), (1, 3));
+        let actions = commit_actions(dir.path(), "quote", 1);
+        let count = |kind: &str| actions.iter().filter(|a| a.get(kind).is_some()).count();
+        assert_eq!((count("remove"), count("add")), (1, 1));
+        let info = &actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operationParameters"]["mode"], "Overwrite");
+        let predicate = info["operationParameters"]["predicate"].as_str().unwrap();
+        assert!(
+            predicate.contains("_batch_id") && predicate.contains("quote"),
+            "{predicate}"
+        );
+        let t = s.open(&quote).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 3);
+
+        // A shared table whose file mixes two topics: replacing one topic's rows goes
+        // through the replace-where, which keeps the other topic's rows.
+        let shared = TableName::for_topic("shared");
+        let both = vec![part("quote", 5), part("trade", 4)];
+        let c = load_then_rerun(&s, &shared, both, part("quote", 2)).await;
+        assert_eq!(c.version, 1);
+        let t = s.open(&shared).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 4 + 2);
+        let actions = commit_actions(dir.path(), "shared", 1);
+        let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operation"], "WRITE");
+        assert!(
+            info["operationMetrics"].get("execution_time_ms").is_some(),
+            "the DataFusion write records its execution time: {info}"
+        );
+
+        // A file of two topics rerun with both (as a child table's rerun is): its
+        // `bronze.topics` tag names them, so it goes whole, without a plan.
+        let both = || vec![part("quote", 5), part("trade", 4)];
+        let fresh = TableName::for_topic("fresh");
+        s.replace_parts(&fresh, both(), &k("b1"), true)
+            .await
+            .unwrap();
+        let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
+            .iter()
+            .filter_map(|a| a["add"]["tags"][TOPICS_TAG].as_str().map(str::to_string))
+            .collect();
+        assert_eq!(tags, vec![r#"["quote","trade"]"#.to_string()]);
+        let ((c, _), _) = s
+            .replace_parts(
+                &fresh,
+                vec![part("quote", 2), part("trade", 3)],
+                &k("b1"),
+                true,
+            )
+            .await
+            .unwrap();
+        assert_eq!((c.version, c.rows_added), (1, 5));
+        let actions = commit_actions(dir.path(), "fresh", 1);
+        let count = |kind: &str| actions.iter().filter(|a| a.get(kind).is_some()).count();
+        assert_eq!((count("remove"), count("add")), (1, 1));
+        let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
+        assert_eq!(info["operationParameters"]["mode"], "Overwrite");
+        assert!(info["operationMetrics"].get("execution_time_ms").is_none());
+        let t = s.open(&fresh).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 5);
+        // A topic beside them in the file that this write does not replace: planned.
+        let ((c, _), _) = s
+            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), true)
+            .await
+            .unwrap();
+        assert_eq!(c.version, 2);
+        let t = s.open(&fresh).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 3 + 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_another_writer_created_first_is_left_as_it_is() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        // Two writers both saw no table; the first creates it.
+        let (handle, existing) = s.open_or_new(&name).await.unwrap();
+        assert!(existing.is_none());
+        s.ensure_local_dir(&name).unwrap();
+        let first = s
+            .create_with_files(&handle, &part("quote", 5).batches, Some(&k("b1")))
+            .await;
+        assert!(matches!(
+            first,
+            Ok(Created::Committed(Committed { version: 0, .. }))
+        ));
+        // The second finds version 0 taken and commits nothing (its rows then go through
+        // the existing-table path); the first writer's schema and rows stay.
+        let mut other = part("other", 3).batches;
+        other[0] = other[0].project(&[0, 1, 2]).unwrap();
+        let second = s.create_with_files(&handle, &other, Some(&k("b2"))).await;
+        assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(t.version(), Some(0));
+        let snapshot = t.snapshot().unwrap();
+        let schema = snapshot.snapshot().arrow_schema();
+        assert!(schema.field_with_name("seq").is_ok());
+        assert_eq!(snapshot.log_data().iter().count(), 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn an_unloaded_append_whose_version_was_taken_commits_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+            .await
+            .unwrap();
+        let u = s
+            .open_unloaded(&name, &k("b2"), true)
+            .await
+            .expect("unloaded");
+        assert_eq!(u.version, 0);
+        // Another writer commits version 1 meanwhile.
+        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), true)
+            .await
+            .unwrap();
+        let appended = s
+            .append_unloaded(&name, &u, &part("quote", 3).batches, &k("b2"))
+            .await
+            .unwrap();
+        assert!(appended.is_none());
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(1), 5 + 4));
+        assert!(!s.batch_seen(&name, &k("b2")).await);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn only_tables_that_record_every_batch_are_opened_unloaded() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        // Created by another writer (or an older bronze): rows of b1, no `txn`, no
+        // property. Never opened unloaded, and b1's rows are replaced, not duplicated.
+        let name = TableName::for_topic("quote");
+        s.create_handle(&name)
+            .await
+            .unwrap()
+            .write(part("quote", 5).batches)
+            .with_save_mode(SaveMode::Append)
+            .await
+            .unwrap();
+        assert!(s.open_unloaded(&name, &k("b1"), true).await.is_err());
+        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), true)
+            .await
+            .unwrap();
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 2);
+
+        // Bronze's own table, until `txn`s may expire.
+        let trade = TableName::for_topic("trade");
+        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), true)
+            .await
+            .unwrap();
+        assert!(s.open_unloaded(&trade, &k("b2"), true).await.is_ok());
+        // Its own batch: only for a plain append (a later slice of it).
+        assert!(s.open_unloaded(&trade, &k("b1"), true).await.is_err());
+        assert!(s.open_unloaded(&trade, &k("b1"), false).await.is_ok());
+        let t = s.open(&trade).await.unwrap().unwrap();
+        t.set_tbl_properties()
+            .with_properties(std::collections::HashMap::from([(
+                "delta.setTransactionRetentionDuration".to_string(),
+                "interval 7 days".to_string(),
+            )]))
+            .await
+            .unwrap();
+        assert_eq!(
+            s.open_unloaded(&trade, &k("b2"), true).await.err(),
+            Some(Unopened::Other)
+        );
+        // No table yet: a folder without a log, or a log without a commit (a create that
+        // was killed). The caller creates it without looking again.
+        let none = TableName::for_topic("none");
+        assert_eq!(
+            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            Some(Unopened::Absent)
+        );
+        std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
+        assert_eq!(
+            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            Some(Unopened::Absent)
+        );
+        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), true)
+            .await
+            .unwrap();
+        let t = s.open(&none).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(0), 2));
+        // Off for the run.
+        let off = Storage {
+            unloaded_appends: false,
+            ..storage(dir.path())
+        };
+        let shared = TableName::for_topic("shared");
+        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), true)
+            .await
+            .unwrap();
+        assert!(off.open_unloaded(&shared, &k("b2"), true).await.is_err());
+        assert!(s.open_unloaded(&shared, &k("b2"), true).await.is_ok());
+    }
+}
