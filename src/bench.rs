@@ -5,7 +5,6 @@
 //! Not a stable API.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use arrow::array::RecordBatch;
 
@@ -108,7 +107,11 @@ pub fn commit(
 /// Removes `<catalog>/bronze/` (between bench iterations, so each commit creates its
 /// tables as a first load does).
 pub fn clear(ingest: &Ingest) -> std::io::Result<()> {
-    let dir: &Path = &ingest.config().catalog;
+    let Some(dir) = ingest.config().catalog.local() else {
+        return Err(std::io::Error::other(
+            "the bench catalog is not a local folder",
+        ));
+    };
     match std::fs::remove_dir_all(dir.join(&ingest.config().schema)) {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
         _ => Ok(()),

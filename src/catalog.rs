@@ -4,11 +4,13 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use deltalake::logstore::object_store::path::Path as StorePath;
+
 use deltalake::logstore::object_store::DynObjectStore;
-use url::Url;
 
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
+use crate::location::{Location, StorageOptions, store_for};
 use crate::locks::TableLocks;
 use crate::table::{Compression, Storage};
 
@@ -22,9 +24,12 @@ use crate::table::{Compression, Storage};
 /// one process never race on a table.
 #[derive(Clone)]
 pub struct Catalog {
-    root: PathBuf,
+    root: Location,
     schema: String,
+    /// The store of the catalog's bucket or container (rooted at its top): the one
+    /// injected by the caller, or built from the location and `options` on first use.
     object_store: Option<Arc<DynObjectStore>>,
+    options: StorageOptions,
     target_file_size: u64,
     compression: Compression,
     auto_compact_at: Option<u64>,
@@ -56,9 +61,14 @@ impl Catalog {
                 source: Box::new(e),
             })?;
         Ok(Catalog {
+            object_store: match (&config.object_store, &config.catalog) {
+                (Some(store), _) => Some(Arc::clone(store)),
+                (None, Location::Url(url)) => Some(store_for(url, &config.storage_options)?),
+                (None, Location::Local(_)) => None,
+            },
             root: config.catalog.clone(),
             schema: config.schema.clone(),
-            object_store: config.object_store.clone(),
+            options: config.storage_options.clone(),
             target_file_size: config.target_file_size,
             compression: config.compression,
             auto_compact_at: config.auto_compact.then_some(config.auto_compact_min_files),
@@ -67,12 +77,65 @@ impl Catalog {
         })
     }
 
-    /// `<catalog>/<schema>`, absolute (the catalog folder is created if missing).
+    /// Where the catalog is.
+    pub fn location(&self) -> &Location {
+        &self.root
+    }
+
+    /// `<catalog>/<schema>` of a local catalog, absolute (the catalog folder is created if
+    /// missing); an error naming the URL for a catalog in an object store.
     pub fn schema_dir(&self) -> Result<PathBuf> {
-        let catalog = &self.root;
-        std::fs::create_dir_all(catalog).map_err(|e| Error::io(catalog, e))?;
-        let catalog = catalog.canonicalize().map_err(|e| Error::io(catalog, e))?;
-        Ok(catalog.join(&self.schema))
+        match &self.root {
+            Location::Local(_) => Ok(self
+                .root
+                .dir_url()?
+                .to_file_path()
+                .map_err(|()| Error::Internal {
+                    what: "a local catalog without a file path".into(),
+                })?
+                .join(&self.schema)),
+            Location::Url(_) => Err(Error::Config {
+                name: "catalog",
+                reason: format!("{} is in an object store, not a local folder", self.shown()),
+            }),
+        }
+    }
+
+    /// `<catalog>/<schema>/` as a directory URL (a local catalog folder is created if
+    /// missing).
+    pub fn schema_url(&self) -> Result<url::Url> {
+        let root = self.root.dir_url()?;
+        root.join(&format!("{}/", self.schema))
+            .map_err(|e| Error::Config {
+                name: "schema",
+                reason: format!(
+                    "cannot address `{}` under {}: {e}",
+                    self.schema,
+                    self.shown()
+                ),
+            })
+    }
+
+    /// The catalog's location as it may be shown (secrets masked).
+    pub fn shown(&self) -> String {
+        match &self.root {
+            Location::Local(p) => p.display().to_string(),
+            Location::Url(u) => crate::location::redacted(u, &self.options),
+        }
+    }
+
+    /// The store of the catalog's bucket or container and the schema's folder in it;
+    /// `None` for a local catalog without an injected store.
+    pub(crate) fn schema_store(&self) -> Result<Option<(Arc<DynObjectStore>, StorePath)>> {
+        let Some(store) = &self.object_store else {
+            return Ok(None);
+        };
+        let url = self.schema_url()?;
+        let dir = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
+            name: "catalog",
+            reason: format!("cannot address {}: {e}", self.shown()),
+        })?;
+        Ok(Some((Arc::clone(store), dir)))
     }
 
     /// The lock map every write and maintenance operation on this catalog takes.
@@ -97,14 +160,10 @@ impl Catalog {
     /// The schema's address and write settings, with the object store the catalog was
     /// given (or `store` in its place).
     pub(crate) fn storage_with(&self, store: Option<Arc<DynObjectStore>>) -> Result<Storage> {
-        let dir = self.schema_dir()?;
-        let schema_url = Url::from_directory_path(&dir).map_err(|()| Error::Config {
-            name: "catalog",
-            reason: format!("{} is not an absolute path", dir.display()),
-        })?;
         Ok(Storage {
-            schema_url,
+            schema_url: self.schema_url()?,
             root_store: store.or_else(|| self.object_store.clone()),
+            options: self.options.clone(),
             target_file_size: self.target_file_size,
             compression: self.compression,
             auto_compact_at: self.auto_compact_at,

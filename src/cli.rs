@@ -67,9 +67,14 @@ pub enum Command {
 /// Where the tables are; shared by the maintenance commands.
 #[derive(Debug, Args)]
 pub struct Location {
-    /// Root folder of the lakehouse.
+    /// Root of the lakehouse: a folder, or an object store URL (s3://bucket/lake,
+    /// abfss://container@account.dfs.core.windows.net/lake, gs://bucket/lake).
     #[arg(long, default_value = "./lakehouse")]
-    pub catalog: PathBuf,
+    pub catalog: String,
+    /// Object store option KEY=VALUE (credentials, endpoint, region), repeatable; over the
+    /// standard environment variables (AWS_*, AZURE_STORAGE_*, GOOGLE_*). Never shown.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
     /// Schema (sub-folder of the catalog) holding the tables.
     #[arg(long, default_value = "bronze")]
     pub schema: String,
@@ -79,10 +84,20 @@ pub struct Location {
 }
 
 impl Location {
+    /// The `--storage-option`s.
+    pub fn options(&self) -> Result<bronze::StorageOptions> {
+        let mut options = bronze::StorageOptions::default();
+        for pair in &self.storage_options {
+            options.insert_pair(pair)?;
+        }
+        Ok(options)
+    }
+
     /// An `Ingest` for maintenance on this catalog and schema.
     pub fn ingest(&self) -> Result<bronze::Ingest> {
         let mut c = IngestConfig::default();
-        c.catalog = self.catalog.clone();
+        c.catalog = bronze::Location::parse(&self.catalog)?;
+        c.storage_options = self.options()?;
         c.schema = self.schema.clone();
         bronze::Ingest::from_config(c)
     }
@@ -168,9 +183,16 @@ pub struct IngestArgs {
     /// keys are an error. See the README for every key.
     #[arg(long)]
     pub config: Option<PathBuf>,
-    /// Root folder of the lakehouse; created if missing [default: ./lakehouse].
+    /// Root of the lakehouse: a folder (created if missing) or an object store URL
+    /// (s3://bucket/lake, abfss://container@account.dfs.core.windows.net/lake,
+    /// gs://bucket/lake) [default: ./lakehouse].
     #[arg(long)]
-    pub catalog: Option<PathBuf>,
+    pub catalog: Option<String>,
+    /// Object store option KEY=VALUE (credentials, endpoint, region), repeatable; over the
+    /// standard environment variables (AWS_*, AZURE_STORAGE_*, GOOGLE_*) and the config
+    /// file's [storage] section. Values are never shown.
+    #[arg(long = "storage-option", value_name = "KEY=VALUE")]
+    pub storage_options: Vec<String>,
     /// Schema (sub-folder of the catalog) holding the tables [default: bronze].
     #[arg(long)]
     pub schema: Option<String>,
@@ -239,14 +261,17 @@ impl IngestArgs {
         let mut c = IngestConfig::default();
         let default_file = PathBuf::from("bronze.toml");
         match &self.config {
-            Some(path) => bronze::ConfigFile::load(path)?.apply(&mut c),
+            Some(path) => bronze::ConfigFile::load(path)?.apply(&mut c)?,
             None if default_file.is_file() => {
-                bronze::ConfigFile::load(&default_file)?.apply(&mut c)
+                bronze::ConfigFile::load(&default_file)?.apply(&mut c)?
             }
             None => {}
         }
         if let Some(v) = &self.catalog {
-            c.catalog = v.clone();
+            c.catalog = bronze::Location::parse(v)?;
+        }
+        for pair in &self.storage_options {
+            c.storage_options.insert_pair(pair)?;
         }
         if let Some(v) = &self.schema {
             c.schema = v.clone();

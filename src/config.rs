@@ -6,6 +6,7 @@
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
+use crate::location::{Location, StorageOptions};
 
 /// Names of the envelope fields of every line.
 ///
@@ -162,8 +163,12 @@ pub enum CommitPer {
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub struct IngestConfig {
-    /// Root folder of the lakehouse. Default `./lakehouse`.
-    pub catalog: PathBuf,
+    /// Root of the lakehouse: a local folder or an object store URL (`s3://…`,
+    /// `abfss://…`, `gs://…`; [`Location::parse`]). Default `./lakehouse`.
+    pub catalog: Location,
+    /// Options for the object stores of the catalog and the landing folders
+    /// (credentials, endpoints, regions), over the standard environment variables.
+    pub storage_options: StorageOptions,
     /// Schema (folder under the catalog) holding the bronze tables. Default `bronze`.
     pub schema: String,
     /// Batch id to use instead of the one in the folder name `batch_id=<id>`.
@@ -233,7 +238,8 @@ pub struct IngestConfig {
 impl Default for IngestConfig {
     fn default() -> Self {
         IngestConfig {
-            catalog: PathBuf::from("lakehouse"),
+            catalog: Location::Local(PathBuf::from("lakehouse")),
+            storage_options: StorageOptions::default(),
             schema: "bronze".into(),
             batch_id: None,
             landing_path: None,
@@ -295,8 +301,12 @@ pub fn parse_size(s: &str) -> Option<u64> {
 /// Unknown keys are an error naming them (a typo must not silently do nothing).
 ///
 /// ```toml
-/// catalog = "./lakehouse"
+/// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
 /// schema = "bronze"
+///
+/// [storage]                     # object store options; `${VAR}` from the environment
+/// AWS_REGION = "eu-west-1"
+/// AZURE_STORAGE_ACCOUNT_KEY = "${AZURE_KEY}"
 ///
 /// [envelope]
 /// topic_field = "topic"
@@ -319,8 +329,10 @@ pub fn parse_size(s: &str) -> Option<u64> {
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigFile {
-    /// Root folder of the lakehouse.
-    pub catalog: Option<PathBuf>,
+    /// Root of the lakehouse: a folder or an object store URL.
+    pub catalog: Option<String>,
+    /// Object store options (`KEY = "value"`); a value may be `${ENV_VAR}`.
+    pub storage: Option<std::collections::BTreeMap<String, String>>,
     /// Schema holding the bronze tables.
     pub schema: Option<String>,
     /// Envelope field names.
@@ -397,11 +409,15 @@ impl ConfigFile {
         })
     }
 
-    /// Applies the file's settings over `c` (flags are applied after, and win).
-    pub fn apply(self, c: &mut IngestConfig) {
+    /// Applies the file's settings over `c` (flags are applied after, and win). Fails on
+    /// a catalog that is not a location or a `${VAR}` that is not set.
+    pub fn apply(self, c: &mut IngestConfig) -> Result<()> {
         let non_empty = |s: String| (!s.is_empty()).then_some(s);
         if let Some(v) = self.catalog {
-            c.catalog = v;
+            c.catalog = Location::parse(&v)?;
+        }
+        for (key, value) in self.storage.unwrap_or_default() {
+            c.storage_options.insert(key, expand_env(&value)?);
         }
         if let Some(v) = self.schema {
             c.schema = v;
@@ -438,7 +454,32 @@ impl ConfigFile {
                 c.flatten.topic_evolution.insert(topic, v);
             }
         }
+        Ok(())
     }
+}
+
+/// A `[storage]` value with `${VAR}` references replaced by the environment's values.
+fn expand_env(value: &str) -> Result<String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(len) = rest[start + 2..].find('}') else {
+            return Err(Error::Config {
+                name: "storage",
+                reason: "a `${` without its `}`".into(),
+            });
+        };
+        let var = &rest[start + 2..start + 2 + len];
+        let v = std::env::var(var).map_err(|_| Error::Config {
+            name: "storage",
+            reason: format!("the environment variable `{var}` it refers to is not set"),
+        })?;
+        out.push_str(&v);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
 }
 
 /// Longest field name accepted for the envelope settings.
@@ -448,6 +489,12 @@ impl IngestConfig {
     /// Refuses settings that cannot work, naming the setting and the fix.
     pub fn validate(&self) -> Result<()> {
         crate::naming::validate_schema_name(&self.schema)?;
+        if let Location::Local(path) = &self.catalog
+            && let Some(text) = path.to_str().filter(|t| t.contains("://"))
+        {
+            // A URL that did not parse, given as a path: say why it did not.
+            Location::parse(text)?;
+        }
         check_field("topic-field", Some(&self.envelope.topic_field))?;
         check_field("id-field", self.envelope.id_field.as_ref())?;
         check_field("payload-field", self.envelope.payload_field.as_ref())?;
@@ -524,6 +571,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn storage_values_take_environment_variables_and_an_unset_one_is_named() {
+        let home = std::env::var("HOME").expect("HOME is set");
+        let f = ConfigFile::parse(
+            "catalog = \"s3://lake/lakehouse\"\n[storage]\nAWS_REGION = \"eu-west-1\"\nAWS_PROFILE = \"p-${HOME}-q\"\n",
+        )
+        .unwrap();
+        let mut c = IngestConfig::default();
+        f.apply(&mut c).unwrap();
+        assert!(matches!(c.catalog, Location::Url(_)));
+        let mut want = StorageOptions::default();
+        want.insert("AWS_REGION", "eu-west-1");
+        want.insert("AWS_PROFILE", format!("p-{home}-q"));
+        assert_eq!(c.storage_options, want);
+        let f =
+            ConfigFile::parse("[storage]\nKEY = \"${BRONZE_TEST_SURELY_UNSET_7F3A}\"\n").unwrap();
+        let err = crate::error::chain(&f.apply(&mut IngestConfig::default()).unwrap_err());
+        assert!(err.contains("BRONZE_TEST_SURELY_UNSET_7F3A"), "{err}");
+        let f = ConfigFile::parse("catalog = \"ftp://x/y\"\n").unwrap();
+        assert!(f.apply(&mut IngestConfig::default()).is_err());
+    }
+
+    #[test]
     fn defaults_are_valid() {
         IngestConfig::default().validate().unwrap();
     }
@@ -561,7 +630,7 @@ evolution = "fail"
         )
         .unwrap();
         let mut c = IngestConfig::default();
-        f.apply(&mut c);
+        f.apply(&mut c).unwrap();
         c.validate().unwrap();
         assert_eq!(c.schema, "raw");
         assert_eq!(c.envelope.topic_field, "type");

@@ -137,6 +137,14 @@ pub enum Error {
         /// The name asked for.
         table: String,
     },
+    /// An object store could not be reached or set up (credentials, endpoint, bucket).
+    #[error("object store {location}: {reason}")]
+    Store {
+        /// The location, with anything secret masked.
+        location: String,
+        /// What failed and what to do about it.
+        reason: String,
+    },
     /// The failure of a commit shared by several topics, reported on each of them: the
     /// same error (message and causes) for each.
     #[error(transparent)]

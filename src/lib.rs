@@ -48,6 +48,7 @@ pub mod failpoint;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
+mod location;
 mod locks;
 pub mod maintenance;
 mod mem;
@@ -70,6 +71,7 @@ pub use config::{
     LockPolicy, TypesMode, default_memory_budget, parse_size,
 };
 pub use error::{Error, Result, chain as error_chain};
+pub use location::{Location, SCHEMES, StorageOptions};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
 pub use report::{

@@ -109,18 +109,17 @@ fn maintain(
     location: &cli::Location,
     f: impl FnOnce(&bronze::maintenance::Maintenance<'_>) -> bronze::Result<Output>,
 ) -> ExitCode {
+    let options = location.options().unwrap_or_default();
     let result = location
         .ingest()
         .and_then(|ingest| f(&ingest.maintenance()));
     match result {
         Ok((json, text)) => {
             if location.json {
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&json).unwrap_or_default()
-                );
+                let json = serde_json::to_string_pretty(&json).unwrap_or_default();
+                println!("{}", options.mask(&json));
             } else {
-                print!("{text}");
+                print!("{}", options.mask(&text));
                 if !text.ends_with('\n') {
                     println!();
                 }
@@ -128,7 +127,7 @@ fn maintain(
             ExitCode::SUCCESS
         }
         Err(e) => {
-            eprintln!("error: {}", bronze::error_chain(&e));
+            eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
             ExitCode::from(2)
         }
     }
@@ -157,11 +156,13 @@ fn each_table(
 
 fn ingest(args: &cli::IngestArgs) -> ExitCode {
     let bar = progress_bar(args.json);
+    let mut options = bronze::StorageOptions::default();
     let result = args
         .to_config()
         .and_then(|config| {
+            options = config.storage_options.clone();
             let mut builder =
-                bronze::Ingest::builder(&config.catalog).with_memory_release(alloc::release);
+                bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
             *builder.config_mut() = config;
             if let Some(bar) = bar.clone() {
                 builder = builder.with_progress(move |p| show(&bar, p));
@@ -179,16 +180,16 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
         Ok(report) => {
             if args.json {
                 match serde_json::to_string_pretty(&report) {
-                    Ok(s) => println!("{s}"),
+                    Ok(s) => println!("{}", options.mask(&s)),
                     Err(e) => eprintln!("error: cannot print the report as JSON: {e}"),
                 }
             } else {
-                print!("{}", report.to_text());
+                print!("{}", options.mask(&report.to_text()));
             }
             ExitCode::from(report.exit_code())
         }
         Err(e) => {
-            eprintln!("error: {}", bronze::error_chain(&e));
+            eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
             match e {
                 bronze::Error::BatchLeased { .. } => ExitCode::from(3),
                 _ => ExitCode::from(2),

@@ -157,6 +157,7 @@ pub(crate) fn outcomes(
     writes: Vec<TableWrite>,
     run_id: &str,
     key: &BatchKey,
+    options: &crate::location::StorageOptions,
 ) -> (BTreeMap<String, TableOutcome>, Vec<RunControlRow>) {
     let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
     let mut run_control = Vec::with_capacity(writes.len());
@@ -220,7 +221,9 @@ pub(crate) fn outcomes(
                 t.version = Some(t.version.map_or(c.version, |v| v.max(c.version)));
             }
             Err(e) => {
-                let msg = crate::error::chain(&e);
+                // What a store echoed must not carry an option's value into the report,
+                // the log or `_run_control`.
+                let msg = options.mask(&crate::error::chain(&e));
                 tracing::error!(table = %row.table, topic = %row.topic, error = %msg, "table failed");
                 row.status = RunStatus::Failed;
                 row.error = Some(msg);

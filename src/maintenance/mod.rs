@@ -185,6 +185,9 @@ impl<'a> Maintenance<'a> {
     /// being put can leave `_delta_log/` with only the object store's staging file: no
     /// table yet for any reader; the rerun creates it.)
     pub fn tables(&self) -> Result<Vec<String>> {
+        if self.catalog.location().local().is_none() {
+            return self.block_on(self.store_tables());
+        }
         let dir = self.catalog.schema_dir()?;
         let mut names = Vec::new();
         let entries = match std::fs::read_dir(&dir) {
@@ -196,6 +199,42 @@ impl<'a> Maintenance<'a> {
             let e = e.map_err(|e| Error::io(&dir, e))?;
             if has_commit(&e.path().join("_delta_log")) {
                 names.push(e.file_name().to_string_lossy().into_owned());
+            }
+        }
+        names.sort();
+        Ok(names)
+    }
+
+    /// [`Self::tables`] of a catalog in an object store: the schema's folders whose
+    /// `_delta_log/` holds a commit.
+    async fn store_tables(&self) -> Result<Vec<String>> {
+        let Some((store, dir)) = self.catalog.schema_store()? else {
+            return Ok(Vec::new());
+        };
+        let failed = |e: deltalake::logstore::object_store::Error| Error::Store {
+            location: self.catalog.shown(),
+            reason: format!("could not list the tables: {e}"),
+        };
+        let listed = store
+            .list_with_delimiter(Some(&dir))
+            .await
+            .map_err(failed)?;
+        let mut names = Vec::new();
+        for folder in listed.common_prefixes {
+            let Some(name) = folder.filename().map(str::to_string) else {
+                continue;
+            };
+            let log = folder.clone().join("_delta_log");
+            let entries = store
+                .list_with_delimiter(Some(&log))
+                .await
+                .map_err(failed)?;
+            if entries
+                .objects
+                .iter()
+                .any(|o| o.location.filename().is_some_and(is_commit_file))
+            {
+                names.push(name);
             }
         }
         names.sort();
@@ -459,14 +498,13 @@ async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHea
 /// Whether a local `_delta_log` folder holds a commit or a checkpoint.
 fn has_commit(log: &std::path::Path) -> bool {
     std::fs::read_dir(log).is_ok_and(|mut entries| {
-        entries.any(|e| {
-            e.is_ok_and(|e| {
-                let name = e.file_name();
-                let name = name.to_string_lossy();
-                name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
-            })
-        })
+        entries.any(|e| e.is_ok_and(|e| is_commit_file(&e.file_name().to_string_lossy())))
     })
+}
+
+/// Whether a `_delta_log` entry is a commit or a checkpoint.
+fn is_commit_file(name: &str) -> bool {
+    name.ends_with(".json") || name.ends_with(".checkpoint.parquet")
 }
 
 /// The version in `_delta_log/_last_checkpoint`, if any.

@@ -1,11 +1,11 @@
 //! [`IngestBuilder`]: an [`Ingest`] from a catalog and options.
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use super::{Ingest, MemoryRelease, MemoryReleaseFn, Progress, ProgressFn};
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
 use crate::error::Result;
+use crate::location::Location;
 
 /// Builds an [`Ingest`]; every setting has a default (see [`IngestConfig`]).
 #[derive(Clone)]
@@ -195,8 +195,9 @@ impl IngestBuilder {
 }
 
 impl Ingest {
-    /// A builder writing under `catalog` (created if missing).
-    pub fn builder(catalog: impl Into<PathBuf>) -> IngestBuilder {
+    /// A builder writing under `catalog`: a local folder (created if missing) or an
+    /// object store URL ([`Location::parse`]).
+    pub fn builder(catalog: impl Into<Location>) -> IngestBuilder {
         IngestBuilder {
             config: IngestConfig {
                 catalog: catalog.into(),

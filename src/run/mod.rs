@@ -13,12 +13,15 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use crate::batch::BatchKey;
+use deltalake::logstore::object_store::DynObjectStore;
+
 use crate::catalog::Catalog;
 use crate::clock::now_micros;
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
 use crate::lease::Lease;
+use crate::location::Location;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
@@ -51,7 +54,7 @@ const LOCAL_PARALLEL_PER_CORE: usize = 4;
 /// object store, [`LOCAL_PARALLEL_PER_CORE`] per parse thread (at most
 /// [`DEFAULT_MAX_PARALLEL`]) on a local catalog.
 fn default_max_parallel(config: &IngestConfig, threads: usize) -> usize {
-    if config.object_store.is_some() {
+    if config.object_store.is_some() || config.catalog.local().is_none() {
         DEFAULT_MAX_PARALLEL
     } else {
         (LOCAL_PARALLEL_PER_CORE * threads).clamp(2, DEFAULT_MAX_PARALLEL)
@@ -104,6 +107,8 @@ pub struct Ingest {
     parse_pool: rayon::ThreadPool,
     fanout_pool: rayon::ThreadPool,
     catalog: Catalog,
+    /// Stores of landing buckets and containers, by `scheme://authority`.
+    landing_stores: dashmap::DashMap<String, Arc<DynObjectStore>>,
     progress: Option<ProgressFn>,
     release: Option<MemoryReleaseFn>,
 }
@@ -166,6 +171,7 @@ impl Ingest {
             parse_pool,
             fanout_pool,
             catalog,
+            landing_stores: dashmap::DashMap::new(),
             progress: None,
             release: None,
         })
@@ -228,13 +234,13 @@ impl Ingest {
             deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
                 .map_err(|e| Error::Config {
                     name: "catalog",
-                    reason: format!("cannot address {}: {e}", storage.schema_url),
+                    reason: format!("cannot address {}: {e}", self.catalog.shown()),
                 })?;
-        let shown = storage
-            .schema_url
-            .as_str()
-            .trim_end_matches('/')
-            .to_string();
+        let shown = format!(
+            "{}/{}",
+            self.catalog.shown().trim_end_matches('/'),
+            self.config.schema
+        );
         key.landing_paths
             .iter()
             .map(|landing_path| {
@@ -326,7 +332,8 @@ impl Ingest {
         )?);
         self.failpoint("before_run_control")?;
         // 7. Run control: one row per write, the row accounting, written once.
-        let (mut tables, mut run_control) = outcomes(writes, &run_id, &found.key);
+        let (mut tables, mut run_control) =
+            outcomes(writes, &run_id, &found.key, &self.config.storage_options);
         let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
         if !invariant.ok {
             tracing::error!(check = %invariant.text, "row accounting does not add up");
@@ -342,7 +349,7 @@ impl Ingest {
             tables.insert(
                 RUN_CONTROL_TABLE.to_string(),
                 TableOutcome {
-                    error: Some(crate::error::chain(&e)),
+                    error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
                     ..Default::default()
                 },
             );
@@ -352,7 +359,8 @@ impl Ingest {
         if !in_memory {
             self.finish_staging(&staging_table, failed, &mut warnings);
         }
-        for w in &warnings {
+        for w in &mut warnings {
+            *w = self.config.storage_options.mask(w);
             tracing::warn!("{w}");
         }
 
@@ -370,11 +378,39 @@ impl Ingest {
             .iter()
             .map(|d| d.as_ref().to_path_buf())
             .collect();
-        let found = discover::discover_folders(
-            &dirs,
+        let (batch_id, landing_path) = (
             self.config.batch_id.as_deref(),
             self.config.landing_path.as_deref(),
-        )?;
+        );
+        let remote = dirs.iter().any(|d| d.to_string_lossy().contains("://"));
+        let found = if remote {
+            discover::discover_folders_with(
+                &dirs,
+                batch_id,
+                landing_path,
+                &mut |dir, i, listed| {
+                    let Location::Url(url) = Location::parse(&dir.to_string_lossy())? else {
+                        return Err(Error::Config {
+                            name: "batch folder",
+                            reason: format!(
+                                "{} is local while other folders of the batch are in an object store: load them separately",
+                                dir.display()
+                            ),
+                        });
+                    };
+                    let store = self.store_of(&url)?;
+                    self.runtime().block_on(discover::list_store_folder(
+                        store.as_ref(),
+                        &url,
+                        i,
+                        listed,
+                    ))?;
+                    Ok(dir.to_path_buf())
+                },
+            )?
+        } else {
+            discover::discover_folders(&dirs, batch_id, landing_path)?
+        };
         tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
         self.report_progress(Progress::Discovered {
             files: found.files.len(),
@@ -413,12 +449,42 @@ impl Ingest {
                 crate::failpoint::before_read(point, file)?;
             }
         }
-        match &self.config.object_store {
+        match self.landing_store(std::slice::from_ref(file))? {
             Some(store) => {
                 crate::source::read::read_file_from_store(file, store.as_ref(), self.runtime())
             }
             None => crate::source::read::read_file(file),
         }
+    }
+
+    /// The object store landing `files` are read from: the injected one
+    /// ([`IngestConfig::object_store`]), the store of their bucket or container, or `None`
+    /// on the local file system.
+    pub(super) fn landing_store(
+        &self,
+        files: &[discover::SourceFile],
+    ) -> Result<Option<Arc<DynObjectStore>>> {
+        if let Some(store) = &self.config.object_store {
+            return Ok(Some(Arc::clone(store)));
+        }
+        match files.first().map(|f| f.name.as_str()) {
+            Some(name) if name.contains("://") => match Location::parse(name)? {
+                Location::Url(url) => self.store_of(&url).map(Some),
+                Location::Local(_) => Ok(None),
+            },
+            _ => Ok(None),
+        }
+    }
+
+    /// The store of `url`'s bucket or container, built once per `Ingest` and kept.
+    fn store_of(&self, url: &url::Url) -> Result<Arc<DynObjectStore>> {
+        let key = format!("{}://{}", url.scheme(), url.authority());
+        if let Some(store) = self.landing_stores.get(&key) {
+            return Ok(Arc::clone(&store));
+        }
+        let store = crate::location::store_for(url, &self.config.storage_options)?;
+        self.landing_stores.insert(key, Arc::clone(&store));
+        Ok(store)
     }
 
     /// Whether the named failpoint is armed (`failpoints` feature only).

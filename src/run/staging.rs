@@ -3,7 +3,6 @@
 //! staging table.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::RecordBatch;
@@ -231,12 +230,10 @@ impl Ingest {
     /// With an object store configured, the raw bytes of `files`, fetched with up to
     /// [`PREFETCH_CONCURRENCY`] requests in flight; `None` for the local file system.
     pub(super) fn prefetch(&self, files: &[discover::SourceFile]) -> Result<Option<Prefetched>> {
-        let Some(store) = &self.config.object_store else {
+        let Some(store) = self.landing_store(files)? else {
             return Ok(None);
         };
-        let fetched = self
-            .runtime()
-            .block_on(fetch_all(Arc::clone(store), files.to_vec()))?;
+        let fetched = self.runtime().block_on(fetch_all(store, files.to_vec()))?;
         Ok(Some(Prefetched(parking_lot::Mutex::new(fetched))))
     }
 
@@ -244,11 +241,11 @@ impl Ingest {
     /// files as soon as it is discovered, while the run takes its lease and checks the
     /// catalog (several round trips that would otherwise come first).
     pub(super) fn start_prefetch(&self, files: &[discover::SourceFile]) -> Option<EarlyFetch> {
-        let store = self.config.object_store.as_ref()?;
+        let store = self.landing_store(files).ok()??;
         if self.over_budget(files) || (self.config.resume && self.config.persist_staging) {
             return None;
         }
-        let fetch = fetch_all(Arc::clone(store), files.to_vec());
+        let fetch = fetch_all(store, files.to_vec());
         Some(EarlyFetch(Some(self.runtime().spawn(fetch))))
     }
 

@@ -113,6 +113,28 @@ pub fn discover_folders(
     batch_id: Option<&str>,
     landing_path: Option<&str>,
 ) -> Result<Discovery> {
+    discover_folders_with(dirs, batch_id, landing_path, &mut |dir, index, listed| {
+        let dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
+        list_folder(&dir, index, listed)?;
+        Ok(dir)
+    })
+}
+
+/// What listing a folder adds to: data files, skipped entries, warnings.
+pub(crate) struct Listed<'a> {
+    pub(crate) files: &'a mut Vec<SourceFile>,
+    pub(crate) skipped: &'a mut Vec<PathBuf>,
+    pub(crate) warnings: &'a mut Vec<String>,
+}
+
+/// [`discover_folders`] with each folder listed by `list(folder, index, listed)`, which
+/// returns the folder's path as recorded (canonical, for a local folder).
+pub(crate) fn discover_folders_with(
+    dirs: &[PathBuf],
+    batch_id: Option<&str>,
+    landing_path: Option<&str>,
+    list: &mut dyn FnMut(&Path, usize, Listed<'_>) -> Result<PathBuf>,
+) -> Result<Discovery> {
     let mut first: Option<(&Path, &str)> = None;
     let mut placed: Vec<(String, &Path)> = Vec::with_capacity(dirs.len());
     for dir in dirs {
@@ -162,10 +184,14 @@ pub fn discover_folders(
     let mut warnings = Vec::new();
     let mut key = key;
     for (index, (landing_path, dir)) in placed.into_iter().enumerate() {
-        let dir = dir.canonicalize().map_err(|e| Error::io(dir, e))?;
-        key.legacy_suffixes.push(legacy_suffix(&dir));
         let before = files.len();
-        list_folder(&dir, index, &mut files, &mut skipped, &mut warnings)?;
+        let listed = Listed {
+            files: &mut files,
+            skipped: &mut skipped,
+            warnings: &mut warnings,
+        };
+        let dir = list(dir, index, listed)?;
+        key.legacy_suffixes.push(legacy_suffix(&dir));
         folders.push(Folder {
             path: dir,
             landing_path,
@@ -184,13 +210,12 @@ pub fn discover_folders(
 
 /// Lists one batch folder into `files` (sorted by name) and `skipped`; no data file is
 /// [`Error::NoDataFiles`].
-fn list_folder(
-    dir: &Path,
-    folder: usize,
-    files: &mut Vec<SourceFile>,
-    all_skipped: &mut Vec<PathBuf>,
-    warnings: &mut Vec<String>,
-) -> Result<()> {
+fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
+    let Listed {
+        files,
+        skipped: all_skipped,
+        warnings,
+    } = listed;
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
     let start = files.len();
     let mut skipped = Vec::new();
@@ -237,6 +262,57 @@ fn list_folder(
     files[start..].sort_by(|a, b| a.path.cmp(&b.path));
     skipped.sort();
     all_skipped.extend(skipped);
+    Ok(())
+}
+
+/// Lists one batch folder of an object store (`url`, through `store` rooted at its
+/// bucket or container) into `listed`, as [`list_folder`] does a local one: data files
+/// by name, everything else skipped; objects in sub-folders are not read.
+pub(crate) async fn list_store_folder(
+    store: &deltalake::logstore::object_store::DynObjectStore,
+    url: &url::Url,
+    folder: usize,
+    listed: Listed<'_>,
+) -> Result<()> {
+    use deltalake::logstore::object_store::path::Path as StorePath;
+    let shown = PathBuf::from(url.as_str());
+    let prefix = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
+        name: "batch folder",
+        reason: format!("cannot address {url}: {e}"),
+    })?;
+    let found = store
+        .list_with_delimiter(Some(&prefix))
+        .await
+        .map_err(|e| Error::io(&shown, std::io::Error::other(e)))?;
+    let start = listed.files.len();
+    let mut skipped = Vec::new();
+    let root = format!("{}://{}", url.scheme(), url.authority());
+    for object in found.objects {
+        let name = object.location.filename().unwrap_or_default();
+        let full = format!("{root}/{}", object.location);
+        match data_file_compression(name) {
+            Some(compression) => listed.files.push(SourceFile {
+                path: PathBuf::from(format!("/{}", object.location)),
+                name: full,
+                bytes: object.size,
+                compression,
+                folder,
+            }),
+            None => skipped.push(PathBuf::from(full)),
+        }
+    }
+    for sub in found.common_prefixes {
+        skipped.push(PathBuf::from(format!("{root}/{sub}/")));
+    }
+    if listed.files.len() == start {
+        return Err(Error::NoDataFiles {
+            path: shown,
+            skipped: skipped.len(),
+        });
+    }
+    listed.files[start..].sort_by(|a, b| a.path.cmp(&b.path));
+    skipped.sort();
+    listed.skipped.extend(skipped);
     Ok(())
 }
 

@@ -59,6 +59,8 @@ pub(crate) struct Storage {
     /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
     /// whose tables hold its `txn`).
     pub(crate) unloaded_appends: bool,
+    /// Object store options (credentials, endpoints) for deltalake's log stores.
+    pub(crate) options: crate::location::StorageOptions,
 }
 
 /// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
@@ -145,7 +147,13 @@ impl Storage {
     fn builder(&self, table: &TableName) -> Result<DeltaTableBuilder> {
         let url = self.table_url(table)?;
         let b = DeltaTableBuilder::from_url(url.clone())
-            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?
+            .with_storage_options(
+                self.options
+                    .pairs()
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            );
         Ok(match &self.root_store {
             Some(store) => b.with_storage_backend(Arc::clone(store), url),
             None => b,
@@ -286,6 +294,7 @@ mod tests {
             compression: Compression::SNAPPY,
             auto_compact_at: None,
             unloaded_appends: true,
+            options: Default::default(),
         }
     }
 
@@ -453,6 +462,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = Storage {
             unloaded_appends: unloaded,
+            options: Default::default(),
             ..storage(dir.path())
         };
         let name = TableName::for_topic("quote");

@@ -3,6 +3,7 @@
 mod bad_records;
 mod batch_identity;
 mod cli;
+mod cloud;
 mod concurrency;
 mod conflicts;
 mod crash;

@@ -1,0 +1,392 @@
+//! Catalogs in object stores, against real emulators the tests start themselves: moto's
+//! S3 server (from PyPI, installed into the venv by `scripts/test`) and Azurite (from npm,
+//! installed under `.emulators/` by `scripts/test`). Each test starts its own emulator on
+//! a free port with its data in a temp folder and stops it when done, also on failure.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+use crate::util::*;
+
+/// A secret no output may ever show.
+const SECRET: &str = "s3cr3t-value-never-shown-7f3a";
+
+/// An emulator process, killed on drop.
+struct Emulator {
+    child: Child,
+    endpoint: String,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn venv_bin(name: &str) -> PathBuf {
+    let python = std::env::var_os("BRONZE_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".venv/bin/python"));
+    let bin = python.with_file_name(name);
+    assert!(
+        bin.exists(),
+        "{} missing: the cloud tests need the emulators `scripts/test` installs (run it once, or set BRONZE_PYTHON to a venv with moto[server])",
+        bin.display()
+    );
+    bin
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Starts `cmd` and returns once a line of its output contains `ready` (the rest of its
+/// output is drained in the background so the process never blocks on a full pipe).
+fn start(mut cmd: Command, ready: &str, endpoint: String, from_stderr: bool) -> Emulator {
+    let mut child = cmd
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the emulator starts");
+    let (watched, other): (Box<dyn std::io::Read + Send>, Box<dyn std::io::Read + Send>) =
+        if from_stderr {
+            (
+                Box::new(child.stderr.take().unwrap()),
+                Box::new(child.stdout.take().unwrap()),
+            )
+        } else {
+            (
+                Box::new(child.stdout.take().unwrap()),
+                Box::new(child.stderr.take().unwrap()),
+            )
+        };
+    std::thread::spawn(move || std::io::copy(&mut { other }, &mut std::io::sink()));
+    let mut lines = BufReader::new(watched);
+    let mut seen = String::new();
+    loop {
+        let mut line = String::new();
+        if lines.read_line(&mut line).unwrap_or(0) == 0 {
+            let _ = child.kill();
+            panic!("the emulator exited before it was ready:\n{seen}");
+        }
+        seen.push_str(&line);
+        if line.contains(ready) {
+            break;
+        }
+    }
+    std::thread::spawn(move || std::io::copy(&mut lines, &mut std::io::sink()));
+    Emulator { child, endpoint }
+}
+
+/// moto's S3 server on a free port.
+fn moto() -> Emulator {
+    let port = free_port();
+    let mut cmd = Command::new(venv_bin("moto_server"));
+    cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
+    start(cmd, "Running on", format!("http://127.0.0.1:{port}"), true)
+}
+
+/// Runs a Python snippet of the venv (boto3, deltalake) with `args`; its stdout.
+fn python(code: &str, args: &[&str]) -> String {
+    let out = Command::new(venv_bin("python"))
+        .arg("-c")
+        .arg(code)
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn s3_options(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AWS_ENDPOINT_URL", endpoint),
+        ("AWS_ALLOW_HTTP", "true"),
+        ("AWS_ACCESS_KEY_ID", "testing"),
+        ("AWS_SECRET_ACCESS_KEY", SECRET),
+        ("AWS_REGION", "us-east-1"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn create_bucket(endpoint: &str, bucket: &str) {
+    python(
+        "import sys, boto3\n\
+         boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',\n\
+             aws_secret_access_key='testing', region_name='us-east-1').create_bucket(Bucket=sys.argv[2])",
+        &[endpoint, bucket],
+    );
+}
+
+/// Rows per table of the catalog at `url`, read by Python `deltalake` with the same
+/// storage options: a reader that is not `bronze`.
+fn rows_per_table(
+    url: &str,
+    tables: &[String],
+    options: &[(String, String)],
+) -> BTreeMap<String, u64> {
+    let opts = serde_json::to_string(&options.iter().cloned().collect::<BTreeMap<_, _>>()).unwrap();
+    let out = python(
+        r#"
+import sys, json, deltalake
+root, opts = sys.argv[1], json.loads(sys.argv[2])
+for t in sys.argv[3:]:
+    d = deltalake.DeltaTable(f"{root}/{t}", storage_options=opts)
+    print(t, d.to_pyarrow_dataset().count_rows())
+"#,
+        &[
+            &[url, &opts][..],
+            &tables.iter().map(String::as_str).collect::<Vec<_>>(),
+        ]
+        .concat(),
+    );
+    out.lines()
+        .map(|l| {
+            let (t, n) = l.split_once(' ').unwrap();
+            (t.to_string(), n.parse().unwrap())
+        })
+        .collect()
+}
+
+/// The CLI running `command` with `options` as `--storage-option`s.
+fn cli_with(command: &str, options: &[(String, String)]) -> Command {
+    let mut c = bronze_cli();
+    c.arg(command);
+    for (k, v) in options {
+        c.arg("--storage-option").arg(format!("{k}={v}"));
+    }
+    c
+}
+
+/// Loads the fixture batch twice into `catalog` (an object store URL reached with
+/// `options`): both runs report the expected rows, another Delta reader (Python
+/// `deltalake`) finds exactly the batch's rows after each, `health` lists the tables,
+/// and no output shows `secret`.
+fn load_twice_and_check(catalog: &str, options: &[(String, String)], secret: &str) {
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    let mut outputs = String::new();
+    for run in 0..2 {
+        let out = cli_with("ingest", options)
+            .args(["--catalog", catalog, "--json"])
+            .arg(batch_dir(BATCH1))
+            .output()
+            .unwrap();
+        let (stdout, stderr) = (
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr),
+        );
+        outputs.push_str(&stdout);
+        outputs.push_str(&stderr);
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "run {run}: corrupt lines make 1\n{stderr}"
+        );
+        let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        for (table, rows) in &want {
+            assert_eq!(
+                report["tables"][table]["rows_written"].as_u64(),
+                Some(*rows),
+                "run {run}, table {table}: {stderr}"
+            );
+        }
+        // What is in the store, read by another Delta reader: the batch's rows once,
+        // after each run.
+        assert_eq!(
+            rows_per_table(&format!("{catalog}/bronze"), &tables, options),
+            want,
+            "run {run}"
+        );
+    }
+    let health = cli_with("health", options)
+        .args(["--catalog", catalog, "--json"])
+        .output()
+        .unwrap();
+    let health_out = String::from_utf8_lossy(&health.stdout).to_string();
+    outputs.push_str(&health_out);
+    outputs.push_str(&String::from_utf8_lossy(&health.stderr));
+    assert!(health.status.success(), "{outputs}");
+    for table in &tables {
+        assert!(
+            health_out.contains(&format!("\"{table}\"")),
+            "{table}: {health_out}"
+        );
+    }
+    assert!(!outputs.contains(secret), "a secret was shown:\n{outputs}");
+}
+
+#[test]
+fn a_catalog_in_s3_loads_the_fixture_batch_exactly_and_a_rerun_changes_nothing() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    load_twice_and_check("s3://lake/lakehouse", &s3_options(&s3.endpoint), SECRET);
+}
+
+/// Azurite's well-known development account.
+const AZURITE_ACCOUNT: &str = "devstoreaccount1";
+const AZURITE_KEY: &str =
+    "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==";
+
+/// Azurite's blob service on a free port, its data in a temp folder.
+fn azurite() -> (Emulator, tempfile::TempDir) {
+    let bin = std::env::var_os("BRONZE_AZURITE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo().join(".emulators/node_modules/.bin/azurite-blob"));
+    assert!(
+        bin.exists(),
+        "{} missing: the cloud tests need Azurite, which `scripts/test` installs from npm",
+        bin.display()
+    );
+    let data = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let mut cmd = Command::new(bin);
+    cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
+        .arg("--location")
+        .arg(data.path())
+        .args(["--skipApiVersionCheck", "--loose", "--disableTelemetry"]);
+    let emulator = start(
+        cmd,
+        "successfully listens on",
+        format!("http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"),
+        false,
+    );
+    (emulator, data)
+}
+
+fn azure_options(endpoint: &str) -> Vec<(String, String)> {
+    [
+        ("AZURE_STORAGE_ACCOUNT_NAME", AZURITE_ACCOUNT),
+        ("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY),
+        ("AZURE_STORAGE_ENDPOINT", endpoint),
+        ("AZURE_ALLOW_HTTP", "true"),
+    ]
+    .iter()
+    .map(|(k, v)| (k.to_string(), v.to_string()))
+    .collect()
+}
+
+fn create_container(endpoint: &str, container: &str) {
+    python(
+        "import sys\n\
+         from azure.storage.blob import BlobServiceClient\n\
+         account, key, endpoint, container = sys.argv[1:5]\n\
+         conn = f'DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};BlobEndpoint={endpoint};'\n\
+         BlobServiceClient.from_connection_string(conn).create_container(container)",
+        &[AZURITE_ACCOUNT, AZURITE_KEY, endpoint, container],
+    );
+}
+
+#[test]
+fn a_catalog_in_azure_blob_storage_loads_the_fixture_batch_exactly_and_a_rerun_changes_nothing() {
+    let (az, _data) = azurite();
+    create_container(&az.endpoint, "lake");
+    load_twice_and_check(
+        &format!("abfss://lake@{AZURITE_ACCOUNT}.dfs.core.windows.net/lakehouse"),
+        &azure_options(&az.endpoint),
+        AZURITE_KEY,
+    );
+}
+
+#[test]
+fn a_missing_bucket_or_bad_url_is_refused_with_the_store_named_and_no_secret() {
+    let s3 = moto();
+    let options = s3_options(&s3.endpoint);
+    let out = cli_with("ingest", &options)
+        .args(["--catalog", "s3://no-such-bucket/lake"])
+        .arg(batch_dir(BATCH1))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no-such-bucket"), "{stderr}");
+    assert!(!stderr.contains(SECRET), "{stderr}");
+    for (catalog, says) in [
+        ("ftp://host/lake", "unknown scheme"),
+        ("s3:///lake", "no bucket"),
+    ] {
+        let out = cli_with("ingest", &options)
+            .args(["--catalog", catalog])
+            .arg(batch_dir(BATCH1))
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{catalog}: {stderr}");
+        assert!(stderr.contains(says), "{catalog}: {stderr}");
+    }
+}
+
+#[test]
+fn a_landing_folder_in_s3_loads_into_a_local_catalog_like_the_same_folder_on_disk() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "landing");
+    let options = s3_options(&s3.endpoint);
+    // The fixture folder, copied as objects (plus a sub-folder that is not read).
+    python(
+        r#"
+import sys, os, boto3
+s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="testing",
+                  aws_secret_access_key="testing", region_name="us-east-1")
+src, prefix = sys.argv[2], sys.argv[3]
+for name in os.listdir(src):
+    path = os.path.join(src, name)
+    if os.path.isfile(path):
+        s3.upload_file(path, "landing", f"{prefix}/{name}")
+s3.put_object(Bucket="landing", Key=f"{prefix}/nested/x.jsonl", Body=b"{}")
+"#,
+        &[
+            &s3.endpoint,
+            batch_dir(BATCH1).to_str().unwrap(),
+            &format!("market/events/batch_id={BATCH1}"),
+        ],
+    );
+    let lake = TempLake::new();
+    let out = cli_with("ingest", &options)
+        .args(["--json", "--catalog"])
+        .arg(lake.catalog())
+        .arg(format!("s3://landing/market/events/batch_id={BATCH1}"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "corrupt lines make 1: {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let exp = expected(BATCH1);
+    for field in [
+        "lines",
+        "messages",
+        "duplicates",
+        "corrupt_lines",
+        "files_read",
+    ] {
+        assert_eq!(report[field], exp[field], "{field}: {stderr}");
+    }
+    for (table, rows) in expected_tables(BATCH1) {
+        assert_eq!(
+            lake.count(&format!("SELECT count(*) FROM {table}")) as u64,
+            rows,
+            "{table}"
+        );
+    }
+    // Lineage names the object and the folder's landing path.
+    assert_eq!(
+        lake.count(&format!(
+            "SELECT count(*) FROM _corrupt_records WHERE _source_file LIKE 's3://landing/market/events/batch_id={BATCH1}/%' AND _landing_path = 'market/events'"
+        )) as u64,
+        exp["corrupt_lines"].as_u64().unwrap()
+    );
+    assert!(!stderr.contains(SECRET), "{stderr}");
+}
