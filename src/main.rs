@@ -40,8 +40,14 @@ fn main() -> ExitCode {
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("bronze={level},error")));
+    // The Delta kernel logs an ERROR each time it looks for a table that does not exist
+    // yet in an object store (every new table of a first load): not an error of the run,
+    // whose real failures come back as errors and are printed.
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!(
+            "bronze={level},buoyant_kernel::snapshot::builder=off,error"
+        ))
+    });
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

@@ -175,8 +175,14 @@ fn cli_with(command: &str, options: &[(String, String)]) -> Command {
 /// Loads the fixture batch twice into `catalog` (an object store URL reached with
 /// `options`): both runs report the expected rows, another Delta reader (Python
 /// `deltalake`) finds exactly the batch's rows after each, `health` lists the tables,
-/// and no output shows `secret`.
-fn load_twice_and_check(catalog: &str, options: &[(String, String)], secret: &str) {
+/// with `maintenance` OPTIMIZE, checkpoint, VACUUM (dry run) and history succeed and
+/// leave the rows as they were, and no output shows `secret`.
+fn load_twice_and_check(
+    catalog: &str,
+    options: &[(String, String)],
+    secret: &str,
+    maintenance: bool,
+) {
     let want = expected_tables(BATCH1);
     let tables: Vec<String> = want.keys().cloned().collect();
     let mut outputs = String::new();
@@ -213,28 +219,56 @@ fn load_twice_and_check(catalog: &str, options: &[(String, String)], secret: &st
             "run {run}"
         );
     }
-    let health = cli_with("health", options)
-        .args(["--catalog", catalog, "--json"])
-        .output()
-        .unwrap();
-    let health_out = String::from_utf8_lossy(&health.stdout).to_string();
-    outputs.push_str(&health_out);
-    outputs.push_str(&String::from_utf8_lossy(&health.stderr));
-    assert!(health.status.success(), "{outputs}");
+    let mut maintain = |command: &str, args: &[&str]| -> String {
+        let out = cli_with(command, options)
+            .args(["--catalog", catalog])
+            .args(args)
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        outputs.push_str(&stdout);
+        outputs.push_str(&String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{command} {args:?}:\n{outputs}");
+        stdout
+    };
+    let health = maintain("health", &["--json"]);
     for table in &tables {
         assert!(
-            health_out.contains(&format!("\"{table}\"")),
-            "{table}: {health_out}"
+            health.contains(&format!("\"{table}\"")),
+            "{table}: {health}"
+        );
+    }
+    if maintenance {
+        // Maintenance in the store: compaction, a checkpoint, a VACUUM dry run and the
+        // history (both loads); the rows are the same after them.
+        maintain("optimize", &["--all"]);
+        maintain("checkpoint", &["--all"]);
+        maintain("vacuum", &["--all", "--dry-run"]);
+        let history = maintain("history", &["_run_control", "--json"]);
+        assert_eq!(history.matches("\"WRITE\"").count(), 2, "{history}");
+        assert_eq!(
+            rows_per_table(&format!("{catalog}/bronze"), &tables, options),
+            want,
+            "after maintenance"
         );
     }
     assert!(!outputs.contains(secret), "a secret was shown:\n{outputs}");
+    assert!(
+        !outputs.contains("ERROR"),
+        "a clean load logs no error:\n{outputs}"
+    );
 }
 
 #[test]
 fn a_catalog_in_s3_loads_the_fixture_batch_exactly_and_a_rerun_changes_nothing() {
     let s3 = moto();
     create_bucket(&s3.endpoint, "lake");
-    load_twice_and_check("s3://lake/lakehouse", &s3_options(&s3.endpoint), SECRET);
+    load_twice_and_check(
+        "s3://lake/lakehouse",
+        &s3_options(&s3.endpoint),
+        SECRET,
+        true,
+    );
 }
 
 /// Azurite's well-known development account.
@@ -299,6 +333,9 @@ fn a_catalog_in_azure_blob_storage_loads_the_fixture_batch_exactly_and_a_rerun_c
         &format!("abfss://lake@{AZURITE_ACCOUNT}.dfs.core.windows.net/lakehouse"),
         &azure_options(&az.endpoint),
         AZURITE_KEY,
+        // OPTIMIZE of `_run_control` fails under Azurite ("Invalid table version: 1"):
+        // open in issue 22, maintenance on Azure is not claimed yet.
+        false,
     );
 }
 
