@@ -14,7 +14,10 @@
 //! ```
 //!
 //! Main types: [`Ingest`] (and [`IngestBuilder`]), [`IngestConfig`], [`BatchReport`],
-//! [`Error`]. The pipeline and its invariants are described in `DESIGN.md`.
+//! [`Error`]; [`Location`] (a folder or an `s3://`, `abfss://`, `gs://` URL) and
+//! [`StorageOptions`] for catalogs and landing folders in object stores; [`Catalog`] and
+//! [`maintenance::Maintenance`] for keeping tables healthy. The pipeline and its
+//! invariants are described in `DESIGN.md`.
 
 #![warn(missing_docs)]
 #![deny(rustdoc::broken_intra_doc_links)]
