@@ -88,14 +88,6 @@ impl Location {
         }
     }
 
-    /// The folder `name` inside this one.
-    pub fn join(&self, name: &str) -> Location {
-        match self {
-            Location::Local(p) => Location::Local(p.join(name)),
-            Location::Url(u) => Location::Url(dir_url(u).join(name).unwrap_or_else(|_| u.clone())),
-        }
-    }
-
     /// This location as a directory URL (ending in `/`); a local folder is created if
     /// missing and made absolute.
     pub(crate) fn dir_url(&self) -> Result<Url> {
@@ -228,14 +220,18 @@ impl StorageOptions {
     }
 
     /// Every value long enough to be a secret, to be masked out of any text shown.
-    pub(crate) fn secrets(&self) -> impl Iterator<Item = &str> {
+    fn secrets(&self) -> impl Iterator<Item = &str> {
         self.0.values().map(String::as_str).filter(|v| v.len() >= 8)
     }
 
     /// `text` with every option value that could be a secret (8 characters or more)
     /// replaced by `***`: for anything shown that a store may have echoed.
     pub fn mask(&self, text: &str) -> String {
-        mask(text, self)
+        let mut out = text.to_string();
+        for secret in self.secrets() {
+            out = out.replace(secret, "***");
+        }
+        out
     }
 }
 
@@ -259,16 +255,7 @@ pub(crate) fn redacted(url: &Url, options: &StorageOptions) -> String {
         let _ = u.set_username("***");
         let _ = u.set_password(None);
     }
-    mask(u.as_str(), options)
-}
-
-/// `text` with every option value that could be a secret replaced by `***`.
-pub(crate) fn mask(text: &str, options: &StorageOptions) -> String {
-    let mut out = text.to_string();
-    for secret in options.secrets() {
-        out = out.replace(secret, "***");
-    }
-    out
+    options.mask(u.as_str())
 }
 
 /// An error from building a store, with what to do about it.
@@ -342,7 +329,7 @@ mod tests {
         let shown = format!("{o:?}");
         assert!(shown.contains("AWS_SECRET_ACCESS_KEY"));
         assert!(!shown.contains("very-secret-value"), "{shown}");
-        assert_eq!(mask("denied for very-secret-value", &o), "denied for ***");
+        assert_eq!(o.mask("denied for very-secret-value"), "denied for ***");
         let url = Url::parse("s3://user:pw@bucket/p").unwrap();
         assert!(!redacted(&url, &o).contains("pw"));
     }

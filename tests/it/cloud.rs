@@ -110,17 +110,22 @@ fn python(code: &str, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// `KEY=VALUE` pairs as owned strings.
+fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
 fn s3_options(endpoint: &str) -> Vec<(String, String)> {
-    [
+    owned(&[
         ("AWS_ENDPOINT_URL", endpoint),
         ("AWS_ALLOW_HTTP", "true"),
         ("AWS_ACCESS_KEY_ID", "testing"),
         ("AWS_SECRET_ACCESS_KEY", SECRET),
         ("AWS_REGION", "us-east-1"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    ])
 }
 
 fn create_bucket(endpoint: &str, bucket: &str) {
@@ -303,15 +308,12 @@ fn azurite() -> (Emulator, tempfile::TempDir) {
 }
 
 fn azure_options(endpoint: &str) -> Vec<(String, String)> {
-    [
+    owned(&[
         ("AZURE_STORAGE_ACCOUNT_NAME", AZURITE_ACCOUNT),
         ("AZURE_STORAGE_ACCOUNT_KEY", AZURITE_KEY),
         ("AZURE_STORAGE_ENDPOINT", endpoint),
         ("AZURE_ALLOW_HTTP", "true"),
-    ]
-    .iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect()
+    ])
 }
 
 fn create_container(endpoint: &str, container: &str) {
