@@ -335,9 +335,7 @@ fn a_catalog_in_azure_blob_storage_loads_the_fixture_batch_exactly_and_a_rerun_c
         &format!("abfss://lake@{AZURITE_ACCOUNT}.dfs.core.windows.net/lakehouse"),
         &azure_options(&az.endpoint),
         AZURITE_KEY,
-        // OPTIMIZE of `_run_control` fails under Azurite ("Invalid table version: 1"):
-        // open in issue 22, maintenance on Azure is not claimed yet.
-        false,
+        true,
     );
 }
 
