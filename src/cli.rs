@@ -250,6 +250,11 @@ pub struct IngestArgs {
     /// batch exists (by default the run resumes from it).
     #[arg(long)]
     pub no_resume: bool,
+    /// How long the batch lease stays valid without renewal (e.g. 10m, 90s, 2h). A run
+    /// renews it every quarter of this; a lease not renewed within it (its run was
+    /// killed or its host lost) is taken over by the next run of the batch [default: 10m].
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub lease_ttl: Option<std::time::Duration>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -306,6 +311,9 @@ impl IngestArgs {
             c.memory_budget = b;
         }
         c.resume = !self.no_resume;
+        if let Some(t) = self.lease_ttl {
+            c.lease_ttl = t;
+        }
         c.validate()?;
         Ok(c)
     }
@@ -323,6 +331,11 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> std::result::Result<T,
 
 fn parse_budget(s: &str) -> std::result::Result<u64, String> {
     bronze::parse_size(s).ok_or_else(|| format!("{s:?} is not a size; write e.g. 512MB or 2GiB"))
+}
+
+fn parse_ttl(s: &str) -> std::result::Result<std::time::Duration, String> {
+    bronze::parse_duration(s)
+        .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 10m, 90s or 2h"))
 }
 
 /// `168h`, `7d`, `90m` (rounded up to whole hours) or a bare number of hours.

@@ -217,8 +217,10 @@ pub struct IngestConfig {
     /// of one batch never load it at once. Default `true`; turn it off only when the
     /// runs are coordinated elsewhere (an orchestrator that never starts a batch twice).
     pub batch_lease: bool,
-    /// Age after which a lease whose holder cannot be checked (another host) is taken
-    /// over. Default 6 hours: longer than any run should take.
+    /// How long a lease stays valid without renewal. A run renews its lease every quarter
+    /// of it (a heartbeat), so a run may take any time; a lease not renewed within it
+    /// (its holder was killed, its host lost) is taken over by the next run of the
+    /// batch. Default 10 minutes (`lease_ttl` in `bronze.toml`, `--lease-ttl`).
     pub lease_ttl: std::time::Duration,
     /// Bench baseline: every topic task re-reads the landing files, as a notebook that
     /// reads the batch once per topic does (`testing` feature only).
@@ -258,7 +260,7 @@ impl Default for IngestConfig {
             memory_budget: default_memory_budget(),
             resume: true,
             batch_lease: true,
-            lease_ttl: std::time::Duration::from_secs(6 * 3600),
+            lease_ttl: std::time::Duration::from_secs(600),
             #[cfg(feature = "testing")]
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
@@ -297,12 +299,30 @@ pub fn parse_size(s: &str) -> Option<u64> {
     (num >= 0.0 && num.is_finite()).then_some((num * mult as f64) as u64)
 }
 
+/// Parses a duration like `10m`, `90s`, `2h`, `1d` or `500ms` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let secs = |k: u64| n.checked_mul(k).map(std::time::Duration::from_secs);
+    match unit.trim() {
+        "ms" => Some(std::time::Duration::from_millis(n)),
+        "" | "s" => secs(1),
+        "m" | "min" => secs(60),
+        "h" => secs(3600),
+        "d" => secs(86_400),
+        _ => None,
+    }
+}
+
 /// The file `bronze.toml`: every setting that describes a feed rather than one run.
 /// Unknown keys are an error naming them (a typo must not silently do nothing).
 ///
 /// ```toml
 /// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
 /// schema = "bronze"
+/// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
 /// AWS_REGION = "eu-west-1"
@@ -335,6 +355,8 @@ pub struct ConfigFile {
     pub storage: Option<std::collections::BTreeMap<String, String>>,
     /// Schema holding the bronze tables.
     pub schema: Option<String>,
+    /// How long a batch lease stays valid without renewal (`10m`, `90s`, `2h`).
+    pub lease_ttl: Option<String>,
     /// Envelope field names.
     #[serde(default)]
     pub envelope: EnvelopeFile,
@@ -421,6 +443,12 @@ impl ConfigFile {
         }
         if let Some(v) = self.schema {
             c.schema = v;
+        }
+        if let Some(v) = self.lease_ttl {
+            c.lease_ttl = parse_duration(&v).ok_or_else(|| Error::Config {
+                name: "lease_ttl",
+                reason: format!("{v:?} is not a duration; write e.g. 10m, 90s or 2h"),
+            })?;
         }
         let e = self.envelope;
         if let Some(v) = e.topic_field {

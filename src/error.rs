@@ -172,6 +172,18 @@ pub enum Error {
         /// The lease file.
         path: String,
     },
+    /// Another run took this run's batch lease over: this run could not renew it within
+    /// its TTL (the store was unreachable, or the process stalled), so the lease looked
+    /// abandoned. This run stopped before its next commit; the other run loads the batch.
+    #[error(
+        "lost the batch lease {path}: {reason}; another run is loading the batch now: check its outcome in `_run_control` before rerunning"
+    )]
+    LeaseLost {
+        /// The lease file.
+        path: String,
+        /// What happened.
+        reason: String,
+    },
     /// The batch lease could not be written or read.
     #[error("could not take the batch lease {path}")]
     Lease {

@@ -4,20 +4,32 @@
 //! where their commits interleave (an over-budget topic committed in slices, say) the
 //! tables could end with rows of both. So a run first creates, for each folder of its
 //! batch, `<schema>/_bronze_leases/<source>+<entity>+<batch_id>.json` ([`lease_file`])
-//! with a create-if-absent put (atomic on a
-//! local disk and on S3, ADLS and GCS) and deletes it when it ends, failed or not. A
-//! second run finds the file and stops with [`Error::BatchLeased`], naming the holder.
+//! with a create-if-absent put (atomic on a local disk and on S3, ADLS and GCS) and
+//! deletes it when it ends, failed or not. A second run finds the file and stops with
+//! [`Error::BatchLeased`], naming the holder.
 //!
-//! A lease left by a run that died (SIGKILL, lost node) is taken over when its holder
-//! is provably gone: same host and no process with that pid and start time, or older
-//! than the lease TTL.
+//! While it runs, a heartbeat thread renews the lease every quarter of the TTL with a
+//! conditional update (`If-Match` on S3 and Azure, the object generation on GCS), so a
+//! run slower than the TTL keeps it. A lease left by a run that died (SIGKILL, lost node)
+//! is taken over when its holder is provably gone: same host and no process with that pid
+//! and start time, or not renewed within the TTL. The takeover is a compare-and-swap on
+//! the version of the lease that was read, never delete-then-create: of two runs taking
+//! over one dead lease, one wins and the other finds a live lease. A local file system
+//! has no conditional update: there the takeover first creates a claim file named after
+//! the stale lease's content (create-if-absent: one winner), and the heartbeat rewrites
+//! the lease after reading back that it still holds it. A run whose lease was taken over
+//! (its heartbeat could not reach the store for a whole TTL) stops before its next commit
+//! with [`Error::LeaseLost`] and leaves the lease to the new holder.
 
 use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::Duration;
 
 use deltalake::logstore::object_store::{
-    self, DynObjectStore, ObjectStoreExt as _, PutMode, PutOptions, path::Path as StorePath,
+    self, DynObjectStore, ObjectStoreExt as _, PutMode, PutOptions, PutResult, UpdateVersion,
+    path::Path as StorePath,
 };
+use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
@@ -47,12 +59,14 @@ impl Holder {
             pid,
             pid_start: process_start(pid),
             since_micros: now_micros,
+            renewed_micros: None,
         }
     }
 
-    /// Whether the holder is provably gone (or the lease outlived `ttl`).
+    /// Whether the holder is provably gone (or its lease was not renewed within `ttl`).
     fn is_stale(&self, now_micros: i64, ttl: Duration) -> bool {
-        let age = now_micros.saturating_sub(self.since_micros);
+        let last = self.renewed_micros.unwrap_or(self.since_micros);
+        let age = now_micros.saturating_sub(last);
         if age > i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX) {
             return true;
         }
@@ -81,13 +95,126 @@ fn process_start(pid: u32) -> Option<u64> {
     after.split_whitespace().nth(19)?.parse().ok()
 }
 
-/// A held lease; released (deleted) on drop.
-pub(crate) struct Lease {
+/// How often a lease is renewed: a quarter of its TTL, between 20 ms and 5 minutes.
+fn heartbeat_interval(ttl: Duration) -> Duration {
+    (ttl / 4).clamp(Duration::from_millis(20), Duration::from_secs(300))
+}
+
+/// The version a put left, for the next conditional update (`None` when the store
+/// reports neither an ETag nor a version).
+fn version_of(put: PutResult) -> Option<UpdateVersion> {
+    (put.e_tag.is_some() || put.version.is_some()).then_some(UpdateVersion {
+        e_tag: put.e_tag,
+        version: put.version,
+    })
+}
+
+/// One lease file and what this run knows of it; shared with the heartbeat thread.
+struct Held {
     store: Arc<DynObjectStore>,
     path: StorePath,
+    shown: String,
     runtime: tokio::runtime::Handle,
+    ttl: Duration,
+    me: Mutex<Holder>,
+    /// The version of our last write, for the conditional renewal; `None` on a store
+    /// without conditional update (renewed by read-back and rewrite).
+    version: Mutex<Option<UpdateVersion>>,
+    /// Why the lease is no longer ours, once another run took it over.
+    lost: Mutex<Option<String>>,
+}
+
+impl Held {
+    fn body(&self) -> object_store::PutPayload {
+        serde_json::to_vec(&*self.me.lock())
+            .expect("a lease holder serializes")
+            .into()
+    }
+
+    /// Renews the lease; `false` once it is lost (the heartbeat then stops).
+    fn renew(&self) -> bool {
+        self.me.lock().renewed_micros = Some(crate::clock::now_micros());
+        let body = self.body();
+        let version = self.version.lock().clone();
+        let conditional = version.is_some();
+        let put = match version {
+            Some(v) => self.runtime.block_on(self.store.put_opts(
+                &self.path,
+                body,
+                PutOptions::from(PutMode::Update(v)),
+            )),
+            None => self.rewrite_if_mine(body),
+        };
+        match put {
+            Ok(r) => {
+                if conditional {
+                    *self.version.lock() = version_of(r);
+                }
+                true
+            }
+            Err(object_store::Error::NotImplemented { .. }) => {
+                // No conditional update on this store: renew by read-back from now on.
+                *self.version.lock() = None;
+                self.renew()
+            }
+            Err(e @ (object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. })) => {
+                let why = format!(
+                    "it was taken over or removed by another run after this run could not renew it within its TTL of {:?} ({e})",
+                    self.ttl
+                );
+                tracing::error!(lease = %self.shown, "{why}");
+                *self.lost.lock() = Some(why);
+                false
+            }
+            Err(e) => {
+                // The store is unreachable for now: try again at the next beat, while the
+                // TTL leaves time.
+                tracing::warn!(lease = %self.shown, error = %e, "could not renew the batch lease; retrying");
+                true
+            }
+        }
+    }
+
+    /// Renewal on a store without conditional update: rewrites the lease only if it
+    /// still names this run.
+    fn rewrite_if_mine(&self, body: object_store::PutPayload) -> object_store::Result<PutResult> {
+        let run_id = self.me.lock().run_id.clone();
+        self.runtime.block_on(async {
+            let held = self.store.get(&self.path).await?.bytes().await?;
+            match serde_json::from_slice::<Holder>(&held) {
+                Ok(h) if h.run_id == run_id => self.store.put(&self.path, body).await,
+                _ => Err(object_store::Error::Precondition {
+                    path: self.path.to_string(),
+                    source: "the lease names another run".into(),
+                }),
+            }
+        })
+    }
+}
+
+/// A held lease, renewed by a heartbeat thread; released (deleted) on drop unless
+/// another run took it over.
+pub(crate) struct Lease {
+    held: Arc<Held>,
+    /// The claim file of a takeover on a store without conditional update.
+    claim: Option<StorePath>,
+    heartbeat: Option<(mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
     /// A lease of a dead run this one took over.
     pub(crate) took_over: Option<Holder>,
+}
+
+/// What one look at an existing lease found.
+enum Found {
+    /// Held by a live run.
+    Live(Box<Holder>),
+    /// Taken over from a dead run (or an unreadable lease).
+    TakenOver {
+        from: Option<Holder>,
+        version: Option<UpdateVersion>,
+        claim: Option<StorePath>,
+    },
+    /// Gone or changed since it was read: look again.
+    Changed,
 }
 
 impl Lease {
@@ -104,81 +231,190 @@ impl Lease {
     ) -> Result<Lease> {
         let file = lease_file(landing_path, batch_id);
         let path = schema_dir.clone().join(LEASE_DIR).join(file.as_str());
-        let shown = format!("{display_dir}/{LEASE_DIR}/{file}");
-        let batch_id = &format!("{landing_path}/batch_id={batch_id}");
+        let now = crate::clock::now_micros();
+        let held = Arc::new(Held {
+            store,
+            path,
+            shown: format!("{display_dir}/{LEASE_DIR}/{file}"),
+            runtime: runtime.handle().clone(),
+            ttl,
+            me: Mutex::new(Holder::me(run_id, now)),
+            version: Mutex::new(None),
+            lost: Mutex::new(None),
+        });
+        let batch_id = format!("{landing_path}/batch_id={batch_id}");
         let io = |e: object_store::Error| Error::Lease {
-            path: shown.clone(),
+            path: held.shown.clone(),
             source: Box::new(e),
         };
-        let now = crate::clock::now_micros();
-        let me = Holder::me(run_id, now);
-        let body = serde_json::to_vec(&me).expect("a lease holder serializes");
-        let mut took_over = None;
-        // Two attempts: the second after removing a stale lease.
-        for _ in 0..2 {
-            let put = runtime.block_on(store.put_opts(
-                &path,
-                body.clone().into(),
+        // A few looks: the lease may change between a failed create and the read.
+        for _ in 0..4 {
+            let put = runtime.block_on(held.store.put_opts(
+                &held.path,
+                held.body(),
+                PutOptions::from(PutMode::Create),
+            ));
+            let (took_over, version, claim) = match put {
+                Ok(r) => (None, version_of(r), None),
+                Err(object_store::Error::AlreadyExists { .. }) => {
+                    match take_over(&held, now).map_err(io)? {
+                        Found::Live(holder) => {
+                            return Err(Error::BatchLeased {
+                                batch_id,
+                                holder,
+                                path: held.shown.clone(),
+                            });
+                        }
+                        Found::Changed => continue,
+                        Found::TakenOver {
+                            from,
+                            version,
+                            claim,
+                        } => (from, version, claim),
+                    }
+                }
+                Err(e) => return Err(io(e)),
+            };
+            *held.version.lock() = version;
+            return Ok(Lease::start(held, took_over, claim));
+        }
+        Err(Error::BatchLeased {
+            batch_id,
+            holder: Box::new(Holder::me("(another run that just took it)", now)),
+            path: held.shown.clone(),
+        })
+    }
+
+    /// Starts the heartbeat of a lease just taken.
+    fn start(held: Arc<Held>, took_over: Option<Holder>, claim: Option<StorePath>) -> Lease {
+        let (stop, beats) = mpsc::channel::<()>();
+        let beating = Arc::clone(&held);
+        let interval = heartbeat_interval(held.ttl);
+        let thread = std::thread::Builder::new()
+            .name("bronze-lease".into())
+            .spawn(move || {
+                // Beats until the run drops its lease (the sender goes) or loses it.
+                while let Err(mpsc::RecvTimeoutError::Timeout) = beats.recv_timeout(interval) {
+                    if !beating.renew() {
+                        return;
+                    }
+                }
+            });
+        let heartbeat = match thread {
+            Ok(t) => Some((stop, t)),
+            Err(e) => {
+                tracing::warn!(lease = %held.shown, error = %e, "no heartbeat thread: the lease is not renewed");
+                None
+            }
+        };
+        Lease {
+            held,
+            claim,
+            heartbeat,
+            took_over,
+        }
+    }
+
+    /// Fails with [`Error::LeaseLost`] once another run has taken the lease over.
+    pub(crate) fn check(&self) -> Result<()> {
+        match self.held.lost.lock().clone() {
+            None => Ok(()),
+            Some(reason) => Err(Error::LeaseLost {
+                path: self.held.shown.clone(),
+                reason,
+            }),
+        }
+    }
+}
+
+/// Reads an existing lease and takes it over if its holder is gone: by a conditional
+/// update on the version read, or, on a store without one, through a create-if-absent
+/// claim named after the stale content.
+fn take_over(held: &Held, now: i64) -> object_store::Result<Found> {
+    let read = held.runtime.block_on(async {
+        let got = held.store.get(&held.path).await?;
+        let version = UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        };
+        Ok::<_, object_store::Error>((got.bytes().await?, version))
+    });
+    let (bytes, version) = match read {
+        Ok(read) => read,
+        // Released between our put and our read.
+        Err(object_store::Error::NotFound { .. }) => return Ok(Found::Changed),
+        Err(e) => return Err(e),
+    };
+    let holder = serde_json::from_slice::<Holder>(&bytes).ok();
+    if let Some(h) = holder.as_ref().filter(|h| !h.is_stale(now, held.ttl)) {
+        return Ok(Found::Live(Box::new(h.clone())));
+    }
+    // Stale, or unreadable (a torn write of a killed run).
+    tracing::warn!(lease = %held.shown, holder = ?holder, "taking over the lease of a run that is gone");
+    let swap = held.runtime.block_on(held.store.put_opts(
+        &held.path,
+        held.body(),
+        PutOptions::from(PutMode::Update(version)),
+    ));
+    match swap {
+        Ok(r) => Ok(Found::TakenOver {
+            from: holder,
+            version: version_of(r),
+            claim: None,
+        }),
+        // Renewed, taken over or released since we read it.
+        Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
+            Ok(Found::Changed)
+        }
+        Err(object_store::Error::NotImplemented { .. }) => {
+            let hash = crate::naming::stable_id(&[&bytes]);
+            let claim = StorePath::from(format!("{}.claim-{}", held.path, &hash[..16]));
+            let put = held.runtime.block_on(held.store.put_opts(
+                &claim,
+                held.body(),
                 PutOptions::from(PutMode::Create),
             ));
             match put {
                 Ok(_) => {
-                    return Ok(Lease {
-                        store,
-                        path,
-                        runtime: runtime.handle().clone(),
-                        took_over,
-                    });
+                    held.runtime
+                        .block_on(held.store.put(&held.path, held.body()))?;
+                    Ok(Found::TakenOver {
+                        from: holder,
+                        version: None,
+                        claim: Some(claim),
+                    })
                 }
-                Err(object_store::Error::AlreadyExists { .. }) => {}
-                Err(e) => return Err(io(e)),
-            }
-            let held = runtime.block_on(async {
-                let got = store.get(&path).await?;
-                got.bytes().await
-            });
-            let holder = match held {
-                Ok(bytes) => serde_json::from_slice::<Holder>(&bytes).ok(),
-                // Released between our put and our read: try again.
-                Err(object_store::Error::NotFound { .. }) => continue,
-                Err(e) => return Err(io(e)),
-            };
-            match holder {
-                Some(h) if !h.is_stale(now, ttl) => {
-                    return Err(Error::BatchLeased {
-                        batch_id: batch_id.to_string(),
-                        holder: Box::new(h),
-                        path: shown.clone(),
-                    });
-                }
-                // Stale, or unreadable (a torn write of a killed run): take it over.
-                h => {
-                    tracing::warn!(lease = %shown, holder = ?h, "taking over the lease of a run that is gone");
-                    took_over = h;
-                    match runtime.block_on(store.delete(&path)) {
-                        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                        Err(e) => return Err(io(e)),
-                    }
-                }
+                // Another run claimed this stale lease first.
+                Err(object_store::Error::AlreadyExists { .. }) => Ok(Found::Changed),
+                Err(e) => Err(e),
             }
         }
-        Err(Error::BatchLeased {
-            batch_id: batch_id.to_string(),
-            holder: Box::new(Holder::me("(another run that just took it)", now)),
-            path: shown,
-        })
+        Err(e) => Err(e),
     }
 }
 
 impl Drop for Lease {
     fn drop(&mut self) {
-        let (store, path) = (Arc::clone(&self.store), self.path.clone());
+        if let Some((stop, thread)) = self.heartbeat.take() {
+            drop(stop);
+            let _ = thread.join();
+        }
+        if self.held.lost.lock().is_some() {
+            // Another run holds it now.
+            return;
+        }
+        let held = Arc::clone(&self.held);
+        let claim = self.claim.take();
         // Dropped on a pool or caller thread, never inside the runtime.
-        if let Err(e) = self
-            .runtime
-            .block_on(async move { store.delete(&path).await })
-        {
-            tracing::warn!(lease = %self.path, error = %e, "could not release the batch lease");
+        let released = self.held.runtime.block_on(async move {
+            held.store.delete(&held.path).await?;
+            if let Some(claim) = claim {
+                held.store.delete(&claim).await?;
+            }
+            Ok::<_, object_store::Error>(())
+        });
+        if let Err(e) = released {
+            tracing::warn!(lease = %self.held.shown, error = %e, "could not release the batch lease");
         }
     }
 }
@@ -205,6 +441,7 @@ mod tests {
             pid: 1,
             pid_start: process_start(1),
             since_micros: now,
+            renewed_micros: None,
         };
         assert!(!live.is_stale(now, ttl));
         let reused_pid = Holder {
@@ -231,5 +468,166 @@ mod tests {
             ..elsewhere
         };
         assert!(old.is_stale(now, ttl));
+    }
+
+    use deltalake::logstore::object_store::{local::LocalFileSystem, memory::InMemory};
+
+    const BATCH: (&str, &str) = ("market/events", "b1");
+
+    fn lease_path() -> StorePath {
+        StorePath::from("lake/bronze")
+            .join(LEASE_DIR)
+            .join(lease_file(BATCH.0, BATCH.1).as_str())
+    }
+
+    fn acquire(
+        store: &Arc<DynObjectStore>,
+        run_id: &str,
+        ttl: Duration,
+        rt: &tokio::runtime::Runtime,
+    ) -> Result<Lease> {
+        Lease::acquire(
+            Arc::clone(store),
+            &StorePath::from("lake/bronze"),
+            "lake/bronze",
+            BATCH,
+            run_id,
+            ttl,
+            rt,
+        )
+    }
+
+    fn read_holder(store: &DynObjectStore, rt: &tokio::runtime::Runtime) -> Holder {
+        let bytes = rt
+            .block_on(async { store.get(&lease_path()).await?.bytes().await })
+            .unwrap();
+        serde_json::from_slice(&bytes).unwrap()
+    }
+
+    /// Waits (up to 20 s) until `done` holds.
+    fn until(what: &str, mut done: impl FnMut() -> bool) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while !done() {
+            assert!(std::time::Instant::now() < deadline, "never: {what}");
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// A lease of a run on another host, last renewed long ago.
+    fn stale_lease(store: &DynObjectStore, rt: &tokio::runtime::Runtime) {
+        let old = Holder {
+            run_id: "lost-run".into(),
+            host: "lost-host".into(),
+            pid: 1,
+            pid_start: Some(1),
+            since_micros: 0,
+            renewed_micros: Some(1),
+        };
+        rt.block_on(store.put(&lease_path(), serde_json::to_vec(&old).unwrap().into()))
+            .unwrap();
+    }
+
+    fn stores() -> Vec<(&'static str, Arc<DynObjectStore>, Option<tempfile::TempDir>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let local: Arc<DynObjectStore> =
+            Arc::new(LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+        vec![
+            // Conditional update (as S3, Azure, GCS).
+            ("memory", Arc::new(InMemory::new()), None),
+            // No conditional update: the claim file.
+            ("local", local, Some(dir)),
+        ]
+    }
+
+    #[test]
+    fn of_many_runs_taking_over_one_dead_lease_exactly_one_wins() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        for (name, store, _dir) in stores() {
+            for round in 0..5 {
+                stale_lease(store.as_ref(), &rt);
+                let barrier = std::sync::Barrier::new(6);
+                let outcomes: Vec<Result<Lease>> = std::thread::scope(|s| {
+                    let runs: Vec<_> = (0..6)
+                        .map(|i| {
+                            let (store, rt, barrier) = (&store, &rt, &barrier);
+                            s.spawn(move || {
+                                barrier.wait();
+                                acquire(store, &format!("run-{i}"), Duration::from_secs(60), rt)
+                            })
+                        })
+                        .collect();
+                    runs.into_iter().map(|r| r.join().unwrap()).collect()
+                });
+                let winners: Vec<&Lease> = outcomes.iter().filter_map(|o| o.as_ref().ok()).collect();
+                assert_eq!(winners.len(), 1, "{name}, round {round}: one winner");
+                assert_eq!(
+                    winners[0].took_over.as_ref().map(|h| h.run_id.as_str()),
+                    Some("lost-run"),
+                    "{name}"
+                );
+                let winner = read_holder(store.as_ref(), &rt).run_id;
+                for o in &outcomes {
+                    if let Err(e) = o {
+                        assert!(
+                            matches!(e, Error::BatchLeased { holder, .. } if holder.run_id == winner
+                                || holder.run_id.starts_with("(another run")),
+                            "{name}: {e}"
+                        );
+                    }
+                }
+                drop(outcomes);
+                // Released, claim files too: nothing left in the lease folder.
+                let left = rt.block_on(async {
+                    use futures::TryStreamExt as _;
+                    store
+                        .list(Some(&StorePath::from("lake/bronze").join(LEASE_DIR)))
+                        .try_collect::<Vec<_>>()
+                        .await
+                });
+                assert_eq!(left.unwrap().len(), 0, "{name}: all released");
+            }
+        }
+    }
+
+    #[test]
+    fn a_held_lease_is_renewed_and_a_taken_over_one_is_lost_and_left_alone() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        for (name, store, _dir) in stores() {
+            // Renewed every 20 ms.
+            let lease = acquire(&store, "slow-run", Duration::from_millis(80), &rt).unwrap();
+            until("renewed twice", || {
+                read_holder(store.as_ref(), &rt)
+                    .renewed_micros
+                    .is_some_and(|r| r > read_holder(store.as_ref(), &rt).since_micros + 40_000)
+            });
+            // Older than its TTL, yet renewed: another run finds it live.
+            assert!(
+                matches!(
+                    acquire(&store, "second-run", Duration::from_millis(80), &rt),
+                    Err(Error::BatchLeased { .. })
+                ),
+                "{name}"
+            );
+            lease.check().unwrap();
+            // Another run takes it over (as after a stall longer than the TTL).
+            let other = Holder {
+                run_id: "other-run".into(),
+                ..read_holder(store.as_ref(), &rt)
+            };
+            rt.block_on(store.put(&lease_path(), serde_json::to_vec(&other).unwrap().into()))
+                .unwrap();
+            until("lost", || lease.check().is_err());
+            assert!(
+                matches!(lease.check(), Err(Error::LeaseLost { .. })),
+                "{name}"
+            );
+            drop(lease);
+            assert_eq!(
+                read_holder(store.as_ref(), &rt).run_id,
+                "other-run",
+                "{name}: the new holder's lease stays"
+            );
+            rt.block_on(store.delete(&lease_path())).unwrap();
+        }
     }
 }

@@ -71,7 +71,7 @@ mod validate;
 pub use catalog::Catalog;
 pub use config::{
     ChildNaming, CommitPer, ConfigFile, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig,
-    LockPolicy, TypesMode, default_memory_budget, parse_size,
+    LockPolicy, TypesMode, default_memory_budget, parse_duration, parse_size,
 };
 pub use error::{Error, Result, chain as error_chain};
 pub use location::{Location, SCHEMES, StorageOptions};

@@ -197,7 +197,9 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
         Err(e) => {
             eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
             match e {
-                bronze::Error::BatchLeased { .. } => ExitCode::from(3),
+                bronze::Error::BatchLeased { .. } | bronze::Error::LeaseLost { .. } => {
+                    ExitCode::from(3)
+                }
                 _ => ExitCode::from(2),
             }
         }

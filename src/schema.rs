@@ -67,4 +67,8 @@ pub struct Holder {
     pub pid_start: Option<u64>,
     /// When the lease was taken, microseconds since the Unix epoch.
     pub since_micros: i64,
+    /// When the holder last renewed it (its heartbeat), microseconds since the Unix
+    /// epoch; absent in a lease not renewed yet (and in leases of bronze 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_micros: Option<i64>,
 }

@@ -534,6 +534,30 @@ pub fn generate(root: &Path, batch_id: &str, spec: &GenSpec) -> std::io::Result<
     Ok(summary)
 }
 
+/// The object store holding `url` and the path of `url` in it, built from `options` as a
+/// run builds it (for tests that put or read files beside the tables, such as leases).
+pub fn object_store_at(
+    url: &str,
+    options: &[(String, String)],
+) -> crate::Result<(Arc<DynObjectStore>, ObjectPath)> {
+    let crate::Location::Url(u) = crate::Location::parse(url)? else {
+        return Err(crate::Error::Config {
+            name: "url",
+            reason: format!("{url} is not an object store URL"),
+        });
+    };
+    let mut o = crate::StorageOptions::default();
+    for (k, v) in options {
+        o.insert(k.clone(), v.clone());
+    }
+    let store = crate::location::store_for(&u, &o)?;
+    let path = ObjectPath::from_url_path(u.path()).map_err(|e| crate::Error::Config {
+        name: "url",
+        reason: e.to_string(),
+    })?;
+    Ok((store, path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

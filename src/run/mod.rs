@@ -294,7 +294,8 @@ impl Ingest {
         // 2. The batch lease, then what the catalog already holds of the batch.
         let run_id = format!("{}-{}", found.batch_id, started_micros);
         let mut warnings = found.warnings.clone();
-        let _lease = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
+        let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
+        let still_held = || leases.iter().try_for_each(Lease::check);
         // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
         // their appends would find its `txn` there and take the loaded path anyway.
         storage.unloaded_appends = !self
@@ -322,6 +323,7 @@ impl Ingest {
             "staged"
         );
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
+        still_held()?;
         let in_memory = staged.memory.is_some();
         writes.extend(self.process_topics(
             &storage,
@@ -331,6 +333,7 @@ impl Ingest {
             &found,
         )?);
         self.failpoint("before_run_control")?;
+        still_held()?;
         // 7. Run control: one row per write, the row accounting, written once.
         let (mut tables, mut run_control) =
             outcomes(writes, &run_id, &found.key, &self.config.storage_options);

@@ -209,6 +209,10 @@ fn load_twice_and_check(
             "run {run}: corrupt lines make 1\n{stderr}"
         );
         let report: serde_json::Value = serde_json::from_str(&stdout).unwrap();
+        let exp = expected(BATCH1);
+        for field in ["corrupt_lines", "duplicates"] {
+            assert_eq!(report[field], exp[field], "run {run}: {field}");
+        }
         for (table, rows) in &want {
             assert_eq!(
                 report["tables"][table]["rows_written"].as_u64(),
@@ -261,6 +265,214 @@ fn load_twice_and_check(
     assert!(
         !outputs.contains("ERROR"),
         "a clean load logs no error:\n{outputs}"
+    );
+}
+
+/// An ingest of the fixture batch into `catalog` with `options` and `args`.
+fn ingest_into(catalog: &str, options: &[(String, String)], args: &[&str]) -> Command {
+    let mut c = cli_with("ingest", options);
+    c.args(["--catalog", catalog, "--json"])
+        .args(args)
+        .arg(batch_dir(BATCH1));
+    c
+}
+
+fn report_of(out: &std::process::Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// Waits (up to 60 s) until `done` holds.
+fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+/// The batch lease in an object store: a run slower than its TTL keeps its lease (its
+/// heartbeat renews it with a conditional update) and a second run of the batch exits 3;
+/// a lease of another host is live while renewed and taken over (compare-and-swap) once
+/// not renewed within the TTL; the catalog ends with exactly one copy of the batch.
+fn leases_hold_in(catalog: &str, options: &[(String, String)]) {
+    use deltalake::logstore::object_store::ObjectStoreExt as _;
+    let (store, root) = bronze::testdata::object_store_at(catalog, options).unwrap();
+    let lease = root
+        .join("bronze")
+        .join(bronze::lease::LEASE_DIR)
+        .join(bronze::lease::lease_file("market/events", BATCH1).as_str());
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let read = || -> Option<bronze::lease::Holder> {
+        let bytes = rt
+            .block_on(async { store.get(&lease).await?.bytes().await })
+            .ok()?;
+        Some(serde_json::from_slice(&bytes).unwrap())
+    };
+
+    // A pauses after staging with a TTL of 1 s and stays paused past it.
+    let a = Paused::start(ingest_into(catalog, options, &["--lease-ttl", "1s"]));
+    until("A's lease renewed past its TTL", || {
+        read().is_some_and(|h| {
+            h.renewed_micros
+                .is_some_and(|r| r - h.since_micros > 1_500_000)
+        })
+    });
+    let b = ingest_into(catalog, options, &["--lease-ttl", "1s"])
+        .output()
+        .unwrap();
+    let b_err = String::from_utf8_lossy(&b.stderr);
+    assert_eq!(b.status.code(), Some(3), "{b_err}");
+    assert!(b_err.contains("being loaded by another run"), "{b_err}");
+    let a_out = a.finish();
+    assert_eq!(
+        a_out.status.code(),
+        Some(1),
+        "A finishes (corrupt lines make 1)"
+    );
+    assert!(read().is_none(), "A released its lease");
+
+    // A lease of a lost host: live while renewed, taken over once not renewed for the TTL.
+    let put_lease = |renewed_micros: i64| {
+        let holder = bronze::lease::Holder {
+            run_id: "lost-run".into(),
+            host: "lost-host".into(),
+            pid: 1,
+            pid_start: Some(1),
+            since_micros: renewed_micros - 1,
+            renewed_micros: Some(renewed_micros),
+        };
+        rt.block_on(store.put(&lease, serde_json::to_vec(&holder).unwrap().into()))
+            .unwrap();
+    };
+    let now = chrono::Utc::now().timestamp_micros();
+    put_lease(now);
+    let live = ingest_into(catalog, options, &["--lease-ttl", "10m"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        live.status.code(),
+        Some(3),
+        "{}",
+        String::from_utf8_lossy(&live.stderr)
+    );
+    put_lease(now - 3_600_000_000);
+    let took = ingest_into(catalog, options, &["--lease-ttl", "10m"])
+        .output()
+        .unwrap();
+    assert_eq!(took.status.code(), Some(1));
+    let warnings = report_of(&took)["warnings"].to_string();
+    assert!(
+        warnings.contains("took over the lease of run lost-run"),
+        "{warnings}"
+    );
+    assert!(read().is_none(), "released after the takeover");
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    assert_eq!(
+        rows_per_table(&format!("{catalog}/bronze"), &tables, options),
+        want,
+        "exactly one copy"
+    );
+}
+
+/// Over its memory budget a run spills its staging table to the store and streams its
+/// topics back from it; killed after staging, the rerun resumes from the staging table,
+/// loads exact counts and drops the staging table.
+fn spill_and_resume_in(catalog: &str, options: &[(String, String)]) {
+    use futures::TryStreamExt as _;
+    let killed = ingest_into(catalog, options, &["--memory-budget", "4KiB"])
+        .env("BRONZE_FAILPOINT", "after_staging")
+        .env("BRONZE_FAILPOINT_ACTION", "kill")
+        .output()
+        .unwrap();
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(killed.status.signal(), Some(9));
+    let (store, root) = bronze::testdata::object_store_at(catalog, options).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let staging = || -> Vec<String> {
+        let listed = rt
+            .block_on(store.list_with_delimiter(Some(&root.clone().join("bronze"))))
+            .unwrap();
+        listed
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().map(str::to_string))
+            .filter(|n| n.starts_with("_tmp_raw_load_"))
+            .collect()
+    };
+    assert_eq!(staging().len(), 1, "the killed run left its staging table");
+    let out = ingest_into(catalog, options, &["--memory-budget", "4KiB"])
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = report_of(&out);
+    assert_eq!(report["staging"], "resumed");
+    let exp = expected(BATCH1);
+    for field in ["corrupt_lines", "duplicates"] {
+        assert_eq!(report[field], exp[field], "{field}");
+    }
+    assert!(
+        staging().is_empty(),
+        "staging dropped after the resumed run"
+    );
+    let left: Vec<_> = rt
+        .block_on(
+            store
+                .list(Some(
+                    &root.clone().join("bronze").join(bronze::lease::LEASE_DIR),
+                ))
+                .try_collect::<Vec<_>>(),
+        )
+        .unwrap();
+    assert!(
+        left.is_empty(),
+        "the dead run's lease was taken over and released"
+    );
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    assert_eq!(
+        rows_per_table(&format!("{catalog}/bronze"), &tables, options),
+        want
+    );
+}
+
+#[test]
+fn in_s3_a_slow_run_keeps_its_lease_and_a_lost_one_is_taken_over() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    leases_hold_in("s3://lake/lakehouse", &s3_options(&s3.endpoint));
+}
+
+#[test]
+fn in_s3_a_spilled_batch_killed_after_staging_resumes_from_the_store() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    spill_and_resume_in("s3://lake/lakehouse", &s3_options(&s3.endpoint));
+}
+
+#[test]
+fn in_azure_a_slow_run_keeps_its_lease_and_a_lost_one_is_taken_over() {
+    let (az, _data) = azurite();
+    create_container(&az.endpoint, "lake");
+    leases_hold_in(
+        &format!("abfss://lake@{AZURITE_ACCOUNT}.dfs.core.windows.net/lakehouse"),
+        &azure_options(&az.endpoint),
+    );
+}
+
+#[test]
+fn in_azure_a_spilled_batch_killed_after_staging_resumes_from_the_store() {
+    let (az, _data) = azurite();
+    create_container(&az.endpoint, "lake");
+    spill_and_resume_in(
+        &format!("abfss://lake@{AZURITE_ACCOUNT}.dfs.core.windows.net/lakehouse"),
+        &azure_options(&az.endpoint),
     );
 }
 

@@ -102,6 +102,7 @@ fn a_lease_of_another_host_blocks_until_it_expires() {
         pid: 1,
         pid_start: Some(1),
         since_micros: chrono::Utc::now().timestamp_micros(),
+        renewed_micros: None,
     };
     std::fs::write(
         dir.join(bronze::lease::lease_file("market/events", BATCH1)),
