@@ -12,7 +12,16 @@ use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::location::{Location, StorageOptions, store_for};
 use crate::locks::TableLocks;
+use crate::single_writer::SingleWriter;
 use crate::table::{Compression, Storage};
+
+/// deltalake's S3 option by which its users accept the risks of a store without
+/// put-if-absent; `bronze` reads it as a declared single writer.
+const UNSAFE_RENAME: &str = "AWS_S3_ALLOW_UNSAFE_RENAME";
+
+fn is_s3(location: &Location) -> bool {
+    matches!(location, Location::Url(u) if matches!(u.scheme(), "s3" | "s3a"))
+}
 
 /// A catalog's schema as every operation on its tables reaches it: where the tables live
 /// (a local folder, or an injected object store), how data files are written (target
@@ -35,6 +44,10 @@ pub struct Catalog {
     auto_compact_at: Option<u64>,
     locks: Arc<TableLocks>,
     runtime: Arc<tokio::runtime::Runtime>,
+    /// One process at a time writes this catalog ([`IngestConfig::single_writer`]).
+    single_writer: bool,
+    /// Why the store cannot put-if-absent (`Some`), or that it can (`None`), once probed.
+    put_if_absent: Arc<std::sync::OnceLock<Option<String>>>,
 }
 
 impl std::fmt::Debug for Catalog {
@@ -60,21 +73,70 @@ impl Catalog {
                 what: "tokio runtime",
                 source: Box::new(e),
             })?;
+        let options = config.storage_options.clone();
+        let single_writer = config.single_writer
+            || options
+                .get(UNSAFE_RENAME)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
         Ok(Catalog {
             object_store: match (&config.object_store, &config.catalog) {
                 (Some(store), _) => Some(Arc::clone(store)),
-                (None, Location::Url(url)) => Some(store_for(url, &config.storage_options)?),
+                (None, Location::Url(url)) if single_writer => {
+                    Some(SingleWriter::wrap(store_for(url, &options)?))
+                }
+                (None, Location::Url(url)) => Some(store_for(url, &options)?),
                 (None, Location::Local(_)) => None,
             },
             root: config.catalog.clone(),
             schema: config.schema.clone(),
-            options: config.storage_options.clone(),
+            options,
             target_file_size: config.target_file_size,
             compression: config.compression,
             auto_compact_at: config.auto_compact.then_some(config.auto_compact_min_files),
             locks: Arc::new(TableLocks::new(config.lock_policy)),
             runtime: Arc::new(runtime),
+            single_writer,
+            put_if_absent: Arc::default(),
         })
+    }
+
+    /// Checks, once per catalog, that an S3 catalog's store refuses a second create of
+    /// one object: Delta commits and the batch lease rely on put-if-absent, and an
+    /// S3-compatible store without it (conditional put disabled, or `If-None-Match`
+    /// ignored) would let two writers overwrite each other's commits. Refused with
+    /// [`Error::Store`] unless the catalog is declared single-writer. ADLS, GCS and
+    /// local disks always have it (not probed).
+    pub(crate) fn check_put_if_absent(&self) -> Result<()> {
+        if self.single_writer || !is_s3(&self.root) {
+            return Ok(());
+        }
+        let Some((store, dir)) = self.schema_store()? else {
+            return Ok(());
+        };
+        if self.put_if_absent.get().is_none() {
+            let probe = dir
+                .clone()
+                .join(crate::schema::LEASE_DIR)
+                .join(format!(".put-if-absent-probe-{}", uuid::Uuid::new_v4()).as_str());
+            match self
+                .runtime
+                .block_on(crate::lease::put_if_absent_refusal(store.as_ref(), &probe))
+            {
+                Ok(verdict) => {
+                    let _ = self.put_if_absent.set(verdict);
+                }
+                // Unreachable, no bucket, no credentials: the run's first real request
+                // says so, with its hint.
+                Err(_) => return Ok(()),
+            }
+        }
+        match self.put_if_absent.get() {
+            Some(Some(reason)) => Err(Error::Store {
+                location: self.shown(),
+                reason: reason.clone(),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Where the catalog is.

@@ -78,6 +78,11 @@ pub struct Location {
     /// Schema (sub-folder of the catalog) holding the tables.
     #[arg(long, default_value = "bronze")]
     pub schema: String,
+    /// Only one process ever writes this catalog: needed on an S3-compatible store
+    /// without put-if-absent (refused otherwise); two writers at once could then lose
+    /// commits.
+    #[arg(long)]
+    pub single_writer: bool,
     /// Print JSON on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
@@ -99,6 +104,7 @@ impl Location {
         c.catalog = bronze::Location::parse(&self.catalog)?;
         c.storage_options = self.options()?;
         c.schema = self.schema.clone();
+        c.single_writer = self.single_writer;
         bronze::Ingest::from_config(c)
     }
 }
@@ -250,6 +256,12 @@ pub struct IngestArgs {
     /// batch exists (by default the run resumes from it).
     #[arg(long)]
     pub no_resume: bool,
+    /// Only one process ever writes this catalog. Needed on an S3-compatible store
+    /// without put-if-absent (conditional put disabled or ignored), which is refused
+    /// otherwise: commits then go by copy-then-delete and the lease by check-then-write,
+    /// so two writers at once could overwrite each other's commits and lose data.
+    #[arg(long)]
+    pub single_writer: bool,
     /// How long the batch lease stays valid without renewal (e.g. 10m, 90s, 2h). A run
     /// renews it every quarter of this; a lease not renewed within it (its run was
     /// killed or its host lost) is taken over by the next run of the batch [default: 10m].
@@ -314,6 +326,7 @@ impl IngestArgs {
         if let Some(t) = self.lease_ttl {
             c.lease_ttl = t;
         }
+        c.single_writer |= self.single_writer;
         c.validate()?;
         Ok(c)
     }

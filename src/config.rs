@@ -217,6 +217,15 @@ pub struct IngestConfig {
     /// of one batch never load it at once. Default `true`; turn it off only when the
     /// runs are coordinated elsewhere (an orchestrator that never starts a batch twice).
     pub batch_lease: bool,
+    /// Declares that one process at a time writes this catalog. Needed on an S3-compatible
+    /// store without put-if-absent (conditional put disabled, or ignored by the store),
+    /// which `bronze` otherwise refuses: Delta commits then go through deltalake's
+    /// copy-then-delete rename (`AWS_S3_ALLOW_UNSAFE_RENAME`) and the batch lease is a
+    /// plain check-then-write, so two writers at once could overwrite each other's
+    /// commits and lose data. Default `false` (`--single-writer`, `single_writer` in
+    /// `bronze.toml`; `AWS_S3_ALLOW_UNSAFE_RENAME=true` in the storage options says the
+    /// same).
+    pub single_writer: bool,
     /// How long a lease stays valid without renewal. A run renews its lease every quarter
     /// of it (a heartbeat), so a run may take any time; a lease not renewed within it
     /// (its holder was killed, its host lost) is taken over by the next run of the
@@ -261,6 +270,7 @@ impl Default for IngestConfig {
             resume: true,
             batch_lease: true,
             lease_ttl: std::time::Duration::from_secs(600),
+            single_writer: false,
             #[cfg(feature = "testing")]
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
@@ -323,6 +333,7 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
 /// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
 /// schema = "bronze"
 /// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
+/// single_writer = false         # true only for a store without put-if-absent
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
 /// AWS_REGION = "eu-west-1"
@@ -357,6 +368,8 @@ pub struct ConfigFile {
     pub schema: Option<String>,
     /// How long a batch lease stays valid without renewal (`10m`, `90s`, `2h`).
     pub lease_ttl: Option<String>,
+    /// One process at a time writes this catalog (see [`IngestConfig::single_writer`]).
+    pub single_writer: Option<bool>,
     /// Envelope field names.
     #[serde(default)]
     pub envelope: EnvelopeFile,
@@ -443,6 +456,9 @@ impl ConfigFile {
         }
         if let Some(v) = self.schema {
             c.schema = v;
+        }
+        if let Some(v) = self.single_writer {
+            c.single_writer = v;
         }
         if let Some(v) = self.lease_ttl {
             c.lease_ttl = parse_duration(&v).ok_or_else(|| Error::Config {

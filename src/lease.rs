@@ -109,6 +109,41 @@ fn version_of(put: PutResult) -> Option<UpdateVersion> {
     })
 }
 
+/// Puts `probe` twice with create-if-absent, then deletes it: `None` when the second put
+/// is refused as it must be, else why the store cannot be trusted with concurrent
+/// writers (for [`Error::Store`]); an error when the store could not be reached.
+pub(crate) async fn put_if_absent_refusal(
+    store: &DynObjectStore,
+    probe: &StorePath,
+) -> object_store::Result<Option<String>> {
+    const FIX: &str = "Delta commits and the batch lease need it, or two writers could overwrite each other's commits and lose data. Use conditional writes (AWS S3, MinIO and Cloudflare R2 have them; leave the `conditional_put` storage option at its default, `etag`), or, if only one process ever writes this catalog, declare it with --single-writer (`single_writer = true` in bronze.toml)";
+    let create = || {
+        store.put_opts(
+            probe,
+            object_store::PutPayload::from_static(b"probe"),
+            PutOptions::from(PutMode::Create),
+        )
+    };
+    let verdict = match create().await {
+        Err(object_store::Error::NotImplemented { .. }) => Some(format!(
+            "this store cannot put-if-absent (conditional put is disabled). {FIX}"
+        )),
+        Err(e) => return Err(e),
+        Ok(_) => match create().await {
+            Err(object_store::Error::AlreadyExists { .. }) => None,
+            Ok(_) => Some(format!(
+                "this store ignores put-if-absent (a second `If-None-Match: *` put of one object succeeded). {FIX}"
+            )),
+            Err(e) => {
+                let _ = store.delete(probe).await;
+                return Err(e);
+            }
+        },
+    };
+    let _ = store.delete(probe).await;
+    Ok(verdict)
+}
+
 /// One lease file and what this run knows of it; shared with the heartbeat thread.
 struct Held {
     store: Arc<DynObjectStore>,
@@ -628,6 +663,53 @@ mod tests {
                 "{name}: the new holder's lease stays"
             );
             rt.block_on(store.delete(&lease_path())).unwrap();
+        }
+    }
+
+    /// A store that ignores put-if-absent (as some S3-compatible stores do).
+    #[derive(Debug)]
+    struct IgnoresCreate;
+
+    impl std::fmt::Display for IgnoresCreate {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("IgnoresCreate")
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl crate::testdata::Hook for IgnoresCreate {
+        async fn put(
+            &self,
+            inner: &DynObjectStore,
+            location: &StorePath,
+            payload: object_store::PutPayload,
+            _opts: PutOptions,
+        ) -> object_store::Result<PutResult> {
+            inner.put(location, payload).await
+        }
+    }
+
+    #[test]
+    fn the_put_if_absent_probe_tells_a_store_that_ignores_it_and_leaves_nothing() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let probe = StorePath::from("lake/bronze/_bronze_leases/.probe");
+        let good: Arc<DynObjectStore> = Arc::new(InMemory::new());
+        assert_eq!(
+            rt.block_on(put_if_absent_refusal(good.as_ref(), &probe))
+                .unwrap(),
+            None
+        );
+        let bad = crate::testdata::Hooked::new(Arc::new(InMemory::new()), IgnoresCreate);
+        let why = rt
+            .block_on(put_if_absent_refusal(bad.as_ref(), &probe))
+            .unwrap()
+            .expect("refused");
+        assert!(
+            why.contains("ignores put-if-absent") && why.contains("--single-writer"),
+            "{why}"
+        );
+        for store in [good, bad as Arc<DynObjectStore>] {
+            assert!(rt.block_on(store.head(&probe)).is_err(), "probe deleted");
         }
     }
 }

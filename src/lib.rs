@@ -58,6 +58,7 @@ mod mem;
 mod report;
 mod run;
 mod schema;
+mod single_writer;
 mod source;
 #[cfg(feature = "testing")]
 #[doc(hidden)]

@@ -209,6 +209,15 @@ impl StorageOptions {
         Ok(())
     }
 
+    /// The value of `key` (compared without case; object_store and deltalake accept
+    /// `AWS_REGION` and `aws_region` alike), from the options only (not the environment).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v.as_str())
+    }
+
     /// Whether no option is set.
     pub fn is_empty(&self) -> bool {
         self.0.is_empty()

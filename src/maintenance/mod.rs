@@ -337,6 +337,7 @@ impl<'a> Maintenance<'a> {
         table: &str,
         f: impl FnOnce(DeltaTable) -> F,
     ) -> Result<T> {
+        self.catalog.check_put_if_absent()?;
         let storage = self.storage()?;
         let (name, _) = self.open(&storage, table)?;
         let _guard = self.catalog.locks().lock(&name);

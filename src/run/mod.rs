@@ -288,6 +288,7 @@ impl Ingest {
         let started_micros = now_micros();
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
+        self.catalog.check_put_if_absent()?;
         let mut storage = self.storage()?;
         let lineage = Lineage::of(&found.key, &found.folders, started_micros);
         let early_fetch = self.start_prefetch(&found.files);

@@ -456,6 +456,71 @@ fn in_s3_a_spilled_batch_killed_after_staging_resumes_from_the_store() {
     spill_and_resume_in("s3://lake/lakehouse", &s3_options(&s3.endpoint));
 }
 
+/// An S3-compatible store without put-if-absent (object_store's `conditional_put`
+/// disabled): refused, naming the fix and writing nothing; with `--single-writer` the
+/// batch loads exactly, a rerun changes nothing, and OPTIMIZE needs the flag too.
+#[test]
+fn in_s3_without_put_if_absent_a_run_is_refused_unless_single_writer() {
+    use futures::TryStreamExt as _;
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    let catalog = "s3://lake/lakehouse";
+    let mut options = s3_options(&s3.endpoint);
+    options.push(("conditional_put".into(), "disabled".into()));
+    let refused = ingest_into(catalog, &options, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("cannot put-if-absent") && err.contains("--single-writer"),
+        "{err}"
+    );
+    let (store, root) = bronze::testdata::object_store_at(catalog, &options).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let written: Vec<_> = rt
+        .block_on(store.list(Some(&root)).try_collect::<Vec<_>>())
+        .unwrap();
+    assert!(written.is_empty(), "nothing written: {written:?}");
+
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    for run in 0..2 {
+        let out = ingest_into(catalog, &options, &["--single-writer"])
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "run {run}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(
+            rows_per_table(&format!("{catalog}/bronze"), &tables, &options),
+            want,
+            "run {run}"
+        );
+    }
+    let optimize = |extra: &[&str]| {
+        cli_with("optimize", &options)
+            .args(["--catalog", catalog, "--all"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let refused = optimize(&[]);
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("--single-writer"));
+    let done = optimize(&["--single-writer"]);
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    assert_eq!(
+        rows_per_table(&format!("{catalog}/bronze"), &tables, &options),
+        want
+    );
+}
+
 #[test]
 fn in_azure_a_slow_run_keeps_its_lease_and_a_lost_one_is_taken_over() {
     let (az, _data) = azurite();
