@@ -13,6 +13,7 @@ use crate::error::{Error, Result};
 use crate::location::{Location, StorageOptions, store_for};
 use crate::locks::TableLocks;
 use crate::single_writer::SingleWriter;
+use crate::store_retries::RetryCounter;
 use crate::table::{Compression, Storage};
 
 /// deltalake's S3 option by which its users accept the risks of a store without
@@ -46,6 +47,8 @@ pub struct Catalog {
     runtime: Arc<tokio::runtime::Runtime>,
     /// One process at a time writes this catalog ([`IngestConfig::single_writer`]).
     single_writer: bool,
+    /// Retries the object store client made on this catalog's runtime.
+    retries: RetryCounter,
     /// Why the store cannot put-if-absent (`Some`), or that it can (`None`), once probed.
     put_if_absent: Arc<std::sync::OnceLock<Option<String>>>,
 }
@@ -64,9 +67,12 @@ impl Catalog {
     /// The catalog `config` names, with its own lock map and an I/O runtime of `threads`
     /// worker threads (2 to 8).
     pub fn new(config: &IngestConfig, threads: usize) -> Result<Catalog> {
+        let retries = RetryCounter::default();
+        let on_start = retries.clone();
         let runtime = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads.clamp(2, 8))
             .thread_name("bronze-io")
+            .on_thread_start(move || on_start.install_on_this_thread())
             .enable_all()
             .build()
             .map_err(|e| Error::Runtime {
@@ -97,6 +103,7 @@ impl Catalog {
             runtime: Arc::new(runtime),
             single_writer,
             put_if_absent: Arc::default(),
+            retries,
         })
     }
 
@@ -213,6 +220,18 @@ impl Catalog {
     /// Parquet compression of written data files.
     pub fn compression(&self) -> Compression {
         self.compression
+    }
+
+    /// Requests the object store client retried so far (transient errors: 5xx, 429,
+    /// timeouts, dropped connections), on this catalog and the landing stores its runs
+    /// read.
+    pub fn store_retries(&self) -> u64 {
+        self.retries.get()
+    }
+
+    /// The counter of the store client's retries (installed on the runtime's threads).
+    pub(crate) fn retry_counter(&self) -> &RetryCounter {
+        &self.retries
     }
 
     pub(crate) fn runtime(&self) -> &tokio::runtime::Runtime {

@@ -325,9 +325,12 @@ impl Lease {
         let (stop, beats) = mpsc::channel::<()>();
         let beating = Arc::clone(&held);
         let interval = heartbeat_interval(held.ttl);
+        // The caller's logging (and retry counting) on the heartbeat's thread too.
+        let dispatch = tracing::dispatcher::get_default(tracing::Dispatch::clone);
         let thread = std::thread::Builder::new()
             .name("bronze-lease".into())
             .spawn(move || {
+                let _logging = tracing::dispatcher::set_default(&dispatch);
                 // Beats until the run drops its lease (the sender goes) or loses it.
                 while let Err(mpsc::RecvTimeoutError::Timeout) = beats.recv_timeout(interval) {
                     if !beating.renew() {

@@ -60,6 +60,7 @@ mod run;
 mod schema;
 mod single_writer;
 mod source;
+mod store_retries;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use source::{discover, read};

@@ -31,6 +31,29 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 static JEMALLOC_CONF: Option<&'static u8> =
     Some(&b"percpu_arena:percpu,thp:always,metadata_thp:always\0"[0]);
 
+/// deltalake aborts the multipart upload of a data file whose upload failed; when the
+/// failure came at completion, `object_store`'s `BufWriter::abort` panics ("Already shut
+/// down", documented) and deltalake catches that panic (`catch_unwind` in its
+/// `upload_parquet_file`) and returns the upload error, which the run reports. The
+/// default hook would still print the caught panic with a backtrace, so this hook logs
+/// that one panic at debug level and leaves every other panic to the default hook.
+fn quiet_caught_abort_panic() {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let caught_abort = info.location().is_some_and(|l| {
+            l.file().contains("object_store") && l.file().ends_with("src/buffered.rs")
+        }) && info.payload().downcast_ref::<&str>()
+            == Some(&"Already shut down");
+        if caught_abort {
+            tracing::debug!(
+                "object_store's BufWriter::abort after a failed upload (caught by deltalake)"
+            );
+        } else {
+            default(info);
+        }
+    }));
+}
+
 fn main() -> ExitCode {
     alloc::tune_allocator();
     let cli = Cli::parse();
@@ -52,6 +75,7 @@ fn main() -> ExitCode {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .init();
+    quiet_caught_abort_panic();
     match cli.command {
         Command::Ingest(args) => ingest(&args),
         Command::Health(args) => maintain(&args.location, |m| {

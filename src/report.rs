@@ -128,6 +128,10 @@ pub struct RunControlRow {
     pub schema_changes: String,
     /// Values moved to `_rescued_data` because they did not fit the table's columns.
     pub rescued_values: u64,
+    /// Requests the object store client retried during the run (the `(batch)` row; 0 on
+    /// the others).
+    #[serde(default)]
+    pub store_retries: u64,
 }
 
 /// The outcome of [`Ingest::run`](crate::Ingest::run).
@@ -178,6 +182,10 @@ pub struct BatchReport {
     pub invariant_ok: bool,
     /// The accounting check, as recorded in `_run_control` (table `(batch)`).
     pub invariant: String,
+    /// Requests to object stores that failed with a transient error (5xx, 429, a
+    /// timeout, a dropped connection) and were retried with jittered backoff.
+    #[serde(default)]
+    pub store_retries: u64,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
@@ -240,6 +248,13 @@ impl BatchReport {
             self.duplicates,
             self.elapsed.as_secs_f64()
         );
+        if self.store_retries > 0 {
+            let _ = writeln!(
+                s,
+                "object store requests retried after transient errors: {}",
+                self.store_retries
+            );
+        }
         if self.folders.len() > 1 {
             for f in &self.folders {
                 let _ = writeln!(

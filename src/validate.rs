@@ -189,6 +189,7 @@ pub(crate) fn outcomes(
                 format!("added: {}", w.added.join(", "))
             },
             rescued_values: w.rescued,
+            store_retries: 0,
         };
         for c in &w.added {
             if !t.added_columns.contains(c) {
@@ -244,7 +245,7 @@ pub(crate) fn invariant_row(
     summary: &StagingSummary,
     run_id: &str,
     key: &BatchKey,
-    started_micros: i64,
+    (started_micros, store_retries): (i64, u64),
 ) -> RunControlRow {
     RunControlRow {
         run_id: run_id.to_string(),
@@ -263,6 +264,7 @@ pub(crate) fn invariant_row(
         },
         error: (!invariant.ok).then(|| "row accounting does not add up".to_string()),
         checks: invariant.text.clone(),
+        store_retries,
         ..Default::default()
     }
 }
@@ -300,6 +302,7 @@ pub(crate) fn run_control_batch(
         Field::new("checks", DataType::Utf8, false),
         Field::new("schema_changes", DataType::Utf8, false),
         Field::new("rescued_values", DataType::Int64, false),
+        Field::new("store_retries", DataType::Int64, true),
     ]);
     let as_i64 = |a: ArrayRef| -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
         arrow::compute::cast(&a, &DataType::Int64)
@@ -326,6 +329,7 @@ pub(crate) fn run_control_batch(
         strs(|r| &r.checks),
         strs(|r| &r.schema_changes),
         as_i64(u64s(|r| r.rescued_values))?,
+        as_i64(u64s(|r| r.store_retries))?,
     ];
     RecordBatch::try_new(Arc::new(schema), columns)
 }

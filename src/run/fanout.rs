@@ -314,7 +314,7 @@ impl Ingest {
             // Over budget, the waves run on a pool of `wave` threads: every thread that
             // allocates keeps its own allocator arena, and 32 of them tripled peak RSS.
             pool: if bounded {
-                Some(pool(wave, "wave")?)
+                Some(pool(wave, "wave", self.catalog.retry_counter())?)
             } else {
                 None
             },

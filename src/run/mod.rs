@@ -140,10 +140,16 @@ impl std::fmt::Debug for Ingest {
 
 pub use crate::schema::INVARIANT_ROW;
 
-fn pool(threads: usize, name: &'static str) -> Result<rayon::ThreadPool> {
+fn pool(
+    threads: usize,
+    name: &'static str,
+    retries: &crate::store_retries::RetryCounter,
+) -> Result<rayon::ThreadPool> {
+    let retries = retries.clone();
     rayon::ThreadPoolBuilder::new()
         .num_threads(threads)
         .thread_name(move |i| format!("bronze-{name}-{i}"))
+        .start_handler(move |_| retries.install_on_this_thread())
         .build()
         .map_err(|e| Error::Runtime {
             what: "thread pool",
@@ -158,14 +164,14 @@ impl Ingest {
         let threads = config
             .threads
             .unwrap_or_else(|| std::thread::available_parallelism().map_or(2, |n| n.get()));
-        let parse_pool = pool(threads, "parse")?;
+        let catalog = Catalog::new(&config, threads)?;
+        let parse_pool = pool(threads, "parse", catalog.retry_counter())?;
         // Topic tasks spend most of their time waiting on commits, so they get their own
         // pool of `max_parallel` threads rather than the parse pool's (one per core).
         let parallel = config
             .max_parallel
             .unwrap_or_else(|| default_max_parallel(&config, threads));
-        let fanout_pool = pool(parallel, "topic")?;
-        let catalog = Catalog::new(&config, threads)?;
+        let fanout_pool = pool(parallel, "topic", catalog.retry_counter())?;
         Ok(Ingest {
             config,
             parse_pool,
@@ -284,8 +290,16 @@ impl Ingest {
     /// folders replaces exactly their rows. Folders with different batch ids are an
     /// error ([`Error::MixedBatchIds`]).
     pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
+        self.catalog
+            .retry_counter()
+            .counting(|| self.load(batch_dirs))
+    }
+
+    /// [`Ingest::run_folders`], with the store client's retries counted.
+    fn load(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
+        let retries_before = self.catalog.store_retries();
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
         self.catalog.check_put_if_absent()?;
@@ -347,7 +361,10 @@ impl Ingest {
             &staged.summary,
             &run_id,
             &found.key,
-            started_micros,
+            (
+                started_micros,
+                self.catalog.store_retries() - retries_before,
+            ),
         ));
         if let Some(e) = self.write_run_control(&storage, &run_control, &found.key) {
             tables.insert(
@@ -373,6 +390,7 @@ impl Ingest {
         report.tables = tables;
         report.run_control = run_control;
         report.warnings = warnings;
+        report.store_retries = self.catalog.store_retries() - retries_before;
         Ok(report)
     }
 
@@ -551,6 +569,7 @@ fn batch_report(
         invariant_ok: invariant.ok,
         invariant: invariant.text,
         warnings: Vec::new(),
+        store_retries: 0,
         peak_rss_bytes: crate::mem::peak_rss(),
         elapsed: started.elapsed(),
     }

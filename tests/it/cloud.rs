@@ -521,6 +521,105 @@ fn in_s3_without_put_if_absent_a_run_is_refused_unless_single_writer() {
     );
 }
 
+/// `scripts/faulty_proxy.py` in front of `upstream` with `args` (its faults).
+fn faulty_proxy(upstream: &str, args: &[&str]) -> Emulator {
+    let port = free_port();
+    let mut cmd = Command::new(venv_bin("python"));
+    cmd.arg(repo().join("scripts/faulty_proxy.py"))
+        .arg(upstream)
+        .args(["--port", &port.to_string()])
+        .args(args);
+    start(
+        cmd,
+        "listening on",
+        format!("http://127.0.0.1:{port}"),
+        false,
+    )
+}
+
+/// A network that fails requests for a while (503 SlowDown, connections dropped after
+/// the request was sent, mid-upload for puts): `object_store` retries them with
+/// jittered backoff, the report and the `(batch)` row of `_run_control` count the
+/// retries, and the batch loads exactly.
+#[test]
+fn in_s3_through_a_faulty_network_a_run_retries_counts_and_loads_exactly() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    let proxy = faulty_proxy(&s3.endpoint, &["--every", "5", "--faults", "8"]);
+    let catalog = "s3://lake/lakehouse";
+    let out = ingest_into(catalog, &s3_options(&proxy.endpoint), &[])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    let report = report_of(&out);
+    let retries = report["store_retries"].as_u64().unwrap();
+    // Each of the 8 faults is retried once (the proxy fails no retry).
+    assert_eq!(retries, 8, "retries counted");
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    let direct = s3_options(&s3.endpoint);
+    assert_eq!(
+        rows_per_table(&format!("{catalog}/bronze"), &tables, &direct),
+        want
+    );
+    let opts = serde_json::to_string(&direct.iter().cloned().collect::<BTreeMap<_, _>>()).unwrap();
+    let recorded = python(
+        r#"
+import sys, json, deltalake
+t = deltalake.DeltaTable(sys.argv[1], storage_options=json.loads(sys.argv[2])).to_pyarrow_table()
+print(max(r for r, n in zip(t["store_retries"].to_pylist(), t["table"].to_pylist()) if n == "(batch)"))
+"#,
+        &[&format!("{catalog}/bronze/_run_control"), &opts],
+    );
+    assert_eq!(recorded.trim(), retries.to_string(), "_run_control");
+}
+
+/// A store that goes down mid-run for longer than the retries last: the run fails with
+/// the store's error (exit 2, no panic), and once the store is back the same command
+/// loads the batch exactly (nothing half-written that the rerun does not repair).
+#[test]
+fn in_s3_a_store_down_mid_run_fails_cleanly_and_the_rerun_repairs_it() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "lake");
+    let dir = tempfile::tempdir().unwrap();
+    let heal = dir.path().join("healed");
+    let proxy = faulty_proxy(
+        &s3.endpoint,
+        &["--down-after", "40", "--heal-file", heal.to_str().unwrap()],
+    );
+    let catalog = "s3://lake/lakehouse";
+    let mut options = s3_options(&proxy.endpoint);
+    options.extend(owned(&[("max_retries", "2"), ("retry_timeout", "3s")]));
+    let failed = ingest_into(catalog, &options, &[]).output().unwrap();
+    let err = String::from_utf8_lossy(&failed.stderr);
+    assert_eq!(failed.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("503") && err.contains("s3://lake/lakehouse") && !err.contains("panicked"),
+        "{err}"
+    );
+    assert!(!err.contains(SECRET), "{err}");
+    std::fs::write(&heal, b"").unwrap();
+    let rerun = ingest_into(catalog, &options, &[]).output().unwrap();
+    assert_eq!(
+        rerun.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&rerun.stderr)
+    );
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    assert_eq!(
+        rows_per_table(
+            &format!("{catalog}/bronze"),
+            &tables,
+            &s3_options(&s3.endpoint)
+        ),
+        want
+    );
+}
+
 #[test]
 fn in_azure_a_slow_run_keeps_its_lease_and_a_lost_one_is_taken_over() {
     let (az, _data) = azurite();
