@@ -49,6 +49,8 @@ pub struct Catalog {
     single_writer: bool,
     /// Retries the object store client made on this catalog's runtime.
     retries: RetryCounter,
+    /// Commits planned again after another writer changed a table's schema.
+    replans: Arc<std::sync::atomic::AtomicU64>,
     /// Why the store cannot put-if-absent (`Some`), or that it can (`None`), once probed.
     put_if_absent: Arc<std::sync::OnceLock<Option<String>>>,
 }
@@ -104,6 +106,7 @@ impl Catalog {
             single_writer,
             put_if_absent: Arc::default(),
             retries,
+            replans: Arc::default(),
         })
     }
 
@@ -227,6 +230,17 @@ impl Catalog {
     /// read.
     pub fn store_retries(&self) -> u64 {
         self.retries.get()
+    }
+
+    /// Commits planned again so far because another writer changed the table's schema
+    /// (its metadata) while they were in flight.
+    pub fn commit_replans(&self) -> u64 {
+        self.replans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_replan(&self) {
+        self.replans
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The counter of the store client's retries (installed on the runtime's threads).

@@ -186,6 +186,10 @@ pub struct BatchReport {
     /// timeout, a dropped connection) and were retried with jittered backoff.
     #[serde(default)]
     pub store_retries: u64,
+    /// Commits planned again because another writer changed the table's schema while
+    /// they were in flight (deltalake's `MetadataChanged`, which it does not retry).
+    #[serde(default)]
+    pub commit_replans: u64,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
@@ -248,6 +252,13 @@ impl BatchReport {
             self.duplicates,
             self.elapsed.as_secs_f64()
         );
+        if self.commit_replans > 0 {
+            let _ = writeln!(
+                s,
+                "commits planned again after another writer changed a table's schema: {}",
+                self.commit_replans
+            );
+        }
         if self.store_retries > 0 {
             let _ = writeln!(
                 s,

@@ -300,6 +300,7 @@ impl Ingest {
         let started = Instant::now();
         let started_micros = now_micros();
         let retries_before = self.catalog.store_retries();
+        let replans_before = self.catalog.commit_replans();
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
         self.catalog.check_put_if_absent()?;
@@ -391,6 +392,7 @@ impl Ingest {
         report.run_control = run_control;
         report.warnings = warnings;
         report.store_retries = self.catalog.store_retries() - retries_before;
+        report.commit_replans = self.catalog.commit_replans() - replans_before;
         Ok(report)
     }
 
@@ -570,6 +572,7 @@ fn batch_report(
         invariant: invariant.text,
         warnings: Vec::new(),
         store_retries: 0,
+        commit_replans: 0,
         peak_rss_bytes: crate::mem::peak_rss(),
         elapsed: started.elapsed(),
     }

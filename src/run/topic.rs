@@ -259,7 +259,8 @@ impl Ingest {
         self.write_parts(storage, table, parts, lineage, replace)
     }
 
-    /// Commits `parts` to `table` in one commit under the table's lock (replacing the
+    /// Commits `parts` to `table` in one commit under the table's lock (planned again, up
+    /// to [`MAX_REPLANS`] times, when another writer changed the table's schema first) (replacing the
     /// batch's rows of their topics, or appending), then runs [`Self::after_write`].
     pub(super) fn write_parts(
         &self,
@@ -270,9 +271,28 @@ impl Ingest {
         replace: bool,
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         let _guard = self.locks().lock(table);
-        self.runtime()
-            .block_on(storage.replace_parts(table, parts, &lineage.key, replace))
-            .map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
+        let mut replans = 0;
+        let written = loop {
+            let attempt = self.runtime().block_on(storage.replace_parts(
+                table,
+                parts.clone(),
+                &lineage.key,
+                replace,
+            ));
+            match attempt {
+                // Another process changed the table's schema while this commit was in
+                // flight: plan it again on the new schema (its files of this attempt are
+                // left unreferenced, for VACUUM), after a jittered pause, a few times.
+                Err(e) if replans < MAX_REPLANS && table::is_metadata_conflict(&e) => {
+                    replans += 1;
+                    self.catalog().count_replan();
+                    tracing::warn!(table = %table, attempt = replans, "another writer changed the table's schema during this commit; planning it again");
+                    std::thread::sleep(jittered(replans));
+                }
+                other => break other,
+            }
+        };
+        written.map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
     }
 
     /// [`Self::after_commit`] when the write committed something to a table that had
@@ -473,4 +493,18 @@ impl Ingest {
             }
         }
     }
+}
+
+/// Times a commit that lost to another writer's schema change is planned again.
+const MAX_REPLANS: u32 = 3;
+
+/// The pause before re-plan `n`: 50 ms doubling per attempt, with full jitter (so
+/// writers that lost together do not collide again).
+fn jittered(n: u32) -> std::time::Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let cap_ms = 50u64 << n.min(6);
+    std::time::Duration::from_millis(random % cap_ms + 1)
 }

@@ -98,11 +98,25 @@ pub fn writer_properties(compression: Compression) -> WriterProperties {
 }
 
 /// One topic's rows for a table, and how new fields of it are handled.
+#[derive(Clone)]
 pub(crate) struct Part {
     pub(crate) topic: String,
     /// The rows, one batch per staged slice.
     pub(crate) batches: Vec<RecordBatch>,
     pub(crate) evolution: crate::config::Evolution,
+}
+
+/// Whether `e` is a commit that lost to another writer's change of the table's
+/// metadata (its schema): deltalake does not retry it, since the write was planned
+/// against the old schema; planning it again against the new one resolves it.
+pub(crate) fn is_metadata_conflict(e: &crate::Error) -> bool {
+    use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+    matches!(e, crate::Error::Delta { source, .. } if matches!(
+        **source,
+        deltalake::DeltaTableError::Transaction {
+            source: TransactionError::CommitConflict(CommitConflictError::MetadataChanged)
+        }
+    ))
 }
 
 /// What became of a [`Part`].
