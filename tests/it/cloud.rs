@@ -743,35 +743,44 @@ fn a_missing_bucket_or_bad_url_is_refused_with_the_store_named_and_no_secret() {
     }
 }
 
-#[test]
-fn a_landing_folder_in_s3_loads_into_a_local_catalog_like_the_same_folder_on_disk() {
-    let s3 = moto();
-    create_bucket(&s3.endpoint, "landing");
-    let options = s3_options(&s3.endpoint);
-    // The fixture folder, copied as objects (plus a sub-folder that is not read).
-    python(
-        r#"
-import sys, os, boto3
-s3 = boto3.client("s3", endpoint_url=sys.argv[1], aws_access_key_id="testing",
-                  aws_secret_access_key="testing", region_name="us-east-1")
-src, prefix = sys.argv[2], sys.argv[3]
-for name in os.listdir(src):
-    path = os.path.join(src, name)
-    if os.path.isfile(path):
-        s3.upload_file(path, "landing", f"{prefix}/{name}")
-s3.put_object(Bucket="landing", Key=f"{prefix}/nested/x.jsonl", Body=b"{}")
-"#,
-        &[
-            &s3.endpoint,
-            batch_dir(BATCH1).to_str().unwrap(),
-            &format!("market/events/batch_id={BATCH1}"),
-        ],
-    );
+/// `rel` (`/`-separated) under `dir` in a store.
+fn object_path(
+    dir: &deltalake::logstore::object_store::path::Path,
+    rel: &str,
+) -> deltalake::logstore::object_store::path::Path {
+    let full = if dir.as_ref().is_empty() {
+        rel.to_string()
+    } else {
+        format!("{dir}/{rel}")
+    };
+    deltalake::logstore::object_store::path::Path::parse(full).unwrap()
+}
+
+/// The fixture folder copied as objects under `root` (an object store URL), plus a
+/// sub-folder that is not read, loads into a local catalog exactly as the folder on
+/// disk does, with lineage naming the objects.
+fn a_landing_folder_in(root: &str, options: &[(String, String)], secret: &str) {
+    use deltalake::logstore::object_store::ObjectStoreExt as _;
+    let (store, dir) = bronze::testdata::object_store_at(root, options).unwrap();
+    let folder = format!("market/events/batch_id={BATCH1}");
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    for e in std::fs::read_dir(batch_dir(BATCH1)).unwrap() {
+        let e = e.unwrap();
+        if e.file_type().unwrap().is_file() {
+            let name = e.file_name().into_string().unwrap();
+            let path = object_path(&dir, &format!("{folder}/{name}"));
+            rt.block_on(store.put(&path, std::fs::read(e.path()).unwrap().into()))
+                .unwrap();
+        }
+    }
+    let nested = object_path(&dir, &format!("{folder}/nested/x.jsonl"));
+    rt.block_on(store.put(&nested, b"{}".to_vec().into()))
+        .unwrap();
     let lake = TempLake::new();
-    let out = cli_with("ingest", &options)
+    let out = cli_with("ingest", options)
         .args(["--json", "--catalog"])
         .arg(lake.catalog())
-        .arg(format!("s3://landing/market/events/batch_id={BATCH1}"))
+        .arg(format!("{root}/{folder}"))
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -797,9 +806,64 @@ s3.put_object(Bucket="landing", Key=f"{prefix}/nested/x.jsonl", Body=b"{}")
     // Lineage names the object and the folder's landing path.
     assert_eq!(
         lake.count(&format!(
-            "SELECT count(*) FROM _corrupt_records WHERE _source_file LIKE 's3://landing/market/events/batch_id={BATCH1}/%' AND _landing_path = 'market/events'"
+            "SELECT count(*) FROM _corrupt_records WHERE _source_file LIKE '{root}/{folder}/%' AND _landing_path = 'market/events'"
         )) as u64,
         exp["corrupt_lines"].as_u64().unwrap()
     );
-    assert!(!stderr.contains(SECRET), "{stderr}");
+    assert!(!stderr.contains(secret), "{stderr}");
+}
+
+#[test]
+fn a_landing_folder_in_s3_loads_into_a_local_catalog_like_the_same_folder_on_disk() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "landing");
+    a_landing_folder_in("s3://landing", &s3_options(&s3.endpoint), SECRET);
+}
+
+#[test]
+fn a_landing_folder_in_azure_loads_into_a_local_catalog_like_the_same_folder_on_disk() {
+    let (az, _data) = azurite();
+    create_container(&az.endpoint, "landing");
+    a_landing_folder_in(
+        &format!("abfss://landing@{AZURITE_ACCOUNT}.dfs.core.windows.net/zone"),
+        &azure_options(&az.endpoint),
+        AZURITE_KEY,
+    );
+}
+
+/// GCS has no emulator here that honours preconditions: an unreachable endpoint (a
+/// closed port) gives, after the client's bounded retries, exit 2 and an error naming
+/// the `gs://` location, for a landing folder and for a catalog.
+#[test]
+fn an_unreachable_gcs_endpoint_fails_with_the_location_named() {
+    let options = owned(&[
+        (
+            "GOOGLE_BASE_URL",
+            &format!("http://127.0.0.1:{}", free_port()),
+        ),
+        ("GOOGLE_SKIP_SIGNATURE", "true"),
+        ("GOOGLE_ALLOW_HTTP", "true"),
+        ("max_retries", "2"),
+    ]);
+    let lake = TempLake::new();
+    let landing = format!("gs://landing/market/events/batch_id={BATCH1}");
+    let out = cli_with("ingest", &options)
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .arg(&landing)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.contains(&landing) && stderr.contains("after 2 retries"),
+        "{stderr}"
+    );
+    let out = cli_with("health", &options)
+        .args(["--catalog", "gs://lake/lakehouse"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("gs://lake/lakehouse"), "{stderr}");
 }
