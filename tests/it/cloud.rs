@@ -47,6 +47,19 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// A command running `program` that the kernel kills when the test process dies, even
+/// by SIGKILL (a CI timeout), which no destructor survives: `setpriv --pdeathsig KILL`
+/// (util-linux) when the machine has it.
+fn emulator_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+    if std::path::Path::new("/usr/bin/setpriv").exists() {
+        let mut c = Command::new("/usr/bin/setpriv");
+        c.args(["--pdeathsig", "KILL", "--"]).arg(program);
+        c
+    } else {
+        Command::new(program)
+    }
+}
+
 /// Starts `cmd` and returns once a line of its output contains `ready` (the rest of its
 /// output is drained in the background so the process never blocks on a full pipe).
 fn start(mut cmd: Command, ready: &str, endpoint: String, from_stderr: bool) -> Emulator {
@@ -89,7 +102,7 @@ fn start(mut cmd: Command, ready: &str, endpoint: String, from_stderr: bool) -> 
 /// moto's S3 server on a free port.
 fn moto() -> Emulator {
     let port = free_port();
-    let mut cmd = Command::new(venv_bin("moto_server"));
+    let mut cmd = emulator_command(venv_bin("moto_server"));
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
     start(cmd, "Running on", format!("http://127.0.0.1:{port}"), true)
 }
@@ -524,7 +537,7 @@ fn in_s3_without_put_if_absent_a_run_is_refused_unless_single_writer() {
 /// `scripts/faulty_proxy.py` in front of `upstream` with `args` (its faults).
 fn faulty_proxy(upstream: &str, args: &[&str]) -> Emulator {
     let port = free_port();
-    let mut cmd = Command::new(venv_bin("python"));
+    let mut cmd = emulator_command(venv_bin("python"));
     cmd.arg(repo().join("scripts/faulty_proxy.py"))
         .arg(upstream)
         .args(["--port", &port.to_string()])
@@ -669,7 +682,7 @@ fn azurite() -> (Emulator, tempfile::TempDir) {
     );
     let data = tempfile::tempdir().unwrap();
     let port = free_port();
-    let mut cmd = Command::new(bin);
+    let mut cmd = emulator_command(bin);
     cmd.args(["--blobHost", "127.0.0.1", "--blobPort", &port.to_string()])
         .arg("--location")
         .arg(data.path())
