@@ -12,6 +12,7 @@ use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::location::{Location, StorageOptions, store_for};
 use crate::locks::TableLocks;
+use crate::metered::CallCounter;
 use crate::single_writer::SingleWriter;
 use crate::store_retries::RetryCounter;
 use crate::table::{Compression, Storage};
@@ -47,6 +48,8 @@ pub struct Catalog {
     runtime: Arc<tokio::runtime::Runtime>,
     /// One process at a time writes this catalog ([`IngestConfig::single_writer`]).
     single_writer: bool,
+    /// Calls made to the catalog's store and the landing stores of its runs.
+    calls: CallCounter,
     /// Retries the object store client made on this catalog's runtime.
     retries: RetryCounter,
     /// Commits planned again after another writer changed a table's schema.
@@ -82,6 +85,7 @@ impl Catalog {
                 source: Box::new(e),
             })?;
         let options = config.storage_options.clone();
+        let calls = CallCounter::default();
         let single_writer = config.single_writer
             || options
                 .get(UNSAFE_RENAME)
@@ -94,7 +98,9 @@ impl Catalog {
                 }
                 (None, Location::Url(url)) => Some(store_for(url, &options)?),
                 (None, Location::Local(_)) => None,
-            },
+            }
+            .map(|store| calls.meter(store)),
+            calls,
             root: config.catalog.clone(),
             schema: config.schema.clone(),
             options,
@@ -230,6 +236,23 @@ impl Catalog {
     /// read.
     pub fn store_retries(&self) -> u64 {
         self.retries.get()
+    }
+
+    /// Calls made so far to object stores (the catalog's and its runs' landing zones;
+    /// none for a local catalog and local landing folders): one call is one request,
+    /// except a multipart upload (one for all its parts) and the client's retries.
+    pub fn store_calls(&self) -> u64 {
+        self.calls.get()
+    }
+
+    /// `store`, its calls counted with the catalog's.
+    pub(crate) fn meter(&self, store: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
+        self.calls.meter(store)
+    }
+
+    /// The catalog's object store (metered), when it has one.
+    pub(crate) fn object_store(&self) -> Option<&Arc<DynObjectStore>> {
+        self.object_store.as_ref()
     }
 
     /// Commits planned again so far because another writer changed the table's schema

@@ -55,6 +55,7 @@ mod location;
 mod locks;
 pub mod maintenance;
 mod mem;
+mod metered;
 mod report;
 mod run;
 mod schema;

@@ -190,6 +190,12 @@ pub struct BatchReport {
     /// they were in flight (deltalake's `MetadataChanged`, which it does not retry).
     #[serde(default)]
     pub commit_replans: u64,
+    /// Object store calls per stage (`discover`, `lease`, `stage`, `tables`,
+    /// `run_control`, `cleanup`), when the catalog or the landing folder is in an object
+    /// store: one call is one request, except a multipart upload (one for all its
+    /// parts) and the client's retries.
+    #[serde(default)]
+    pub store_calls: BTreeMap<String, u64>,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
@@ -208,6 +214,34 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
 }
 
 impl BatchReport {
+    /// The lines for the run's counters that are not zero.
+    fn counters_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let calls: u64 = self.store_calls.values().sum();
+        if calls > 0 {
+            let stages: Vec<String> = self
+                .store_calls
+                .iter()
+                .map(|(stage, n)| format!("{stage} {n}"))
+                .collect();
+            let _ = writeln!(s, "object store calls: {calls} ({})", stages.join(", "));
+        }
+        if self.commit_replans > 0 {
+            let _ = writeln!(
+                s,
+                "commits planned again after another writer changed a table's schema: {}",
+                self.commit_replans
+            );
+        }
+        if self.store_retries > 0 {
+            let _ = writeln!(
+                s,
+                "object store requests retried after transient errors: {}",
+                self.store_retries
+            );
+        }
+    }
+
     /// Tables whose write failed.
     pub fn failed_tables(&self) -> impl Iterator<Item = (&String, &TableOutcome)> {
         self.tables.iter().filter(|(_, t)| t.error.is_some())
@@ -252,20 +286,7 @@ impl BatchReport {
             self.duplicates,
             self.elapsed.as_secs_f64()
         );
-        if self.commit_replans > 0 {
-            let _ = writeln!(
-                s,
-                "commits planned again after another writer changed a table's schema: {}",
-                self.commit_replans
-            );
-        }
-        if self.store_retries > 0 {
-            let _ = writeln!(
-                s,
-                "object store requests retried after transient errors: {}",
-                self.store_retries
-            );
-        }
+        self.counters_text(&mut s);
         if self.folders.len() > 1 {
             for f in &self.folders {
                 let _ = writeln!(

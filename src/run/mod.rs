@@ -25,7 +25,7 @@ use crate::location::Location;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT, TableOutcome};
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
 use crate::table::Storage;
@@ -299,10 +299,10 @@ impl Ingest {
     fn load(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
-        let retries_before = self.catalog.store_retries();
-        let replans_before = self.catalog.commit_replans();
+        let mut counters = RunCounters::start(&self.catalog);
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
+        counters.mark("discover", &self.catalog);
         self.catalog.check_put_if_absent()?;
         let mut storage = self.storage()?;
         let lineage = Lineage::of(&found.key, &found.folders, started_micros);
@@ -317,6 +317,7 @@ impl Ingest {
         storage.unloaded_appends = !self
             .runtime()
             .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
+        counters.mark("lease", &self.catalog);
         // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.key);
@@ -330,6 +331,7 @@ impl Ingest {
             early_fetch,
         )?;
         self.failpoint("after_staging")?;
+        counters.mark("stage", &self.catalog);
         tracing::info!(
             mode = staged.mode.as_str(),
             lines = staged.summary.lines,
@@ -349,6 +351,7 @@ impl Ingest {
             &found,
         )?);
         self.failpoint("before_run_control")?;
+        counters.mark("tables", &self.catalog);
         still_held()?;
         // 7. Run control: one row per write, the row accounting, written once.
         let (mut tables, mut run_control) =
@@ -362,20 +365,10 @@ impl Ingest {
             &staged.summary,
             &run_id,
             &found.key,
-            (
-                started_micros,
-                self.catalog.store_retries() - retries_before,
-            ),
+            (started_micros, counters.retries(&self.catalog)),
         ));
-        if let Some(e) = self.write_run_control(&storage, &run_control, &found.key) {
-            tables.insert(
-                RUN_CONTROL_TABLE.to_string(),
-                TableOutcome {
-                    error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
-                    ..Default::default()
-                },
-            );
-        }
+        self.write_run_control(&storage, &run_control, &found.key, &mut tables);
+        counters.mark("run_control", &self.catalog);
         self.failpoint("before_drop_staging")?;
         let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
         if !in_memory {
@@ -391,8 +384,7 @@ impl Ingest {
         report.tables = tables;
         report.run_control = run_control;
         report.warnings = warnings;
-        report.store_retries = self.catalog.store_retries() - retries_before;
-        report.commit_replans = self.catalog.commit_replans() - replans_before;
+        counters.finish(&self.catalog, &mut report);
         Ok(report)
     }
 
@@ -488,8 +480,8 @@ impl Ingest {
         &self,
         files: &[discover::SourceFile],
     ) -> Result<Option<Arc<DynObjectStore>>> {
-        if let Some(store) = &self.config.object_store {
-            return Ok(Some(Arc::clone(store)));
+        if self.config.object_store.is_some() {
+            return Ok(self.catalog.object_store().cloned());
         }
         match files.first().map(|f| f.name.as_str()) {
             Some(name) if name.contains("://") => match Location::parse(name)? {
@@ -506,7 +498,10 @@ impl Ingest {
         if let Some(store) = self.landing_stores.get(&key) {
             return Ok(Arc::clone(&store));
         }
-        let store = crate::location::store_for(url, &self.config.storage_options)?;
+        let store = self.catalog.meter(crate::location::store_for(
+            url,
+            &self.config.storage_options,
+        )?);
         self.landing_stores.insert(key, Arc::clone(&store));
         Ok(store)
     }
@@ -540,6 +535,47 @@ impl Ingest {
 
 /// The report of a run from what it found and staged and its row accounting (the
 /// caller adds tables, run control rows and warnings).
+/// What a run counts on its catalog: the store client's retries, commits planned
+/// again, and object store calls per stage.
+struct RunCounters {
+    retries: u64,
+    replans: u64,
+    calls: u64,
+    by_stage: BTreeMap<String, u64>,
+}
+
+impl RunCounters {
+    fn start(catalog: &Catalog) -> RunCounters {
+        RunCounters {
+            retries: catalog.store_retries(),
+            replans: catalog.commit_replans(),
+            calls: catalog.store_calls(),
+            by_stage: BTreeMap::new(),
+        }
+    }
+
+    /// The calls since the last mark are `stage`'s.
+    fn mark(&mut self, stage: &str, catalog: &Catalog) {
+        let now = catalog.store_calls();
+        self.by_stage
+            .insert(stage.to_string(), now.saturating_sub(self.calls));
+        self.calls = now;
+    }
+
+    /// Retries since the start.
+    fn retries(&self, catalog: &Catalog) -> u64 {
+        catalog.store_retries().saturating_sub(self.retries)
+    }
+
+    /// Fills the report's counters (the calls since the last mark are `cleanup`'s).
+    fn finish(mut self, catalog: &Catalog, report: &mut BatchReport) {
+        self.mark("cleanup", catalog);
+        report.store_retries = self.retries(catalog);
+        report.commit_replans = catalog.commit_replans().saturating_sub(self.replans);
+        report.store_calls = self.by_stage;
+    }
+}
+
 fn batch_report(
     found: discover::Discovery,
     staged: StagedBatch,
@@ -573,6 +609,7 @@ fn batch_report(
         warnings: Vec::new(),
         store_retries: 0,
         commit_replans: 0,
+        store_calls: BTreeMap::new(),
         peak_rss_bytes: crate::mem::peak_rss(),
         elapsed: started.elapsed(),
     }

@@ -1,6 +1,7 @@
 //! The run's own records: `_corrupt_records` (this batch's corrupt lines, replaced on
 //! rerun) and `_run_control` (one row per write and the row accounting, appended once).
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -14,22 +15,23 @@ use crate::clock::now_micros;
 use crate::error::Error;
 use crate::flatten::{self, Lineage};
 use crate::naming::{self, TableName};
-use crate::report::RunControlRow;
+use crate::report::{RunControlRow, TableOutcome};
 use crate::stage::CorruptLine;
 use crate::table::{Committed, Storage};
 use crate::validate::{TableWrite, run_control_batch};
 
 impl Ingest {
-    /// Appends the run's rows to `_run_control` (once, after the parallel phase); the
-    /// error when it could not.
+    /// Appends the run's rows to `_run_control` (once, after the parallel phase); when
+    /// it could not, `_run_control`'s outcome in `tables` says why.
     pub(super) fn write_run_control(
         &self,
         storage: &Storage,
         rows: &[RunControlRow],
         key: &BatchKey,
-    ) -> Option<Error> {
+        tables: &mut BTreeMap<String, TableOutcome>,
+    ) {
         let rc_table = TableName::system(RUN_CONTROL_TABLE);
-        match run_control_batch(rows) {
+        let failed = match run_control_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
                 self.runtime()
@@ -37,6 +39,15 @@ impl Ingest {
                     .err()
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
+        };
+        if let Some(e) = failed {
+            tables.insert(
+                RUN_CONTROL_TABLE.to_string(),
+                TableOutcome {
+                    error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
+                    ..Default::default()
+                },
+            );
         }
     }
 

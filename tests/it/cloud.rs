@@ -226,6 +226,19 @@ fn load_twice_and_check(
         for field in ["corrupt_lines", "duplicates"] {
             assert_eq!(report[field], exp[field], "run {run}: {field}");
         }
+        // Object store calls per stage: the lease and every table's commit go to the
+        // store (the fixture folder is local: discovery makes none).
+        let calls = &report["store_calls"];
+        assert_eq!(calls["discover"], 0, "run {run}: {calls}");
+        assert!(calls["lease"].as_u64() >= Some(2), "run {run}: {calls}");
+        assert!(
+            calls["tables"].as_u64() >= Some(2 * want.len() as u64),
+            "run {run}: {calls}"
+        );
+        assert!(
+            calls["run_control"].as_u64() >= Some(1),
+            "run {run}: {calls}"
+        );
         for (table, rows) in &want {
             assert_eq!(
                 report["tables"][table]["rows_written"].as_u64(),
