@@ -257,10 +257,12 @@ pub(crate) fn store_for(url: &Url, options: &StorageOptions) -> Result<Arc<DynOb
     })
 }
 
-/// `url` as it may be shown: user info and anything an option holds masked.
+/// `url` as it may be shown: a password and anything an option holds masked.
 pub(crate) fn redacted(url: &Url, options: &StorageOptions) -> String {
     let mut u = url.clone();
-    if !u.username().is_empty() || u.password().is_some() {
+    // The user part of an `abfss://container@account…` URL is its container, shown;
+    // a password (refused by `Location::parse`, but any URL may come here) is not.
+    if u.password().is_some() {
         let _ = u.set_username("***");
         let _ = u.set_password(None);
     }

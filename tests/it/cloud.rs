@@ -685,6 +685,12 @@ const AZURITE_KEY: &str =
 
 /// Azurite's blob service on a free port, its data in a temp folder.
 fn azurite() -> (Emulator, tempfile::TempDir) {
+    azurite_with_accounts(None)
+}
+
+/// Azurite with `accounts` (`name:key;…`, Azurite's `AZURITE_ACCOUNTS`) instead of its
+/// development account.
+fn azurite_with_accounts(accounts: Option<&str>) -> (Emulator, tempfile::TempDir) {
     let bin = std::env::var_os("BRONZE_AZURITE")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo().join(".emulators/node_modules/.bin/azurite-blob"));
@@ -700,6 +706,9 @@ fn azurite() -> (Emulator, tempfile::TempDir) {
         .arg("--location")
         .arg(data.path())
         .args(["--skipApiVersionCheck", "--loose", "--disableTelemetry"]);
+    if let Some(accounts) = accounts {
+        cmd.env("AZURITE_ACCOUNTS", accounts);
+    }
     let emulator = start(
         cmd,
         "successfully listens on",
@@ -719,13 +728,18 @@ fn azure_options(endpoint: &str) -> Vec<(String, String)> {
 }
 
 fn create_container(endpoint: &str, container: &str) {
+    create_container_of(AZURITE_ACCOUNT, endpoint, container);
+}
+
+/// Creates `container` in `account` (whose key is [`AZURITE_KEY`]) at `endpoint`.
+fn create_container_of(account: &str, endpoint: &str, container: &str) {
     python(
         "import sys\n\
          from azure.storage.blob import BlobServiceClient\n\
          account, key, endpoint, container = sys.argv[1:5]\n\
          conn = f'DefaultEndpointsProtocol=http;AccountName={account};AccountKey={key};BlobEndpoint={endpoint};'\n\
          BlobServiceClient.from_connection_string(conn).create_container(container)",
-        &[AZURITE_ACCOUNT, AZURITE_KEY, endpoint, container],
+        &[account, AZURITE_KEY, endpoint, container],
     );
 }
 
@@ -782,10 +796,9 @@ fn object_path(
     deltalake::logstore::object_store::path::Path::parse(full).unwrap()
 }
 
-/// The fixture folder copied as objects under `root` (an object store URL), plus a
-/// sub-folder that is not read, loads into a local catalog exactly as the folder on
-/// disk does, with lineage naming the objects.
-fn a_landing_folder_in(root: &str, options: &[(String, String)], secret: &str) {
+/// The fixture folder copied as objects to `<root>/market/events/batch_id=<id>` (plus a
+/// sub-folder that is not read); that folder's path under `root`.
+fn upload_fixture(root: &str, options: &[(String, String)]) -> String {
     use deltalake::logstore::object_store::ObjectStoreExt as _;
     let (store, dir) = bronze::testdata::object_store_at(root, options).unwrap();
     let folder = format!("market/events/batch_id={BATCH1}");
@@ -802,6 +815,14 @@ fn a_landing_folder_in(root: &str, options: &[(String, String)], secret: &str) {
     let nested = object_path(&dir, &format!("{folder}/nested/x.jsonl"));
     rt.block_on(store.put(&nested, b"{}".to_vec().into()))
         .unwrap();
+    folder
+}
+
+/// The fixture folder copied as objects under `root` (an object store URL), plus a
+/// sub-folder that is not read, loads into a local catalog exactly as the folder on
+/// disk does, with lineage naming the objects.
+fn a_landing_folder_in(root: &str, options: &[(String, String)], secret: &str) {
+    let folder = upload_fixture(root, options);
     let lake = TempLake::new();
     let out = cli_with("ingest", options)
         .args(["--json", "--catalog"])
@@ -892,4 +913,141 @@ fn an_unreachable_gcs_endpoint_fails_with_the_location_named() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("gs://lake/lakehouse"), "{stderr}");
+}
+
+/// Storage options or environment variables, as `(KEY, VALUE)`.
+type Options = Vec<(String, String)>;
+
+/// The `bronze` commands of README's "In the cloud" block, joined across `\` and with
+/// their leading `VAR=value` assignments, as (environment, arguments); `export` lines
+/// give the environment of the commands after them.
+fn readme_cloud_commands() -> Vec<(Options, Vec<String>)> {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme
+        .find("## In the cloud")
+        .expect("README has 'In the cloud'")..];
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let text = block.replace("\\\n", " ");
+    let mut exported = Vec::new();
+    let mut commands = Vec::new();
+    for line in text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with('#'))
+    {
+        let mut words = line.split_whitespace().peekable();
+        let export = words.next_if_eq(&"export").is_some();
+        let mut env = exported.clone();
+        while let Some((k, v)) = words.peek().and_then(|w| w.split_once('=')) {
+            env.push((k.to_string(), v.to_string()));
+            words.next();
+        }
+        if export {
+            exported = env;
+            continue;
+        }
+        assert_eq!(words.next(), Some("bronze"), "{line}");
+        commands.push((env, words.map(str::to_string).collect()));
+    }
+    commands
+}
+
+/// README's "In the cloud" commands run as written against the emulators: the ADLS and
+/// OneLake ones against Azurite (accounts `myaccount` and `onelake`, the endpoint given
+/// as `AZURE_STORAGE_ENDPOINT`, the account key for README's `...`), the S3 one against
+/// moto (`AWS_ENDPOINT_URL`); each loads the fixture batch exactly. GCS has no emulator
+/// here: its command must fail with the location and the credentials file named.
+#[test]
+fn the_readme_cloud_commands_run_as_written_against_the_emulators() {
+    let (az, _data) = azurite_with_accounts(Some(&format!(
+        "myaccount:{AZURITE_KEY};onelake:{AZURITE_KEY}"
+    )));
+    let az_base = az.endpoint.trim_end_matches(AZURITE_ACCOUNT).to_string();
+    create_container_of("myaccount", &format!("{az_base}myaccount"), "landing");
+    create_container_of("myaccount", &format!("{az_base}myaccount"), "lake");
+    create_container_of("onelake", &format!("{az_base}onelake"), "myworkspace");
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "landing");
+    create_bucket(&s3.endpoint, "lake");
+    let work = tempfile::tempdir().unwrap();
+    bronze::testdata::copy_tree(
+        &batch_dir(BATCH1),
+        &work
+            .path()
+            .join(format!("landing/market/events/batch_id={BATCH1}")),
+    )
+    .unwrap();
+    let commands = readme_cloud_commands();
+    assert_eq!(commands.len(), 4, "{commands:?}");
+    let want = expected_tables(BATCH1);
+    let tables: Vec<String> = want.keys().cloned().collect();
+    for (mut env, args) in commands {
+        let args: Vec<String> = args
+            .iter()
+            .map(|a| {
+                a.replace("<workspace>", "myworkspace")
+                    .replace("<lakehouse>", "mylakehouse")
+            })
+            .collect();
+        let joined = args.join(" ");
+        let catalog = args[args.iter().position(|a| a == "--catalog").unwrap() + 1].clone();
+        for (k, v) in &mut env {
+            if k == "AZURE_STORAGE_ACCOUNT_KEY" {
+                *v = AZURITE_KEY.to_string();
+            }
+        }
+        if joined.contains("abfss://") {
+            let account = if catalog.contains("onelake") {
+                "onelake"
+            } else {
+                "myaccount"
+            };
+            env.push((
+                "AZURE_STORAGE_ENDPOINT".into(),
+                format!("{az_base}{account}"),
+            ));
+            env.push(("AZURE_ALLOW_HTTP".into(), "true".into()));
+            for arg in args.iter().filter(|a| a.starts_with("abfss://landing@")) {
+                let root = arg.split("/market/").next().unwrap();
+                upload_fixture(root, &env);
+            }
+        } else if joined.contains("s3://") {
+            env.extend(s3_options(&s3.endpoint));
+            for arg in args.iter().filter(|a| a.starts_with("s3://landing/")) {
+                upload_fixture("s3://landing", &env);
+                assert!(arg.ends_with(&format!("batch_id={BATCH1}")), "{arg}");
+            }
+        }
+        let out = bronze_cli()
+            .args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .current_dir(work.path())
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if joined.contains("gs://") {
+            assert_eq!(out.status.code(), Some(2), "{joined}: {stderr}");
+            assert!(
+                stderr.contains(&catalog) && stderr.contains("key.json"),
+                "{stderr}"
+            );
+            continue;
+        }
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{joined}: corrupt lines make 1: {stderr}"
+        );
+        assert_eq!(
+            rows_per_table(&format!("{catalog}/bronze"), &tables, &env),
+            want,
+            "{joined}"
+        );
+    }
 }
