@@ -205,8 +205,10 @@ fn load_twice_and_check(
     let tables: Vec<String> = want.keys().cloned().collect();
     let mut outputs = String::new();
     for run in 0..2 {
+        // The rerun logs everything bronze logs (-vvv): no secret there either.
         let out = cli_with("ingest", options)
             .args(["--catalog", catalog, "--json"])
+            .args((run == 1).then_some("-vvv"))
             .arg(batch_dir(BATCH1))
             .output()
             .unwrap();
