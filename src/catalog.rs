@@ -245,6 +245,11 @@ impl Catalog {
         self.calls.get()
     }
 
+    /// A run starts: commit files read by earlier runs are read afresh.
+    pub(crate) fn new_run(&self) {
+        self.calls.new_run();
+    }
+
     /// `store`, its calls counted with the catalog's.
     pub(crate) fn meter(&self, store: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
         self.calls.meter(store)

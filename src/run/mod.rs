@@ -546,6 +546,7 @@ struct RunCounters {
 
 impl RunCounters {
     fn start(catalog: &Catalog) -> RunCounters {
+        catalog.new_run();
         RunCounters {
             retries: catalog.store_retries(),
             replans: catalog.commit_replans(),
