@@ -184,6 +184,19 @@ pub struct IngestArgs {
     /// file, then line), one commit per table.
     #[arg(required = true, num_args = 1.., value_name = "BATCH_DIR")]
     pub batch_dirs: Vec<PathBuf>,
+    /// Treat the folder given as a landing zone (`landing/`, `landing/<source>/` or
+    /// `landing/<source>/<entity>/`, local or an object store URL): load every
+    /// `batch_id=` folder under it that the catalog has not loaded successfully, oldest
+    /// batch id first within each entity. Several processes may run the same command:
+    /// each batch is loaded by one of them. An entity whose batch fails, is busy with
+    /// another worker or is still being copied waits for the next invocation.
+    ///
+    /// Example: bronze ingest --pending landing/ --catalog ./lakehouse --max-batches 50
+    #[arg(long)]
+    pub pending: bool,
+    /// With --pending: load at most N batches in this invocation.
+    #[arg(long, value_name = "N", requires = "pending")]
+    pub max_batches: Option<usize>,
     /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
     /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
     /// keys are an error. See the README for every key.

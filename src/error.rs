@@ -184,6 +184,13 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// A worker of a backlog found, once it held the batch's lease, that another worker
+    /// had loaded the batch since it listed the backlog; nothing was done.
+    #[error("batch {batch} was loaded by another worker meanwhile")]
+    AlreadyLoaded {
+        /// The batch.
+        batch: String,
+    },
     /// The batch lease could not be written or read.
     #[error("could not take the batch lease {path}")]
     Lease {

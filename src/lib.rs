@@ -84,7 +84,7 @@ pub use report::{
     BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
 };
 pub use run::{
-    DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder, MemoryRelease, MemoryReleaseFn,
-    Progress, ProgressFn, RUN_CONTROL_TABLE,
+    BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder,
+    MemoryRelease, MemoryReleaseFn, PendingBatch, Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
 pub use source::discover::expand_folders;

@@ -185,6 +185,9 @@ fn each_table(
 }
 
 fn ingest(args: &cli::IngestArgs) -> ExitCode {
+    if args.pending {
+        return ingest_pending(args);
+    }
     let bar = progress_bar(args.json);
     let mut options = bronze::StorageOptions::default();
     let result = args
@@ -228,6 +231,84 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
             }
         }
     }
+}
+
+/// `bronze ingest --pending ROOT`: the backlog under ROOT, batch by batch; one line per
+/// batch (or a JSON array), exit 2 when a batch failed, 1 when one had corrupt lines.
+fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
+    let mut options = bronze::StorageOptions::default();
+    let result = args.to_config().and_then(|config| {
+        options = config.storage_options.clone();
+        let root = match args.batch_dirs.as_slice() {
+            [root] => root.clone(),
+            _ => {
+                return Err(bronze::Error::Config {
+                    name: "pending",
+                    reason: "give one landing root with --pending".into(),
+                });
+            }
+        };
+        let mut builder =
+            bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
+        *builder.config_mut() = config;
+        builder.build()?.run_pending(&root, args.max_batches)
+    });
+    let outcomes = match result {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
+            return ExitCode::from(2);
+        }
+    };
+    if args.json {
+        match serde_json::to_string_pretty(&outcomes) {
+            Ok(s) => println!("{}", options.mask(&s)),
+            Err(e) => eprintln!("error: cannot print the outcomes as JSON: {e}"),
+        }
+    } else {
+        for o in &outcomes {
+            let status = serde_json::to_value(o.status).unwrap_or_default();
+            let mut line = format!(
+                "{:<15} {}/batch_id={}",
+                status.as_str().unwrap_or("?"),
+                o.batch.landing_path,
+                o.batch.batch_id
+            );
+            if let Some(r) = &o.report {
+                line.push_str(&format!(
+                    "  {} messages, {} corrupt, {:.2}s",
+                    r.messages,
+                    r.corrupt_lines,
+                    r.elapsed.as_secs_f64()
+                ));
+            }
+            if let Some(why) = &o.reason {
+                line.push_str(&format!("  ({why})"));
+            }
+            println!("{}", options.mask(&line));
+        }
+        let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
+        println!(
+            "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} already loaded",
+            outcomes.len(),
+            count(bronze::BatchStatus::Loaded),
+            count(bronze::BatchStatus::Failed),
+            count(bronze::BatchStatus::Busy),
+            count(bronze::BatchStatus::Waiting),
+            count(bronze::BatchStatus::Changing),
+            count(bronze::BatchStatus::AlreadyLoaded),
+        );
+    }
+    let code = outcomes
+        .iter()
+        .map(|o| match (o.status, &o.report) {
+            (bronze::BatchStatus::Failed, _) => 2,
+            (_, Some(r)) => r.exit_code(),
+            _ => 0,
+        })
+        .max()
+        .unwrap_or(0);
+    ExitCode::from(code)
 }
 
 /// A progress bar on stderr when it is a terminal (never in `--json` mode or in CI logs).

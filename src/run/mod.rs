@@ -31,12 +31,14 @@ use crate::stage::spill::StagingTable;
 use crate::table::Storage;
 use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, outcomes};
 
+mod backlog;
 mod builder;
 mod fanout;
 mod record;
 mod staging;
 mod topic;
 
+pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch};
 pub use builder::IngestBuilder;
 use staging::StagedBatch;
 
@@ -292,11 +294,19 @@ impl Ingest {
     pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         self.catalog
             .retry_counter()
-            .counting(|| self.load(batch_dirs))
+            .counting(|| self.load(batch_dirs, false))
+    }
+
+    /// [`Ingest::run_folders`], unless the batch's latest run, read once its lease is
+    /// held, loaded it ([`Error::AlreadyLoaded`]): for workers of one backlog.
+    fn run_folders_unless_loaded(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
+        self.catalog
+            .retry_counter()
+            .counting(|| self.load(batch_dirs, true))
     }
 
     /// [`Ingest::run_folders`], with the store client's retries counted.
-    fn load(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
+    fn load(&self, batch_dirs: &[impl AsRef<Path>], unless_loaded: bool) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
         let mut counters = RunCounters::start(&self.catalog);
@@ -312,6 +322,11 @@ impl Ingest {
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
+        if unless_loaded && self.loaded(&storage, &found.key)? {
+            return Err(Error::AlreadyLoaded {
+                batch: found.key.to_string(),
+            });
+        }
         // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
         // their appends would find its `txn` there and take the loaded path anyway.
         storage.unloaded_appends = !self

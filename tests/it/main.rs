@@ -1,5 +1,6 @@
 //! The one integration-test binary (one link instead of one per file).
 
+mod backlog;
 mod bad_records;
 mod batch_identity;
 mod cli;

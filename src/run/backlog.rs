@@ -1,0 +1,339 @@
+//! A landing zone as a backlog: the `batch_id=` folders under a root that the catalog
+//! has not loaded successfully yet ([`Ingest::pending`]), loaded oldest first per
+//! entity ([`Ingest::run_pending`]). Any number of processes may work through one
+//! backlog: each batch is taken by one of them through its lease, and a batch found
+//! loaded once its lease is held is skipped, so a batch is loaded once however the
+//! workers interleave.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::PathBuf;
+
+use arrow::array::{Array, AsArray as _};
+use deltalake::datafusion::prelude::SessionContext;
+use futures::TryStreamExt as _;
+
+use super::Ingest;
+use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
+use crate::error::{Error, Result};
+use crate::location::Location;
+use crate::naming::TableName;
+use crate::report::BatchReport;
+use crate::schema::RUN_CONTROL_TABLE;
+use crate::table::Storage;
+
+/// A batch folder of a landing zone.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct PendingBatch {
+    /// The folder (a path, or an object store URL).
+    pub folder: PathBuf,
+    /// `<source>/<entity>`: the two folders above `batch_id=<id>`.
+    pub landing_path: String,
+    /// The id of `batch_id=<id>`.
+    pub batch_id: String,
+}
+
+/// What became of a pending batch in [`Ingest::run_pending`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum BatchStatus {
+    /// Loaded (its report's exit code is 0 or 1).
+    Loaded,
+    /// The run failed (a table could not be written, a file could not be read): the
+    /// batch stays pending, and the entity's later batches wait for it.
+    Failed,
+    /// Another worker holds its lease: the entity's later batches wait this round.
+    Busy,
+    /// Another worker loaded it after this one listed the backlog.
+    AlreadyLoaded,
+    /// An earlier batch of the same entity failed, is busy, or is still being copied:
+    /// not loaded this round, so an entity's batches commit in batch id order.
+    Waiting,
+    /// Its files changed while it was read (the copy step is still writing): skipped
+    /// this round, nothing of it loaded.
+    Changing,
+}
+
+/// One pending batch's outcome.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct BacklogOutcome {
+    /// The batch.
+    pub batch: PendingBatch,
+    /// What happened.
+    pub status: BatchStatus,
+    /// Why, when it was not loaded.
+    pub reason: Option<String>,
+    /// The run's report, when it ran to the end.
+    pub report: Option<BatchReport>,
+}
+
+impl Ingest {
+    /// The `batch_id=<id>` folders under `root` (`landing/`, `landing/<source>/` or
+    /// `landing/<source>/<entity>/`, local or in an object store) that the catalog has
+    /// not loaded successfully (a batch whose last run failed is pending again), sorted
+    /// by batch id, then landing path.
+    pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
+        let loaded = self.loaded_batches()?;
+        let mut found = self.batch_folders(root.as_ref())?;
+        found.retain(|b| !loaded.contains(&(b.landing_path.clone(), b.batch_id.clone())));
+        found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
+        Ok(found)
+    }
+
+    /// Loads the pending batches under `root` ([`Ingest::pending`]), oldest batch id
+    /// first, at most `max_batches` runs. Within an entity (landing path) batches load
+    /// in batch id order: once one fails, is busy with another worker or is still being
+    /// copied, the entity's later batches wait (status [`BatchStatus::Waiting`]) until
+    /// a later invocation.
+    pub fn run_pending(
+        &self,
+        root: impl AsRef<std::path::Path>,
+        max_batches: Option<usize>,
+    ) -> Result<Vec<BacklogOutcome>> {
+        let pending = self.pending(root)?;
+        let mut held_up: HashMap<String, String> = HashMap::new();
+        let mut outcomes = Vec::new();
+        let mut runs = 0;
+        for batch in pending {
+            if let Some(first) = held_up.get(&batch.landing_path) {
+                outcomes.push(BacklogOutcome {
+                    reason: Some(format!("waits for batch {first} of {}", batch.landing_path)),
+                    batch,
+                    status: BatchStatus::Waiting,
+                    report: None,
+                });
+                continue;
+            }
+            if max_batches.is_some_and(|m| runs >= m) {
+                break;
+            }
+            runs += 1;
+            let outcome = self.run_pending_one(batch);
+            if !matches!(
+                outcome.status,
+                BatchStatus::Loaded | BatchStatus::AlreadyLoaded
+            ) {
+                held_up.insert(
+                    outcome.batch.landing_path.clone(),
+                    outcome.batch.batch_id.clone(),
+                );
+            }
+            outcomes.push(outcome);
+        }
+        Ok(outcomes)
+    }
+
+    fn run_pending_one(&self, batch: PendingBatch) -> BacklogOutcome {
+        let run = self.run_folders_unless_loaded(std::slice::from_ref(&batch.folder));
+        let (status, reason, report) = match run {
+            Ok(report) if report.exit_code() < 2 => (BatchStatus::Loaded, None, Some(report)),
+            Ok(report) => {
+                let why = report
+                    .failed_tables()
+                    .map(|(t, o)| format!("{t}: {}", o.error.as_deref().unwrap_or("failed")))
+                    .next()
+                    .unwrap_or_else(|| report.invariant.clone());
+                (BatchStatus::Failed, Some(why), Some(report))
+            }
+            Err(e) => {
+                let status = match &e {
+                    Error::BatchLeased { .. } | Error::LeaseLost { .. } => BatchStatus::Busy,
+                    Error::AlreadyLoaded { .. } => BatchStatus::AlreadyLoaded,
+                    Error::FileChanged { .. } => BatchStatus::Changing,
+                    _ => BatchStatus::Failed,
+                };
+                let why = self.config().storage_options.mask(&crate::error::chain(&e));
+                (status, Some(why), None)
+            }
+        };
+        BacklogOutcome {
+            batch,
+            status,
+            reason,
+            report,
+        }
+    }
+
+    /// Every `batch_id=<id>` folder at most three levels under `root`.
+    fn batch_folders(&self, root: &std::path::Path) -> Result<Vec<PendingBatch>> {
+        let text = root.to_string_lossy().trim_end_matches('/').to_string();
+        let mut found = Vec::new();
+        let mut level = vec![text.clone()];
+        for _ in 0..3 {
+            let mut next = Vec::new();
+            for dir in level {
+                for child in self.subfolders(&dir)? {
+                    let name = child.rsplit('/').next().unwrap_or_default().to_string();
+                    match name.strip_prefix("batch_id=") {
+                        Some(id) => {
+                            validate_batch_id(id)?;
+                            let folder = PathBuf::from(&child);
+                            found.push(PendingBatch {
+                                landing_path: landing_path_of(&folder)?,
+                                batch_id: id.to_string(),
+                                folder,
+                            });
+                        }
+                        None if !name.starts_with(['.', '_']) => next.push(child),
+                        None => {}
+                    }
+                }
+            }
+            level = next;
+        }
+        Ok(found)
+    }
+
+    /// The sub-folders of `dir` (a path or an object store URL), as `dir/<name>`.
+    fn subfolders(&self, dir: &str) -> Result<Vec<String>> {
+        match Location::parse(dir)? {
+            Location::Local(path) => {
+                let entries = std::fs::read_dir(&path).map_err(|e| Error::io(&path, e))?;
+                let mut out = Vec::new();
+                for e in entries {
+                    let e = e.map_err(|e| Error::io(&path, e))?;
+                    if e.file_type()
+                        .map_err(|err| Error::io(e.path(), err))?
+                        .is_dir()
+                    {
+                        out.push(format!("{dir}/{}", e.file_name().to_string_lossy()));
+                    }
+                }
+                Ok(out)
+            }
+            Location::Url(url) => {
+                let store = self.store_of(&url)?;
+                let prefix =
+                    deltalake::logstore::object_store::path::Path::from_url_path(url.path())
+                        .map_err(|e| Error::Config {
+                            name: "landing root",
+                            reason: format!("{dir}: {e}"),
+                        })?;
+                let listed = self
+                    .runtime()
+                    .block_on(store.list_with_delimiter(Some(&prefix)))
+                    .map_err(|e| Error::Store {
+                        location: self.config().storage_options.mask(dir),
+                        reason: e.to_string(),
+                    })?;
+                Ok(listed
+                    .common_prefixes
+                    .iter()
+                    .filter_map(|p| p.filename().map(|n| format!("{dir}/{n}")))
+                    .collect())
+            }
+        }
+    }
+
+    /// `(landing path, batch id)` of every batch whose latest run left no failed row
+    /// in `_run_control`.
+    pub(crate) fn loaded_batches(&self) -> Result<HashSet<(String, String)>> {
+        let storage = self.storage()?;
+        let rows = self.runtime().block_on(run_control_rows(&storage))?;
+        Ok(loaded_from(rows))
+    }
+
+    /// Whether the latest run of `key` loaded it successfully (every folder of it).
+    pub(crate) fn loaded(&self, storage: &Storage, key: &BatchKey) -> Result<bool> {
+        let loaded = loaded_from(self.runtime().block_on(run_control_rows(storage))?);
+        Ok(key
+            .landing_paths
+            .iter()
+            .all(|lp| loaded.contains(&(lp.clone(), key.batch_id.clone()))))
+    }
+}
+
+/// One `_run_control` row, as far as the backlog needs it.
+struct RunRow {
+    run_id: String,
+    batch_id: String,
+    landing_paths: Option<String>,
+    ok: bool,
+}
+
+/// `_run_control`'s rows (none when it does not exist yet).
+async fn run_control_rows(storage: &Storage) -> Result<Vec<RunRow>> {
+    let table = TableName::system(RUN_CONTROL_TABLE);
+    let Some(t) = storage.open(&table).await? else {
+        return Ok(Vec::new());
+    };
+    let err = |e: deltalake::datafusion::error::DataFusionError| {
+        Error::delta(RUN_CONTROL_TABLE, "read", e.into())
+    };
+    let ctx = SessionContext::new();
+    t.update_datafusion_session(&ctx.state())
+        .map_err(|e| Error::delta(RUN_CONTROL_TABLE, "read", e))?;
+    let provider = t.table_provider().await.map_err(err)?;
+    let batches: Vec<arrow::array::RecordBatch> = ctx
+        .read_table(provider)
+        .map_err(err)?
+        .select_columns(&["run_id", "_batch_id", "landing_paths", "status"])
+        .map_err(err)?
+        .execute_stream()
+        .await
+        .map_err(err)?
+        .try_collect()
+        .await
+        .map_err(err)?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        let text = |name: &str| -> Result<arrow::array::StringArray> {
+            let c = b.column_by_name(name).ok_or_else(|| Error::Internal {
+                what: format!("_run_control has no column {name}"),
+            })?;
+            let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8)
+                .map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))?;
+            Ok(c.as_string::<i32>().clone())
+        };
+        let (run, batch, paths, status) = (
+            text("run_id")?,
+            text("_batch_id")?,
+            text("landing_paths")?,
+            text("status")?,
+        );
+        for i in 0..b.num_rows() {
+            rows.push(RunRow {
+                run_id: run.value(i).to_string(),
+                batch_id: batch.value(i).to_string(),
+                landing_paths: (!paths.is_null(i)).then(|| paths.value(i).to_string()),
+                // The `(batch)` row is the run's row accounting: failed when it does not
+                // add up, as any failed write.
+                // Every write ok, and the `(batch)` row: the row accounting added up.
+                ok: status.value(i) == "ok",
+            });
+        }
+    }
+    Ok(rows)
+}
+
+/// The batches whose latest run (by its start, the suffix of its run id) has no failed
+/// row, per landing path of that run.
+fn loaded_from(rows: Vec<RunRow>) -> HashSet<(String, String)> {
+    // run id -> (batch id, landing paths, every row ok)
+    let mut runs: BTreeMap<String, (String, Option<String>, bool)> = BTreeMap::new();
+    for r in rows {
+        let e = runs
+            .entry(r.run_id)
+            .or_insert((r.batch_id, r.landing_paths, true));
+        e.2 &= r.ok;
+    }
+    // (landing path, batch id) -> (start of its latest run, that run's outcome)
+    let mut latest: HashMap<(String, String), (i64, bool)> = HashMap::new();
+    for (run_id, (batch_id, paths, ok)) in runs {
+        let started = run_id
+            .rsplit_once('-')
+            .and_then(|(_, t)| t.parse::<i64>().ok())
+            .unwrap_or(0);
+        for lp in paths.iter().flat_map(|p| p.split(',')) {
+            let key = (lp.to_string(), batch_id.clone());
+            let e = latest.entry(key).or_insert((i64::MIN, false));
+            if started >= e.0 {
+                *e = (started, ok);
+            }
+        }
+    }
+    latest
+        .into_iter()
+        .filter_map(|(k, (_, ok))| ok.then_some(k))
+        .collect()
+}
