@@ -192,7 +192,7 @@ pub struct IngestArgs {
     /// another worker or is still being copied waits for the next invocation.
     ///
     /// Example: bronze ingest --pending landing/ --catalog ./lakehouse --max-batches 50
-    #[arg(long)]
+    #[arg(long, conflicts_with_all = ["batch_id", "landing_path"])]
     pub pending: bool,
     /// With --pending: load at most N batches in this invocation.
     #[arg(long, value_name = "N", requires = "pending")]

@@ -166,13 +166,23 @@ impl Ingest {
                     let name = child.rsplit('/').next().unwrap_or_default().to_string();
                     match name.strip_prefix("batch_id=") {
                         Some(id) => {
-                            validate_batch_id(id)?;
                             let folder = PathBuf::from(&child);
-                            found.push(PendingBatch {
-                                landing_path: landing_path_of(&folder)?,
-                                batch_id: id.to_string(),
-                                folder,
-                            });
+                            // A folder whose name cannot be a batch must not hold the
+                            // rest of the landing zone back: said, and left alone.
+                            let landing_path =
+                                validate_batch_id(id).and_then(|()| landing_path_of(&folder));
+                            match landing_path {
+                                Ok(landing_path) => found.push(PendingBatch {
+                                    landing_path,
+                                    batch_id: id.to_string(),
+                                    folder,
+                                }),
+                                Err(e) => tracing::warn!(
+                                    folder = %child,
+                                    "not a batch folder, skipped: {}",
+                                    crate::error::chain(&e)
+                                ),
+                            }
                         }
                         None if !name.starts_with(['.', '_']) => next.push(child),
                         None => {}

@@ -148,6 +148,32 @@ fn a_failed_batch_is_pending_again_and_holds_its_entitys_later_batches_back() {
     );
 }
 
+/// A folder whose name cannot be a batch (`batch_id=bad id`) is skipped with a warning,
+/// not a reason to stop the backlog; `--pending` refuses the flags that name one batch.
+#[test]
+fn a_folder_that_cannot_be_a_batch_is_skipped_and_single_batch_flags_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a"], &["d1"]);
+    std::fs::create_dir_all(landing.join("s/a/batch_id=bad id")).unwrap();
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    let pending = ingest.pending(&landing).unwrap();
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert_eq!(pending[0].batch_id, "d1");
+    for flag in [["--landing-path", "s/a"], ["--batch-id", "d9"]] {
+        let out = bronze_cli()
+            .args(["ingest", "--pending", "--catalog"])
+            .arg(lake.catalog())
+            .args(flag)
+            .arg(&landing)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag:?}: {stderr}");
+        assert!(stderr.contains("cannot be used with"), "{stderr}");
+    }
+}
+
 #[test]
 fn at_most_max_batches_run_in_one_invocation() {
     let dir = tempfile::tempdir().unwrap();
