@@ -197,6 +197,10 @@ pub struct IngestArgs {
     /// With --pending: load at most N batches in this invocation.
     #[arg(long, value_name = "N", requires = "pending")]
     pub max_batches: Option<usize>,
+    /// With --pending: load only folders holding a `_SUCCESS` marker (the copy step is
+    /// done); an entity's later batches wait behind one without it.
+    #[arg(long, requires = "pending")]
+    pub require_success: bool,
     /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
     /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
     /// keys are an error. See the README for every key.

@@ -85,6 +85,7 @@ pub use report::{
 };
 pub use run::{
     BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, INVARIANT_ROW, Ingest, IngestBuilder,
-    MemoryRelease, MemoryReleaseFn, PendingBatch, Progress, ProgressFn, RUN_CONTROL_TABLE,
+    MemoryRelease, MemoryReleaseFn, PendingBatch, PendingOptions, Progress, ProgressFn,
+    RUN_CONTROL_TABLE,
 };
 pub use source::discover::expand_folders;

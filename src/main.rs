@@ -251,7 +251,10 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         let mut builder =
             bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
         *builder.config_mut() = config;
-        builder.build()?.run_pending(&root, args.max_batches)
+        let pending = bronze::PendingOptions::default()
+            .with_max_batches(args.max_batches)
+            .with_require_success(args.require_success);
+        builder.build()?.run_pending(&root, &pending)
     });
     let outcomes = match result {
         Ok(o) => o,
@@ -289,13 +292,14 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         }
         let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
         println!(
-            "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} already loaded",
+            "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} not ready, {} already loaded",
             outcomes.len(),
             count(bronze::BatchStatus::Loaded),
             count(bronze::BatchStatus::Failed),
             count(bronze::BatchStatus::Busy),
             count(bronze::BatchStatus::Waiting),
             count(bronze::BatchStatus::Changing),
+            count(bronze::BatchStatus::NotReady),
             count(bronze::BatchStatus::AlreadyLoaded),
         );
     }

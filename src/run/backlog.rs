@@ -52,6 +52,33 @@ pub enum BatchStatus {
     /// Its files changed while it was read (the copy step is still writing): skipped
     /// this round, nothing of it loaded.
     Changing,
+    /// No `_SUCCESS` marker yet, with [`PendingOptions::require_success`]: the copy step
+    /// has not finished it.
+    NotReady,
+}
+
+/// How [`Ingest::run_pending`] works through a backlog.
+#[derive(Clone, Debug, Default)]
+#[non_exhaustive]
+pub struct PendingOptions {
+    /// Run at most this many batches.
+    pub max_batches: Option<usize>,
+    /// Load only folders holding a `_SUCCESS` marker (the copy step's "done").
+    pub require_success: bool,
+}
+
+impl PendingOptions {
+    /// At most `n` batches.
+    pub fn with_max_batches(mut self, n: Option<usize>) -> Self {
+        self.max_batches = n;
+        self
+    }
+
+    /// Only folders holding `_SUCCESS`.
+    pub fn with_require_success(mut self, on: bool) -> Self {
+        self.require_success = on;
+        self
+    }
 }
 
 /// One pending batch's outcome.
@@ -81,15 +108,17 @@ impl Ingest {
     }
 
     /// Loads the pending batches under `root` ([`Ingest::pending`]), oldest batch id
-    /// first, at most `max_batches` runs. Within an entity (landing path) batches load
-    /// in batch id order: once one fails, is busy with another worker or is still being
-    /// copied, the entity's later batches wait (status [`BatchStatus::Waiting`]) until
-    /// a later invocation.
+    /// first, at most `options.max_batches` runs. Within an entity (landing path)
+    /// batches load in batch id order: once one fails, is busy with another worker, is
+    /// still being copied or (with `require_success`) has no `_SUCCESS` yet, the
+    /// entity's later batches wait (status [`BatchStatus::Waiting`]) until a later
+    /// invocation.
     pub fn run_pending(
         &self,
         root: impl AsRef<std::path::Path>,
-        max_batches: Option<usize>,
+        options: &PendingOptions,
     ) -> Result<Vec<BacklogOutcome>> {
+        let max_batches = options.max_batches;
         let pending = self.pending(root)?;
         let mut held_up: HashMap<String, String> = HashMap::new();
         let mut outcomes = Vec::new();
@@ -100,6 +129,16 @@ impl Ingest {
                     reason: Some(format!("waits for batch {first} of {}", batch.landing_path)),
                     batch,
                     status: BatchStatus::Waiting,
+                    report: None,
+                });
+                continue;
+            }
+            if options.require_success && !self.has_success_marker(&batch)? {
+                held_up.insert(batch.landing_path.clone(), batch.batch_id.clone());
+                outcomes.push(BacklogOutcome {
+                    reason: Some("no _SUCCESS marker yet".into()),
+                    batch,
+                    status: BatchStatus::NotReady,
                     report: None,
                 });
                 continue;
@@ -151,6 +190,31 @@ impl Ingest {
             status,
             reason,
             report,
+        }
+    }
+
+    /// Whether the batch's folder holds a `_SUCCESS` marker.
+    fn has_success_marker(&self, batch: &PendingBatch) -> Result<bool> {
+        let marker = format!("{}/_SUCCESS", batch.folder.to_string_lossy());
+        match Location::parse(&marker)? {
+            Location::Local(path) => Ok(path.is_file()),
+            Location::Url(url) => {
+                use deltalake::logstore::object_store::ObjectStoreExt as _;
+                let store = self.store_of(&url)?;
+                let path = deltalake::logstore::object_store::path::Path::from_url_path(url.path())
+                    .map_err(|e| Error::Config {
+                        name: "landing root",
+                        reason: format!("{marker}: {e}"),
+                    })?;
+                match self.runtime().block_on(store.head(&path)) {
+                    Ok(_) => Ok(true),
+                    Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(false),
+                    Err(e) => Err(Error::Store {
+                        location: self.config().storage_options.mask(&marker),
+                        reason: e.to_string(),
+                    }),
+                }
+            }
         }
     }
 

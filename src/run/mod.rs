@@ -38,7 +38,7 @@ mod record;
 mod staging;
 mod topic;
 
-pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch};
+pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch, PendingOptions};
 pub use builder::IngestBuilder;
 use staging::StagedBatch;
 

@@ -73,7 +73,9 @@ fn pending_loads_every_unloaded_batch_oldest_first_and_then_none() {
             pair("s2/e1", "d2"),
         ]
     );
-    let outcomes = ingest.run_pending(&landing, None).unwrap();
+    let outcomes = ingest
+        .run_pending(&landing, &bronze::PendingOptions::default())
+        .unwrap();
     assert!(
         outcomes.iter().all(|o| o.status == BatchStatus::Loaded),
         "{:?}",
@@ -82,7 +84,12 @@ fn pending_loads_every_unloaded_batch_oldest_first_and_then_none() {
     assert_eq!(outcomes.len(), 5);
     assert_copies(&lake, 6);
     assert!(ingest.pending(&landing).unwrap().is_empty());
-    assert!(ingest.run_pending(&landing, None).unwrap().is_empty());
+    assert!(
+        ingest
+            .run_pending(&landing, &bronze::PendingOptions::default())
+            .unwrap()
+            .is_empty()
+    );
     // Only the entity under a narrower root.
     std::fs::create_dir_all(landing.join("s2/e1/batch_id=d3")).unwrap();
     bronze::testdata::copy_tree(&batch_dir(BATCH1), &landing.join("s2/e1/batch_id=d3")).unwrap();
@@ -107,7 +114,9 @@ fn a_failed_batch_is_pending_again_and_holds_its_entitys_later_batches_back() {
         .with_failpoint("unreadable_file")
         .build()
         .unwrap();
-    let outcomes = failing.run_pending(&landing, None).unwrap();
+    let outcomes = failing
+        .run_pending(&landing, &bronze::PendingOptions::default())
+        .unwrap();
     let pair = |lp: &str, id: &str, s| (lp.to_string(), id.to_string(), s);
     assert_eq!(
         names(&outcomes),
@@ -137,7 +146,7 @@ fn a_failed_batch_is_pending_again_and_holds_its_entitys_later_batches_back() {
         .ingest()
         .build()
         .unwrap()
-        .run_pending(&landing, None)
+        .run_pending(&landing, &bronze::PendingOptions::default())
         .unwrap();
     assert_eq!(
         names(&outcomes),
@@ -174,15 +183,55 @@ fn a_folder_that_cannot_be_a_batch_is_skipped_and_single_batch_flags_are_refused
     }
 }
 
+/// With `require_success`, a folder without `_SUCCESS` is not ready and holds its
+/// entity's later batches back; once the marker is there, both load in order.
+#[test]
+fn with_require_success_a_folder_without_its_marker_waits() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a", "s/b"], &["d1", "d2"]);
+    std::fs::remove_file(landing.join("s/a/batch_id=d1/_SUCCESS")).unwrap();
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    let options = bronze::PendingOptions::default().with_require_success(true);
+    let pair = |lp: &str, id: &str, s| (lp.to_string(), id.to_string(), s);
+    assert_eq!(
+        names(&ingest.run_pending(&landing, &options).unwrap()),
+        [
+            pair("s/a", "d1", BatchStatus::NotReady),
+            pair("s/b", "d1", BatchStatus::Loaded),
+            pair("s/a", "d2", BatchStatus::Waiting),
+            pair("s/b", "d2", BatchStatus::Loaded),
+        ]
+    );
+    std::fs::write(landing.join("s/a/batch_id=d1/_SUCCESS"), b"").unwrap();
+    assert_eq!(
+        names(&ingest.run_pending(&landing, &options).unwrap()),
+        [
+            pair("s/a", "d1", BatchStatus::Loaded),
+            pair("s/a", "d2", BatchStatus::Loaded),
+        ]
+    );
+}
+
 #[test]
 fn at_most_max_batches_run_in_one_invocation() {
     let dir = tempfile::tempdir().unwrap();
     let landing = landing_zone(dir.path(), &["s/a"], &["d1", "d2", "d3"]);
     let lake = TempLake::new();
     let ingest = lake.ingest().build().unwrap();
-    let first = ingest.run_pending(&landing, Some(2)).unwrap();
+    let first = ingest
+        .run_pending(
+            &landing,
+            &bronze::PendingOptions::default().with_max_batches(Some(2)),
+        )
+        .unwrap();
     assert_eq!(first.len(), 2);
-    let rest = ingest.run_pending(&landing, Some(2)).unwrap();
+    let rest = ingest
+        .run_pending(
+            &landing,
+            &bronze::PendingOptions::default().with_max_batches(Some(2)),
+        )
+        .unwrap();
     assert_eq!(
         names(&rest),
         [("s/a".into(), "d3".into(), BatchStatus::Loaded)]

@@ -1058,8 +1058,8 @@ fn the_readme_cloud_commands_run_as_written_against_the_emulators() {
     }
 }
 
-/// `--pending` over a landing zone and a catalog in S3: the batch is found by listing
-/// the store, loaded, and pending no more.
+/// `--pending --require-success` over a landing zone and a catalog in S3: the batch is
+/// found by listing the store, its `_SUCCESS` found, loaded, and pending no more.
 #[test]
 fn in_s3_a_pending_backlog_is_listed_and_loaded_once() {
     let s3 = moto();
@@ -1069,7 +1069,8 @@ fn in_s3_a_pending_backlog_is_listed_and_loaded_once() {
     upload_fixture("s3://landing/zone", &options);
     let pending = |expect: usize| {
         let out = cli_with("ingest", &options)
-            .args(["--pending", "--json", "--catalog", "s3://lake/lakehouse"])
+            .args(["--pending", "--require-success", "--json"])
+            .args(["--catalog", "s3://lake/lakehouse"])
             .arg("s3://landing/zone")
             .output()
             .unwrap();
