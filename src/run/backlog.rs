@@ -303,13 +303,14 @@ impl Ingest {
     /// in `_run_control`.
     pub(crate) fn loaded_batches(&self) -> Result<HashSet<(String, String)>> {
         let storage = self.storage()?;
-        let rows = self.runtime().block_on(run_control_rows(&storage))?;
+        let rows = self.runtime().block_on(run_control_rows(&storage, None))?;
         Ok(loaded_from(rows))
     }
 
     /// Whether the latest run of `key` loaded it successfully (every folder of it).
     pub(crate) fn loaded(&self, storage: &Storage, key: &BatchKey) -> Result<bool> {
-        let loaded = loaded_from(self.runtime().block_on(run_control_rows(storage))?);
+        let rows = run_control_rows(storage, Some(&key.batch_id));
+        let loaded = loaded_from(self.runtime().block_on(rows)?);
         Ok(key
             .landing_paths
             .iter()
@@ -325,8 +326,8 @@ struct RunRow {
     ok: bool,
 }
 
-/// `_run_control`'s rows (none when it does not exist yet).
-async fn run_control_rows(storage: &Storage) -> Result<Vec<RunRow>> {
+/// `_run_control`'s rows, of one batch id when given (none when it does not exist yet).
+async fn run_control_rows(storage: &Storage, batch_id: Option<&str>) -> Result<Vec<RunRow>> {
     let table = TableName::system(RUN_CONTROL_TABLE);
     let Some(t) = storage.open(&table).await? else {
         return Ok(Vec::new());
@@ -338,9 +339,14 @@ async fn run_control_rows(storage: &Storage) -> Result<Vec<RunRow>> {
     t.update_datafusion_session(&ctx.state())
         .map_err(|e| Error::delta(RUN_CONTROL_TABLE, "read", e))?;
     let provider = t.table_provider().await.map_err(err)?;
-    let batches: Vec<arrow::array::RecordBatch> = ctx
-        .read_table(provider)
-        .map_err(err)?
+    let mut frame = ctx.read_table(provider).map_err(err)?;
+    if let Some(id) = batch_id {
+        use deltalake::datafusion::prelude::{col, lit};
+        frame = frame
+            .filter(col("_batch_id").eq(lit(id.to_string())))
+            .map_err(err)?;
+    }
+    let batches: Vec<arrow::array::RecordBatch> = frame
         .select_columns(&["run_id", "_batch_id", "landing_paths", "status"])
         .map_err(err)?
         .execute_stream()

@@ -322,16 +322,19 @@ impl Ingest {
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
-        if unless_loaded && self.loaded(&storage, &found.key)? {
+        // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
+        // their appends would find its `txn` there and take the loaded path anyway.
+        let seen = self
+            .runtime()
+            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
+        storage.unloaded_appends = !seen;
+        // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
+        // seen is checked against its runs in `_run_control`.
+        if unless_loaded && seen && self.loaded(&storage, &found.key)? {
             return Err(Error::AlreadyLoaded {
                 batch: found.key.to_string(),
             });
         }
-        // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
-        // their appends would find its `txn` there and take the loaded path anyway.
-        storage.unloaded_appends = !self
-            .runtime()
-            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
         counters.mark("lease", &self.catalog);
         // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
