@@ -291,6 +291,7 @@ impl Catalog {
             compression: self.compression,
             auto_compact_at: self.auto_compact_at,
             unloaded_appends: true,
+            preopened: Default::default(),
         })
     }
 

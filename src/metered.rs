@@ -5,7 +5,9 @@
 //! commit files it reads (`_delta_log/<20 digits>.json`): they never change once
 //! written (each is put if absent), yet opening a table reads its latest commit two or
 //! three times (the kernel's snapshot, the `txn` check, the write's own snapshot), each
-//! a round trip on a table's critical path.
+//! a round trip on a table's critical path. Checkpoint files, as immutable, are kept
+//! too, read whole the first time a part of one is asked for (the kernel reads a
+//! checkpoint's footer and column chunks one request after another).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -40,6 +42,7 @@ impl CallCounter {
     /// process is read afresh.
     pub(crate) fn new_run(&self) {
         self.commits.entries.clear();
+        self.commits.checkpoints.clear();
         self.commits.bytes.store(0, Ordering::Relaxed);
     }
 
@@ -52,17 +55,35 @@ impl CallCounter {
     }
 }
 
-/// Commit files read, by path: at most [`CommitCache::MAX_ENTRY`] bytes each and
-/// [`CommitCache::MAX_TOTAL`] in all (then it starts over).
+/// Commit and checkpoint files read, by path: at most [`CommitCache::MAX_ENTRY`] bytes
+/// each ([`CommitCache::MAX_CHECKPOINT`] for a checkpoint) and [`CommitCache::MAX_TOTAL`]
+/// in all (then it starts over).
 #[derive(Debug, Default)]
 struct CommitCache {
     entries: dashmap::DashMap<Path, (bytes::Bytes, ObjectMeta, object_store::Attributes)>,
     bytes: AtomicU64,
+    /// Checkpoint files seen in listings, small enough to keep whole, by path: their
+    /// size.
+    checkpoints: dashmap::DashMap<Path, u64>,
 }
 
 impl CommitCache {
     const MAX_ENTRY: usize = 1 << 20;
+    const MAX_CHECKPOINT: u64 = 32 << 20;
     const MAX_TOTAL: u64 = 256 << 20;
+
+    /// Notes a listed object's size when it is a checkpoint small enough to keep.
+    fn listed(&self, meta: &ObjectMeta) {
+        if meta.size <= Self::MAX_CHECKPOINT && is_checkpoint(&meta.location) {
+            self.checkpoints.insert(meta.location.clone(), meta.size);
+        }
+    }
+
+    /// Forgets what it knows of `path` (written, copied or renamed over).
+    fn forget(&self, path: &Path) {
+        self.entries.remove(path);
+        self.checkpoints.remove(path);
+    }
 
     fn get(&self, path: &Path) -> Option<GetResult> {
         let hit = self.entries.get(path)?;
@@ -77,7 +98,12 @@ impl CommitCache {
         meta: &ObjectMeta,
         attributes: &object_store::Attributes,
     ) {
-        if bytes.len() > Self::MAX_ENTRY {
+        let max = if is_checkpoint(path) {
+            Self::MAX_CHECKPOINT as usize
+        } else {
+            Self::MAX_ENTRY
+        };
+        if bytes.len() > max {
             return;
         }
         if self.bytes.fetch_add(bytes.len() as u64, Ordering::Relaxed) > Self::MAX_TOTAL {
@@ -109,24 +135,61 @@ fn result(
     }
 }
 
-/// Whether a get of `path` with `options` reads a whole Delta commit file, plainly.
-fn reads_a_commit(path: &Path, options: &GetOptions) -> bool {
-    let plain = options.range.is_none()
-        && !options.head
+/// `bytes[range]` of a whole object as a get's result.
+fn slice(
+    bytes: &bytes::Bytes,
+    range: std::ops::Range<u64>,
+    meta: ObjectMeta,
+    attributes: object_store::Attributes,
+) -> GetResult {
+    use futures::StreamExt as _;
+    let part = bytes.slice(range.start as usize..range.end as usize);
+    GetResult {
+        payload: object_store::GetResultPayload::Stream(
+            futures::stream::once(async move { Ok(part) }).boxed(),
+        ),
+        meta,
+        range,
+        attributes,
+    }
+}
+
+/// Whether `options` ask for the object as it is, unconditionally (a range allowed).
+fn plain(options: &GetOptions) -> bool {
+    !options.head
         && options.version.is_none()
         && options.if_match.is_none()
         && options.if_none_match.is_none()
         && options.if_modified_since.is_none()
-        && options.if_unmodified_since.is_none();
-    let text = path.as_ref();
-    let Some((dir, name)) = text.rsplit_once('/') else {
-        return false;
-    };
-    plain
-        && (dir == "_delta_log" || dir.ends_with("/_delta_log"))
-        && name.len() == 25
-        && name.ends_with(".json")
-        && name[..20].bytes().all(|b| b.is_ascii_digit())
+        && options.if_unmodified_since.is_none()
+}
+
+/// The file name of `path` if it is in a `_delta_log` folder.
+fn in_log(path: &Path) -> Option<&str> {
+    let (dir, name) = path.as_ref().rsplit_once('/')?;
+    (dir == "_delta_log" || dir.ends_with("/_delta_log")).then_some(name)
+}
+
+/// Whether a get of `path` with `options` reads a whole Delta commit file, plainly.
+fn reads_a_commit(path: &Path, options: &GetOptions) -> bool {
+    plain(options)
+        && options.range.is_none()
+        && in_log(path).is_some_and(|name| {
+            name.len() == 25
+                && name.ends_with(".json")
+                && name[..20].bytes().all(|b| b.is_ascii_digit())
+        })
+}
+
+/// Whether `path` is a Delta checkpoint file (classic, multi-part or V2 UUID-named:
+/// `<version>.checkpoint[.…].parquet`), which, like a commit, never changes once written.
+fn is_checkpoint(path: &Path) -> bool {
+    in_log(path).is_some_and(|name| {
+        name.len() > 20
+            && name[..20].bytes().all(|b| b.is_ascii_digit())
+            && name[20..].starts_with(".checkpoint.")
+            && name.ends_with(".parquet")
+    })
 }
 
 /// A store whose calls are counted.
@@ -142,6 +205,48 @@ impl std::fmt::Display for Metered {
     }
 }
 
+impl Metered {
+    /// A checkpoint file's whole bytes, kept: read whole (one request) the first time a
+    /// part of it is asked for, when a listing said it is small enough
+    /// ([`CommitCache::MAX_CHECKPOINT`]). The kernel reads a checkpoint's footer and then
+    /// its column chunks one request after another (11 round trips for a small table's);
+    /// `None` for any other object (read as asked).
+    async fn checkpoint(
+        &self,
+        location: &Path,
+    ) -> object_store::Result<Option<(bytes::Bytes, ObjectMeta, object_store::Attributes)>> {
+        let cache = &self.calls.commits;
+        if let Some(hit) = cache.entries.get(location) {
+            return Ok(Some(hit.value().clone()));
+        }
+        if !cache.checkpoints.contains_key(location) {
+            return Ok(None);
+        }
+        self.calls.add(1);
+        let got = self.inner.get_opts(location, GetOptions::default()).await?;
+        let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
+        let bytes = got.bytes().await?;
+        cache.keep(location, &bytes, &meta, &attributes);
+        Ok(Some((bytes, meta, attributes)))
+    }
+
+    /// `listed`, each checkpoint file in it noted ([`CommitCache::listed`]).
+    fn noting_checkpoints(
+        &self,
+        listed: BoxStream<'static, object_store::Result<ObjectMeta>>,
+    ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
+        use futures::StreamExt as _;
+        let commits = Arc::clone(&self.calls.commits);
+        listed
+            .inspect(move |m| {
+                if let Ok(meta) = m {
+                    commits.listed(meta);
+                }
+            })
+            .boxed()
+    }
+}
+
 #[async_trait::async_trait]
 impl ObjectStore for Metered {
     async fn put_opts(
@@ -151,7 +256,7 @@ impl ObjectStore for Metered {
         opts: PutOptions,
     ) -> object_store::Result<PutResult> {
         self.calls.add(1);
-        self.calls.commits.entries.remove(location);
+        self.calls.commits.forget(location);
         self.inner.put_opts(location, payload, opts).await
     }
     async fn put_multipart_opts(
@@ -167,6 +272,15 @@ impl ObjectStore for Metered {
         location: &Path,
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
+        if plain(&options)
+            && let Some(range) = &options.range
+            && let Some(whole) = self.checkpoint(location).await?
+        {
+            let (bytes, meta, attributes) = whole;
+            if let Ok(r) = range.as_range(bytes.len() as u64) {
+                return Ok(slice(&bytes, r, meta, attributes));
+            }
+        }
         if !reads_a_commit(location, &options) {
             self.calls.add(1);
             return self.inner.get_opts(location, options).await;
@@ -187,6 +301,16 @@ impl ObjectStore for Metered {
         location: &Path,
         ranges: &[std::ops::Range<u64>],
     ) -> object_store::Result<Vec<bytes::Bytes>> {
+        if let Some((bytes, _, _)) = self.checkpoint(location).await?
+            && ranges
+                .iter()
+                .all(|r| r.start <= r.end && r.end <= bytes.len() as u64)
+        {
+            return Ok(ranges
+                .iter()
+                .map(|r| bytes.slice(r.start as usize..r.end as usize))
+                .collect());
+        }
         self.calls.add(ranges.len() as u64);
         self.inner.get_ranges(location, ranges).await
     }
@@ -201,7 +325,7 @@ impl ObjectStore for Metered {
     }
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.calls.add(1);
-        self.inner.list(prefix)
+        self.noting_checkpoints(self.inner.list(prefix))
     }
     fn list_with_offset(
         &self,
@@ -209,7 +333,7 @@ impl ObjectStore for Metered {
         offset: &Path,
     ) -> BoxStream<'static, object_store::Result<ObjectMeta>> {
         self.calls.add(1);
-        self.inner.list_with_offset(prefix, offset)
+        self.noting_checkpoints(self.inner.list_with_offset(prefix, offset))
     }
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> object_store::Result<ListResult> {
         self.calls.add(1);
@@ -222,7 +346,7 @@ impl ObjectStore for Metered {
         options: CopyOptions,
     ) -> object_store::Result<()> {
         self.calls.add(1);
-        self.calls.commits.entries.remove(to);
+        self.calls.commits.forget(to);
         self.inner.copy_opts(from, to, options).await
     }
     async fn rename_opts(
@@ -232,8 +356,8 @@ impl ObjectStore for Metered {
         options: RenameOptions,
     ) -> object_store::Result<()> {
         self.calls.add(1);
-        self.calls.commits.entries.remove(to);
-        self.calls.commits.entries.remove(from);
+        self.calls.commits.forget(to);
+        self.calls.commits.forget(from);
         self.inner.rename_opts(from, to, options).await
     }
 }
@@ -294,5 +418,65 @@ mod tests {
             &Path::from("t/_delta_log/00000000000000000010.checkpoint.parquet"),
             &GetOptions::default()
         ));
+    }
+
+    #[test]
+    fn a_listed_checkpoint_is_read_whole_once_and_its_parts_served_from_it() {
+        use futures::TryStreamExt as _;
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let counter = CallCounter::default();
+        let store = counter.meter(Arc::new(InMemory::new()));
+        let checkpoint = Path::from("t/_delta_log/00000000000000000009.checkpoint.parquet");
+        let data = Path::from("t/part-0.parquet");
+        let bytes: Vec<u8> = (0..=255u8).collect();
+        for p in [&checkpoint, &data] {
+            rt.block_on(store.put(p, bytes.clone().into())).unwrap();
+        }
+        let range = |p: &Path, r: std::ops::Range<u64>| rt.block_on(store.get_range(p, r));
+        // Not listed yet: read as asked, one request per part.
+        let before = counter.get();
+        assert_eq!(&range(&checkpoint, 10..20).unwrap()[..], &bytes[10..20]);
+        assert_eq!(counter.get() - before, 1);
+        // The log listed (as opening a table does): the first part read fetches it
+        // whole, the others come from it, suffix and ranges alike.
+        let log = Path::from("t/_delta_log");
+        let listed: Vec<_> = rt.block_on(store.list(Some(&log)).try_collect()).unwrap();
+        assert_eq!(listed.len(), 1);
+        let before = counter.get();
+        assert_eq!(&range(&checkpoint, 0..8).unwrap()[..], &bytes[0..8]);
+        let suffix = rt
+            .block_on(async {
+                let opts = GetOptions {
+                    range: Some(object_store::GetRange::Suffix(4)),
+                    ..Default::default()
+                };
+                store.get_opts(&checkpoint, opts).await?.bytes().await
+            })
+            .unwrap();
+        assert_eq!(&suffix[..], &bytes[252..]);
+        let parts = rt
+            .block_on(store.get_ranges(&checkpoint, &[1..3, 200..256]))
+            .unwrap();
+        assert_eq!(
+            (&parts[0][..], &parts[1][..]),
+            (&bytes[1..3], &bytes[200..256])
+        );
+        assert_eq!(counter.get() - before, 1, "one whole read");
+        // A range past its end is the store's to refuse, as before.
+        assert!(range(&checkpoint, 300..400).is_err());
+        // Data files are never kept.
+        let before = counter.get();
+        range(&data, 0..8).unwrap();
+        range(&data, 0..8).unwrap();
+        assert_eq!(counter.get() - before, 2);
+        assert!(is_checkpoint(&Path::from(
+            "t/_delta_log/00000000000000000009.checkpoint.0000000001.0000000002.parquet"
+        )));
+        assert!(!is_checkpoint(&Path::from(
+            "t/_delta_log/00000000000000000009.json"
+        )));
+        assert!(!is_checkpoint(&Path::from(
+            "t/00000000000000000009.checkpoint.parquet"
+        )));
     }
 }

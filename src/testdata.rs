@@ -248,6 +248,50 @@ pub struct LatencyStore<S> {
     latency: std::time::Duration,
     /// Requests in flight at once, like a client's connection pool; `None`: unbounded.
     in_flight: Option<tokio::sync::Semaphore>,
+    /// Every request's timing, when traced ([`LatencyStore::with_trace`]).
+    trace: Option<Arc<Trace>>,
+}
+
+/// The requests a traced [`LatencyStore`] saw.
+#[derive(Debug)]
+struct Trace {
+    origin: std::time::Instant,
+    requests: parking_lot::Mutex<Vec<TracedRequest>>,
+}
+
+impl Trace {
+    fn record(
+        &self,
+        op: &'static str,
+        path: String,
+        asked: std::time::Instant,
+        started: std::time::Instant,
+    ) {
+        let ms =
+            |t: std::time::Instant| t.saturating_duration_since(self.origin).as_secs_f64() * 1e3;
+        self.requests.lock().push(TracedRequest {
+            op,
+            path,
+            asked_ms: ms(asked),
+            started_ms: ms(started),
+            done_ms: ms(std::time::Instant::now()),
+        });
+    }
+}
+
+/// One request through a traced [`LatencyStore`]: milliseconds since the store was made.
+#[derive(Debug, Clone)]
+pub struct TracedRequest {
+    /// `get`, `put`, `put_multipart`, `list`, `list_delimited`, `copy` or `delete`.
+    pub op: &'static str,
+    /// The object or prefix.
+    pub path: String,
+    /// When the request was made.
+    pub asked_ms: f64,
+    /// When it got a connection slot (equals `asked_ms` without a pool bound).
+    pub started_ms: f64,
+    /// When its latency had passed (the inner store's own time is not included).
+    pub done_ms: f64,
 }
 
 impl<S> LatencyStore<S> {
@@ -257,7 +301,26 @@ impl<S> LatencyStore<S> {
             inner,
             latency,
             in_flight: None,
+            trace: None,
         }
+    }
+
+    /// Records every request's timing, for [`LatencyStore::trace`].
+    pub fn with_trace(mut self) -> Self {
+        self.trace = Some(Arc::new(Trace {
+            origin: std::time::Instant::now(),
+            requests: parking_lot::Mutex::new(Vec::new()),
+        }));
+        self
+    }
+
+    /// The requests recorded so far, in the order they finished (empty unless
+    /// [`LatencyStore::with_trace`]).
+    pub fn trace(&self) -> Vec<TracedRequest> {
+        self.trace
+            .as_ref()
+            .map(|t| t.requests.lock().clone())
+            .unwrap_or_default()
     }
 
     /// At most `n` requests wait at once (a client's connection pool); the others queue.
@@ -267,12 +330,17 @@ impl<S> LatencyStore<S> {
     }
 
     /// Waits the request latency, holding a connection slot when the pool is bounded.
-    async fn wait(&self) {
+    async fn wait(&self, op: &'static str, path: &impl std::fmt::Display) {
+        let asked = std::time::Instant::now();
         let _slot = match &self.in_flight {
             Some(s) => s.acquire().await.ok(),
             None => None,
         };
+        let started = std::time::Instant::now();
         tokio::time::sleep(self.latency).await;
+        if let Some(trace) = &self.trace {
+            trace.record(op, path.to_string(), asked, started);
+        }
     }
 }
 
@@ -280,6 +348,11 @@ impl<S: std::fmt::Display> std::fmt::Display for LatencyStore<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "LatencyStore({}, {:?})", self.inner, self.latency)
     }
+}
+
+/// A listing's prefix for a trace (`/` for the root).
+fn fmt_prefix(prefix: Option<&ObjectPath>) -> String {
+    prefix.map_or_else(|| "/".to_string(), ToString::to_string)
 }
 
 mod latency_impl {
@@ -299,7 +372,7 @@ mod latency_impl {
             payload: PutPayload,
             opts: PutOptions,
         ) -> Result<PutResult> {
-            self.wait().await;
+            self.wait("put", location).await;
             self.inner.put_opts(location, payload, opts).await
         }
         async fn put_multipart_opts(
@@ -307,11 +380,11 @@ mod latency_impl {
             location: &Path,
             opts: PutMultipartOptions,
         ) -> Result<Box<dyn MultipartUpload>> {
-            self.wait().await;
+            self.wait("put_multipart", location).await;
             self.inner.put_multipart_opts(location, opts).await
         }
         async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
-            self.wait().await;
+            self.wait("get", location).await;
             self.inner.get_opts(location, options).await
         }
         fn delete_stream(
@@ -332,19 +405,26 @@ mod latency_impl {
             // Listings are rare (opening a table): latency only, no pool.
             let latency = self.latency;
             let inner = self.inner.list(prefix);
+            let trace = self.trace.clone();
+            let path = super::fmt_prefix(prefix);
             futures::stream::once(async move {
+                let asked = std::time::Instant::now();
                 tokio::time::sleep(latency).await;
+                if let Some(t) = trace {
+                    t.record("list", path, asked, asked);
+                }
                 inner
             })
             .flatten()
             .boxed()
         }
         async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
-            self.wait().await;
+            self.wait("list_delimited", &super::fmt_prefix(prefix))
+                .await;
             self.inner.list_with_delimiter(prefix).await
         }
         async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-            self.wait().await;
+            self.wait("copy", from).await;
             self.inner.copy_opts(from, to, options).await
         }
     }

@@ -316,18 +316,14 @@ impl Ingest {
         self.catalog.check_put_if_absent()?;
         let mut storage = self.storage()?;
         let lineage = Lineage::of(&found.key, &found.folders, started_micros);
-        let early_fetch = self.start_prefetch(&found.files);
+        let (fetched, landed) = tokio::sync::watch::channel(false);
+        let early_fetch = self.start_prefetch(&found.files, fetched);
         // 2. The batch lease, then what the catalog already holds of the batch.
         let run_id = format!("{}-{}", found.batch_id, started_micros);
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
-        // A batch loaded before (its `txn` is in `_run_control`) has rows in its tables:
-        // their appends would find its `txn` there and take the loaded path anyway.
-        let seen = self
-            .runtime()
-            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), &found.key));
-        storage.unloaded_appends = !seen;
+        let (seen, _preopen) = self.seen_then_preopen(&mut storage, &found.key, landed);
         // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
         // seen is checked against its runs in `_run_control`.
         if unless_loaded && seen && self.loaded(&storage, &found.key)? {
@@ -404,6 +400,26 @@ impl Ingest {
         report.warnings = warnings;
         counters.finish(&self.catalog, &mut report);
         Ok(report)
+    }
+
+    /// Whether the batch was loaded before (its `txn` is in `_run_control`: it has rows
+    /// in its tables, whose appends would find its `txn` there and take the loaded path
+    /// anyway); then the catalog's tables opened while the batch is parsed
+    /// ([`Storage::preopen`], stopped when the returned guard drops).
+    fn seen_then_preopen(
+        &self,
+        storage: &mut Storage,
+        key: &BatchKey,
+        landed: tokio::sync::watch::Receiver<bool>,
+    ) -> (bool, crate::table::AbortOnDrop) {
+        let seen = self
+            .runtime()
+            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), key));
+        storage.unloaded_appends = !seen;
+        let guard = crate::table::AbortOnDrop(storage.preopened.clone());
+        self.runtime()
+            .spawn(storage.clone().preopen(key.clone(), landed));
+        (seen, guard)
     }
 
     /// Discovers the batch folders (see [`discover::discover_folders`]) and says so.

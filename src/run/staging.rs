@@ -240,13 +240,23 @@ impl Ingest {
     /// From an object store, a batch staged in memory (one chunk) starts fetching its
     /// files as soon as it is discovered, while the run takes its lease and checks the
     /// catalog (several round trips that would otherwise come first).
-    pub(super) fn start_prefetch(&self, files: &[discover::SourceFile]) -> Option<EarlyFetch> {
+    ///
+    /// `fetched` is told when every file is in (dropped unsent when nothing is fetched).
+    pub(super) fn start_prefetch(
+        &self,
+        files: &[discover::SourceFile],
+        fetched: tokio::sync::watch::Sender<bool>,
+    ) -> Option<EarlyFetch> {
         let store = self.landing_store(files).ok()??;
         if self.over_budget(files) || (self.config.resume && self.config.persist_staging) {
             return None;
         }
         let fetch = fetch_all(store, files.to_vec());
-        Some(EarlyFetch(Some(self.runtime().spawn(fetch))))
+        Some(EarlyFetch(Some(self.runtime().spawn(async move {
+            let all = fetch.await;
+            fetched.send_replace(true);
+            all
+        }))))
     }
 
     /// Whether staging `files` in memory would pass the memory budget (then they are

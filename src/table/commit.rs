@@ -554,6 +554,14 @@ impl Storage {
         batch: RecordBatch,
         key: &BatchKey,
     ) -> Result<Committed> {
+        // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
+        if let Ok(u) = self.open_unloaded(table, key, false).await
+            && let Some(c) = self
+                .append_unloaded(table, &u, std::slice::from_ref(&batch), key)
+                .await?
+        {
+            return Ok(c);
+        }
         let (handle, existing) = self.open_or_new(table).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
@@ -627,6 +635,39 @@ pub(super) async fn commit_on(
         // What delta-rs's post-commit step checks (its default when unset).
         snapshot.config().checkpoint_interval().get()
     };
+    // The version after the snapshot's, put only if absent: taken, another writer
+    // committed since the snapshot, and delta-rs's own commit (which lists the log first,
+    // one more round trip on every commit) checks for conflicts and retries.
+    let next = snapshot.version() + 1;
+    if !(next + 1).is_multiple_of(checkpoint_interval) {
+        let operation_id = uuid::Uuid::new_v4();
+        let prepared = CommitBuilder::from(properties.clone())
+            .with_actions(actions.clone())
+            .with_operation_id(operation_id)
+            .build(Some(snapshot), t.log_store(), operation.clone())
+            .into_prepared_commit_future()
+            .await?;
+        if put_entry(
+            &t.log_store(),
+            next,
+            prepared.commit_or_bytes(),
+            operation_id,
+        )
+        .await?
+        {
+            return Ok((
+                next,
+                WrittenTable {
+                    table: t.clone(),
+                    pending,
+                },
+            ));
+        }
+        tracing::debug!(
+            version = next,
+            "version taken by another writer; committing with a conflict check"
+        );
+    }
     let post = CommitBuilder::from(properties)
         .with_actions(actions)
         .build(Some(snapshot), t.log_store(), operation)
@@ -659,7 +700,7 @@ pub(crate) async fn put_commit(
     properties: deltalake::kernel::transaction::CommitProperties,
     actions: Vec<deltalake::kernel::Action>,
 ) -> std::result::Result<bool, DeltaTableError> {
-    use deltalake::kernel::transaction::{CommitBuilder, TransactionError};
+    use deltalake::kernel::transaction::CommitBuilder;
     use deltalake::protocol::DeltaOperation;
 
     let operation_id = uuid::Uuid::new_v4();
@@ -677,7 +718,18 @@ pub(crate) async fn put_commit(
         )
         .into_prepared_commit_future()
         .await?;
-    let entry = prepared.commit_or_bytes().clone();
+    put_entry(log_store, version, prepared.commit_or_bytes(), operation_id).await
+}
+
+/// Writes a prepared commit `entry` as `version`, put only if absent: `Ok(false)`
+/// (nothing committed, its temporary file removed) when that version is taken.
+async fn put_entry(
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+    entry: &deltalake::logstore::CommitOrBytes,
+    operation_id: uuid::Uuid,
+) -> std::result::Result<bool, DeltaTableError> {
+    use deltalake::kernel::transaction::TransactionError;
     match log_store
         .write_commit_entry(version, entry.clone(), operation_id)
         .await
@@ -685,7 +737,7 @@ pub(crate) async fn put_commit(
         Ok(()) => Ok(true),
         Err(TransactionError::VersionAlreadyExists(_)) => {
             log_store
-                .abort_commit_entry(version, entry, operation_id)
+                .abort_commit_entry(version, entry.clone(), operation_id)
                 .await?;
             Ok(false)
         }

@@ -35,10 +35,12 @@ use crate::naming::TableName;
 
 mod commit;
 mod files;
+mod preopen;
 mod stats;
 mod unloaded;
 pub(crate) mod upkeep;
 
+pub(crate) use preopen::AbortOnDrop;
 pub(crate) use stats::WrittenTable;
 use unloaded::{BATCH_TXN_PROPERTY, Unopened};
 
@@ -61,6 +63,8 @@ pub(crate) struct Storage {
     pub(crate) unloaded_appends: bool,
     /// Object store options (credentials, endpoints) for deltalake's log stores.
     pub(crate) options: crate::location::StorageOptions,
+    /// Tables opened ahead of their first write ([`Storage::preopen`]).
+    pub(crate) preopened: preopen::Preopened,
 }
 
 /// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
@@ -193,8 +197,17 @@ impl Storage {
             .is_some_and(|d| !d.join("_delta_log").is_dir())
     }
 
-    /// `(unloaded handle, loaded table if it exists)`.
+    /// `(unloaded handle, loaded table if it exists)`; a table [`Storage::preopen`]
+    /// loaded ahead is taken from there.
     async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        if let Some(preopen::Ahead::Loaded(opened)) = self.preopened.take(table, true).await {
+            return opened;
+        }
+        self.open_or_new_now(table).await
+    }
+
+    /// [`Storage::open_or_new`], reading the log now.
+    async fn open_or_new_now(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
         let mut t = self.handle(table)?;
         if self.local_log_missing(table) {
             return Ok((t, None));
@@ -309,6 +322,7 @@ mod tests {
             auto_compact_at: None,
             unloaded_appends: true,
             options: Default::default(),
+            preopened: Default::default(),
         }
     }
 
@@ -624,6 +638,90 @@ mod tests {
         assert!(w.pending.is_empty());
         assert_eq!(w.table.version(), Some(version));
         assert!(checkpoint.is_file(), "{}", checkpoint.display());
+    }
+
+    /// `storage` reached through an object store (the local file system as one), as
+    /// [`Storage::preopen`] needs, with pre-opens of its own.
+    fn store_storage(dir: &std::path::Path, unloaded_appends: bool) -> Storage {
+        Storage {
+            root_store: Some(Arc::new(
+                deltalake::logstore::object_store::local::LocalFileSystem::new(),
+            )),
+            unloaded_appends,
+            ..storage(dir)
+        }
+    }
+
+    /// A run of `key` on `dir`'s schema whose tables were pre-opened (the landing files
+    /// in), and whether `table`'s pre-open is waiting for its write.
+    async fn preopened_run(
+        dir: &std::path::Path,
+        key: &BatchKey,
+        unloaded_appends: bool,
+        table: &TableName,
+    ) -> (Storage, bool) {
+        let run = store_storage(dir, unloaded_appends);
+        let (_landed, rx) = tokio::sync::watch::channel(true);
+        run.clone().preopen(key.clone(), rx).await;
+        let waiting = run.preopened.waiting(table);
+        (run, waiting)
+    }
+
+    /// A table holding 2 rows of b1; a run of `key` that opened it ahead (loaded or
+    /// not); then another writer's append of 3 rows of b3 (version 1), after the
+    /// pre-open. Returns the folder, the other writer and the run.
+    async fn opened_ahead_then_committed_to(
+        key: &str,
+        unloaded_appends: bool,
+    ) -> (tempfile::TempDir, Storage, Storage) {
+        let dir = tempfile::tempdir().unwrap();
+        let other = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let b1 = k("b1");
+        let first = vec![part_of("quote", 2, "b1")];
+        other.replace_parts(&name, first, &b1, true).await.unwrap();
+        let (run, waiting) = preopened_run(dir.path(), &k(key), unloaded_appends, &name).await;
+        assert!(waiting, "opened ahead");
+        let b3 = k("b3");
+        let meanwhile = vec![part_of("quote", 3, "b3")];
+        other
+            .replace_parts(&name, meanwhile, &b3, true)
+            .await
+            .unwrap();
+        (dir, other, run)
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_table_opened_ahead_and_committed_to_meanwhile_gets_the_next_version() {
+        // b2's run opened the table from its log alone at version 0; its append finds
+        // version 1 taken and commits version 2, nothing lost.
+        let (_dir, other, run) = opened_ahead_then_committed_to("b2", true).await;
+        let name = TableName::for_topic("quote");
+        let ((c, _), _) = run
+            .replace_parts(&name, vec![part_of("quote", 4, "b2")], &k("b2"), true)
+            .await
+            .unwrap();
+        assert!(!run.preopened.waiting(&name), "its pre-open taken");
+        assert_eq!((c.version, c.rows_added), (2, 4));
+        let t = other.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(2), 9));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_rerun_loaded_ahead_and_committed_to_meanwhile_replaces_only_its_rows() {
+        // A rerun of b1 (seen before) loaded the table with its files at version 0; its
+        // replace of b1's file finds version 1 taken: checked against it (no conflict:
+        // b3 touched no file of b1), committed as version 2, b3's rows kept.
+        let (_dir, other, run) = opened_ahead_then_committed_to("b1", false).await;
+        let name = TableName::for_topic("quote");
+        let ((c, _), _) = run
+            .replace_parts(&name, vec![part_of("quote", 5, "b1")], &k("b1"), true)
+            .await
+            .unwrap();
+        assert!(!run.preopened.waiting(&name), "its pre-open taken");
+        assert_eq!((c.version, c.rows_added), (2, 5));
+        let t = other.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(2), 8));
     }
 
     fn live_rows(t: &DeltaTable) -> i64 {

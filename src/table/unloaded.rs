@@ -8,6 +8,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
 use super::commit::put_commit;
+use super::preopen::Ahead;
 use super::{Committed, Storage};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
@@ -75,15 +76,32 @@ impl Storage {
     ///
     /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
     /// or creates it when [`Unopened::Absent`].
+    ///
+    /// A table [`Storage::preopen`] opened ahead is taken from there.
     pub(super) async fn open_unloaded(
         &self,
         table: &TableName,
         key: &BatchKey,
         replace: bool,
     ) -> std::result::Result<Unloaded, Unopened> {
-        if !self.unloaded_appends {
+        // A batch seen before has its `txn` in its tables: a replacing write would find
+        // it there. An append of more rows needs no `txn` check.
+        if replace && !self.unloaded_appends {
             return Err(Unopened::Other);
         }
+        if let Some(Ahead::Unloaded(opened)) = self.preopened.take(table, false).await {
+            return opened;
+        }
+        self.open_unloaded_now(table, key, replace).await
+    }
+
+    /// [`Storage::open_unloaded`], reading the log now.
+    pub(super) async fn open_unloaded_now(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+        replace: bool,
+    ) -> std::result::Result<Unloaded, Unopened> {
         use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
         use deltalake::table::config::TablePropertiesExt as _;
 
@@ -94,9 +112,14 @@ impl Storage {
                 let props = snapshot.table_properties();
                 let interval = props.checkpoint_interval().get();
                 let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
-                let plain = props.unknown_properties.get(BATCH_TXN_PROPERTY).map(String::as_str)
+                // The `txn` of every batch is in the log (needed only to replace).
+                let txns_kept = props
+                    .unknown_properties
+                    .get(BATCH_TXN_PROPERTY)
+                    .map(String::as_str)
                     == Some("true")
-                    && props.set_transaction_retention_duration.is_none()
+                    && props.set_transaction_retention_duration.is_none();
+                let plain = (txns_kept || !replace)
                     && props.column_mapping_mode.is_none_or(|m| {
                         m == buoyant_kernel::table_features::ColumnMappingMode::None
                     })

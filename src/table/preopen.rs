@@ -1,0 +1,183 @@
+//! Tables opened while the batch is fetched and parsed, so that a table's log reads
+//! (checkpoint hint, listing, commits: three round trips on an object store) are off its
+//! write's critical path.
+
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+
+use deltalake::DeltaTable;
+
+use super::Storage;
+use super::unloaded::{Unloaded, Unopened};
+use crate::batch::BatchKey;
+use crate::error::Result;
+use crate::naming::{STAGING_PREFIX, TableName};
+use crate::schema::RUN_CONTROL_TABLE;
+
+/// A schema with more tables than this is not pre-opened ([`Storage::preopen`]): each
+/// table costs 3 + (commits since its last checkpoint) GET requests, wasted on those the
+/// batch does not write (a schema shared by many entities).
+const MAX_PREOPEN: usize = 256;
+
+/// A table opened ahead of its first write.
+pub(super) enum Ahead {
+    /// For an append from its log alone ([`Storage::open_unloaded`]).
+    Unloaded(std::result::Result<Unloaded, Unopened>),
+    /// Loaded with its file list, for a replace of a batch seen before
+    /// ([`Storage::open_or_new`]).
+    Loaded(Result<(DeltaTable, Option<DeltaTable>)>),
+}
+
+/// A pre-open under way: whether it loads the table, and its task.
+struct Opening {
+    loaded: bool,
+    task: tokio::task::JoinHandle<Ahead>,
+}
+
+/// The tables [`Storage::preopen`] opened ahead of their writes, shared by a run's
+/// clones of its [`Storage`]. `None`: the table's pre-open was taken, or its write came
+/// first (no pre-open starts after that).
+#[derive(Clone, Default)]
+pub(crate) struct Preopened(Arc<parking_lot::Mutex<HashMap<TableName, Option<Opening>>>>);
+
+impl Preopened {
+    /// Starts `open` for `table` unless the table was opened or taken already.
+    fn offer(
+        &self,
+        table: TableName,
+        loaded: bool,
+        open: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
+    ) {
+        if let Entry::Vacant(v) = self.0.lock().entry(table) {
+            v.insert(Some(Opening {
+                loaded,
+                task: open(),
+            }));
+        }
+    }
+
+    /// The pre-open of `table` of that kind (`loaded` or not), awaited, if one was
+    /// started and not taken. A table asked for first is claimed: no pre-open starts for
+    /// it afterwards (it would read a version the write is about to pass).
+    pub(super) async fn take(&self, table: &TableName, loaded: bool) -> Option<Ahead> {
+        let task = {
+            let mut tables = self.0.lock();
+            match tables.entry(table.clone()) {
+                Entry::Vacant(v) => {
+                    v.insert(None);
+                    None
+                }
+                Entry::Occupied(mut o) => match o.get() {
+                    Some(opening) if opening.loaded == loaded => o.get_mut().take(),
+                    _ => None,
+                },
+            }
+        };
+        // A pre-open that panicked or was aborted: the write opens the table itself.
+        task?.task.await.ok()
+    }
+
+    /// Whether a pre-open of `table` was started and not taken.
+    #[cfg(test)]
+    pub(super) fn waiting(&self, table: &TableName) -> bool {
+        self.0.lock().get(table).is_some_and(Option::is_some)
+    }
+
+    /// Stops the pre-opens no write took (the run is over), and starts no more.
+    pub(crate) fn abort(&self) {
+        let mut tables = self.0.lock();
+        for opening in tables.values_mut().filter_map(Option::take) {
+            opening.task.abort();
+        }
+    }
+}
+
+impl std::fmt::Debug for Preopened {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Preopened")
+            .field("tables", &self.0.lock().len())
+            .finish()
+    }
+}
+
+/// Aborts a run's untaken pre-opens when dropped ([`Preopened::abort`]).
+pub(crate) struct AbortOnDrop(pub(crate) Preopened);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl Storage {
+    /// Opens every table of the schema ahead of its write of `key`'s rows, in the
+    /// background, from a listing of the schema's folder, once `landed` says the landing
+    /// files are in (or its sender is gone): the batch's own requests go first, since its
+    /// tables wait for its parse; the log reads then overlap the parse. For a batch never
+    /// seen ([`Storage::unloaded_appends`]), from the log alone
+    /// ([`Storage::open_unloaded`]; a table that turns out to hold the batch's `txn` goes
+    /// the loaded way, its commits already read by the run's commit-file cache); for a
+    /// batch seen before, loaded with its file list. `_run_control` is always appended
+    /// to, from its log alone.
+    ///
+    /// Each table's first write takes its result; a table written before its pre-open
+    /// started is opened by the write, as without. A version another writer commits in
+    /// between is found by the commit's put-if-absent, which then goes the checked way.
+    /// Only for catalogs in an object store (a local log is read in microseconds) whose
+    /// schema holds at most [`MAX_PREOPEN`] tables.
+    pub(crate) async fn preopen(
+        self,
+        key: BatchKey,
+        mut landed: tokio::sync::watch::Receiver<bool>,
+    ) {
+        let Some(store) = self.root_store.clone() else {
+            return;
+        };
+        let Ok(dir) = deltalake::Path::from_url_path(self.schema_url.path()) else {
+            return;
+        };
+        let listed = match store.list_with_delimiter(Some(&dir)).await {
+            Ok(listed) => listed,
+            Err(e) => {
+                tracing::debug!(error = %e, "no pre-open: the schema folder cannot be listed");
+                return;
+            }
+        };
+        if listed.common_prefixes.len() > MAX_PREOPEN {
+            tracing::debug!(
+                tables = listed.common_prefixes.len(),
+                "no pre-open: more tables than a batch is likely to write"
+            );
+            return;
+        }
+        // Err: no landing fetch (a local landing folder), or it stopped.
+        let _ = landed.wait_for(|done| *done).await;
+        for folder in listed.common_prefixes {
+            let Some(name) = folder.filename() else {
+                continue;
+            };
+            let (table, appended) = if name == RUN_CONTROL_TABLE {
+                (TableName::system(RUN_CONTROL_TABLE), true)
+            } else if name.starts_with(STAGING_PREFIX) {
+                continue;
+            } else {
+                match TableName::existing(name) {
+                    Ok(t) => (t, false),
+                    Err(_) => continue,
+                }
+            };
+            let loaded = !appended && !self.unloaded_appends;
+            let (storage, key, name) = (self.clone(), key.clone(), table.clone());
+            self.preopened.offer(table, loaded, move || {
+                tokio::spawn(async move {
+                    if loaded {
+                        Ahead::Loaded(storage.open_or_new_now(&name).await)
+                    } else {
+                        Ahead::Unloaded(storage.open_unloaded_now(&name, &key, !appended).await)
+                    }
+                })
+            });
+        }
+    }
+}
