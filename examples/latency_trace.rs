@@ -114,9 +114,12 @@ fn historical() {
     };
     let local = run(None);
     let store = Arc::new(
-        LatencyStore::new(LocalFileSystem::new(), Duration::from_millis(20)).with_max_in_flight(32),
+        LatencyStore::new(LocalFileSystem::new(), Duration::from_millis(20))
+            .with_max_in_flight(32)
+            .with_trace(),
     );
-    let slow = run(Some(store));
+    let slow = run(Some(Arc::clone(&store)));
+    summary(&store.trace(), Duration::from_secs_f64(slow));
     println!(
         "historical ({} files, {} lines): local {local:.2} s, 20 ms store {slow:.2} s ({:.1}x)",
         spec.files,

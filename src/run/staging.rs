@@ -214,17 +214,34 @@ impl Ingest {
         on_file: &(dyn Fn() + Sync),
         seen: &mut crate::stage::IdSet,
     ) -> Result<stage::Staging> {
-        let prefetched = match early {
-            Some(fetch) => Some(self.runtime().block_on(fetch.join())?),
-            None => self.prefetch(chunk)?,
+        // Fetched at discovery, the files are parsed in their order as they arrive.
+        let (prefetched, in_order) = match &early {
+            Some(fetch) => (Some(std::sync::Arc::clone(&fetch.files)), true),
+            None => (self.prefetch(chunk)?.map(std::sync::Arc::new), false),
         };
-        let reader = |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
+        let reader = |f: &discover::SourceFile| match prefetched
+            .as_ref()
+            .map(|p| p.take(f))
+            .transpose()?
+            .flatten()
+        {
             Some(bytes) => crate::source::read::decode_bytes(f, bytes),
             None => self.read_landing_file(f),
         };
-        self.parse_pool.install(|| {
-            stage::stage_with_progress(chunk, &self.config.envelope, on_file, seen, &reader)
-        })
+        let staged = self.parse_pool.install(|| {
+            stage::stage_with_progress(
+                chunk,
+                &self.config.envelope,
+                (on_file, in_order),
+                seen,
+                &reader,
+            )
+        });
+        // A failed fetch stopped the parse; its error names the file.
+        if let Some(fetch) = early {
+            self.runtime().block_on(fetch.join())?;
+        }
+        staged
     }
 
     /// With an object store configured, the raw bytes of `files`, fetched with up to
@@ -234,7 +251,7 @@ impl Ingest {
             return Ok(None);
         };
         let fetched = self.runtime().block_on(fetch_all(store, files.to_vec()))?;
-        Ok(Some(Prefetched(parking_lot::Mutex::new(fetched))))
+        Ok(Some(Prefetched::whole(fetched)))
     }
 
     /// From an object store, a batch staged in memory (one chunk) starts fetching its
@@ -251,12 +268,14 @@ impl Ingest {
         if self.over_budget(files) || (self.config.resume && self.config.persist_staging) {
             return None;
         }
-        let fetch = fetch_all(store, files.to_vec());
-        Some(EarlyFetch(Some(self.runtime().spawn(async move {
-            let all = fetch.await;
-            fetched.send_replace(true);
-            all
-        }))))
+        Some(EarlyFetch::start(
+            self.runtime(),
+            store,
+            files.to_vec(),
+            move || {
+                fetched.send_replace(true);
+            },
+        ))
     }
 
     /// Whether staging `files` in memory would pass the memory budget (then they are
@@ -288,14 +307,14 @@ impl Ingest {
         // Same concurrent fetch as the staged path, so the comparison is only about
         // reading once vs once per topic.
         let prefetched = self.prefetch(files)?;
-        let reader = |f: &discover::SourceFile| match prefetched.as_ref().and_then(|p| p.take(f)) {
-            Some(bytes) => crate::source::read::decode_bytes(f, bytes),
-            None => self.read_landing_file(f),
+        let reader = |f: &discover::SourceFile| match prefetched.as_ref().map(|p| p.take(f)) {
+            Some(Ok(Some(bytes))) => crate::source::read::decode_bytes(f, bytes),
+            _ => self.read_landing_file(f),
         };
         let mut staging = stage::stage_with_progress(
             files,
             &self.config.envelope,
-            &|| {},
+            (&|| {}, false),
             &mut stage::IdSet::default(),
             &reader,
         )?;

@@ -218,7 +218,7 @@ pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging>
     stage_with_progress(
         files,
         envelope,
-        &|| {},
+        (&|| {}, false),
         &mut IdSet::default(),
         &read::read_file,
     )
@@ -227,24 +227,41 @@ pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging>
 /// Reads one data file's bytes (decompressed).
 pub type FileReader<'a> = dyn Fn(&SourceFile) -> Result<Vec<u8>> + Sync + 'a;
 
-/// [`stage`], calling `on_file` after each file (from worker threads). `seen` holds the
-/// message ids of earlier chunks of the same batch, so dedup spans chunks.
+/// [`stage`], calling `on_file` after each file (from worker threads); `in_order`: the
+/// threads take the files one by one in order (files arriving from a fetch in that
+/// order), else each a range of them. `seen` holds the message ids of earlier chunks of
+/// the same batch, so dedup spans chunks.
 pub fn stage_with_progress(
     files: &[SourceFile],
     envelope: &EnvelopeConfig,
-    on_file: &(dyn Fn() + Sync),
+    (on_file, in_order): (&(dyn Fn() + Sync), bool),
     seen: &mut IdSet,
     reader: &FileReader<'_>,
 ) -> Result<Staging> {
-    let staged: Vec<Result<StagedFile>> = files
-        .par_iter()
-        .map_init(Scratch::new, |scratch, file| {
-            let bytes = reader(file)?;
-            let staged = stage_bytes(bytes, &file.name, envelope, scratch);
-            on_file();
-            Ok(staged)
-        })
-        .collect();
+    let stage_one = |scratch: &mut Scratch, file: &SourceFile| -> Result<StagedFile> {
+        let bytes = reader(file)?;
+        let staged = stage_bytes(bytes, &file.name, envelope, scratch);
+        on_file();
+        Ok(staged)
+    };
+    let staged: Vec<Result<StagedFile>> = if in_order {
+        // Every thread takes the next file in order (the order they arrive in from a
+        // fetch that hands them over as they come), not a range of its own; the results
+        // are put back in file order.
+        let mut numbered: Vec<(usize, Result<StagedFile>)> = files
+            .iter()
+            .enumerate()
+            .par_bridge()
+            .map_init(Scratch::new, |scratch, (i, file)| (i, stage_one(scratch, file)))
+            .collect();
+        numbered.sort_unstable_by_key(|(i, _)| *i);
+        numbered.into_iter().map(|(_, staged)| staged).collect()
+    } else {
+        files
+            .par_iter()
+            .map_init(Scratch::new, |scratch, file| stage_one(scratch, file))
+            .collect()
+    };
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;
     let by_id = envelope.id_field.is_some() && envelope.dedup_fields.is_none();
     Ok(assemble(files, staged, by_id, seen))
