@@ -555,14 +555,17 @@ impl Storage {
         key: &BatchKey,
     ) -> Result<Committed> {
         // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
-        if let Ok(u) = self.open_unloaded(table, key, false).await
-            && let Some(c) = self
-                .append_unloaded(table, &u, std::slice::from_ref(&batch), key)
-                .await?
-        {
-            return Ok(c);
-        }
-        let (handle, existing) = self.open_or_new(table).await?;
+        let unopened = match self.open_unloaded(table, key, false).await {
+            Ok(u) => {
+                let batches = std::slice::from_ref(&batch);
+                if let Some(c) = self.append_unloaded(table, &u, batches, key).await? {
+                    return Ok(c);
+                }
+                Unopened::Other
+            }
+            Err(why) => why,
+        };
+        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
             .write_direct(table, &handle, existing, true, batches, Some(key))

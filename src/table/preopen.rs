@@ -12,7 +12,7 @@ use super::Storage;
 use super::unloaded::{Unloaded, Unopened};
 use crate::batch::BatchKey;
 use crate::error::Result;
-use crate::naming::{STAGING_PREFIX, TableName};
+use crate::naming::{CORRUPT_TABLE, TableName};
 use crate::schema::RUN_CONTROL_TABLE;
 
 /// A schema with more tables than this is not pre-opened ([`Storage::preopen`]): each
@@ -157,9 +157,12 @@ impl Storage {
             let Some(name) = folder.filename() else {
                 continue;
             };
+            // Of the folders bronze keeps (`_`), only its system tables are written.
             let (table, appended) = if name == RUN_CONTROL_TABLE {
                 (TableName::system(RUN_CONTROL_TABLE), true)
-            } else if name.starts_with(STAGING_PREFIX) {
+            } else if name == CORRUPT_TABLE {
+                (TableName::system(CORRUPT_TABLE), false)
+            } else if name.starts_with('_') {
                 continue;
             } else {
                 match TableName::existing(name) {
