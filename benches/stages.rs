@@ -9,7 +9,9 @@
 //!   topic of 16,000 rows, the size of a historical batch's topics;
 //! - `encode`: the flattened tables → parquet bytes, with bronze's writer properties per
 //!   compression, beside delta-rs' defaults;
-//! - `commit`: the flattened tables → Delta tables in a local folder, one commit each.
+//! - `commit`: the flattened tables → Delta tables in a local folder, one commit each;
+//! - `dense`: parse, flatten and encode again over a field-dense daily batch
+//!   (`Profile::Dense`).
 //!
 //! `cargo bench --bench stages`; figures in BENCHMARKS.md.
 
@@ -20,7 +22,7 @@ use std::time::Duration;
 use arrow::array::RecordBatch;
 use bronze::bench::{self as stages, Compression, ParseScratch, writer_properties};
 use bronze::flatten::{Lineage, TableName, flatten};
-use bronze::testdata::{GenSpec, generate};
+use bronze::testdata::{GenSpec, Profile, generate};
 use bronze::{EnvelopeConfig, FlattenConfig, Ingest};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
@@ -249,5 +251,44 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+/// The same stages over a field-dense daily batch (`Profile::Dense`: ~27 leaves per
+/// message, mostly short non-ASCII strings, no padding), where a byte costs more to
+/// parse, flatten and encode than in the padded profile: `dense/parse_*`,
+/// `dense/flatten_all_topics`, `dense/encode_bronze_snappy`.
+fn bench_dense(c: &mut Criterion) {
+    let b = batch_of(&GenSpec {
+        files: FILES,
+        profile: Profile::Dense,
+        ..Default::default()
+    });
+    let tables = flatten_all(&b.staging);
+    let mut g = c.benchmark_group("dense");
+    g.throughput(Throughput::Bytes(b.bytes));
+    g.bench_function(BenchmarkId::new("parse_simd_json_only", FILES), |bench| {
+        let mut scratch = ParseScratch::default();
+        bench.iter(|| stages::simd_json_parse_only(black_box(&b.one_file), &mut scratch))
+    });
+    g.bench_function(BenchmarkId::new("parse_bronze_stage", FILES), |bench| {
+        let env = EnvelopeConfig::default();
+        bench.iter(|| {
+            bronze::stage::stage_file_bytes(black_box(&b.one_file), "f", &env)
+                .messages
+                .len()
+        })
+    });
+    g.bench_function(BenchmarkId::new("flatten_all_topics", FILES), |bench| {
+        bench.iter(|| flatten_all(black_box(&b.staging)).len())
+    });
+    let props = writer_properties(Compression::SNAPPY);
+    bench_encode(
+        &mut g,
+        ("encode_bronze_snappy", FILES),
+        &tables,
+        &props,
+        b.bytes,
+    );
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_dense);
 criterion_main!(benches);

@@ -3,9 +3,12 @@
 //! ```text
 //! cargo run --release --example gen_batch -- --files 200 --out /tmp/landing            # daily
 //! cargo run --release --example gen_batch -- --files 8533 --out /tmp/landing --batch-id hist
+//! cargo run --release --example gen_batch -- --files 200 --profile dense --out /tmp/landing
 //! ```
 //! Flags: --files N (200), --lines-per-file N (50), --topics N (36), --seed N (42),
-//! --batch-id ID (gen_<files>), --out DIR (./landing), --gzip.
+//! --batch-id ID (gen_<files>), --out DIR (./landing), --gzip, --profile padded|dense
+//! (padded: a dozen ASCII leaves padded with free text; dense: ~27 leaves, mostly short
+//! non-ASCII strings, no padding).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -24,6 +27,7 @@ fn main() -> ExitCode {
             "--lines-per-file" => value().parse().map(|v| spec.lines_per_file = v).is_ok(),
             "--topics" => value().parse().map(|v| spec.topics = v).is_ok(),
             "--seed" => value().parse().map(|v| spec.seed = v).is_ok(),
+            "--profile" => value().parse().map(|v| spec.profile = v).is_ok(),
             "--batch-id" => {
                 batch_id = Some(value());
                 true

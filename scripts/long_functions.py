@@ -13,6 +13,7 @@ SRC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "src")
 TEST_FILES = {"tests.rs", "roundtrip.rs"}
 # Test and bench scaffolding, compiled only with the `testing` feature.
 SCAFFOLDING = {"testdata.rs", "fuzzing.rs", "bench.rs", "failpoint.rs"}
+SCAFFOLDING_DIRS = {"testdata"}
 FN = re.compile(r"^\s*(?:pub(?:\([a-z]+\))? )?(?:async )?(?:unsafe )?(?:const )?fn ([A-Za-z_0-9]+)")
 
 
@@ -65,6 +66,8 @@ def main():
     limit = int(sys.argv[1]) if len(sys.argv) > 1 else 100
     long = []
     for root, _, names in os.walk(SRC):
+        if os.path.basename(root) in SCAFFOLDING_DIRS:
+            continue
         for n in sorted(names):
             if n.endswith(".rs") and n not in TEST_FILES and n not in SCAFFOLDING:
                 path = os.path.join(root, n)

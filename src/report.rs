@@ -196,6 +196,13 @@ pub struct BatchReport {
     /// parts) and the client's retries.
     #[serde(default)]
     pub store_calls: BTreeMap<String, u64>,
+    /// Wall time of each stage of the run, in seconds: `discover`, `lease` (the batch
+    /// lease and what the catalog holds of the batch), `stage` (read, parse, dedup,
+    /// group by topic), `tables` (flatten, encode and commit every table, topics in
+    /// parallel), `run_control`, `cleanup` (dropping the staging table, when persisted).
+    /// They add up to `elapsed` but for the report's own assembly.
+    #[serde(default)]
+    pub stage_seconds: BTreeMap<String, f64>,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
@@ -203,6 +210,16 @@ pub struct BatchReport {
     #[serde(serialize_with = "as_secs", deserialize_with = "from_secs")]
     pub elapsed: Duration,
 }
+
+/// The stages of a run, in order ([`BatchReport::stage_seconds`]).
+pub const STAGES: [&str; 6] = [
+    "discover",
+    "lease",
+    "stage",
+    "tables",
+    "run_control",
+    "cleanup",
+];
 
 fn from_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let secs = <f64 as serde::Deserialize>::deserialize(d)?;
@@ -225,6 +242,13 @@ impl BatchReport {
                 .map(|(stage, n)| format!("{stage} {n}"))
                 .collect();
             let _ = writeln!(s, "object store calls: {calls} ({})", stages.join(", "));
+        }
+        if !self.stage_seconds.is_empty() {
+            let stages: Vec<String> = STAGES
+                .iter()
+                .filter_map(|st| Some(format!("{st} {:.3} s", self.stage_seconds.get(*st)?)))
+                .collect();
+            let _ = writeln!(s, "stages: {}", stages.join(", "));
         }
         if self.commit_replans > 0 {
             let _ = writeln!(

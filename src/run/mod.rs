@@ -576,6 +576,9 @@ struct RunCounters {
     replans: u64,
     calls: u64,
     by_stage: BTreeMap<String, u64>,
+    /// When the last stage ended, and each stage's wall time.
+    mark: Instant,
+    seconds: BTreeMap<String, f64>,
 }
 
 impl RunCounters {
@@ -586,15 +589,21 @@ impl RunCounters {
             replans: catalog.commit_replans(),
             calls: catalog.store_calls(),
             by_stage: BTreeMap::new(),
+            mark: Instant::now(),
+            seconds: BTreeMap::new(),
         }
     }
 
-    /// The calls since the last mark are `stage`'s.
+    /// The calls and the time since the last mark are `stage`'s.
     fn mark(&mut self, stage: &str, catalog: &Catalog) {
         let now = catalog.store_calls();
         self.by_stage
             .insert(stage.to_string(), now.saturating_sub(self.calls));
         self.calls = now;
+        let at = Instant::now();
+        self.seconds
+            .insert(stage.to_string(), (at - self.mark).as_secs_f64());
+        self.mark = at;
     }
 
     /// Retries since the start.
@@ -608,6 +617,7 @@ impl RunCounters {
         report.store_retries = self.retries(catalog);
         report.commit_replans = catalog.commit_replans().saturating_sub(self.replans);
         report.store_calls = self.by_stage;
+        report.stage_seconds = self.seconds;
     }
 }
 
@@ -645,6 +655,7 @@ fn batch_report(
         store_retries: 0,
         commit_replans: 0,
         store_calls: BTreeMap::new(),
+        stage_seconds: BTreeMap::new(),
         peak_rss_bytes: crate::mem::peak_rss(),
         elapsed: started.elapsed(),
     }

@@ -6,6 +6,10 @@
 //! carry `items_<k>` arrays, so a 36-topic batch has 14 child tables. Lines average
 //! about 815 bytes. A share of lines are exact resends (duplicates) or corrupt.
 //! The same spec and seed always give the same bytes.
+//!
+//! Two payload profiles ([`Profile`]): `Padded`, about a dozen ASCII leaves padded with
+//! free text, and `Dense` ([`dense`]), about 27 leaves of mostly short non-ASCII strings
+//! and no padding, which costs far more per byte to parse, flatten and encode.
 
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -18,6 +22,8 @@ use deltalake::logstore::object_store::{
     path::Path as ObjectPath,
 };
 use futures::stream::BoxStream;
+
+pub mod dense;
 
 /// What to generate.
 #[derive(Clone, Debug)]
@@ -36,6 +42,31 @@ pub struct GenSpec {
     pub seed: u64,
     /// Write `*.jsonl.gz` instead of `*.jsonl`.
     pub gzip: bool,
+    /// What the payloads look like.
+    pub profile: Profile,
+}
+
+/// What the generated payloads look like.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Profile {
+    /// A dozen leaves, ASCII, padded to ~815 bytes with one `"lorem ipsum …"` string
+    /// (about 40 % of a line), which costs little to parse, flatten or compress.
+    #[default]
+    Padded,
+    /// About 27 leaves, most of them short strings with non-ASCII text, no padding, at a
+    /// similar line size ([`dense`]).
+    Dense,
+}
+
+impl std::str::FromStr for Profile {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "padded" => Ok(Profile::Padded),
+            "dense" => Ok(Profile::Dense),
+            other => Err(format!("unknown profile {other:?} (padded or dense)")),
+        }
+    }
 }
 
 impl Default for GenSpec {
@@ -48,6 +79,7 @@ impl Default for GenSpec {
             corrupt_per_10k: 10,
             seed: 42,
             gzip: false,
+            profile: Profile::Padded,
         }
     }
 }
@@ -587,7 +619,10 @@ pub fn generate(root: &Path, batch_id: &str, spec: &GenSpec) -> std::io::Result<
                 let line = format!(
                     "{{\"topic\":\"{}\",\"message_id\":\"{batch_id}-{n:09}\",\"source\":\"gen\",\"ts\":\"2026-04-05T10:00:00Z\",\"payload\":{}}}",
                     topic_name(t),
-                    payload(t, n, &mut rng)
+                    match spec.profile {
+                        Profile::Padded => payload(t, n, &mut rng),
+                        Profile::Dense => dense::payload(t, n, &mut rng),
+                    }
                 );
                 if recent.len() < 64 {
                     recent.push(line.clone());
@@ -669,5 +704,59 @@ mod tests {
         assert!(bad <= 3, "{bad}");
         let avg = sa.bytes / sa.lines;
         assert!((700..=950).contains(&avg), "average line {avg} bytes");
+    }
+
+    /// Non-null leaves (scalars) of a JSON value.
+    fn leaves(v: &serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::Null => 0,
+            serde_json::Value::Array(a) => a.iter().map(leaves).sum(),
+            serde_json::Value::Object(o) => o.values().map(leaves).sum(),
+            _ => 1,
+        }
+    }
+
+    #[test]
+    fn the_dense_profile_is_field_dense_non_ascii_and_as_large_per_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let spec = GenSpec {
+            files: 4,
+            lines_per_file: 250,
+            profile: Profile::Dense,
+            ..Default::default()
+        };
+        let s = generate(dir.path(), "d", &spec).unwrap();
+        let (mut payloads, mut leaf_count, mut non_ascii, mut nulls) = (0, 0, 0, 0);
+        let mut topics = std::collections::BTreeSet::new();
+        for f in 0..4 {
+            let text = std::fs::read_to_string(s.dir.join(format!("part-{f:05}.jsonl"))).unwrap();
+            for line in text.lines() {
+                let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
+                    continue;
+                };
+                let p = &v["payload"];
+                if p.get("truncated").is_some() {
+                    continue;
+                }
+                payloads += 1;
+                leaf_count += leaves(p);
+                non_ascii += usize::from(!p.to_string().is_ascii());
+                nulls += usize::from(p["halted"].is_null());
+                topics.insert(v["topic"].as_str().unwrap().to_string());
+            }
+        }
+        let per_message = leaf_count as f64 / payloads as f64;
+        assert!(
+            (22.0..=34.0).contains(&per_message),
+            "{per_message} leaves per message"
+        );
+        assert_eq!(non_ascii, payloads, "every payload has non-ASCII text");
+        assert_eq!(nulls, payloads);
+        assert_eq!(topics.len(), 36);
+        let avg = s.bytes / s.lines;
+        assert!((650..=950).contains(&avg), "average line {avg} bytes");
+        // Same rates of duplicates and corrupt lines as the padded profile.
+        assert!((10..=40).contains(&s.duplicates), "{}", s.duplicates);
+        assert!(s.corrupt <= 5, "{}", s.corrupt);
     }
 }

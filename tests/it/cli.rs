@@ -35,6 +35,27 @@ fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
         );
         assert!(report["tables"][&table]["version"].as_i64().is_some());
     }
+    // Where the time went: every stage's wall time, adding up to the run's.
+    let stages = report["stage_seconds"].as_object().expect("stage_seconds");
+    let names: Vec<&str> = stages.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        [
+            "cleanup",
+            "discover",
+            "lease",
+            "run_control",
+            "stage",
+            "tables"
+        ]
+    );
+    let sum: f64 = stages.values().map(|v| v.as_f64().unwrap()).sum();
+    let elapsed = report["elapsed"].as_f64().unwrap();
+    assert!(
+        sum + 0.01 >= elapsed && sum <= elapsed + 1.0,
+        "stages {sum} s, run {elapsed} s"
+    );
+    assert!(stages["tables"].as_f64().unwrap() > 0.0);
     let out = bronze()
         .args(["ingest", "--catalog"])
         .arg(lake.catalog())
@@ -47,6 +68,7 @@ fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
         text.contains(&format!("batch market/events/batch_id={BATCH2}")) && text.contains("quote"),
         "{text}"
     );
+    assert!(text.contains("stages: discover "), "{text}");
 }
 
 #[test]
