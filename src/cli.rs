@@ -62,6 +62,32 @@ pub enum Command {
     Vacuum(VacuumArgs),
     /// Write a checkpoint so readers replay fewer log files.
     Checkpoint(CheckpointArgs),
+    /// Where a landing zone's backlog stands, per entity (`<source>/<entity>`).
+    ///
+    /// Counts the `batch_id=` folders under ROOT (as `bronze ingest --pending ROOT` lists
+    /// them) that are loaded (their latest run in `_run_control` has no failed row),
+    /// pending (never loaded), failed (the latest run failed: pending again) and in
+    /// progress (a run holds the batch's lease: its run id, host, pid and age; a lease
+    /// not renewed within the lease TTL is flagged, its run likely dead), the oldest
+    /// batch id not loaded, and the last failure's reason. Reads only.
+    ///
+    /// Example: bronze status landing/ --catalog ./lakehouse
+    ///
+    /// Example: bronze status s3://bucket/landing/market --catalog s3://bucket/lake --json
+    Status(StatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The landing zone: `landing/`, `landing/<source>/` or `landing/<source>/<entity>/`,
+    /// a folder or an object store URL.
+    pub root: String,
+    /// A batch lease not renewed for this long is reported stale (as `bronze ingest
+    /// --lease-ttl`; `10m`, `90s`, `2h`).
+    #[arg(long, default_value = "10m", value_parser = parse_ttl)]
+    pub lease_ttl: std::time::Duration,
+    #[command(flatten)]
+    pub location: Location,
 }
 
 /// Where the tables are; shared by the maintenance commands.
@@ -98,14 +124,19 @@ impl Location {
         Ok(options)
     }
 
-    /// An `Ingest` for maintenance on this catalog and schema.
-    pub fn ingest(&self) -> Result<bronze::Ingest> {
+    /// The configuration of this catalog and schema.
+    pub fn config(&self) -> Result<IngestConfig> {
         let mut c = IngestConfig::default();
         c.catalog = bronze::Location::parse(&self.catalog)?;
         c.storage_options = self.options()?;
         c.schema = self.schema.clone();
         c.single_writer = self.single_writer;
-        bronze::Ingest::from_config(c)
+        Ok(c)
+    }
+
+    /// An `Ingest` for maintenance on this catalog and schema.
+    pub fn ingest(&self) -> Result<bronze::Ingest> {
+        bronze::Ingest::from_config(self.config()?)
     }
 }
 
@@ -197,6 +228,10 @@ pub struct IngestArgs {
     /// With --pending: load at most N batches in this invocation.
     #[arg(long, value_name = "N", requires = "pending")]
     pub max_batches: Option<usize>,
+    /// With --pending: start no batch once the batches of this invocation read SIZE of
+    /// landing files (512MB, 20GiB); the batch that crosses it is finished, never cut.
+    #[arg(long, value_name = "SIZE", requires = "pending", value_parser = parse_budget)]
+    pub max_bytes: Option<u64>,
     /// With --pending: load only folders holding a `_SUCCESS` marker (the copy step is
     /// done); an entity's later batches wait behind one without it.
     #[arg(long, requires = "pending")]

@@ -78,6 +78,7 @@ fn main() -> ExitCode {
     quiet_caught_abort_panic();
     match cli.command {
         Command::Ingest(args) => ingest(&args),
+        Command::Status(args) => status(&args),
         Command::Health(args) => maintain(&args.location, |m| {
             let report = m.health()?;
             Ok((
@@ -139,10 +140,29 @@ fn maintain(
     location: &cli::Location,
     f: impl FnOnce(&bronze::maintenance::Maintenance<'_>) -> bronze::Result<Output>,
 ) -> ExitCode {
-    let options = location.options().unwrap_or_default();
     let result = location
         .ingest()
         .and_then(|ingest| f(&ingest.maintenance()));
+    print_output(location, result)
+}
+
+/// `bronze status`: the backlog under the root, per entity.
+fn status(args: &cli::StatusArgs) -> ExitCode {
+    let result = args.location.config().and_then(|mut c| {
+        c.lease_ttl = args.lease_ttl;
+        let entities = bronze::Ingest::from_config(c)?.status(&args.root)?;
+        Ok((
+            serde_json::to_value(&entities).unwrap_or_default(),
+            bronze::EntityStatus::to_text(&entities),
+        ))
+    });
+    print_output(&args.location, result)
+}
+
+/// Prints a command's output as text or `--json` (option values masked), or its error
+/// (exit 2).
+fn print_output(location: &cli::Location, result: bronze::Result<Output>) -> ExitCode {
+    let options = location.options().unwrap_or_default();
     match result {
         Ok((json, text)) => {
             if location.json {
@@ -253,6 +273,7 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         *builder.config_mut() = config;
         let pending = bronze::PendingOptions::default()
             .with_max_batches(args.max_batches)
+            .with_max_bytes(args.max_bytes)
             .with_require_success(args.require_success);
         builder.build()?.run_pending(&root, &pending)
     });

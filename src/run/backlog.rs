@@ -65,6 +65,9 @@ pub struct PendingOptions {
     pub max_batches: Option<usize>,
     /// Load only folders holding a `_SUCCESS` marker (the copy step's "done").
     pub require_success: bool,
+    /// Start no batch once the batches run so far read this many bytes of landing files
+    /// (the batch that crosses it is finished, never cut).
+    pub max_bytes: Option<u64>,
 }
 
 impl PendingOptions {
@@ -77,6 +80,12 @@ impl PendingOptions {
     /// Only folders holding `_SUCCESS`.
     pub fn with_require_success(mut self, on: bool) -> Self {
         self.require_success = on;
+        self
+    }
+
+    /// No batch started once `bytes` of landing files were read.
+    pub fn with_max_bytes(mut self, bytes: Option<u64>) -> Self {
+        self.max_bytes = bytes;
         self
     }
 }
@@ -108,7 +117,8 @@ impl Ingest {
     }
 
     /// Loads the pending batches under `root` ([`Ingest::pending`]), oldest batch id
-    /// first, at most `options.max_batches` runs. Within an entity (landing path)
+    /// first, at most `options.max_batches` runs, none started once
+    /// `options.max_bytes` of landing files were read. Within an entity (landing path)
     /// batches load in batch id order: once one fails, is busy with another worker, is
     /// still being copied or (with `require_success`) has no `_SUCCESS` yet, the
     /// entity's later batches wait (status [`BatchStatus::Waiting`]) until a later
@@ -122,7 +132,7 @@ impl Ingest {
         let pending = self.pending(root)?;
         let mut held_up: HashMap<String, String> = HashMap::new();
         let mut outcomes = Vec::new();
-        let mut runs = 0;
+        let (mut runs, mut bytes_read) = (0, 0);
         for batch in pending {
             if let Some(first) = held_up.get(&batch.landing_path) {
                 outcomes.push(BacklogOutcome {
@@ -143,11 +153,14 @@ impl Ingest {
                 });
                 continue;
             }
-            if max_batches.is_some_and(|m| runs >= m) {
+            if max_batches.is_some_and(|m| runs >= m)
+                || options.max_bytes.is_some_and(|m| bytes_read >= m)
+            {
                 break;
             }
             runs += 1;
             let outcome = self.run_pending_one(batch);
+            bytes_read += outcome.report.as_ref().map_or(0, |r| r.bytes_read);
             if !matches!(
                 outcome.status,
                 BatchStatus::Loaded | BatchStatus::AlreadyLoaded
@@ -219,7 +232,7 @@ impl Ingest {
     }
 
     /// Every `batch_id=<id>` folder at most three levels under `root`.
-    fn batch_folders(&self, root: &std::path::Path) -> Result<Vec<PendingBatch>> {
+    pub(super) fn batch_folders(&self, root: &std::path::Path) -> Result<Vec<PendingBatch>> {
         let text = root.to_string_lossy().trim_end_matches('/').to_string();
         let mut found = Vec::new();
         let mut level = vec![text.clone()];
@@ -319,15 +332,20 @@ impl Ingest {
 }
 
 /// One `_run_control` row, as far as the backlog needs it.
-struct RunRow {
+pub(super) struct RunRow {
     run_id: String,
     batch_id: String,
     landing_paths: Option<String>,
     ok: bool,
+    /// `<table>: <error>` of a failed row.
+    error: Option<String>,
 }
 
 /// `_run_control`'s rows, of one batch id when given (none when it does not exist yet).
-async fn run_control_rows(storage: &Storage, batch_id: Option<&str>) -> Result<Vec<RunRow>> {
+pub(super) async fn run_control_rows(
+    storage: &Storage,
+    batch_id: Option<&str>,
+) -> Result<Vec<RunRow>> {
     let table = TableName::system(RUN_CONTROL_TABLE);
     let Some(t) = storage.open(&table).await? else {
         return Ok(Vec::new());
@@ -347,7 +365,15 @@ async fn run_control_rows(storage: &Storage, batch_id: Option<&str>) -> Result<V
             .map_err(err)?;
     }
     let batches: Vec<arrow::array::RecordBatch> = frame
-        .select_columns(&["run_id", "_batch_id", "landing_paths", "status"])
+        .select_columns(&[
+            "run_id",
+            "_batch_id",
+            "landing_paths",
+            "status",
+            "table",
+            "error",
+            "checks",
+        ])
         .map_err(err)?
         .execute_stream()
         .await
@@ -371,49 +397,78 @@ async fn run_control_rows(storage: &Storage, batch_id: Option<&str>) -> Result<V
             text("landing_paths")?,
             text("status")?,
         );
+        let (table, error, checks) = (text("table")?, text("error")?, text("checks")?);
         for i in 0..b.num_rows() {
+            let ok = status.value(i) == "ok";
+            // A failed write says why in `error`; the `(batch)` row's row accounting in
+            // `checks`.
+            let why = if !error.is_null(i) {
+                error.value(i)
+            } else {
+                checks.value(i)
+            };
             rows.push(RunRow {
+                error: (!ok).then(|| format!("{}: {why}", table.value(i))),
                 run_id: run.value(i).to_string(),
                 batch_id: batch.value(i).to_string(),
                 landing_paths: (!paths.is_null(i)).then(|| paths.value(i).to_string()),
                 // The `(batch)` row is the run's row accounting: failed when it does not
                 // add up, as any failed write.
                 // Every write ok, and the `(batch)` row: the row accounting added up.
-                ok: status.value(i) == "ok",
+                ok,
             });
         }
     }
     Ok(rows)
 }
 
-/// The batches whose latest run (by its start, the suffix of its run id) has no failed
-/// row, per landing path of that run.
-fn loaded_from(rows: Vec<RunRow>) -> HashSet<(String, String)> {
-    // run id -> (batch id, landing paths, every row ok)
-    let mut runs: BTreeMap<String, (String, Option<String>, bool)> = BTreeMap::new();
+/// The latest run of a batch folder in `_run_control`.
+pub(super) struct LatestRun {
+    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
+    pub(super) started: i64,
+    /// No failed row.
+    pub(super) ok: bool,
+    /// Its first failed row's `<table>: <error>`.
+    pub(super) error: Option<String>,
+}
+
+/// The latest run (by its start, the suffix of its run id) of every `(landing path,
+/// batch id)` in `rows`.
+pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), LatestRun> {
+    // run id -> (batch id, landing paths, every row ok, first error)
+    type Run = (String, Option<String>, bool, Option<String>);
+    let mut runs: BTreeMap<String, Run> = BTreeMap::new();
     for r in rows {
         let e = runs
             .entry(r.run_id)
-            .or_insert((r.batch_id, r.landing_paths, true));
+            .or_insert((r.batch_id, r.landing_paths, true, None));
         e.2 &= r.ok;
+        if e.3.is_none() {
+            e.3 = r.error;
+        }
     }
-    // (landing path, batch id) -> (start of its latest run, that run's outcome)
-    let mut latest: HashMap<(String, String), (i64, bool)> = HashMap::new();
-    for (run_id, (batch_id, paths, ok)) in runs {
+    let mut latest: HashMap<(String, String), LatestRun> = HashMap::new();
+    for (run_id, (batch_id, paths, ok, error)) in runs {
         let started = run_id
             .rsplit_once('-')
             .and_then(|(_, t)| t.parse::<i64>().ok())
             .unwrap_or(0);
         for lp in paths.iter().flat_map(|p| p.split(',')) {
             let key = (lp.to_string(), batch_id.clone());
-            let e = latest.entry(key).or_insert((i64::MIN, false));
-            if started >= e.0 {
-                *e = (started, ok);
+            let newer = latest.get(&key).is_none_or(|l| started >= l.started);
+            if newer {
+                let error = error.clone();
+                latest.insert(key, LatestRun { started, ok, error });
             }
         }
     }
     latest
+}
+
+/// The batches whose latest run has no failed row, per landing path of that run.
+fn loaded_from(rows: Vec<RunRow>) -> HashSet<(String, String)> {
+    latest_runs(rows)
         .into_iter()
-        .filter_map(|(k, (_, ok))| ok.then_some(k))
+        .filter_map(|(k, run)| run.ok.then_some(k))
         .collect()
 }

@@ -36,11 +36,13 @@ mod builder;
 mod fanout;
 mod record;
 mod staging;
+mod status;
 mod topic;
 
 pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch, PendingOptions};
 pub use builder::IngestBuilder;
 use staging::StagedBatch;
+pub use status::{EntityStatus, Failure, InProgress};
 
 /// Default cap on topics processed at once with an object store
 /// ([`IngestConfig::object_store`]), where each commit waits on the network: 32 in flight

@@ -295,3 +295,190 @@ fn worker_processes_on_one_backlog_load_each_batch_once() {
     assert_copies(&lake, 8);
     assert!(leases(&lake).is_empty());
 }
+
+#[test]
+fn status_counts_loaded_pending_failed_and_in_progress_batches_per_entity() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a", "s/b"], &["d1", "d2", "d3"]);
+    let lake = TempLake::new();
+    let folder = |e: &str, id: &str| landing.join(e).join(format!("batch_id={id}"));
+    lake.ingest()
+        .build()
+        .unwrap()
+        .run(folder("s/a", "d1"))
+        .unwrap();
+    // s/b's d1 runs to the end but its row accounting fails (a row lost, simulated).
+    let lossy = lake.ingest().with_failpoint("lose_a_row").build().unwrap();
+    let report = lossy.run(folder("s/b", "d1")).unwrap();
+    assert!(!report.invariant_ok);
+    // A live run holds s/a's d2; s/b's d3 has a lease its run stopped renewing an hour ago.
+    let leases = lake.schema_dir().join(bronze::lease::LEASE_DIR);
+    std::fs::create_dir_all(&leases).unwrap();
+    let now = chrono::Utc::now().timestamp_micros();
+    let holder = |run_id: &str, at: i64| bronze::lease::Holder {
+        run_id: run_id.to_string(),
+        host: "worker-7".to_string(),
+        pid: 4242,
+        pid_start: None,
+        since_micros: at,
+        renewed_micros: Some(at),
+    };
+    for (landing_path, id, h) in [
+        ("s/a", "d2", holder("d2-live", now - 5_000_000)),
+        ("s/b", "d3", holder("d3-dead", now - 3_600_000_000)),
+    ] {
+        let file = leases.join(bronze::lease::lease_file(landing_path, id));
+        std::fs::write(file, serde_json::to_vec(&h).unwrap()).unwrap();
+    }
+
+    let status = lake.ingest().build().unwrap().status(&landing).unwrap();
+    let a = &status[0];
+    assert_eq!(a.landing_path, "s/a");
+    assert_eq!((a.loaded, a.pending, a.failed), (1, 1, 0));
+    assert_eq!(a.oldest_pending.as_deref(), Some("d2"));
+    assert_eq!(a.in_progress.len(), 1);
+    let live = &a.in_progress[0];
+    assert_eq!(
+        (
+            live.batch_id.as_str(),
+            live.run_id.as_str(),
+            live.host.as_str(),
+            live.pid
+        ),
+        ("d2", "d2-live", "worker-7", 4242)
+    );
+    assert!(!live.stale && live.age_seconds >= 5.0, "{live:?}");
+    assert!(a.last_failure.is_none());
+    let b = &status[1];
+    assert_eq!(b.landing_path, "s/b");
+    assert_eq!((b.loaded, b.pending, b.failed), (0, 1, 1));
+    assert_eq!(b.oldest_pending.as_deref(), Some("d1"));
+    assert!(b.in_progress[0].stale, "{:?}", b.in_progress);
+    let failure = b.last_failure.as_ref().expect("s/b's failure");
+    assert_eq!(failure.batch_id, "d1");
+    assert!(failure.reason.contains("(batch)"), "{}", failure.reason);
+    assert_eq!(status.len(), 2);
+
+    // The command: the same as JSON, and a table that names the stale lease.
+    let cli = |json: bool| {
+        let mut c = bronze_cli();
+        c.arg("status")
+            .arg(&landing)
+            .arg("--catalog")
+            .arg(lake.catalog());
+        if json {
+            c.arg("--json");
+        }
+        let out = c.output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let json: serde_json::Value = serde_json::from_str(&cli(true)).unwrap();
+    assert_eq!(json[1]["failed"], 1);
+    assert_eq!(json[0]["in_progress"][0]["run_id"], "d2-live");
+    let text = cli(false);
+    assert!(
+        text.contains("s/b/batch_id=d3: loading by run d3-dead"),
+        "{text}"
+    );
+    assert!(text.contains("likely dead"), "{text}");
+    assert!(
+        text.contains("s/b/batch_id=d1: last run failed: (batch)"),
+        "{text}"
+    );
+}
+
+/// README's `bronze status` example, run as written (the catalog a temporary folder)
+/// after loading the first fixture batch, prints README's table.
+#[test]
+fn readme_status_example_prints_what_readme_shows() {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = &readme[readme
+        .find("## A landing zone, not a batch")
+        .expect("README's landing zone section")..];
+    let command = section
+        .lines()
+        .find(|l| l.starts_with("cargo run --release -- status "))
+        .expect("a status command");
+    let shown = section
+        .split("```text\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the status table");
+    let lake = TempLake::new();
+    lake.ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(BATCH1))
+        .unwrap();
+    let args: Vec<String> = command
+        .trim_start_matches("cargo run --release -- ")
+        .split_whitespace()
+        .map(|a| match a {
+            "./lakehouse" => lake.catalog().display().to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let out = bronze_cli()
+        .current_dir(repo())
+        .args(&args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(String::from_utf8(out.stdout).unwrap(), shown);
+}
+
+#[test]
+fn max_bytes_starts_no_batch_past_the_bound_and_never_cuts_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a"], &["d1", "d2", "d3"]);
+    let batch_bytes: u64 = std::fs::read_dir(batch_dir(BATCH1))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    let lake = TempLake::new();
+    let pending = |max_bytes: u64| {
+        let out = bronze_cli()
+            .args(["ingest", "--json", "--pending"])
+            .arg(&landing)
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .args(["--max-bytes", &max_bytes.to_string()])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.code().unwrap_or(9) < 2,
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let outcomes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        outcomes
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| o["batch"]["batch_id"].as_str().unwrap().to_string())
+            .collect::<Vec<_>>()
+    };
+    // One and a half batches' worth: the second batch crosses it and is finished.
+    assert_eq!(pending(batch_bytes * 3 / 2), ["d1", "d2"]);
+    // One byte: one batch.
+    assert_eq!(pending(1), ["d3"]);
+    assert_copies(&lake, 3);
+    // A size it cannot read is refused.
+    let out = bronze_cli()
+        .args(["ingest", "--pending"])
+        .arg(&landing)
+        .args(["--max-bytes", "lots"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not a size"));
+}

@@ -1,0 +1,216 @@
+//! Where a landing zone's backlog stands, per entity ([`Ingest::status`], `bronze
+//! status`): batches loaded, pending, failed and in progress (lease holder and age), the
+//! oldest batch not loaded, and the last failure's reason. Read-only: the batch folders,
+//! `_run_control` and the lease files, nothing taken or written.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use deltalake::logstore::object_store::{ObjectStoreExt as _, path::Path as StorePath};
+
+use super::Ingest;
+use super::backlog::{PendingBatch, latest_runs, run_control_rows};
+use crate::clock::now_micros;
+use crate::error::{Error, Result};
+use crate::lease::{Holder, LEASE_DIR, lease_file};
+
+/// One entity (`<source>/<entity>`) of a landing zone.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct EntityStatus {
+    /// `<source>/<entity>`.
+    pub landing_path: String,
+    /// Batches whose latest run loaded them (no failed row in `_run_control`).
+    pub loaded: usize,
+    /// Batches never loaded and not being loaded now.
+    pub pending: usize,
+    /// Batches whose latest run failed (a table, or the row accounting), not being
+    /// loaded now: pending again.
+    pub failed: usize,
+    /// Batches a run holds the lease of right now.
+    pub in_progress: Vec<InProgress>,
+    /// The oldest batch id not loaded (pending, failed or in progress): where this
+    /// entity's backlog stands, since its batches load in batch id order.
+    pub oldest_pending: Option<String>,
+    /// The most recent failed run of a batch not loaded since.
+    pub last_failure: Option<Failure>,
+}
+
+/// A batch whose lease is held.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct InProgress {
+    /// The batch id.
+    pub batch_id: String,
+    /// The holder's run id.
+    pub run_id: String,
+    /// The holder's host.
+    pub host: String,
+    /// The holder's process id.
+    pub pid: u32,
+    /// Seconds since the lease was taken.
+    pub age_seconds: f64,
+    /// Seconds since the holder last renewed it (`None`: not renewed yet).
+    pub renewed_seconds_ago: Option<f64>,
+    /// Not renewed within the lease TTL: its run is likely dead, and the next run of
+    /// the batch takes the lease over.
+    pub stale: bool,
+}
+
+/// A failed run.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Failure {
+    /// The batch id.
+    pub batch_id: String,
+    /// Its first failed row's error (or the row accounting's check).
+    pub reason: String,
+}
+
+impl Ingest {
+    /// Where the backlog under `root` stands (the folders [`Ingest::pending`] lists),
+    /// one row per entity, in landing path order.
+    pub fn status(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<EntityStatus>> {
+        let folders = self.batch_folders(root.as_ref())?;
+        let storage = self.storage()?;
+        let runs = latest_runs(self.runtime().block_on(run_control_rows(&storage, None))?);
+        let leases = self.held_leases()?;
+        let ttl = self.config.lease_ttl.as_micros() as i64;
+        let now = now_micros();
+        let mut entities: BTreeMap<String, (EntityStatus, i64)> = BTreeMap::new();
+        for PendingBatch {
+            landing_path,
+            batch_id,
+            ..
+        } in folders
+        {
+            let (e, failed_at) = entities.entry(landing_path.clone()).or_insert_with(|| {
+                let e = EntityStatus {
+                    landing_path: landing_path.clone(),
+                    ..Default::default()
+                };
+                (e, i64::MIN)
+            });
+            let run = runs.get(&(landing_path.clone(), batch_id.clone()));
+            let loaded = run.is_some_and(|r| r.ok);
+            if let Some(h) = leases.get(&lease_file(&landing_path, &batch_id)) {
+                let renewed = h.renewed_micros.unwrap_or(h.since_micros);
+                e.in_progress.push(InProgress {
+                    batch_id: batch_id.clone(),
+                    run_id: h.run_id.clone(),
+                    host: h.host.clone(),
+                    pid: h.pid,
+                    age_seconds: (now - h.since_micros).max(0) as f64 / 1e6,
+                    renewed_seconds_ago: h.renewed_micros.map(|r| (now - r).max(0) as f64 / 1e6),
+                    stale: now - renewed > ttl,
+                });
+            } else if loaded {
+                e.loaded += 1;
+            } else if run.is_some() {
+                e.failed += 1;
+            } else {
+                e.pending += 1;
+            }
+            if let Some(r) = run.filter(|r| !r.ok && r.started > *failed_at) {
+                *failed_at = r.started;
+                e.last_failure = Some(Failure {
+                    batch_id: batch_id.clone(),
+                    reason: r.error.clone().unwrap_or_else(|| "failed".into()),
+                });
+            }
+            if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
+                e.oldest_pending = Some(batch_id);
+            }
+        }
+        Ok(entities.into_values().map(|(e, _)| e).collect())
+    }
+
+    /// The lease files of the catalog's schema and their holders, by file name.
+    fn held_leases(&self) -> Result<HashMap<String, Holder>> {
+        let storage = self.storage()?;
+        let store = storage.root_store.clone().unwrap_or_else(|| {
+            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+        });
+        let unreadable = |e: &dyn std::fmt::Display| Error::Store {
+            location: self.catalog.shown(),
+            reason: format!("could not read the batch leases: {e}"),
+        };
+        let dir = StorePath::from_url_path(storage.schema_url.path())
+            .map_err(|e| unreadable(&e))?
+            .join(LEASE_DIR);
+        let rt = self.runtime();
+        let listed = match rt.block_on(store.list_with_delimiter(Some(&dir))) {
+            Ok(listed) => listed.objects,
+            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => return Err(unreadable(&e)),
+        };
+        let mut leases = HashMap::new();
+        for o in listed {
+            let Some(name) = o.location.filename().map(str::to_string) else {
+                continue;
+            };
+            // Released between the listing and the read: not in progress any more.
+            let Ok(got) = rt.block_on(async { store.get(&o.location).await?.bytes().await }) else {
+                continue;
+            };
+            // Claim files of a takeover on a local disk are not leases.
+            if let Ok(holder) = serde_json::from_slice::<Holder>(&got) {
+                leases.insert(name, holder);
+            }
+        }
+        Ok(leases)
+    }
+}
+
+impl EntityStatus {
+    /// The entities as a table, then one line per batch in progress and per failure.
+    pub fn to_text(entities: &[EntityStatus]) -> String {
+        use std::fmt::Write as _;
+        let width = entities
+            .iter()
+            .map(|e| e.landing_path.len())
+            .max()
+            .unwrap_or(0)
+            .max("entity".len());
+        let mut s = format!(
+            "{:<width$}  {:>7}  {:>7}  {:>7}  {:>11}  oldest pending\n",
+            "entity", "loaded", "pending", "failed", "in progress"
+        );
+        for e in entities {
+            let _ = writeln!(
+                s,
+                "{:<width$}  {:>7}  {:>7}  {:>7}  {:>11}  {}",
+                e.landing_path,
+                e.loaded,
+                e.pending,
+                e.failed,
+                e.in_progress.len(),
+                e.oldest_pending.as_deref().unwrap_or("-")
+            );
+        }
+        for e in entities {
+            for p in &e.in_progress {
+                let _ = writeln!(
+                    s,
+                    "{}/batch_id={}: loading by run {} ({} pid {}) for {:.0} s{}",
+                    e.landing_path,
+                    p.batch_id,
+                    p.run_id,
+                    p.host,
+                    p.pid,
+                    p.age_seconds,
+                    if p.stale {
+                        ", not renewed within the lease TTL: its run is likely dead; the next run of the batch takes it over"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            if let Some(f) = &e.last_failure {
+                let _ = writeln!(
+                    s,
+                    "{}/batch_id={}: last run failed: {}",
+                    e.landing_path, f.batch_id, f.reason
+                );
+            }
+        }
+        s
+    }
+}
