@@ -22,6 +22,9 @@ pub struct Cli {
     pub command: Command,
 }
 
+// Parsed once per process: the size of the largest variant (`ingest`'s flags) costs
+// nothing worth a box.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Load a batch folder (`landing/<source>/<entity>/batch_id=<id>/`) into bronze tables.
