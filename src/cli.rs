@@ -239,6 +239,14 @@ pub struct IngestArgs {
     /// done); an entity's later batches wait behind one without it.
     #[arg(long, requires = "pending")]
     pub require_success: bool,
+    /// With --pending: keep going: look for pending batches again every --interval until
+    /// interrupted. Ctrl-C lets the batch in flight finish and commit, then exits; a
+    /// second Ctrl-C stops at once (the batch is resumed or repaired by the next run).
+    #[arg(long, requires = "pending")]
+    pub watch: bool,
+    /// With --watch: the pause between two looks at the landing zone (`60s`, `5m`).
+    #[arg(long, default_value = "60s", value_parser = parse_ttl, requires = "watch")]
+    pub interval: std::time::Duration,
     /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
     /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
     /// keys are an error. See the README for every key.

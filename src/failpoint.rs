@@ -33,7 +33,7 @@ pub const POINTS: &[&str] = &[
 ];
 
 /// Faults simulated rather than crashes: `grow_file` (the copy step appends to a landing
-/// file after discovery), `unreadable_file` (a file named `*unreadable*` cannot be read:
+/// file named `*growing*` after discovery), `unreadable_file` (a file named `*unreadable*` cannot be read:
 /// permissions cannot stop root, which CI runs as), `lose_a_row` (a bug that drops the
 /// last flattened row of a topic's table, for the row accounting's test).
 pub const SIMULATED: &[&str] = &["grow_file", "unreadable_file", "lose_a_row"];
@@ -45,7 +45,7 @@ pub(crate) fn before_read(
 ) -> crate::Result<()> {
     use crate::Error;
     match point {
-        "grow_file" => {
+        "grow_file" if file.name.contains("growing") => {
             use std::io::Write as _;
             let mut f = std::fs::OpenOptions::new()
                 .append(true)

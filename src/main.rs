@@ -4,6 +4,8 @@ mod alloc;
 mod cli;
 
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use clap::Parser;
 
@@ -254,10 +256,11 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
 }
 
 /// `bronze ingest --pending ROOT`: the backlog under ROOT, batch by batch; one line per
-/// batch (or a JSON array), exit 2 when a batch failed, 1 when one had corrupt lines.
+/// batch (or a JSON array; with `--watch`, one JSON object per line), exit 2 when a batch
+/// failed, 1 when one had corrupt lines. With `--watch`, round after round until Ctrl-C.
 fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
     let mut options = bronze::StorageOptions::default();
-    let result = args.to_config().and_then(|config| {
+    let setup = args.to_config().and_then(|config| {
         options = config.storage_options.clone();
         let root = match args.batch_dirs.as_slice() {
             [root] => root.clone(),
@@ -271,60 +274,160 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         let mut builder =
             bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
         *builder.config_mut() = config;
-        let pending = bronze::PendingOptions::default()
-            .with_max_batches(args.max_batches)
-            .with_max_bytes(args.max_bytes)
-            .with_require_success(args.require_success);
-        builder.build()?.run_pending(&root, &pending)
+        Ok((builder.build()?, root))
     });
-    let outcomes = match result {
-        Ok(o) => o,
+    let (ingest, root) = match setup {
+        Ok(s) => s,
         Err(e) => {
             eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
             return ExitCode::from(2);
         }
     };
-    if args.json {
-        match serde_json::to_string_pretty(&outcomes) {
-            Ok(s) => println!("{}", options.mask(&s)),
-            Err(e) => eprintln!("error: cannot print the outcomes as JSON: {e}"),
-        }
-    } else {
-        for o in &outcomes {
-            let status = serde_json::to_value(o.status).unwrap_or_default();
-            let mut line = format!(
-                "{:<15} {}/batch_id={}",
-                status.as_str().unwrap_or("?"),
-                o.batch.landing_path,
-                o.batch.batch_id
-            );
-            if let Some(r) = &o.report {
-                line.push_str(&format!(
-                    "  {} messages, {} corrupt, {:.2}s",
-                    r.messages,
-                    r.corrupt_lines,
-                    r.elapsed.as_secs_f64()
-                ));
-            }
-            if let Some(why) = &o.reason {
-                line.push_str(&format!("  ({why})"));
-            }
-            println!("{}", options.mask(&line));
-        }
-        let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
-        println!(
-            "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} not ready, {} already loaded",
-            outcomes.len(),
-            count(bronze::BatchStatus::Loaded),
-            count(bronze::BatchStatus::Failed),
-            count(bronze::BatchStatus::Busy),
-            count(bronze::BatchStatus::Waiting),
-            count(bronze::BatchStatus::Changing),
-            count(bronze::BatchStatus::NotReady),
-            count(bronze::BatchStatus::AlreadyLoaded),
+    let interrupt = args.watch.then(stop_on_ctrl_c);
+    if args.watch {
+        eprintln!(
+            "watching {} every {:?}; Ctrl-C stops once the batch in flight is committed",
+            root.display(),
+            args.interval
         );
     }
-    let code = outcomes
+    let pending = bronze::PendingOptions::default()
+        .with_max_batches(args.max_batches)
+        .with_max_bytes(args.max_bytes)
+        .with_require_success(args.require_success)
+        .with_stop(interrupt.as_ref().map(|(flag, _)| Arc::clone(flag)));
+    let mut worst = 0;
+    loop {
+        match ingest.run_pending(&root, &pending) {
+            Ok(outcomes) => {
+                print_outcomes(args, &options, &outcomes);
+                worst = worst.max(exit_code_of(&outcomes));
+            }
+            Err(e) => {
+                eprintln!("error: {}", options.mask(&bronze::error_chain(&e)));
+                worst = 2;
+                if interrupt.is_none() {
+                    break;
+                }
+            }
+        }
+        let Some((flag, interrupted)) = &interrupt else {
+            break;
+        };
+        // Until the next round, or Ctrl-C.
+        let waited = interrupted.recv_timeout(args.interval);
+        if flag.load(Ordering::Relaxed)
+            || !matches!(waited, Err(std::sync::mpsc::RecvTimeoutError::Timeout))
+        {
+            break;
+        }
+    }
+    ExitCode::from(worst)
+}
+
+/// A flag set, and a message sent, at the first Ctrl-C (the watch loop then starts no
+/// batch and exits once the one in flight is committed); the second exits at once (130).
+fn stop_on_ctrl_c() -> (Arc<AtomicBool>, std::sync::mpsc::Receiver<()>) {
+    let flag = Arc::new(AtomicBool::new(false));
+    let (tx, rx) = std::sync::mpsc::channel();
+    let set = Arc::clone(&flag);
+    let (ready_tx, ready) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+        else {
+            return;
+        };
+        rt.block_on(async {
+            // Registered before the watch starts: a Ctrl-C from then on is ours.
+            let Ok(mut interrupts) =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            else {
+                return;
+            };
+            let _ = ready_tx.send(());
+            if interrupts.recv().await.is_none() {
+                return;
+            }
+            set.store(true, Ordering::Relaxed);
+            let _ = tx.send(());
+            eprintln!(
+                "stopping once the batch in flight is committed; Ctrl-C again to stop now (the next run resumes or repairs it)"
+            );
+            if interrupts.recv().await.is_some() {
+                std::process::exit(130);
+            }
+        });
+    });
+    // Err: no handler (the default Ctrl-C then ends the process, as without --watch).
+    let _ = ready.recv();
+    (flag, rx)
+}
+
+/// One round's outcomes: one line per batch and a summary (with `--watch`, nothing for a
+/// round without pending batches), or JSON.
+fn print_outcomes(
+    args: &cli::IngestArgs,
+    options: &bronze::StorageOptions,
+    outcomes: &[bronze::BacklogOutcome],
+) {
+    if args.json {
+        let text = if args.watch {
+            outcomes
+                .iter()
+                .filter_map(|o| serde_json::to_string(o).ok())
+                .collect::<Vec<_>>()
+                .join("\n")
+        } else {
+            serde_json::to_string_pretty(&outcomes).unwrap_or_default()
+        };
+        if !text.is_empty() {
+            println!("{}", options.mask(&text));
+        }
+        return;
+    }
+    if args.watch && outcomes.is_empty() {
+        return;
+    }
+    for o in outcomes {
+        let status = serde_json::to_value(o.status).unwrap_or_default();
+        let mut line = format!(
+            "{:<15} {}/batch_id={}",
+            status.as_str().unwrap_or("?"),
+            o.batch.landing_path,
+            o.batch.batch_id
+        );
+        if let Some(r) = &o.report {
+            line.push_str(&format!(
+                "  {} messages, {} corrupt, {:.2}s",
+                r.messages,
+                r.corrupt_lines,
+                r.elapsed.as_secs_f64()
+            ));
+        }
+        if let Some(why) = &o.reason {
+            line.push_str(&format!("  ({why})"));
+        }
+        println!("{}", options.mask(&line));
+    }
+    let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
+    println!(
+        "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} not ready, {} already loaded",
+        outcomes.len(),
+        count(bronze::BatchStatus::Loaded),
+        count(bronze::BatchStatus::Failed),
+        count(bronze::BatchStatus::Busy),
+        count(bronze::BatchStatus::Waiting),
+        count(bronze::BatchStatus::Changing),
+        count(bronze::BatchStatus::NotReady),
+        count(bronze::BatchStatus::AlreadyLoaded),
+    );
+}
+
+/// 2 when a batch failed, else the worst report's exit code.
+fn exit_code_of(outcomes: &[bronze::BacklogOutcome]) -> u8 {
+    outcomes
         .iter()
         .map(|o| match (o.status, &o.report) {
             (bronze::BatchStatus::Failed, _) => 2,
@@ -332,8 +435,7 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
             _ => 0,
         })
         .max()
-        .unwrap_or(0);
-    ExitCode::from(code)
+        .unwrap_or(0)
 }
 
 /// A progress bar on stderr when it is a terminal (never in `--json` mode or in CI logs).

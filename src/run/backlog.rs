@@ -68,6 +68,9 @@ pub struct PendingOptions {
     /// Start no batch once the batches run so far read this many bytes of landing files
     /// (the batch that crosses it is finished, never cut).
     pub max_bytes: Option<u64>,
+    /// Start no batch once this is set (an interrupted `--watch`): the batch running
+    /// then is finished.
+    pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl PendingOptions {
@@ -80,6 +83,15 @@ impl PendingOptions {
     /// Only folders holding `_SUCCESS`.
     pub fn with_require_success(mut self, on: bool) -> Self {
         self.require_success = on;
+        self
+    }
+
+    /// No batch started once `flag` is set.
+    pub fn with_stop(
+        mut self,
+        flag: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    ) -> Self {
+        self.stop = flag;
         self
     }
 
@@ -153,7 +165,12 @@ impl Ingest {
                 });
                 continue;
             }
-            if max_batches.is_some_and(|m| runs >= m)
+            let stopped = options
+                .stop
+                .as_ref()
+                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
+            if stopped
+                || max_batches.is_some_and(|m| runs >= m)
                 || options.max_bytes.is_some_and(|m| bytes_read >= m)
             {
                 break;

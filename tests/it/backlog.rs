@@ -482,3 +482,81 @@ fn max_bytes_starts_no_batch_past_the_bound_and_never_cuts_one() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("is not a size"));
 }
+
+/// Lines of a child's output, read as they come.
+fn lines_until(
+    lines: &mut impl Iterator<Item = std::io::Result<String>>,
+    seen: &mut Vec<String>,
+    wanted: impl Fn(&str) -> bool,
+) {
+    for line in lines.by_ref() {
+        let line = line.unwrap();
+        let done = wanted(&line);
+        seen.push(line);
+        if done {
+            return;
+        }
+    }
+    panic!("the output ended before the line wanted: {seen:#?}");
+}
+
+#[test]
+fn watch_loads_a_batch_landed_after_it_started_skips_a_growing_one_and_stops_on_ctrl_c() {
+    use std::io::BufRead as _;
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a", "s/b"], &["d1"]);
+    // s/b's batch has a file the copy step is still writing (it grows while read,
+    // simulated by the `grow_file` failpoint on `*growing*` files), every round.
+    std::fs::write(
+        landing.join("s/b/batch_id=d1/part-growing.jsonl"),
+        b"{\"topic\":\"quote\",\"message_id\":\"g1\",\"payload\":{\"px\":1}}\n",
+    )
+    .unwrap();
+    let lake = TempLake::new();
+    let mut child = bronze_cli()
+        .args(["ingest", "--pending"])
+        .arg(&landing)
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .args(["--watch", "--interval", "200ms"])
+        .env("BRONZE_FAILPOINT", "grow_file")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    lines_until(&mut lines, &mut seen, |l| l.contains(" pending: "));
+    let first_round = seen.join("\n");
+    assert!(first_round.contains("s/a/batch_id=d1"), "{first_round}");
+    assert!(
+        seen.iter()
+            .any(|l| l.starts_with("changing") && l.contains("s/b/batch_id=d1")),
+        "{first_round}"
+    );
+    // A batch lands (renamed into place, as a copy step's last move) while it watches.
+    let staging = landing.join("s/a/.landing-d2");
+    bronze::testdata::copy_tree(&batch_dir(BATCH1), &staging).unwrap();
+    std::fs::rename(&staging, landing.join("s/a/batch_id=d2")).unwrap();
+    lines_until(&mut lines, &mut seen, |l| {
+        l.starts_with("loaded") && l.contains("s/a/batch_id=d2")
+    });
+    // Ctrl-C: it exits once the round is over (exit 1: the fixture has corrupt lines).
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(interrupted.success());
+    let status = child.wait().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("stopping once the batch in flight is committed"),
+        "{stderr}"
+    );
+    // s/a's two batches once each; nothing of the growing folder.
+    let loaded: Vec<&String> = seen.iter().filter(|l| l.starts_with("loaded")).collect();
+    assert_eq!(loaded.len(), 2, "{seen:#?}");
+    assert_copies(&lake, 2);
+}

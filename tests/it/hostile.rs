@@ -449,12 +449,12 @@ fn a_missing_folder_an_unreadable_file_or_a_truncated_gzip_is_refused_and_named(
 
 #[test]
 fn a_file_that_grows_while_read_is_refused_and_the_rerun_loads_it() {
-    let (_l, dir) = landing_with(&[("part-0.jsonl", &format!("{}\n", ok("g1")))]);
+    let (_l, dir) = landing_with(&[("part-growing.jsonl", &format!("{}\n", ok("g1")))]);
     let lake = TempLake::new();
     // The failpoint appends a line after discovery, as a copy step still writing would.
     let msg = refused_with_failpoint(&lake, &dir, "grow_file");
     assert!(
-        msg.contains("part-0.jsonl") && msg.contains("changed while being read"),
+        msg.contains("part-growing.jsonl") && msg.contains("changed while being read"),
         "{msg}"
     );
     assert!(!lake.schema_dir().join("a").exists(), "nothing loaded");
