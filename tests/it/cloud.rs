@@ -1081,10 +1081,33 @@ fn in_s3_a_pending_backlog_is_listed_and_loaded_once() {
         assert_eq!(outcomes.len(), expect, "{outcomes:?}");
         outcomes
     };
+    // `bronze status` on the store, before and after: one batch pending, then loaded.
+    let status = || {
+        let out = cli_with("status", &options)
+            .args(["--json", "--catalog", "s3://lake/lakehouse"])
+            .arg("s3://landing/zone")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let entities: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let e = &entities[0];
+        assert_eq!(e["landing_path"], "market/events");
+        (
+            e["loaded"].as_u64(),
+            e["pending"].as_u64(),
+            e["in_progress"].clone(),
+        )
+    };
+    assert_eq!(status(), (Some(0), Some(1), serde_json::json!([])));
     let first = pending(1);
     assert_eq!(first[0]["status"], "loaded");
     assert_eq!(first[0]["batch"]["landing_path"], "market/events");
     pending(0);
+    assert_eq!(status(), (Some(1), Some(0), serde_json::json!([])));
     let want = expected_tables(BATCH1);
     let tables: Vec<String> = want.keys().cloned().collect();
     assert_eq!(
