@@ -222,12 +222,25 @@ impl Metered {
         if !cache.checkpoints.contains_key(location) {
             return Ok(None);
         }
+        self.read_and_keep(location, GetOptions::default())
+            .await
+            .map(Some)
+    }
+
+    /// Reads `location` whole (one call) and keeps it in the cache.
+    async fn read_and_keep(
+        &self,
+        location: &Path,
+        options: GetOptions,
+    ) -> object_store::Result<(bytes::Bytes, ObjectMeta, object_store::Attributes)> {
         self.calls.add(1);
-        let got = self.inner.get_opts(location, GetOptions::default()).await?;
+        let got = self.inner.get_opts(location, options).await?;
         let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
         let bytes = got.bytes().await?;
-        cache.keep(location, &bytes, &meta, &attributes);
-        Ok(Some((bytes, meta, attributes)))
+        self.calls
+            .commits
+            .keep(location, &bytes, &meta, &attributes);
+        Ok((bytes, meta, attributes))
     }
 
     /// `listed`, each checkpoint file in it noted ([`CommitCache::listed`]).
@@ -289,11 +302,7 @@ impl ObjectStore for Metered {
         if let Some(hit) = cache.get(location) {
             return Ok(hit);
         }
-        self.calls.add(1);
-        let got = self.inner.get_opts(location, options).await?;
-        let (meta, attributes) = (got.meta.clone(), got.attributes.clone());
-        let bytes = got.bytes().await?;
-        cache.keep(location, &bytes, &meta, &attributes);
+        let (bytes, meta, attributes) = self.read_and_keep(location, options).await?;
         Ok(result(bytes, meta, attributes))
     }
     async fn get_ranges(

@@ -237,15 +237,7 @@ impl Ingest {
     /// Takes the batch's lease, one file per folder (in landing path order; those taken
     /// are released when one is held), under the schema folder, through the run's store.
     fn lease(&self, storage: &Storage, key: &BatchKey, run_id: &str) -> Result<Vec<Lease>> {
-        let store = storage.root_store.clone().unwrap_or_else(|| {
-            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
-        });
-        let dir =
-            deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
-                .map_err(|e| Error::Config {
-                    name: "catalog",
-                    reason: format!("cannot address {}: {e}", self.catalog.shown()),
-                })?;
+        let (store, dir) = self.schema_folder(storage)?;
         let shown = format!(
             "{}/{}",
             self.catalog.shown().trim_end_matches('/'),
@@ -265,6 +257,27 @@ impl Ingest {
                 )
             })
             .collect()
+    }
+
+    /// The store holding the schema folder (the local file system for a local catalog)
+    /// and the folder's path in it: where the leases live.
+    fn schema_folder(
+        &self,
+        storage: &Storage,
+    ) -> Result<(
+        Arc<DynObjectStore>,
+        deltalake::logstore::object_store::path::Path,
+    )> {
+        let store = storage.root_store.clone().unwrap_or_else(|| {
+            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+        });
+        let dir =
+            deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
+                .map_err(|e| Error::Config {
+                    name: "catalog",
+                    reason: format!("cannot address {}: {e}", self.catalog.shown()),
+                })?;
+        Ok((store, dir))
     }
 
     fn release_memory(&self, when: MemoryRelease) {

@@ -217,7 +217,7 @@ impl Ingest {
         // Fetched at discovery, the files are parsed in their order as they arrive.
         let (prefetched, in_order) = match &early {
             Some(fetch) => (Some(std::sync::Arc::clone(&fetch.files)), true),
-            None => (self.prefetch(chunk)?.map(std::sync::Arc::new), false),
+            None => (self.prefetch(chunk)?, false),
         };
         let reader = |f: &discover::SourceFile| match prefetched
             .as_ref()
@@ -246,12 +246,16 @@ impl Ingest {
 
     /// With an object store configured, the raw bytes of `files`, fetched with up to
     /// [`PREFETCH_CONCURRENCY`] requests in flight; `None` for the local file system.
-    pub(super) fn prefetch(&self, files: &[discover::SourceFile]) -> Result<Option<Prefetched>> {
+    pub(super) fn prefetch(
+        &self,
+        files: &[discover::SourceFile],
+    ) -> Result<Option<std::sync::Arc<Prefetched>>> {
         let Some(store) = self.landing_store(files)? else {
             return Ok(None);
         };
-        let fetched = self.runtime().block_on(fetch_all(store, files.to_vec()))?;
-        Ok(Some(Prefetched::whole(fetched)))
+        Ok(Some(
+            self.runtime().block_on(fetch_all(store, files.to_vec()))?,
+        ))
     }
 
     /// From an object store, a batch staged in memory (one chunk) starts fetching its

@@ -4,9 +4,8 @@
 //! `_run_control` and the lease files, nothing taken or written.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Arc;
 
-use deltalake::logstore::object_store::{ObjectStoreExt as _, path::Path as StorePath};
+use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use super::Ingest;
 use super::backlog::{PendingBatch, latest_runs, run_control_rows};
@@ -71,7 +70,7 @@ impl Ingest {
         let folders = self.batch_folders(root.as_ref())?;
         let storage = self.storage()?;
         let runs = latest_runs(self.runtime().block_on(run_control_rows(&storage, None))?);
-        let leases = self.held_leases()?;
+        let leases = self.held_leases(&storage)?;
         let ttl = self.config.lease_ttl.as_micros() as i64;
         let now = now_micros();
         let mut entities: BTreeMap<String, (EntityStatus, i64)> = BTreeMap::new();
@@ -123,18 +122,13 @@ impl Ingest {
     }
 
     /// The lease files of the catalog's schema and their holders, by file name.
-    fn held_leases(&self) -> Result<HashMap<String, Holder>> {
-        let storage = self.storage()?;
-        let store = storage.root_store.clone().unwrap_or_else(|| {
-            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
-        });
+    fn held_leases(&self, storage: &crate::table::Storage) -> Result<HashMap<String, Holder>> {
+        let (store, schema_dir) = self.schema_folder(storage)?;
+        let dir = schema_dir.join(LEASE_DIR);
         let unreadable = |e: &dyn std::fmt::Display| Error::Store {
             location: self.catalog.shown(),
             reason: format!("could not read the batch leases: {e}"),
         };
-        let dir = StorePath::from_url_path(storage.schema_url.path())
-            .map_err(|e| unreadable(&e))?
-            .join(LEASE_DIR);
         let rt = self.runtime();
         let listed = match rt.block_on(store.list_with_delimiter(Some(&dir))) {
             Ok(listed) => listed.objects,

@@ -14,8 +14,7 @@ pub const PREFETCH_CONCURRENCY: usize = 32;
 pub(crate) type Fetched = std::collections::HashMap<PathBuf, Vec<u8>>;
 
 /// Landing files fetched from an object store, each taken out once by the file's reader.
-/// Filled at once ([`Prefetched::whole`]) or as the files arrive ([`fetch_into`]), a
-/// reader waiting for its file meanwhile.
+/// Filled as the files arrive ([`fetch_into`]), a reader waiting for its file meanwhile.
 pub(crate) struct Prefetched {
     state: parking_lot::Mutex<Arrived>,
     arrived: parking_lot::Condvar,
@@ -30,18 +29,6 @@ struct Arrived {
 }
 
 impl Prefetched {
-    /// Every file already fetched.
-    pub(crate) fn whole(files: Fetched) -> Self {
-        Prefetched {
-            state: parking_lot::Mutex::new(Arrived {
-                files,
-                done: true,
-                failed: false,
-            }),
-            arrived: parking_lot::Condvar::new(),
-        }
-    }
-
     /// None yet: [`fetch_into`] fills it.
     fn filling() -> Self {
         Prefetched {
@@ -181,22 +168,19 @@ async fn fetch_into(
     Ok(())
 }
 
-/// The raw bytes of `files` from `store`, up to [`PREFETCH_CONCURRENCY`] requests at once.
+/// The raw bytes of `files` from `store`, every one fetched before this returns (up to
+/// [`PREFETCH_CONCURRENCY`] requests at once); the first error stops it.
 pub(crate) async fn fetch_all(
     store: Arc<deltalake::logstore::object_store::DynObjectStore>,
     files: Vec<discover::SourceFile>,
-) -> Result<Fetched> {
-    use futures::{StreamExt as _, TryStreamExt as _};
-    futures::stream::iter(files.into_iter().map(|f| {
-        let store = Arc::clone(&store);
-        async move {
-            let bytes = crate::source::read::fetch_raw(&f, store.as_ref()).await?;
-            Ok::<_, Error>((f.path, bytes))
-        }
-    }))
-    .buffer_unordered(PREFETCH_CONCURRENCY)
-    .try_collect()
-    .await
+) -> Result<Arc<Prefetched>> {
+    let into = Arc::new(Prefetched::filling());
+    let finish = Finish {
+        into: Arc::clone(&into),
+        failed: false,
+    };
+    fetch_into(store, files, finish).await?;
+    Ok(into)
 }
 
 #[cfg(test)]
