@@ -22,7 +22,7 @@ use crate::schema::RUN_CONTROL_TABLE;
 use crate::table::Storage;
 
 /// A batch folder of a landing zone.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PendingBatch {
     /// The folder (a path, or an object store URL).
     pub folder: PathBuf,
@@ -140,12 +140,25 @@ impl Ingest {
         root: impl AsRef<std::path::Path>,
         options: &PendingOptions,
     ) -> Result<Vec<BacklogOutcome>> {
-        let max_batches = options.max_batches;
         let pending = self.pending(root)?;
+        self.run_batches(pending, options)
+    }
+
+    /// Loads `batches` (as [`Ingest::pending`] lists them: one worker's share of a
+    /// backlog, such as a Spark task's) in the order given, with [`Ingest::run_pending`]'s
+    /// rules: within an entity, a batch that fails, is busy or is not ready holds the
+    /// entity's later batches back ([`BatchStatus::Waiting`]); a batch another worker
+    /// loaded meanwhile is [`BatchStatus::AlreadyLoaded`], not loaded twice.
+    pub fn run_batches(
+        &self,
+        batches: Vec<PendingBatch>,
+        options: &PendingOptions,
+    ) -> Result<Vec<BacklogOutcome>> {
+        let max_batches = options.max_batches;
         let mut held_up: HashMap<String, String> = HashMap::new();
         let mut outcomes = Vec::new();
         let (mut runs, mut bytes_read) = (0, 0);
-        for batch in pending {
+        for batch in batches {
             if let Some(first) = held_up.get(&batch.landing_path) {
                 outcomes.push(BacklogOutcome {
                     reason: Some(format!("waits for batch {first} of {}", batch.landing_path)),

@@ -1,0 +1,398 @@
+"""Load batches of multi-topic JSON Lines files into Delta Lake bronze tables.
+
+The Python face of the ``bronze`` CLI: the same engine (Rust, its own thread pool; the
+GIL is released while it works), the same settings, the same results as ``--json``, as
+dataclasses::
+
+    import bronze
+
+    report = bronze.ingest("landing/market/events/batch_id=2026-04-05_001", "lakehouse")
+    print(report.summary(), report.rows)
+
+Catalogs and landing folders may be local paths or object store URLs (``abfss://``,
+``s3://``, ``gs://``…) with credentials in ``storage_options`` (the keys of
+``--storage-option``) or the standard environment variables. ``bronze.spark`` spreads a
+backlog of batches over Spark executors.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+
+from . import _bronze
+from ._bronze import (
+    AlreadyLoaded,
+    BatchBusy,
+    BatchChanging,
+    BronzeError,
+    ConfigError,
+    InvalidBatchId,
+    InvalidLandingPath,
+    NoDataFiles,
+    NoSuchTable,
+    StorageError,
+    TableError,
+)
+from ._records import (
+    Batch,
+    CheckpointResult,
+    CorruptLine,
+    EntityStatus,
+    Failure,
+    FileStats,
+    Folder,
+    HistoryEntry,
+    InProgress,
+    OptimizeResult,
+    Outcome,
+    Report,
+    RunControlRow,
+    TableHealth,
+    TableOutcome,
+    VacuumResult,
+    from_json,
+    to_arrow,
+)
+
+__version__ = _bronze.__version__
+
+PathLike = Union[str, "os.PathLike[str]"]
+#: ``progress``: a callable receiving ``(stage, done, total)`` (stage ``"discover"``,
+#: ``"parse"`` or ``"write"``), called from worker threads; or ``True`` for a tqdm bar.
+ProgressArg = Union[None, bool, Callable[[str, int, int], Any]]
+
+
+class BatchFailed(BronzeError):
+    """A batch ran to the end but a table could not be written (the CLI's exit code 2);
+    ``report`` says which and why. Nothing of a failed table is committed; a rerun
+    replaces the batch's rows."""
+
+    def __init__(self, report: Report):
+        failed = report.failed_tables
+        reason = "; ".join(f"{t}: {o.error}" for t, o in failed.items()) or report.invariant
+        super().__init__(f"batch {report.batch_id} failed: {reason}")
+        self.report = report
+
+
+def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
+    """The JSON settings object of the Rust side; ``None`` values are left out."""
+    config = kw.pop("config", None)
+    settings: dict[str, Any] = {"catalog": os.fspath(catalog) if catalog is not None else None}
+    if isinstance(config, Mapping):
+        settings["config"] = dict(config)
+    elif config is not None:
+        settings["config_file"] = os.fspath(config)
+    for key, value in kw.items():
+        if value is None:
+            continue
+        if key == "lease_ttl" and hasattr(value, "total_seconds"):
+            value = value.total_seconds()
+        settings[key] = value
+    if settings.get("storage_options") is not None:
+        settings["storage_options"] = {str(k): str(v) for k, v in settings["storage_options"].items()}
+    return json.dumps(settings)
+
+
+class _Bars:
+    """``progress=True``: one tqdm bar per stage."""
+
+    def __init__(self) -> None:
+        from tqdm.auto import tqdm
+
+        self._tqdm = tqdm
+        self._bars: dict[str, Any] = {}
+
+    def __call__(self, stage: str, done: int, total: int) -> None:
+        if stage == "discover":
+            return
+        bar = self._bars.get(stage)
+        if bar is None:
+            label = {"parse": "parsing files", "write": "writing tables"}.get(stage, stage)
+            bar = self._bars[stage] = self._tqdm(total=total, desc=label, unit=stage == "parse" and "file" or "table")
+        bar.total = max(total, done)
+        bar.n = done
+        bar.refresh()
+
+    def close(self) -> None:
+        for bar in self._bars.values():
+            bar.close()
+
+
+@contextlib.contextmanager
+def _progress(progress: ProgressArg) -> Iterator[Optional[Callable[..., Any]]]:
+    """The callback to hand the extension for ``progress`` (tqdm bars for ``True``, closed
+    when the call ends)."""
+    if progress is None or progress is False:
+        yield None
+        return
+    if progress is True:
+        try:
+            bars = _Bars()
+        except ImportError:
+            yield None
+            return
+        try:
+            yield bars
+        finally:
+            bars.close()
+        return
+    if not callable(progress):
+        raise TypeError("progress must be a callable (stage, done, total) or True")
+    yield progress
+
+
+def ingest(
+    batch: Union[PathLike, Sequence[PathLike]],
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    max_parallel: Optional[int] = None,
+    memory_budget: Union[None, int, str] = None,
+    threads: Optional[int] = None,
+    batch_id: Optional[str] = None,
+    landing_path: Optional[str] = None,
+    lease_ttl: Union[None, str, float] = None,
+    progress: ProgressArg = None,
+    raise_on_failure: bool = True,
+) -> Report:
+    """Loads one batch folder (or several folders of one batch id) into ``catalog``.
+
+    ``config`` is a ``bronze.toml`` path or a dict of its keys (``{"envelope":
+    {"topic_field": "type"}}``); the keyword arguments override it. ``memory_budget`` is
+    bytes or a size (``"512MiB"``); ``lease_ttl`` seconds or a duration (``"10m"``).
+    Corrupt lines are kept in ``_corrupt_records`` and counted (``report.exit_code`` 1);
+    a table that could not be written raises :class:`BatchFailed` (with the report) unless
+    ``raise_on_failure=False``. Another run holding the batch raises :class:`BatchBusy`.
+    """
+    folders = [os.fspath(batch)] if isinstance(batch, (str, os.PathLike)) else [os.fspath(b) for b in batch]
+    settings = _settings(
+        catalog,
+        schema=schema,
+        storage_options=storage_options,
+        config=config,
+        max_parallel=max_parallel,
+        memory_budget=memory_budget,
+        threads=threads,
+        batch_id=batch_id,
+        landing_path=landing_path,
+        lease_ttl=lease_ttl,
+    )
+    with _progress(progress) as callback:
+        report = from_json(Report, _bronze.ingest(folders, settings, callback))
+    if raise_on_failure and report.exit_code == 2:
+        raise BatchFailed(report)
+    return report
+
+
+def pending(
+    landing_root: PathLike,
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+) -> list[Batch]:
+    """The ``batch_id=<id>`` folders under ``landing_root`` (``landing/``,
+    ``landing/<source>/`` or ``landing/<source>/<entity>/``) not loaded successfully into
+    ``catalog`` yet (a batch whose last run failed is pending again), oldest batch id first
+    (``bronze ingest --pending`` loads them in this order)."""
+    settings = _settings(catalog, schema=schema, storage_options=storage_options, config=config)
+    return from_json(list[Batch], _bronze.pending(os.fspath(landing_root), settings))
+
+
+def status(
+    landing_root: PathLike,
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    lease_ttl: Union[None, str, float] = None,
+) -> list[EntityStatus]:
+    """The landing zone per entity, as ``bronze status``: batches loaded, pending and
+    failed, the ones in progress (lease holder, heartbeat age, stale or not), the oldest
+    pending and the last failure with its reason."""
+    settings = _settings(
+        catalog, schema=schema, storage_options=storage_options, config=config, lease_ttl=lease_ttl
+    )
+    return from_json(list[EntityStatus], _bronze.status(os.fspath(landing_root), settings))
+
+
+def ingest_pending(
+    landing_root: PathLike,
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    max_batches: Optional[int] = None,
+    max_bytes: Union[None, int, str] = None,
+    require_success: bool = False,
+    max_parallel: Optional[int] = None,
+    memory_budget: Union[None, int, str] = None,
+    lease_ttl: Union[None, str, float] = None,
+    progress: ProgressArg = None,
+) -> list[Outcome]:
+    """``bronze ingest --pending``: loads the pending batches under ``landing_root`` one by
+    one, oldest first, each entity's in batch id order (a failed, busy or still-copying
+    batch holds the entity's later ones back: status ``waiting``). One :class:`Outcome`
+    per batch; a failure is an outcome, not an exception. Any number of processes may run
+    this on the same landing zone and catalog: each batch is loaded by one of them."""
+    if isinstance(max_bytes, str):
+        max_bytes = _size(max_bytes)
+    settings = _settings(
+        catalog,
+        schema=schema,
+        storage_options=storage_options,
+        config=config,
+        max_parallel=max_parallel,
+        memory_budget=memory_budget,
+        lease_ttl=lease_ttl,
+    )
+    with _progress(progress) as callback:
+        text = _bronze.ingest_pending(
+            os.fspath(landing_root), settings, max_batches, max_bytes, require_success, callback
+        )
+    return from_json(list[Outcome], text)
+
+
+def _size(text: str) -> int:
+    size = _bronze.parse_size(text)
+    if size is None:
+        raise ConfigError(f"{text!r} is not a size; write e.g. 512MB or 2GiB")
+    return size
+
+
+def _catalog_settings(catalog: PathLike, schema: str, storage_options: Optional[Mapping[str, str]], config: Any) -> str:
+    return _settings(catalog, schema=schema, storage_options=storage_options, config=config)
+
+
+def health(
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+) -> list[TableHealth]:
+    """``bronze health``: one row per table (files, small files, versions since the last
+    checkpoint and OPTIMIZE, what VACUUM would free) and the action it needs, if any.
+    ``bronze.to_arrow(rows)`` makes a pyarrow table of it."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    return from_json(list[TableHealth], _bronze.health(settings))
+
+
+def history(
+    table: str,
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    limit: Optional[int] = None,
+) -> list[HistoryEntry]:
+    """``bronze history``: a table's commits, newest first."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    return from_json(list[HistoryEntry], _bronze.history(table, settings, limit))
+
+
+def _tables(tables: Union[None, str, Sequence[str]]) -> Optional[list[str]]:
+    if tables is None:
+        return None
+    return [tables] if isinstance(tables, str) else list(tables)
+
+
+def optimize(
+    catalog: PathLike,
+    tables: Union[None, str, Sequence[str]] = None,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    target_size: Union[None, int, str] = None,
+    zorder: Optional[Sequence[str]] = None,
+) -> list[OptimizeResult]:
+    """``bronze optimize``: compacts small files of the named tables (default: every
+    table), optionally Z-ordered by ``zorder``."""
+    if isinstance(target_size, str):
+        target_size = _size(target_size)
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    zorder_list = list(zorder) if zorder is not None else None
+    return from_json(list[OptimizeResult], _bronze.optimize(_tables(tables), settings, target_size, zorder_list))
+
+
+def vacuum(
+    catalog: PathLike,
+    tables: Union[None, str, Sequence[str]] = None,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    retain_hours: Optional[int] = None,
+    dry_run: bool = False,
+    force: bool = False,
+) -> list[VacuumResult]:
+    """``bronze vacuum``: deletes files no version within ``retain_hours`` (default 168)
+    references; below the minimum retention only with ``force``."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    return from_json(list[VacuumResult], _bronze.vacuum(_tables(tables), settings, retain_hours, dry_run, force))
+
+
+def checkpoint(
+    catalog: PathLike,
+    tables: Union[None, str, Sequence[str]] = None,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+) -> list[CheckpointResult]:
+    """``bronze checkpoint``: writes a checkpoint of the named tables (default: every
+    table) at their current version."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    return from_json(list[CheckpointResult], _bronze.checkpoint(_tables(tables), settings))
+
+
+__all__ = [
+    "AlreadyLoaded",
+    "Batch",
+    "BatchBusy",
+    "BatchChanging",
+    "BatchFailed",
+    "BronzeError",
+    "CheckpointResult",
+    "ConfigError",
+    "CorruptLine",
+    "EntityStatus",
+    "Failure",
+    "FileStats",
+    "Folder",
+    "HistoryEntry",
+    "InProgress",
+    "InvalidBatchId",
+    "InvalidLandingPath",
+    "NoDataFiles",
+    "NoSuchTable",
+    "OptimizeResult",
+    "Outcome",
+    "Report",
+    "RunControlRow",
+    "StorageError",
+    "TableError",
+    "TableHealth",
+    "TableOutcome",
+    "VacuumResult",
+    "checkpoint",
+    "health",
+    "history",
+    "ingest",
+    "ingest_pending",
+    "optimize",
+    "pending",
+    "status",
+    "to_arrow",
+    "vacuum",
+]

@@ -1,0 +1,292 @@
+"""Typed results: one dataclass per record of the CLI's ``--json`` output, field for field.
+
+The Rust side returns JSON; :func:`from_json` builds these, refusing a key no field
+names, so a field added on one side and not the other fails the package's tests instead
+of disappearing.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import typing
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass(frozen=True)
+class Folder:
+    """One landing folder of a batch."""
+
+    path: str
+    landing_path: str
+    files: int
+
+
+@dataclass(frozen=True)
+class TableOutcome:
+    """What a run did to one table."""
+
+    rows_written: int
+    topics: list[str]
+    version: Optional[int]
+    error: Optional[str]
+    added_columns: list[str]
+    rescued_values: int
+
+
+@dataclass(frozen=True)
+class FileStats:
+    """Counts of one landing file."""
+
+    file: str
+    bytes: int
+    lines: int
+    messages: int
+    corrupt: int
+    duplicates: int
+
+
+@dataclass(frozen=True)
+class CorruptLine:
+    """A line kept in ``_corrupt_records`` (its text is in the table)."""
+
+    source_file: str
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class RunControlRow:
+    """One row of ``_run_control``: a (topic, table) write of a run."""
+
+    run_id: str
+    batch_id: str
+    landing_paths: str
+    topic: str
+    table: str
+    rows_in: int
+    rows_written: int
+    files_added: int
+    bytes_added: int
+    version: Optional[int]
+    started_at_micros: int
+    ended_at_micros: int
+    status: str
+    error: Optional[str]
+    checks: str
+    schema_changes: str
+    rescued_values: int
+    store_retries: int
+
+
+@dataclass(frozen=True)
+class Report:
+    """The report of one batch run: the fields of ``bronze ingest --json``."""
+
+    batch_id: str
+    batch: str
+    folders: list[Folder]
+    files_read: int
+    files_skipped: int
+    bytes_read: int
+    lines: int
+    messages: int
+    corrupt_lines: int
+    duplicates: int
+    topics: int
+    tables: dict[str, TableOutcome]
+    files: list[FileStats]
+    corrupt: list[CorruptLine]
+    run_control: list[RunControlRow]
+    staging: str
+    warnings: list[str]
+    invariant_ok: bool
+    invariant: str
+    store_retries: int
+    commit_replans: int
+    store_calls: dict[str, int]
+    stage_seconds: dict[str, float]
+    peak_rss_bytes: Optional[int]
+    elapsed: float
+
+    @property
+    def failed_tables(self) -> dict[str, TableOutcome]:
+        """The tables whose write failed, with their errors."""
+        return {name: t for name, t in self.tables.items() if t.error is not None}
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this report: 0 clean, 1 corrupt lines kept, 2 failed."""
+        if self.failed_tables or not self.invariant_ok:
+            return 2
+        return 1 if self.corrupt_lines else 0
+
+    @property
+    def rows(self) -> dict[str, int]:
+        """Rows written per table."""
+        return {name: t.rows_written for name, t in self.tables.items()}
+
+    def summary(self) -> str:
+        """One line, as the CLI's first line of text."""
+        return (
+            f"batch {self.batch or self.batch_id} (staging: {self.staging}): "
+            f"{self.files_read} files read ({self.files_skipped} skipped), "
+            f"{self.bytes_read} bytes, {self.lines} lines, {self.messages} messages, "
+            f"{self.topics} topics, {self.corrupt_lines} corrupt, "
+            f"{self.duplicates} duplicates, {self.elapsed:.2f}s"
+        )
+
+
+@dataclass(frozen=True)
+class Batch:
+    """A ``batch_id=<id>`` folder of a landing zone."""
+
+    folder: str
+    landing_path: str
+    batch_id: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What became of one pending batch: ``status`` is ``loaded``, ``failed``, ``busy``
+    (another worker holds its lease), ``already_loaded``, ``waiting`` (an earlier batch of
+    the entity did not load), ``changing`` (still being copied) or ``not_ready``."""
+
+    batch: Batch
+    status: str
+    reason: Optional[str]
+    report: Optional[Report]
+
+
+@dataclass(frozen=True)
+class InProgress:
+    """A batch whose lease is held."""
+
+    batch_id: str
+    run_id: str
+    host: str
+    pid: int
+    age_seconds: float
+    renewed_seconds_ago: Optional[float]
+    stale: bool
+
+
+@dataclass(frozen=True)
+class Failure:
+    """The last failed batch of an entity and why."""
+
+    batch_id: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class EntityStatus:
+    """One entity (``<source>/<entity>``) of a landing zone."""
+
+    landing_path: str
+    loaded: int
+    pending: int
+    failed: int
+    in_progress: list[InProgress]
+    oldest_pending: Optional[str]
+    last_failure: Optional[Failure]
+
+
+@dataclass(frozen=True)
+class TableHealth:
+    """One table's row of ``bronze health``."""
+
+    table: str
+    version: int
+    files: int
+    bytes: int
+    avg_file_bytes: int
+    small_files: int
+    versions_since_checkpoint: int
+    versions_since_optimize: Optional[int]
+    vacuum_files: int
+    vacuum_bytes: int
+    flagged: bool
+    action: str
+
+
+@dataclass(frozen=True)
+class HistoryEntry:
+    """One commit of a table."""
+
+    version: int
+    timestamp_millis: Optional[int]
+    operation: Optional[str]
+    parameters: dict[str, Any]
+    metrics: Any
+
+
+@dataclass(frozen=True)
+class OptimizeResult:
+    """What OPTIMIZE did to one table."""
+
+    table: str
+    files_before: int
+    files_after: int
+    files_added: int
+    files_removed: int
+    version: int
+
+
+@dataclass(frozen=True)
+class VacuumResult:
+    """What VACUUM deleted (or would, with ``dry_run``) in one table."""
+
+    table: str
+    dry_run: bool
+    files: list[str]
+    bytes: int
+
+
+@dataclass(frozen=True)
+class CheckpointResult:
+    """The version a table was checkpointed at."""
+
+    table: str
+    version: int
+
+
+def _build(tp: Any, value: Any) -> Any:
+    """``value`` (decoded JSON) as type ``tp``: dataclasses, lists, dicts, optionals."""
+    if value is None:
+        return None
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        inner = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _build(inner[0], value)
+    if origin is list:
+        (item,) = typing.get_args(tp)
+        return [_build(item, v) for v in value]
+    if origin is dict:
+        _, item = typing.get_args(tp)
+        return {k: _build(item, v) for k, v in value.items()}
+    if dataclasses.is_dataclass(tp):
+        hints = typing.get_type_hints(tp)
+        names = {f.name for f in dataclasses.fields(tp)}
+        unknown, missing = set(value) - names, names - set(value)
+        if unknown or missing:
+            raise TypeError(
+                f"{tp.__name__}: fields {sorted(unknown)} unknown, {sorted(missing)} missing:"
+                " the package and its extension differ; reinstall it"
+            )
+        return tp(**{n: _build(hints[n], value.get(n)) for n in names})
+    return value
+
+
+def from_json(tp: Any, text: str) -> Any:
+    """The JSON text returned by the Rust side, as ``tp``."""
+    return _build(tp, json.loads(text))
+
+
+def to_arrow(records: Any) -> Any:
+    """A list of these records as a ``pyarrow.Table`` (one column per field)."""
+    import pyarrow as pa
+
+    return pa.Table.from_pylist([dataclasses.asdict(r) for r in records])
+

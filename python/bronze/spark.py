@@ -1,0 +1,174 @@
+"""A landing zone's backlog spread over Spark executors: ``bronze`` runs inside the
+cluster you have, no scheduler of its own.
+
+    from bronze.spark import ingest_pending
+
+    result = ingest_pending(spark, "abfss://landing@acct.dfs.core.windows.net/market",
+                            "abfss://lake@acct.dfs.core.windows.net/Tables",
+                            storage_options={"azure_storage_account_key": key})
+    result.show()
+
+The driver lists the pending batches (:func:`bronze.pending`), groups them by entity
+(``<source>/<entity>``), spreads the groups over ``parallelism`` tasks (largest first,
+onto the least loaded task) and runs them with ``mapInArrow``: each task loads its
+entities' batches one at a time, each entity's in batch id order, with
+:func:`bronze.ingest`'s engine. The result is one row per batch, computed once (the job
+runs when this function is called, not again on each action of the returned DataFrame).
+
+Why this is safe under Spark's retries: each batch is loaded under its batch lease and
+recorded as a Delta ``txn``. A task retried after a failure, or a speculative duplicate,
+finds its finished batches recorded (status ``already_loaded``), takes over the lease of a
+batch whose previous attempt died (at once on the same host, after ``lease_ttl``
+elsewhere) and replaces that batch's partial rows; a lease held by a live attempt is a
+``busy`` row, not an exception. Executors need ``bronze`` installed, and credentials in
+``storage_options`` (notebook token helpers do not exist on executors).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import Any, Callable, Mapping, Optional, Union
+
+import bronze
+
+#: The columns of the returned DataFrame; ``report`` is the batch's full report as JSON
+#: (``bronze ingest --json``), null when it did not run to the end.
+RESULT_SCHEMA = (
+    "landing_path string, batch_id string, folder string, status string, reason string, "
+    "messages long, corrupt_lines long, duplicates long, rows_written long, "
+    "elapsed_seconds double, task int, report string"
+)
+
+
+def plan(batches: list[bronze.Batch], parallelism: int) -> list[list[dict[str, str]]]:
+    """The batches in ``parallelism`` groups (at most one per entity), each entity's
+    batches together and in batch id order; entities with the most batches are placed
+    first, each onto the group with the fewest batches so far."""
+    by_entity: dict[str, list[bronze.Batch]] = {}
+    for b in batches:
+        by_entity.setdefault(b.landing_path, []).append(b)
+    groups: list[list[dict[str, str]]] = [[] for _ in range(max(1, min(parallelism, len(by_entity))))]
+    for entity in sorted(by_entity, key=lambda e: (-len(by_entity[e]), e)):
+        target = min(range(len(groups)), key=lambda i: (len(groups[i]), i))
+        ordered = sorted(by_entity[entity], key=lambda b: b.batch_id)
+        groups[target].extend(
+            {"folder": b.folder, "landing_path": b.landing_path, "batch_id": b.batch_id} for b in ordered
+        )
+    return [g for g in groups if g]
+
+
+def _rows(task: int, outcomes_json: str) -> list[dict[str, Any]]:
+    rows = []
+    for o in json.loads(outcomes_json):
+        report = o.get("report")
+        rows.append(
+            {
+                "landing_path": o["batch"]["landing_path"],
+                "batch_id": o["batch"]["batch_id"],
+                "folder": o["batch"]["folder"],
+                "status": o["status"],
+                "reason": o.get("reason"),
+                "messages": report["messages"] if report else None,
+                "corrupt_lines": report["corrupt_lines"] if report else None,
+                "duplicates": report["duplicates"] if report else None,
+                "rows_written": sum(t["rows_written"] for t in report["tables"].values()) if report else None,
+                "elapsed_seconds": report["elapsed"] if report else None,
+                "task": task,
+                "report": json.dumps(report) if report else None,
+            }
+        )
+    return rows
+
+
+def ingest_pending(
+    spark: Any,
+    landing_root: Union[str, "os.PathLike[str]"],
+    catalog: Union[str, "os.PathLike[str]"],
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    parallelism: Optional[int] = None,
+    max_batches: Optional[int] = None,
+    require_success: bool = False,
+    progress: Optional[Callable[[str, int, int], Any]] = None,
+    **config: Any,
+) -> Any:
+    """Loads every pending batch under ``landing_root`` into ``catalog`` on the cluster's
+    executors; returns one row per batch (:data:`RESULT_SCHEMA`) as a DataFrame.
+
+    ``parallelism``: tasks (default the cluster's default parallelism, at most one per
+    entity). ``max_batches``: the oldest N pending batches only. ``config``: the keyword
+    arguments of :func:`bronze.ingest` (``config=`` a ``bronze.toml`` dict or path,
+    ``memory_budget``, ``max_parallel``, ``threads``, ``lease_ttl``), applied on every
+    executor. ``progress``: a picklable callable ``(stage, done, total)`` run on the
+    executors (for their logs). Statuses: as :class:`bronze.Outcome`; a failed batch holds
+    its entity's later batches back (``waiting``) and is pending again next time.
+    """
+    allowed = {"config", "memory_budget", "max_parallel", "threads", "lease_ttl"}
+    unknown = set(config) - allowed
+    if unknown:
+        raise TypeError(f"ingest_pending() got unexpected keyword arguments {sorted(unknown)}")
+    root, cat = os.fspath(landing_root), os.fspath(catalog)
+    batches = bronze.pending(
+        root, cat, schema=schema, storage_options=storage_options, config=config.get("config")
+    )
+    if max_batches is not None:
+        batches = batches[:max_batches]
+    tasks = plan(batches, parallelism if parallelism is not None else _default_parallelism(spark))
+    if not tasks:
+        return spark.createDataFrame([], RESULT_SCHEMA)
+    settings = bronze._settings(cat, schema=schema, storage_options=storage_options, **config)
+    plans = [json.dumps(t) for t in tasks]
+
+    def run(frames: Any) -> Any:
+        import pyarrow as pa
+
+        from bronze import _bronze
+
+        for frame in frames:
+            for task in frame.column("id").to_pylist():
+                outcomes = _bronze.run_batches(plans[task], settings, require_success, progress)
+                yield pa.RecordBatch.from_pylist(_rows(task, outcomes), schema=arrow_schema())
+
+    # One row, so one task, per group: `range` splits n rows into n partitions of one.
+    rows = (
+        spark.range(0, len(tasks), 1, len(tasks))
+        .mapInArrow(run, RESULT_SCHEMA)
+        .collect()
+    )
+    return spark.createDataFrame(rows, RESULT_SCHEMA)
+
+
+def _default_parallelism(spark: Any) -> int:
+    """The cluster's default parallelism; with Spark Connect (no ``sparkContext``), its
+    ``spark.default.parallelism`` setting, else one task per entity."""
+    try:
+        return int(spark.sparkContext.defaultParallelism)
+    except Exception:
+        return int(spark.conf.get("spark.default.parallelism", "1000000"))
+
+
+def arrow_schema() -> Any:
+    """:data:`RESULT_SCHEMA` as a pyarrow schema (the task's output)."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            ("landing_path", pa.string()),
+            ("batch_id", pa.string()),
+            ("folder", pa.string()),
+            ("status", pa.string()),
+            ("reason", pa.string()),
+            ("messages", pa.int64()),
+            ("corrupt_lines", pa.int64()),
+            ("duplicates", pa.int64()),
+            ("rows_written", pa.int64()),
+            ("elapsed_seconds", pa.float64()),
+            ("task", pa.int32()),
+            ("report", pa.string()),
+        ]
+    )
+
+
+__all__ = ["RESULT_SCHEMA", "arrow_schema", "ingest_pending", "plan"]

@@ -1,0 +1,437 @@
+//! `bronze._bronze`: the Rust side of the `bronze` Python package.
+//!
+//! Every function takes the run's settings as one JSON object (built by
+//! `bronze/_settings.py` from the keyword arguments) and returns its result as JSON, which
+//! the Python side turns into dataclasses: the field names are those of the CLI's
+//! `--json`, by construction. Each call detaches from the interpreter (releases the GIL)
+//! while it works; errors become exceptions of one class per kind, with the CLI's
+//! message (storage option values masked).
+
+use std::sync::Arc;
+
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyModule;
+
+pyo3::create_exception!(
+    _bronze,
+    BronzeError,
+    PyException,
+    "Base class of every error raised by bronze."
+);
+pyo3::create_exception!(
+    _bronze,
+    BatchBusy,
+    BronzeError,
+    "Another run holds the batch's lease (the CLI's exit code 3): leave it, or rerun once it ends."
+);
+pyo3::create_exception!(
+    _bronze,
+    InvalidBatchId,
+    BronzeError,
+    "The batch id is missing, mixed across folders, or not usable in paths and predicates."
+);
+pyo3::create_exception!(
+    _bronze,
+    InvalidLandingPath,
+    BronzeError,
+    "The folders above `batch_id=<id>` do not name a `<source>/<entity>`."
+);
+pyo3::create_exception!(
+    _bronze,
+    NoDataFiles,
+    BronzeError,
+    "The batch folder holds no `.jsonl` / `.json` / `.gz` file."
+);
+pyo3::create_exception!(
+    _bronze,
+    BatchChanging,
+    BronzeError,
+    "A landing file changed while it was read (the copy step is still writing it)."
+);
+pyo3::create_exception!(
+    _bronze,
+    ConfigError,
+    BronzeError,
+    "A setting is invalid (its name and the fix are in the message)."
+);
+pyo3::create_exception!(
+    _bronze,
+    StorageError,
+    BronzeError,
+    "A file or object store could not be read or written (the store and the fix are in the message)."
+);
+pyo3::create_exception!(
+    _bronze,
+    TableError,
+    BronzeError,
+    "A Delta table could not be read or written, or its schema could not take the batch."
+);
+pyo3::create_exception!(
+    _bronze,
+    NoSuchTable,
+    BronzeError,
+    "The named table does not exist in the catalog."
+);
+pyo3::create_exception!(
+    _bronze,
+    AlreadyLoaded,
+    BronzeError,
+    "Another worker loaded the batch after this one listed the backlog."
+);
+
+/// The exception for a `bronze` error, with the CLI's message (option values masked).
+fn to_py(e: &bronze::Error, options: &bronze::StorageOptions) -> PyErr {
+    use bronze::Error as E;
+    let message = options.mask(&bronze::error_chain(e));
+    let kind = match e {
+        E::Shared(inner) => return to_py(inner, options),
+        E::BatchLeased { .. } | E::LeaseLost { .. } => BatchBusy::new_err,
+        E::InvalidBatchId { .. } | E::MissingBatchId { .. } | E::MixedBatchIds { .. } => {
+            InvalidBatchId::new_err
+        }
+        E::InvalidLandingPath { .. } => InvalidLandingPath::new_err,
+        E::NoDataFiles { .. } => NoDataFiles::new_err,
+        E::FileChanged { .. } => BatchChanging::new_err,
+        E::Config { .. } => ConfigError::new_err,
+        E::Io { .. } | E::Store { .. } => StorageError::new_err,
+        E::Arrow { .. } | E::Delta { .. } | E::SchemaEvolution { .. } => TableError::new_err,
+        E::NoSuchTable { .. } => NoSuchTable::new_err,
+        E::AlreadyLoaded { .. } => AlreadyLoaded::new_err,
+        _ => BronzeError::new_err,
+    };
+    kind(message)
+}
+
+/// The settings the Python side passes, as JSON (`bronze/_settings.py`).
+#[derive(Default)]
+struct Settings {
+    config: bronze::IngestConfig,
+}
+
+impl Settings {
+    /// Builds the configuration: `bronze.toml` (a file, or the same keys as a dict), then
+    /// the keyword arguments over it.
+    fn parse(json: &str) -> Result<Settings, PyErr> {
+        let config_err = |reason: String| ConfigError::new_err(reason);
+        let v: serde_json::Value = serde_json::from_str(json)
+            .map_err(|e| config_err(format!("settings are not JSON: {e}")))?;
+        let mut c = bronze::IngestConfig::default();
+        let masked = |e: bronze::Error, c: &bronze::IngestConfig| to_py(&e, &c.storage_options);
+        if let Some(path) = v.get("config_file").and_then(|p| p.as_str()) {
+            bronze::ConfigFile::load(std::path::Path::new(path))
+                .and_then(|f| f.apply(&mut c))
+                .map_err(|e| masked(e, &c))?;
+        }
+        if let Some(table) = v.get("config").filter(|t| !t.is_null()) {
+            let file: bronze::ConfigFile = serde_json::from_value(table.clone())
+                .map_err(|e| config_err(format!("invalid setting in `config`: {e}")))?;
+            file.apply(&mut c).map_err(|e| masked(e, &c))?;
+        }
+        if let Some(catalog) = v.get("catalog").and_then(|p| p.as_str()) {
+            c.catalog = bronze::Location::parse(catalog).map_err(|e| masked(e, &c))?;
+        }
+        if let Some(options) = v.get("storage_options").and_then(|o| o.as_object()) {
+            for (key, value) in options {
+                let value = match value {
+                    serde_json::Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                };
+                c.storage_options.insert(key.clone(), value);
+            }
+        }
+        let text = |key: &str| v.get(key).and_then(|x| x.as_str()).map(str::to_string);
+        let number = |key: &str| v.get(key).and_then(|x| x.as_u64());
+        if let Some(schema) = text("schema") {
+            c.schema = schema;
+        }
+        c.batch_id = text("batch_id").or(c.batch_id);
+        c.landing_path = text("landing_path").or(c.landing_path);
+        if let Some(n) = number("max_parallel") {
+            c.max_parallel = Some(n as usize);
+        }
+        if let Some(n) = number("threads") {
+            c.threads = Some(n as usize);
+        }
+        if let Some(b) = number("memory_budget") {
+            c.memory_budget = b;
+        } else if let Some(b) = text("memory_budget") {
+            c.memory_budget = bronze::parse_size(&b).ok_or_else(|| {
+                config_err(format!(
+                    "invalid setting `memory_budget`: {b:?} is not a size; write e.g. 512MB or 2GiB"
+                ))
+            })?;
+        }
+        if let Some(ttl) = v.get("lease_ttl").and_then(|t| t.as_f64()) {
+            c.lease_ttl = std::time::Duration::try_from_secs_f64(ttl).map_err(|e| {
+                config_err(format!("invalid setting `lease_ttl`: {ttl} seconds: {e}"))
+            })?;
+        } else if let Some(ttl) = text("lease_ttl") {
+            c.lease_ttl = bronze::parse_duration(&ttl).ok_or_else(|| {
+                config_err(format!(
+                    "invalid setting `lease_ttl`: {ttl:?} is not a duration; write e.g. 10m, 90s or 2h"
+                ))
+            })?;
+        }
+        if let Some(resume) = v.get("resume").and_then(|r| r.as_bool()) {
+            c.resume = resume;
+        }
+        if v.get("single_writer").and_then(|r| r.as_bool()) == Some(true) {
+            c.single_writer = true;
+        }
+        c.validate().map_err(|e| masked(e, &c))?;
+        Ok(Settings { config: c })
+    }
+
+    fn options(&self) -> bronze::StorageOptions {
+        self.config.storage_options.clone()
+    }
+
+    /// The loader, with the progress callback (called from worker threads, each attaching
+    /// to the interpreter for the call) and glibc's free pages handed back after a run.
+    fn ingest(&self, progress: Option<Py<PyAny>>) -> Result<bronze::Ingest, PyErr> {
+        let mut builder =
+            bronze::Ingest::builder(self.config.catalog.clone()).with_memory_release(trim);
+        *builder.config_mut() = self.config.clone();
+        if let Some(callback) = progress {
+            let callback = Arc::new(callback);
+            builder = builder.with_progress(move |p| report_progress(&callback, p));
+        }
+        builder
+            .build()
+            .map_err(|e| to_py(&e, &self.config.storage_options))
+    }
+}
+
+/// Calls the Python progress callback with `(stage, done, total)`; an exception it raises
+/// is printed as unraisable (the run goes on: progress is advisory).
+fn report_progress(callback: &Py<PyAny>, p: &bronze::Progress) {
+    let (stage, done, total) = match p {
+        bronze::Progress::Discovered { files, .. } => ("discover", *files, *files),
+        bronze::Progress::FileStaged { done, total } => ("parse", *done, *total),
+        bronze::Progress::TableWritten { done, topics, .. } => ("write", *done, *topics),
+        _ => return,
+    };
+    Python::attach(|py| {
+        if let Err(e) = callback.call1(py, (stage, done, total)) {
+            e.write_unraisable(py, Some(callback.bind(py)));
+        }
+    });
+}
+
+/// Hands glibc's free heap pages back to the OS after a run freed much memory (the
+/// binary does the same; a Python process keeps glibc's malloc).
+fn trim(_: bronze::MemoryRelease) {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: `malloc_trim` takes no pointers and only walks glibc's own arenas under
+    // their locks; any thread may call it at any time.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// Runs `f` on a loader built from `settings`, detached from the interpreter, and returns
+/// its result as JSON (option values masked).
+fn run<T: serde::Serialize>(
+    py: Python<'_>,
+    settings: &str,
+    progress: Option<Py<PyAny>>,
+    f: impl FnOnce(&bronze::Ingest) -> bronze::Result<T> + Send,
+) -> PyResult<String> {
+    let settings = Settings::parse(settings)?;
+    let options = settings.options();
+    py.detach(|| -> PyResult<String> {
+        let ingest = settings.ingest(progress)?;
+        let value = f(&ingest).map_err(|e| to_py(&e, &options))?;
+        serde_json::to_string(&value)
+            .map(|json| options.mask(&json))
+            .map_err(|e| BronzeError::new_err(format!("cannot encode the result: {e}")))
+    })
+}
+
+/// Loads one batch (one or several folders of the same batch id); the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (folders, settings, progress=None))]
+fn ingest(
+    py: Python<'_>,
+    folders: Vec<String>,
+    settings: &str,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    run(py, settings, progress, |ingest| {
+        let dirs = bronze::expand_folders(&folders.iter().map(Into::into).collect::<Vec<_>>())?;
+        ingest.run_folders(&dirs)
+    })
+}
+
+/// The pending batches under a landing root, as JSON.
+#[pyfunction]
+fn pending(py: Python<'_>, root: String, settings: &str) -> PyResult<String> {
+    run(py, settings, None, |ingest| ingest.pending(&root))
+}
+
+/// The landing zone per entity, as JSON.
+#[pyfunction]
+fn status(py: Python<'_>, root: String, settings: &str) -> PyResult<String> {
+    run(py, settings, None, |ingest| ingest.status(&root))
+}
+
+/// Loads the backlog under a landing root; the outcomes as JSON.
+#[pyfunction]
+#[pyo3(signature = (root, settings, max_batches=None, max_bytes=None, require_success=false, progress=None))]
+fn ingest_pending(
+    py: Python<'_>,
+    root: String,
+    settings: &str,
+    max_batches: Option<usize>,
+    max_bytes: Option<u64>,
+    require_success: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let options = bronze::PendingOptions::default()
+        .with_max_batches(max_batches)
+        .with_max_bytes(max_bytes)
+        .with_require_success(require_success);
+    run(py, settings, progress, move |ingest| {
+        ingest.run_pending(&root, &options)
+    })
+}
+
+/// Loads the given pending batches (JSON, as `pending` lists them) in order: one worker's
+/// share of a backlog (a Spark or Ray task); the outcomes as JSON.
+#[pyfunction]
+#[pyo3(signature = (batches, settings, require_success=false, progress=None))]
+fn run_batches(
+    py: Python<'_>,
+    batches: &str,
+    settings: &str,
+    require_success: bool,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<String> {
+    let batches: Vec<bronze::PendingBatch> = serde_json::from_str(batches)
+        .map_err(|e| ConfigError::new_err(format!("batches are not a list of batches: {e}")))?;
+    let options = bronze::PendingOptions::default().with_require_success(require_success);
+    run(py, settings, progress, move |ingest| {
+        ingest.run_batches(batches, &options)
+    })
+}
+
+/// Table health rows, as JSON.
+#[pyfunction]
+fn health(py: Python<'_>, settings: &str) -> PyResult<String> {
+    run(py, settings, None, |ingest| {
+        Ok(ingest.maintenance().health()?.tables)
+    })
+}
+
+/// A table's commit history, newest first, as JSON.
+#[pyfunction]
+#[pyo3(signature = (table, settings, limit=None))]
+fn history(
+    py: Python<'_>,
+    table: String,
+    settings: &str,
+    limit: Option<usize>,
+) -> PyResult<String> {
+    run(py, settings, None, move |ingest| {
+        ingest.maintenance().history(&table, limit)
+    })
+}
+
+/// The named tables, or every table of the schema.
+fn tables_of(
+    m: &bronze::maintenance::Maintenance<'_>,
+    tables: Option<Vec<String>>,
+) -> bronze::Result<Vec<String>> {
+    match tables {
+        Some(t) => Ok(t),
+        None => m.tables(),
+    }
+}
+
+/// OPTIMIZE (compaction, optionally Z-order) per table, as JSON.
+#[pyfunction]
+#[pyo3(signature = (tables, settings, target_size=None, zorder=None))]
+fn optimize(
+    py: Python<'_>,
+    tables: Option<Vec<String>>,
+    settings: &str,
+    target_size: Option<u64>,
+    zorder: Option<Vec<String>>,
+) -> PyResult<String> {
+    run(py, settings, None, move |ingest| {
+        let m = ingest.maintenance();
+        let zorder = zorder.unwrap_or_default();
+        tables_of(&m, tables)?
+            .iter()
+            .map(|t| m.optimize(t, target_size, &zorder))
+            .collect::<bronze::Result<Vec<_>>>()
+    })
+}
+
+/// VACUUM per table, as JSON.
+#[pyfunction]
+#[pyo3(signature = (tables, settings, retain_hours=None, dry_run=false, force=false))]
+fn vacuum(
+    py: Python<'_>,
+    tables: Option<Vec<String>>,
+    settings: &str,
+    retain_hours: Option<u64>,
+    dry_run: bool,
+    force: bool,
+) -> PyResult<String> {
+    run(py, settings, None, move |ingest| {
+        let m = ingest.maintenance();
+        tables_of(&m, tables)?
+            .iter()
+            .map(|t| m.vacuum(t, retain_hours, dry_run, force))
+            .collect::<bronze::Result<Vec<_>>>()
+    })
+}
+
+/// A checkpoint per table; `[{"table", "version"}]` as JSON.
+#[pyfunction]
+fn checkpoint(py: Python<'_>, tables: Option<Vec<String>>, settings: &str) -> PyResult<String> {
+    run(py, settings, None, move |ingest| {
+        let m = ingest.maintenance();
+        tables_of(&m, tables)?
+            .iter()
+            .map(|t| Ok(serde_json::json!({"table": t, "version": m.checkpoint(t)?})))
+            .collect::<bronze::Result<Vec<_>>>()
+    })
+}
+
+/// Bytes in a size written as the CLI takes it (`512MB`, `2GiB`, a number of bytes).
+#[pyfunction]
+fn parse_size(text: &str) -> Option<u64> {
+    bronze::parse_size(text)
+}
+
+#[pymodule]
+fn _bronze(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add("BronzeError", py.get_type::<BronzeError>())?;
+    m.add("BatchBusy", py.get_type::<BatchBusy>())?;
+    m.add("InvalidBatchId", py.get_type::<InvalidBatchId>())?;
+    m.add("InvalidLandingPath", py.get_type::<InvalidLandingPath>())?;
+    m.add("NoDataFiles", py.get_type::<NoDataFiles>())?;
+    m.add("BatchChanging", py.get_type::<BatchChanging>())?;
+    m.add("ConfigError", py.get_type::<ConfigError>())?;
+    m.add("StorageError", py.get_type::<StorageError>())?;
+    m.add("TableError", py.get_type::<TableError>())?;
+    m.add("NoSuchTable", py.get_type::<NoSuchTable>())?;
+    m.add("AlreadyLoaded", py.get_type::<AlreadyLoaded>())?;
+    m.add_function(wrap_pyfunction!(parse_size, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest, m)?)?;
+    m.add_function(wrap_pyfunction!(pending, m)?)?;
+    m.add_function(wrap_pyfunction!(status, m)?)?;
+    m.add_function(wrap_pyfunction!(ingest_pending, m)?)?;
+    m.add_function(wrap_pyfunction!(run_batches, m)?)?;
+    m.add_function(wrap_pyfunction!(health, m)?)?;
+    m.add_function(wrap_pyfunction!(history, m)?)?;
+    m.add_function(wrap_pyfunction!(optimize, m)?)?;
+    m.add_function(wrap_pyfunction!(vacuum, m)?)?;
+    m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
+    Ok(())
+}
