@@ -87,12 +87,18 @@ fn host_name() -> String {
 }
 
 /// Start time of process `pid` in clock ticks since boot, `None` when there is no such
-/// process (or no `/proc`).
+/// live process (or no `/proc`). A zombie (state `Z`: exited, not yet reaped by its
+/// parent, as a killed Spark Python worker can be for a moment when its task's retry
+/// starts) or a dying process (`X`) counts as gone.
 fn process_start(pid: u32) -> Option<u64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // Field 22; the command name (field 2) is in parentheses and may hold spaces.
-    let after = &stat[stat.rfind(')')? + 1..];
-    after.split_whitespace().nth(19)?.parse().ok()
+    // Field 3 is the state and field 22 the start time; the command name (field 2) is in
+    // parentheses and may hold spaces.
+    let mut after = stat[stat.rfind(')')? + 1..].split_whitespace();
+    if matches!(after.next(), Some("Z" | "X" | "x")) {
+        return None;
+    }
+    after.nth(18)?.parse().ok()
 }
 
 /// How often a lease is renewed: a quarter of its TTL, between 20 ms and 5 minutes.
@@ -466,6 +472,25 @@ mod tests {
         assert!(process_start(std::process::id()).is_some());
         // pid_max is at most 2^22 on Linux.
         assert_eq!(process_start(u32::MAX - 1), None);
+    }
+
+    #[test]
+    fn an_exited_process_not_yet_reaped_counts_as_gone() {
+        // A child that exits stays a zombie until it is waited for.
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let pid = child.id();
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let state = || {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap();
+            let after = stat[stat.rfind(')').unwrap() + 1..].to_string();
+            after.split_whitespace().next().unwrap().to_string()
+        };
+        while state() != "Z" {
+            assert!(std::time::Instant::now() < deadline, "the child never exited");
+            std::thread::yield_now();
+        }
+        assert_eq!(process_start(pid), None);
+        child.wait().unwrap();
     }
 
     #[test]

@@ -31,6 +31,7 @@ import os
 from typing import Any, Callable, Mapping, Optional, Union
 
 import bronze
+from bronze._backlog import plan, prepare
 
 #: The columns of the returned DataFrame; ``report`` is the batch's full report as JSON
 #: (``bronze ingest --json``), null when it did not run to the end.
@@ -39,23 +40,6 @@ RESULT_SCHEMA = (
     "messages long, corrupt_lines long, duplicates long, rows_written long, "
     "elapsed_seconds double, task int, report string"
 )
-
-
-def plan(batches: list[bronze.Batch], parallelism: int) -> list[list[dict[str, str]]]:
-    """The batches in ``parallelism`` groups (at most one per entity), each entity's
-    batches together and in batch id order; entities with the most batches are placed
-    first, each onto the group with the fewest batches so far."""
-    by_entity: dict[str, list[bronze.Batch]] = {}
-    for b in batches:
-        by_entity.setdefault(b.landing_path, []).append(b)
-    groups: list[list[dict[str, str]]] = [[] for _ in range(max(1, min(parallelism, len(by_entity))))]
-    for entity in sorted(by_entity, key=lambda e: (-len(by_entity[e]), e)):
-        target = min(range(len(groups)), key=lambda i: (len(groups[i]), i))
-        ordered = sorted(by_entity[entity], key=lambda b: b.batch_id)
-        groups[target].extend(
-            {"folder": b.folder, "landing_path": b.landing_path, "batch_id": b.batch_id} for b in ordered
-        )
-    return [g for g in groups if g]
 
 
 def _rows(task: int, outcomes_json: str) -> list[dict[str, Any]]:
@@ -105,20 +89,12 @@ def ingest_pending(
     executors (for their logs). Statuses: as :class:`bronze.Outcome`; a failed batch holds
     its entity's later batches back (``waiting``) and is pending again next time.
     """
-    allowed = {"config", "memory_budget", "max_parallel", "threads", "lease_ttl"}
-    unknown = set(config) - allowed
-    if unknown:
-        raise TypeError(f"ingest_pending() got unexpected keyword arguments {sorted(unknown)}")
-    root, cat = os.fspath(landing_root), os.fspath(catalog)
-    batches = bronze.pending(
-        root, cat, schema=schema, storage_options=storage_options, config=config.get("config")
+    batches, settings = prepare(
+        "ingest_pending", landing_root, catalog, schema, storage_options, max_batches, config
     )
-    if max_batches is not None:
-        batches = batches[:max_batches]
     tasks = plan(batches, parallelism if parallelism is not None else _default_parallelism(spark))
     if not tasks:
         return spark.createDataFrame([], RESULT_SCHEMA)
-    settings = bronze._settings(cat, schema=schema, storage_options=storage_options, **config)
     plans = [json.dumps(t) for t in tasks]
 
     def run(frames: Any) -> Any:

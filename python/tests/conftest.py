@@ -4,7 +4,9 @@ built from them, and row counts read back with Python `deltalake` (not with bron
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
 
 import pytest
@@ -50,6 +52,22 @@ def make_landing(root: Path, entities: list[str], batches: int, source: Path = F
             shutil.copytree(source, root / entity / f"batch_id={batch_id}")
             made.append((entity, batch_id))
     return made
+
+
+def kill_once(marker: Path):
+    """A progress callback that kills its Python worker (SIGKILL: nothing flushed, no
+    cleanup) once, after a batch's third table write: the batch is half committed."""
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage == "write" and done == 3:
+            try:
+                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+            except FileExistsError:
+                return
+            os.close(fd)
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return progress
 
 
 @pytest.fixture

@@ -5,14 +5,13 @@ Spark, and the tables read back by deltalake, Polars and DuckDB."""
 from __future__ import annotations
 
 import os
-import signal
 import sys
 from pathlib import Path
 
 import pytest
 
 import bronze
-from conftest import FIRST, expected, make_landing, table_rows
+from conftest import FIRST, expected, kill_once, make_landing, table_rows
 
 pyspark = pytest.importorskip("pyspark")
 
@@ -33,22 +32,6 @@ def spark():
     )
     yield session
     session.stop()
-
-
-def kill_once(marker: Path):
-    """A progress callback that kills its Python worker (SIGKILL: nothing flushed, no
-    cleanup) once, after a batch's third table write: the batch is half committed."""
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage == "write" and done == 3:
-            try:
-                fd = os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY)
-            except FileExistsError:
-                return
-            os.close(fd)
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return progress
 
 
 def test_a_backlog_over_spark_executors_loads_each_batch_once(spark, tmp_path: Path) -> None:
