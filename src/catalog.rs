@@ -52,7 +52,7 @@ pub struct Catalog {
     calls: CallCounter,
     /// Retries the object store client made on this catalog's runtime.
     retries: RetryCounter,
-    /// Commits planned again after another writer changed a table's schema.
+    /// Commits planned again after another writer's conflicting commit.
     replans: Arc<std::sync::atomic::AtomicU64>,
     /// Why the store cannot put-if-absent (`Some`), or that it can (`None`), once probed.
     put_if_absent: Arc<std::sync::OnceLock<Option<String>>>,

@@ -32,6 +32,11 @@ pub const POINTS: &[&str] = &[
     "before_drop_staging",
 ];
 
+/// `store_jitter` is neither: every put and get of the run's catalog store waits 0-4 ms,
+/// drawn from `BRONZE_FAILPOINT_SEED` (default 0), so concurrent workers interleave
+/// differently per seed (the backlog tests run their scenario under several seeds).
+pub const JITTER: &str = "store_jitter";
+
 /// Faults simulated rather than crashes: `grow_file` (the copy step appends to a landing
 /// file named `*growing*` after discovery), `unreadable_file` (a file named `*unreadable*` cannot be read:
 /// permissions cannot stop root, which CI runs as), `lose_a_row` (a bug that drops the
@@ -161,5 +166,69 @@ impl Hook for BeforeCommitStore {
             self.wrote_data.store(true, Ordering::SeqCst);
         }
         inner.put_multipart_opts(location, opts).await
+    }
+}
+
+/// The `store_jitter` hook: a seeded pseudo-random wait before each put and get.
+#[derive(Debug)]
+pub(crate) struct JitterStore {
+    seed: u64,
+    requests: std::sync::atomic::AtomicU64,
+}
+
+impl JitterStore {
+    pub(crate) fn wrap(inner: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
+        let seed = std::env::var("BRONZE_FAILPOINT_SEED")
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0);
+        Hooked::new(
+            inner,
+            JitterStore {
+                seed,
+                requests: std::sync::atomic::AtomicU64::new(0),
+            },
+        )
+    }
+
+    /// The next wait: splitmix64 of the seed and the request's number, in microseconds.
+    async fn wait(&self) {
+        let n = self.requests.fetch_add(1, Ordering::Relaxed);
+        let mut z = self
+            .seed
+            .wrapping_add(n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        tokio::time::sleep(std::time::Duration::from_micros(z % 4_000)).await;
+    }
+}
+
+impl fmt::Display for JitterStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "JitterStore(seed {})", self.seed)
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for JitterStore {
+    async fn put(
+        &self,
+        inner: &DynObjectStore,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.wait().await;
+        inner.put_opts(location, payload, opts).await
+    }
+    async fn get(
+        &self,
+        inner: &DynObjectStore,
+        location: &Path,
+        options: deltalake::logstore::object_store::GetOptions,
+    ) -> Result<deltalake::logstore::object_store::GetResult> {
+        self.wait().await;
+        inner.get_opts(location, options).await
     }
 }

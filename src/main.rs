@@ -66,11 +66,12 @@ fn main() -> ExitCode {
         _ => "trace",
     };
     // The Delta kernel logs an ERROR each time it looks for a table that does not exist
-    // yet in an object store (every new table of a first load): not an error of the run,
-    // whose real failures come back as errors and are printed.
+    // yet in an object store (every new table of a first load), and deltalake one for each
+    // commit conflict, which bronze plans again: not errors of the run, whose real
+    // failures come back as errors and are printed.
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(format!(
-            "bronze={level},buoyant_kernel::snapshot::builder=off,error"
+            "bronze={level},buoyant_kernel::snapshot::builder=off,deltalake_core::kernel::transaction=off,error"
         ))
     });
     tracing_subscriber::fmt()

@@ -186,8 +186,9 @@ pub struct BatchReport {
     /// timeout, a dropped connection) and were retried with jittered backoff.
     #[serde(default)]
     pub store_retries: u64,
-    /// Commits planned again because another writer changed the table's schema while
-    /// they were in flight (deltalake's `MetadataChanged`, which it does not retry).
+    /// Commits planned again because another writer's commit conflicted with them while
+    /// they were in flight (a schema change, files added that a replace might match,
+    /// files compacted away: conflicts deltalake does not retry).
     #[serde(default)]
     pub commit_replans: u64,
     /// Object store calls per stage (`discover`, `lease`, `stage`, `tables`,
@@ -253,7 +254,7 @@ impl BatchReport {
         if self.commit_replans > 0 {
             let _ = writeln!(
                 s,
-                "commits planned again after another writer changed a table's schema: {}",
+                "commits planned again after another writer's conflicting commit: {}",
                 self.commit_replans
             );
         }

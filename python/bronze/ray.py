@@ -34,13 +34,16 @@ def ingest_pending(
     max_batches: Optional[int] = None,
     require_success: bool = False,
     max_retries: int = 3,
+    cpus_per_task: int = 1,
     progress: Optional[Callable[[str, int, int], Any]] = None,
     **config: Any,
 ) -> list[bronze.Outcome]:
     """Loads every pending batch under ``landing_root`` into ``catalog`` with Ray tasks
     (``ray.init()`` first, or Ray starts a local instance); one outcome per batch, in
     plan order. ``parallelism``: tasks (default the cluster's CPUs, at most one per
-    entity); the other arguments as :func:`bronze.spark.ingest_pending`."""
+    entity); ``cpus_per_task``: the CPUs each task reserves, and its parsing threads
+    unless ``threads`` is given; the other arguments as
+    :func:`bronze.spark.ingest_pending`."""
     import ray
 
     batches, settings = prepare(
@@ -52,7 +55,11 @@ def ingest_pending(
         parallelism = max(1, int(ray.cluster_resources().get("CPU", 1)))
     tasks = plan(batches, parallelism)
 
-    @ray.remote(max_retries=max_retries)
+    if "threads" not in config:
+        # As many parsing threads as the task reserves CPUs, not one per core of the node.
+        settings = json.dumps({**json.loads(settings), "threads": cpus_per_task})
+
+    @ray.remote(max_retries=max_retries, num_cpus=cpus_per_task)
     def run(task: str) -> str:
         from bronze import _bronze
 

@@ -85,7 +85,7 @@ def ingest_pending(
     entity). ``max_batches``: the oldest N pending batches only. ``config``: the keyword
     arguments of :func:`bronze.ingest` (``config=`` a ``bronze.toml`` dict or path,
     ``memory_budget``, ``max_parallel``, ``threads``, ``lease_ttl``), applied on every
-    executor. ``progress``: a picklable callable ``(stage, done, total)`` run on the
+    executor; ``threads`` defaults to the task's CPUs (``spark.task.cpus``). ``progress``: a picklable callable ``(stage, done, total)`` run on the
     executors (for their logs). Statuses: as :class:`bronze.Outcome`; a failed batch holds
     its entity's later batches back (``waiting``) and is pending again next time.
     """
@@ -99,12 +99,14 @@ def ingest_pending(
 
     def run(frames: Any) -> Any:
         import pyarrow as pa
+        from pyspark import TaskContext
 
         from bronze import _bronze
 
         for frame in frames:
             for task in frame.column("id").to_pylist():
-                outcomes = _bronze.run_batches(plans[task], settings, require_success, progress)
+                own = _task_settings(settings, TaskContext.get())
+                outcomes = _bronze.run_batches(plans[task], own, require_success, progress)
                 yield pa.RecordBatch.from_pylist(_rows(task, outcomes), schema=arrow_schema())
 
     # One row, so one task, per group: `range` splits n rows into n partitions of one.
@@ -114,6 +116,16 @@ def ingest_pending(
         .collect()
     )
     return spark.createDataFrame(rows, RESULT_SCHEMA)
+
+
+def _task_settings(settings: str, context: Any) -> str:
+    """The workers' settings, parsing with the task's CPUs (``spark.task.cpus``, default 1)
+    unless ``threads`` was given: every task on an executor would otherwise start a
+    thread per core of the machine."""
+    own = json.loads(settings)
+    if "threads" not in own and context is not None:
+        own["threads"] = max(1, int(context.cpus()))
+    return json.dumps(own)
 
 
 def _default_parallelism(spark: Any) -> int:

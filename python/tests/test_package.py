@@ -185,3 +185,13 @@ def test_maintenance_from_python(catalog: Path) -> None:
     table = bronze.to_arrow(bronze.health(catalog))
     assert table.num_rows == len(health) and "small_files" in table.column_names
     assert table_rows(catalog)["trade"] == expected(FIRST)["trade"]
+
+
+def test_the_extension_has_no_allocator_of_its_own() -> None:
+    """The binary's jemalloc is not linked into the extension: a Python process keeps
+    its own allocator (the symbol jemalloc's configuration is read from is absent)."""
+    from bronze import _bronze
+
+    image = Path(_bronze.__file__).read_bytes()
+    assert b"_rjem_malloc_conf" not in image and b"tikv_jemalloc" not in image
+    assert b"run_batches" in image  # the check reads the right file

@@ -96,3 +96,19 @@ def test_the_plan_keeps_each_entity_in_one_task_in_batch_id_order() -> None:
     assert sum(len(g) for g in groups) == len(batches)
     assert len(plan(batches, 64)) == 4  # at most one task per entity
     assert plan([], 4) == []
+
+
+def test_a_task_parses_with_its_own_cpus_unless_threads_is_given() -> None:
+    import json
+
+    from bronze.spark import _task_settings
+
+    class Task:
+        def cpus(self) -> int:
+            return 3
+
+    settings = bronze._settings("lake", schema="bronze")
+    assert json.loads(_task_settings(settings, Task()))["threads"] == 3
+    given = bronze._settings("lake", threads=8)
+    assert json.loads(_task_settings(given, Task()))["threads"] == 8
+    assert "threads" not in json.loads(_task_settings(settings, None))

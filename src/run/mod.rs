@@ -220,7 +220,8 @@ impl Ingest {
         self.catalog.runtime()
     }
 
-    /// The catalog's storage (wrapped by the `before_commit` crash point when armed).
+    /// The catalog's storage (wrapped by the `before_commit` crash point or the
+    /// `store_jitter` failpoint when armed).
     pub(crate) fn storage(&self) -> Result<Storage> {
         #[cfg(feature = "failpoints")]
         if self.failpoint_hit("before_commit") && crate::failpoint::kill_action() {
@@ -230,6 +231,15 @@ impl Ingest {
             return self
                 .catalog
                 .storage_with(Some(crate::failpoint::BeforeCommitStore::wrap(inner)));
+        }
+        #[cfg(feature = "failpoints")]
+        if self.failpoint_hit(crate::failpoint::JITTER) {
+            let inner = self.config.object_store.clone().unwrap_or_else(|| {
+                Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+            });
+            return self
+                .catalog
+                .storage_with(Some(crate::failpoint::JitterStore::wrap(inner)));
         }
         self.catalog.storage()
     }

@@ -259,9 +259,10 @@ impl Ingest {
         self.write_parts(storage, table, parts, lineage, replace)
     }
 
-    /// Commits `parts` to `table` in one commit under the table's lock (planned again, up
-    /// to [`MAX_REPLANS`] times, when another writer changed the table's schema first) (replacing the
-    /// batch's rows of their topics, or appending), then runs [`Self::after_write`].
+    /// Commits `parts` to `table` in one commit under the table's lock (replacing the
+    /// batch's rows of their topics, or appending; planned again, up to [`MAX_REPLANS`]
+    /// times, when another process's commit conflicts with it:
+    /// [`table::is_replannable_conflict`]), then runs [`Self::after_write`].
     pub(super) fn write_parts(
         &self,
         storage: &Storage,
@@ -280,13 +281,14 @@ impl Ingest {
                 replace,
             ));
             match attempt {
-                // Another process changed the table's schema while this commit was in
-                // flight: plan it again on the new schema (its files of this attempt are
-                // left unreferenced, for VACUUM), after a jittered pause, a few times.
-                Err(e) if replans < MAX_REPLANS && table::is_metadata_conflict(&e) => {
+                // Another process changed the table's schema, or added or compacted files
+                // the commit's plan depended on, while it was in flight: plan it again on
+                // the new version (its files of this attempt are left unreferenced, for
+                // VACUUM), after a jittered pause, a bounded number of times.
+                Err(e) if replans < MAX_REPLANS && table::is_replannable_conflict(&e) => {
                     replans += 1;
                     self.catalog().count_replan();
-                    tracing::warn!(table = %table, attempt = replans, "another writer changed the table's schema during this commit; planning it again");
+                    tracing::info!(table = %table, attempt = replans, conflict = %crate::error::chain(&e), "another writer committed to the table meanwhile; planning the commit again");
                     std::thread::sleep(jittered(replans));
                 }
                 other => break other,
@@ -495,8 +497,9 @@ impl Ingest {
     }
 }
 
-/// Times a commit that lost to another writer's schema change is planned again.
-const MAX_REPLANS: u32 = 3;
+/// Times a commit that lost to another writer's conflicting commit is planned again
+/// (with the pauses of [`jittered`], at most ~13 s in all).
+const MAX_REPLANS: u32 = 8;
 
 /// The pause before re-plan `n`: 50 ms doubling per attempt, with full jitter (so
 /// writers that lost together do not collide again).

@@ -110,15 +110,26 @@ pub(crate) struct Part {
     pub(crate) evolution: crate::config::Evolution,
 }
 
-/// Whether `e` is a commit that lost to another writer's change of the table's
-/// metadata (its schema): deltalake does not retry it, since the write was planned
-/// against the old schema; planning it again against the new one resolves it.
-pub(crate) fn is_metadata_conflict(e: &crate::Error) -> bool {
-    use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+/// Whether `e` is a commit that lost to another writer's commit in a way that planning
+/// it again on the table's new version resolves, which deltalake does not retry itself:
+/// the schema changed (`MetadataChanged`: the write was planned against the old one);
+/// files were added that the replace's predicate might match (`ConcurrentAppend`:
+/// another batch's rows, since the batch lease keeps a batch to one run); files the
+/// replace read or removes were removed (`ConcurrentDeleteRead`/`ConcurrentDeleteDelete`:
+/// OPTIMIZE compacted them). A replace planned again deletes the batch's rows where they
+/// are now, so nothing is lost or kept twice. A conflict on the batch's own `txn`, or a
+/// protocol change, is not retried.
+pub(crate) fn is_replannable_conflict(e: &crate::Error) -> bool {
+    use deltalake::kernel::transaction::{CommitConflictError as C, TransactionError};
     matches!(e, crate::Error::Delta { source, .. } if matches!(
         **source,
         deltalake::DeltaTableError::Transaction {
-            source: TransactionError::CommitConflict(CommitConflictError::MetadataChanged)
+            source: TransactionError::CommitConflict(
+                C::MetadataChanged
+                    | C::ConcurrentAppend
+                    | C::ConcurrentDeleteRead
+                    | C::ConcurrentDeleteDelete
+            )
         }
     ))
 }

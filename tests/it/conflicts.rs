@@ -194,7 +194,7 @@ fn without_locks_a_schema_change_racing_an_unloaded_append_is_absorbed() {
 }
 
 #[test]
-fn without_locks_overlapping_replaces_of_one_batch_conflict() {
+fn without_locks_overlapping_replaces_of_one_batch_leave_one_copy() {
     let landing = tempfile::tempdir().unwrap();
     let dir = two_topic_batch(landing.path(), "c1", false);
     let lake = TempLake::new();
@@ -202,7 +202,10 @@ fn without_locks_overlapping_replaces_of_one_batch_conflict() {
         .run(&dir)
         .unwrap();
     // Two runs of the same batch at once (two processes, in effect: separate lock maps),
-    // both replacing `_batch_id = c1 AND _topic = quote` in the `quote` table.
+    // both replacing `_batch_id = c1 AND _topic = quote` in the `quote` table. The loser's
+    // commit conflicts (it read files the winner removed); deltalake does not retry it,
+    // and bronze plans it again on the new version: it re-reads where the batch's rows
+    // are now (the winner's) and replaces them. Never a blind retry: one copy.
     let store = Barrier::store("/quote/", 2);
     let a = ingest(&lake, Arc::clone(&store), LockPolicy::None);
     let b = ingest(&lake, Arc::clone(&store), LockPolicy::None);
@@ -211,19 +214,21 @@ fn without_locks_overlapping_replaces_of_one_batch_conflict() {
         let hb = s.spawn(|| b.run(&dir).unwrap());
         (ha.join().unwrap(), hb.join().unwrap())
     });
-    let mut errs = errors(&ra, "quote");
-    errs.extend(errors(&rb, "quote"));
-    assert_eq!(
-        errs.len(),
-        1,
-        "one replace wins, the other is refused:\n{}\n{}",
+    assert!(
+        ra.commit_replans + rb.commit_replans >= 1,
+        "the race was met and planned again:\n{}\n{}",
         ra.to_text(),
         rb.to_text()
     );
-    let e = errs[0].to_lowercase();
-    assert!(e.contains("concurrent") || e.contains("delete"), "{e}");
-    // The loser committed nothing: exactly one copy of the batch's rows.
-    assert_eq!(lake.count("SELECT count(*) FROM quote"), 1);
+    let mut errs = errors(&ra, "quote");
+    errs.extend(errors(&rb, "quote"));
+    assert!(errs.is_empty(), "{errs:?}");
+    assert_eq!(lake.count("SELECT count(*) FROM quote"), 1, "one copy");
+    assert_eq!(
+        lake.count("SELECT count(*) FROM currentprice WHERE _topic = 'quote'"),
+        1,
+        "one copy"
+    );
 }
 
 #[test]

@@ -21,3 +21,4 @@ mod run_control;
 mod staging;
 mod stores;
 mod util;
+mod workers;

@@ -1,0 +1,249 @@
+//! Many worker processes on one landing zone and one set of tables (issue 23): 4
+//! `bronze ingest --pending` processes on 3 entities × 20 batches whose topics share a
+//! child table and whose batches add columns, under 5 seeded interleavings (the
+//! `store_jitter` failpoint), with OPTIMIZE and VACUUM run meanwhile by another process;
+//! in one of the 5, a worker is killed mid-batch. Every batch is loaded exactly once,
+//! every table holds exactly the rows and columns the batches carry.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+use crate::util::*;
+
+const ENTITIES: usize = 3;
+const BATCHES: usize = 20;
+const MESSAGES: usize = 12;
+
+/// What the landing zone holds, to check the tables against.
+#[derive(Default)]
+struct Expected {
+    rows: BTreeMap<&'static str, i64>,
+    /// Column → rows holding a value in it, per table.
+    columns: BTreeMap<(&'static str, String), i64>,
+}
+
+/// `landing/src/e<e>/batch_id=d<k>`: `MESSAGES` messages (and one duplicate line) of
+/// `trade` and `quote`, each with a `currentprice` array (the child table both topics
+/// share: 2 elements in a trade, 1 in a quote). Every 4th batch of an entity adds a
+/// column `f_<e>_<k>` to `trade`; every 5th gives its quotes' prices a `ccy_<e>` column.
+fn landing_zone(root: &Path) -> (PathBuf, Expected) {
+    let landing = root.join("landing");
+    let mut expected = Expected::default();
+    for e in 0..ENTITIES {
+        for k in 1..=BATCHES {
+            let dir = landing.join(format!("src/e{e}/batch_id=d{k:02}"));
+            std::fs::create_dir_all(&dir).unwrap();
+            let mut lines = Vec::new();
+            for i in 0..MESSAGES {
+                let id = format!("e{e}-d{k}-m{i}");
+                let line = if i % 2 == 0 {
+                    let extra = if k % 4 == 0 {
+                        *expected
+                            .columns
+                            .entry(("trade", format!("f_{e}_{k}")))
+                            .or_default() += 1;
+                        format!(",\"f_{e}_{k}\":\"v{i}\"")
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{{\"topic\":\"trade\",\"message_id\":\"{id}\",\"payload\":{{\"sym\":\"S{i}\",\"qty\":{i}{extra},\"currentprice\":[{{\"px\":{i}.5}},{{\"px\":{i}.25}}]}}}}"
+                    )
+                } else {
+                    let ccy = if k % 5 == 0 {
+                        *expected
+                            .columns
+                            .entry(("currentprice", format!("ccy_{e}")))
+                            .or_default() += 1;
+                        format!(",\"ccy_{e}\":\"EUR\"")
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{{\"topic\":\"quote\",\"message_id\":\"{id}\",\"payload\":{{\"bid\":{i}.5,\"currentprice\":[{{\"px\":{i}.75{ccy}}}]}}}}"
+                    )
+                };
+                lines.push(line);
+            }
+            // A duplicate delivery of the first message: dropped.
+            lines.push(lines[0].clone());
+            std::fs::write(dir.join("part-0.jsonl"), lines.join("\n") + "\n").unwrap();
+            *expected.rows.entry("trade").or_default() += (MESSAGES / 2) as i64;
+            *expected.rows.entry("quote").or_default() += (MESSAGES / 2) as i64;
+            *expected.rows.entry("currentprice").or_default() += (MESSAGES / 2 * 3) as i64;
+        }
+    }
+    (landing, expected)
+}
+
+/// A `bronze ingest --pending --json` worker with the seeded store jitter.
+fn worker(lake: &TempLake, landing: &Path, seed: u64, kill: bool) -> Child {
+    let mut c = bronze_cli();
+    c.args([
+        "ingest",
+        "--pending",
+        "--json",
+        "--lease-ttl",
+        "30s",
+        "--catalog",
+    ])
+    .arg(lake.catalog())
+    .arg(landing)
+    .env("BRONZE_FAILPOINT", bronze::failpoint::JITTER)
+    .env("BRONZE_FAILPOINT_SEED", seed.to_string())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    if kill {
+        // Dies (SIGKILL) after its first batch's first table write.
+        c.env("BRONZE_FAILPOINT", "between_tables")
+            .env("BRONZE_FAILPOINT_ACTION", "kill");
+    }
+    c.spawn().unwrap()
+}
+
+/// Batches a `--pending --json` run's output reports loaded, as (entity, id).
+fn loaded(stdout: &[u8]) -> Vec<(String, String)> {
+    let outcomes: serde_json::Value = serde_json::from_slice(stdout).unwrap_or_default();
+    outcomes
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter(|o| o["status"] == "loaded")
+        .map(|o| {
+            (
+                o["batch"]["landing_path"].as_str().unwrap().to_string(),
+                o["batch"]["batch_id"].as_str().unwrap().to_string(),
+            )
+        })
+        .collect()
+}
+
+/// OPTIMIZE and VACUUM (default retention) of every table, from their own processes, in
+/// a loop until `stop`; the runs that succeeded.
+fn maintenance(lake: &TempLake, stop: &AtomicBool) -> usize {
+    let mut runs = 0;
+    while !stop.load(Ordering::SeqCst) {
+        for command in [&["optimize", "--all"][..], &["vacuum", "--all"][..]] {
+            let out = bronze_cli()
+                .args(command)
+                .arg("--catalog")
+                .arg(lake.catalog())
+                .output()
+                .unwrap();
+            // Before the first table exists there is nothing to maintain; a conflict with
+            // a commit is the maintenance run's to lose, never the workers'.
+            runs += usize::from(out.status.success());
+        }
+    }
+    runs
+}
+
+/// One interleaving: 4 workers (one killed mid-batch when `kill`), maintenance beside
+/// them, then single sweeps until nothing is pending; every check.
+fn scenario(seed: u64, kill: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (landing, expected) = landing_zone(dir.path());
+    let lake = TempLake::new();
+    let stop = AtomicBool::new(false);
+    let maintained = AtomicUsize::new(0);
+    let mut loads: Vec<(String, String)> = Vec::new();
+    /// Stops the maintenance loop when the workers are done, also when a check fails
+    /// (the scope waits for the loop before it lets a failure through).
+    struct StopOnDrop<'a>(&'a AtomicBool);
+    impl Drop for StopOnDrop<'_> {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| maintained.store(maintenance(&lake, &stop), Ordering::SeqCst));
+        let _stop = StopOnDrop(&stop);
+        let workers: Vec<Child> = (0..4)
+            .map(|w| worker(&lake, &landing, seed * 10 + w, kill && w == 0))
+            .collect();
+        for (w, child) in workers.into_iter().enumerate() {
+            let out = child.wait_with_output().unwrap();
+            if kill && w == 0 {
+                assert_eq!(out.status.code(), None, "the armed worker was killed");
+                continue;
+            }
+            assert!(
+                out.status.code().is_some_and(|c| c < 2),
+                "seed {seed} worker {w}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            loads.extend(loaded(&out.stdout));
+        }
+    });
+    // What waited behind a busy batch this round (and the killed worker's batch) is
+    // loaded by the next invocations.
+    for _ in 0..ENTITIES * BATCHES {
+        let out = worker(&lake, &landing, seed, false)
+            .wait_with_output()
+            .unwrap();
+        assert!(out.status.code().is_some_and(|c| c < 2), "{out:?}");
+        let round = loaded(&out.stdout);
+        if round.is_empty() {
+            break;
+        }
+        loads.extend(round);
+    }
+    check(&lake, &expected, loads, seed);
+    assert!(
+        maintained.load(Ordering::SeqCst) > 0,
+        "seed {seed}: no maintenance run succeeded"
+    );
+}
+
+fn check(lake: &TempLake, expected: &Expected, mut loads: Vec<(String, String)>, seed: u64) {
+    loads.sort();
+    let before = loads.len();
+    loads.dedup();
+    assert_eq!(before, loads.len(), "seed {seed}: a batch loaded twice");
+    assert_eq!(
+        loads.len(),
+        ENTITIES * BATCHES,
+        "seed {seed}: every batch loaded"
+    );
+    assert_eq!(
+        lake.count(
+            "SELECT count(DISTINCT _batch_id || landing_paths) FROM _run_control WHERE \"table\" = '(batch)' AND status = 'ok'"
+        ),
+        (ENTITIES * BATCHES) as i64,
+    );
+    assert_eq!(
+        lake.count(
+            "SELECT count(*) FROM _run_control WHERE \"table\" = '(batch)' AND status = 'ok'"
+        ),
+        (ENTITIES * BATCHES) as i64,
+        "seed {seed}: one successful run per batch"
+    );
+    for (table, rows) in &expected.rows {
+        assert_eq!(
+            lake.count(&format!("SELECT count(*) FROM {table}")),
+            *rows,
+            "seed {seed}: rows of {table}"
+        );
+    }
+    for ((table, column), rows) in &expected.columns {
+        assert_eq!(
+            lake.count(&format!(
+                "SELECT count(*) FROM {table} WHERE \"{column}\" IS NOT NULL"
+            )),
+            *rows,
+            "seed {seed}: column {column} of {table}"
+        );
+    }
+    assert!(leases(lake).is_empty(), "seed {seed}: a lease left");
+    assert!(staging_dirs(lake).is_empty(), "seed {seed}: staging left");
+}
+
+#[test]
+fn four_workers_load_a_shared_backlog_once_under_five_interleavings() {
+    for seed in 1..=5 {
+        scenario(seed, seed == 3);
+    }
+}
