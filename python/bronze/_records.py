@@ -8,6 +8,7 @@ of disappearing.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import typing
 from dataclasses import dataclass
@@ -252,30 +253,48 @@ class CheckpointResult:
     version: int
 
 
+@functools.lru_cache(maxsize=None)
+def _fields(tp: Any) -> tuple[dict[str, Any], frozenset[str]]:
+    """A dataclass's field types (its annotations resolved once) and field names."""
+    return typing.get_type_hints(tp), frozenset(f.name for f in dataclasses.fields(tp))
+
+
+@functools.lru_cache(maxsize=None)
+def _shape(tp: Any) -> tuple[str, Any]:
+    """What ``tp`` is, resolved once per type: optional, list, dict, record or plain."""
+    origin = typing.get_origin(tp)
+    if origin is typing.Union:
+        return "optional", next(a for a in typing.get_args(tp) if a is not type(None))
+    if origin is list:
+        return "list", typing.get_args(tp)[0]
+    if origin is dict:
+        return "dict", typing.get_args(tp)[1]
+    if dataclasses.is_dataclass(tp):
+        return "record", None
+    return "plain", None
+
+
 def _build(tp: Any, value: Any) -> Any:
     """``value`` (decoded JSON) as type ``tp``: dataclasses, lists, dicts, optionals."""
     if value is None:
         return None
-    origin = typing.get_origin(tp)
-    if origin is typing.Union:
-        inner = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _build(inner[0], value)
-    if origin is list:
-        (item,) = typing.get_args(tp)
-        return [_build(item, v) for v in value]
-    if origin is dict:
-        _, item = typing.get_args(tp)
-        return {k: _build(item, v) for k, v in value.items()}
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp)
-        names = {f.name for f in dataclasses.fields(tp)}
-        unknown, missing = set(value) - names, names - set(value)
-        if unknown or missing:
+    kind, inner = _shape(tp)
+    if kind == "optional":
+        return _build(inner, value)
+    if kind == "list":
+        return [_build(inner, v) for v in value]
+    if kind == "dict":
+        return {k: _build(inner, v) for k, v in value.items()}
+    if kind == "record":
+        hints, names = _fields(tp)
+        keys = value.keys()
+        if keys != names:
+            unknown, missing = set(keys) - names, names - set(keys)
             raise TypeError(
                 f"{tp.__name__}: fields {sorted(unknown)} unknown, {sorted(missing)} missing:"
                 " the package and its extension differ; reinstall it"
             )
-        return tp(**{n: _build(hints[n], value.get(n)) for n in names})
+        return tp(**{n: _build(hints[n], v) for n, v in value.items()})
     return value
 
 

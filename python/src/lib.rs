@@ -10,6 +10,22 @@
 use std::sync::Arc;
 
 use pyo3::exceptions::PyException;
+
+/// jemalloc for the extension's Rust allocations (see `Cargo.toml`); CPython's objects
+/// keep CPython's allocator, and nothing allocated on one side is freed on the other.
+#[cfg(not(target_env = "msvc"))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// The binary's jemalloc options (see `src/main.rs`): one arena per CPU, extents and
+/// metadata in transparent huge pages where the system offers them. Read by the
+/// extension's jemalloc when it initialises; `_RJEM_MALLOC_CONF` still overrides it.
+#[cfg(not(target_env = "msvc"))]
+// SAFETY: jemalloc declares this symbol weak and reads it once, as a NUL-terminated
+// option string that lives for the whole program.
+#[unsafe(export_name = "_rjem_malloc_conf")]
+static JEMALLOC_CONF: Option<&'static u8> =
+    Some(&b"percpu_arena:percpu,thp:always,metadata_thp:always\0"[0]);
 use pyo3::prelude::*;
 use pyo3::types::PyModule;
 
@@ -219,15 +235,33 @@ fn report_progress(callback: &Py<PyAny>, p: &bronze::Progress) {
     });
 }
 
-/// Hands glibc's free heap pages back to the OS after a run freed much memory (the
-/// binary does the same; a Python process keeps glibc's malloc).
-fn trim(_: bronze::MemoryRelease) {
+/// Hands freed memory back to the OS after a run freed much of it, as the binary does:
+/// glibc's free heap pages (CPython's side) always, and between the phases of an
+/// over-budget batch every jemalloc arena's unused dirty pages.
+fn trim(when: bronze::MemoryRelease) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` takes no pointers and only walks glibc's own arenas under
     // their locks; any thread may call it at any time.
     unsafe {
         libc::malloc_trim(0);
     }
+    #[cfg(not(target_env = "msvc"))]
+    if when == bronze::MemoryRelease::BetweenPhases {
+        const PURGE_ALL: &[u8] = b"arena.4096.purge\0";
+        // SAFETY: the name is NUL-terminated; a purge reads and writes no value, so every
+        // pointer argument is null and the lengths are zero, as mallctl(3) specifies.
+        unsafe {
+            tikv_jemalloc_sys::mallctl(
+                PURGE_ALL.as_ptr().cast(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+                0,
+            );
+        }
+    }
+    #[cfg(target_env = "msvc")]
+    let _ = when;
 }
 
 /// Runs `f` on a loader built from `settings`, detached from the interpreter, and returns
