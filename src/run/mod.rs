@@ -221,25 +221,34 @@ impl Ingest {
     }
 
     /// The catalog's storage (wrapped by the `before_commit` crash point or the
-    /// `store_jitter` failpoint when armed).
+    /// `store_jitter` failpoint when armed, on a catalog reached through one store rooted
+    /// at `/`: a local folder or an injected store; a catalog at an object store URL opens
+    /// its stores per table, and runs unwrapped).
     pub(crate) fn storage(&self) -> Result<Storage> {
         #[cfg(feature = "failpoints")]
-        if self.failpoint_hit("before_commit") && crate::failpoint::kill_action() {
-            let inner = self.config.object_store.clone().unwrap_or_else(|| {
-                Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
-            });
-            return self
-                .catalog
-                .storage_with(Some(crate::failpoint::BeforeCommitStore::wrap(inner)));
-        }
-        #[cfg(feature = "failpoints")]
-        if self.failpoint_hit(crate::failpoint::JITTER) {
-            let inner = self.config.object_store.clone().unwrap_or_else(|| {
-                Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
-            });
-            return self
-                .catalog
-                .storage_with(Some(crate::failpoint::JitterStore::wrap(inner)));
+        {
+            type Wrap = fn(
+                Arc<deltalake::logstore::object_store::DynObjectStore>,
+            ) -> Arc<deltalake::logstore::object_store::DynObjectStore>;
+            let wrap: Option<Wrap> =
+                if self.failpoint_hit("before_commit") && crate::failpoint::kill_action() {
+                    Some(crate::failpoint::BeforeCommitStore::wrap)
+                } else if self.failpoint_hit(crate::failpoint::JITTER) {
+                    Some(crate::failpoint::JitterStore::wrap)
+                } else {
+                    None
+                };
+            let root = match (&self.config.object_store, self.config.catalog.local()) {
+                (Some(store), _) => Some(Arc::clone(store)),
+                (None, Some(_)) => Some(Arc::new(
+                    deltalake::logstore::object_store::local::LocalFileSystem::new(),
+                )
+                    as Arc<deltalake::logstore::object_store::DynObjectStore>),
+                (None, None) => None,
+            };
+            if let (Some(wrap), Some(root)) = (wrap, root) {
+                return self.catalog.storage_with(Some(wrap(root)));
+            }
         }
         self.catalog.storage()
     }

@@ -14,9 +14,9 @@ use crate::util::*;
 const SECRET: &str = "s3cr3t-value-never-shown-7f3a";
 
 /// An emulator process, killed on drop.
-struct Emulator {
+pub(crate) struct Emulator {
     child: Child,
-    endpoint: String,
+    pub(crate) endpoint: String,
 }
 
 impl Drop for Emulator {
@@ -100,7 +100,7 @@ fn start(mut cmd: Command, ready: &str, endpoint: String, from_stderr: bool) -> 
 }
 
 /// moto's S3 server on a free port.
-fn moto() -> Emulator {
+pub(crate) fn moto() -> Emulator {
     let port = free_port();
     let mut cmd = emulator_command(venv_bin("moto_server"));
     cmd.args(["-H", "127.0.0.1", "-p", &port.to_string()]);
@@ -111,7 +111,7 @@ fn moto() -> Emulator {
 /// snippet ends with `os._exit(0)` once its output is flushed: under load, pyarrow's
 /// threads have been seen to abort the interpreter's teardown ("terminate called
 /// without an active exception") after the snippet had done its work.
-fn python(code: &str, args: &[&str]) -> String {
+pub(crate) fn python(code: &str, args: &[&str]) -> String {
     let code = format!("{code}\nimport os, sys\nsys.stdout.flush()\nos._exit(0)\n");
     let out = Command::new(venv_bin("python"))
         .arg("-c")
@@ -135,7 +135,7 @@ fn owned(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-fn s3_options(endpoint: &str) -> Vec<(String, String)> {
+pub(crate) fn s3_options(endpoint: &str) -> Vec<(String, String)> {
     owned(&[
         ("AWS_ENDPOINT_URL", endpoint),
         ("AWS_ALLOW_HTTP", "true"),
@@ -145,7 +145,7 @@ fn s3_options(endpoint: &str) -> Vec<(String, String)> {
     ])
 }
 
-fn create_bucket(endpoint: &str, bucket: &str) {
+pub(crate) fn create_bucket(endpoint: &str, bucket: &str) {
     python(
         "import sys, boto3\n\
          boto3.client('s3', endpoint_url=sys.argv[1], aws_access_key_id='testing',\n\
