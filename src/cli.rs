@@ -231,6 +231,11 @@ pub struct IngestArgs {
     /// With --pending: load at most N batches in this invocation.
     #[arg(long, value_name = "N", requires = "pending")]
     pub max_batches: Option<usize>,
+    /// With --pending: load up to N batches at once, of different entities (each
+    /// entity's still in batch id order). Each batch in flight has its own threads and
+    /// its own --memory-budget, so N multiplies the memory a run may use.
+    #[arg(long, value_name = "N", requires = "pending", default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub max_batches_in_flight: u16,
     /// With --pending: start no batch once the batches of this invocation read SIZE of
     /// landing files (512MB, 20GiB); the batch that crosses it is finished, never cut.
     #[arg(long, value_name = "SIZE", requires = "pending", value_parser = parse_budget)]

@@ -233,6 +233,7 @@ def ingest_pending(
     max_batches: Optional[int] = None,
     max_bytes: Union[None, int, str] = None,
     require_success: bool = False,
+    max_in_flight: int = 1,
     max_parallel: Optional[int] = None,
     memory_budget: Union[None, int, str] = None,
     lease_ttl: Union[None, str, float] = None,
@@ -241,8 +242,10 @@ def ingest_pending(
     """``bronze ingest --pending``: loads the pending batches under ``landing_root`` one by
     one, oldest first, each entity's in batch id order (a failed, busy or still-copying
     batch holds the entity's later ones back: status ``waiting``). One :class:`Outcome`
-    per batch; a failure is an outcome, not an exception. Any number of processes may run
-    this on the same landing zone and catalog: each batch is loaded by one of them."""
+    per batch; a failure is an outcome, not an exception. ``max_in_flight``: batches of
+    different entities loaded at once (each with its own memory budget). Any number of
+    processes may run this on the same landing zone and catalog: each batch is loaded by
+    one of them."""
     if isinstance(max_bytes, str):
         max_bytes = _size(max_bytes)
     settings = _settings(
@@ -256,7 +259,7 @@ def ingest_pending(
     )
     with _progress(progress) as callback:
         text = _bronze.ingest_pending(
-            os.fspath(landing_root), settings, max_batches, max_bytes, require_success, callback
+            os.fspath(landing_root), settings, max_batches, max_bytes, require_success, callback, max_in_flight
         )
     return from_json(list[Outcome], text)
 

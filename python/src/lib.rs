@@ -312,7 +312,8 @@ fn status(py: Python<'_>, root: String, settings: &str) -> PyResult<String> {
 
 /// Loads the backlog under a landing root; the outcomes as JSON.
 #[pyfunction]
-#[pyo3(signature = (root, settings, max_batches=None, max_bytes=None, require_success=false, progress=None))]
+#[pyo3(signature = (root, settings, max_batches=None, max_bytes=None, require_success=false, progress=None, max_in_flight=1))]
+#[allow(clippy::too_many_arguments)]
 fn ingest_pending(
     py: Python<'_>,
     root: String,
@@ -321,11 +322,13 @@ fn ingest_pending(
     max_bytes: Option<u64>,
     require_success: bool,
     progress: Option<Py<PyAny>>,
+    max_in_flight: usize,
 ) -> PyResult<String> {
     let options = bronze::PendingOptions::default()
         .with_max_batches(max_batches)
         .with_max_bytes(max_bytes)
-        .with_require_success(require_success);
+        .with_require_success(require_success)
+        .with_max_in_flight(max_in_flight);
     run(py, settings, progress, move |ingest| {
         ingest.run_pending(&root, &options)
     })

@@ -202,3 +202,14 @@ def test_the_extension_can_be_loaded_late_into_any_interpreter() -> None:
     flags = subprocess.run([readelf, "-d", _bronze.__file__], capture_output=True, text=True, check=True).stdout
     assert "(FLAGS)" in flags and "STATIC_TLS" not in flags, flags
     assert b"jemalloc_bg_thd" in Path(_bronze.__file__).read_bytes()
+
+
+def test_ingest_pending_with_batches_in_flight(tmp_path: Path, catalog: Path) -> None:
+    from conftest import make_landing
+
+    made = make_landing(tmp_path / "landing" / "src", ["a", "b"], 2)
+    outcomes = bronze.ingest_pending(tmp_path / "landing", catalog, max_in_flight=2)
+    assert sorted((o.batch.landing_path, o.batch.batch_id, o.status) for o in outcomes) == sorted(
+        (f"src/{e}", b, "loaded") for e, b in made
+    )
+    assert table_rows(catalog) == {t: 4 * n for t, n in expected(FIRST).items()}

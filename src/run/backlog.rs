@@ -71,6 +71,9 @@ pub struct PendingOptions {
     /// Start no batch once this is set (an interrupted `--watch`): the batch running
     /// then is finished.
     pub stop: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+    /// Batches loaded at once, each entity's still in order (default 1). Each batch in
+    /// flight has its own pools and its own memory budget.
+    pub max_in_flight: usize,
 }
 
 impl PendingOptions {
@@ -100,6 +103,20 @@ impl PendingOptions {
         self.max_bytes = bytes;
         self
     }
+
+    /// At most `n` batches at once (of different entities).
+    pub fn with_max_in_flight(mut self, n: usize) -> Self {
+        self.max_in_flight = n;
+        self
+    }
+}
+
+/// What the batches of one backlog run have used of its bounds, shared by the batches in
+/// flight.
+#[derive(Default)]
+struct Spent {
+    runs: std::sync::atomic::AtomicUsize,
+    bytes: std::sync::atomic::AtomicU64,
 }
 
 /// One pending batch's outcome.
@@ -141,7 +158,81 @@ impl Ingest {
         options: &PendingOptions,
     ) -> Result<Vec<BacklogOutcome>> {
         let pending = self.pending(root)?;
-        self.run_batches(pending, options)
+        if options.max_in_flight <= 1 {
+            return self.run_batches(pending, options);
+        }
+        self.run_in_flight(pending, options)
+    }
+
+    /// [`Ingest::run_batches`] on up to `options.max_in_flight` groups of entities at once,
+    /// each group by its own loader (own pools, runtime and counters, so each report counts
+    /// its own run; tables shared with the other groups as with another process: a
+    /// conflicting commit is planned again). Outcomes in the backlog's order.
+    fn run_in_flight(
+        &self,
+        pending: Vec<PendingBatch>,
+        options: &PendingOptions,
+    ) -> Result<Vec<BacklogOutcome>> {
+        let order: HashMap<(String, String), usize> = pending
+            .iter()
+            .enumerate()
+            .map(|(i, b)| ((b.landing_path.clone(), b.batch_id.clone()), i))
+            .collect();
+        let mut groups: Vec<Vec<PendingBatch>> = vec![Vec::new(); options.max_in_flight];
+        let mut by_entity: HashMap<String, Vec<PendingBatch>> = HashMap::new();
+        for b in pending {
+            by_entity.entry(b.landing_path.clone()).or_default().push(b);
+        }
+        let mut sized: Vec<Vec<PendingBatch>> = by_entity.into_values().collect();
+        sized.sort_by(|a, b| {
+            b.len()
+                .cmp(&a.len())
+                .then(a[0].landing_path.cmp(&b[0].landing_path))
+        });
+        for entity in sized {
+            if let Some(least) = groups.iter_mut().min_by_key(|g| g.len()) {
+                least.extend(entity);
+            }
+        }
+        let spent = Spent::default();
+        let results: Vec<Result<Vec<BacklogOutcome>>> = std::thread::scope(|s| {
+            let handles: Vec<_> = groups
+                .into_iter()
+                .filter(|g| !g.is_empty())
+                .map(|mut group| {
+                    let spent = &spent;
+                    s.spawn(move || {
+                        group.sort_by(|a, b| {
+                            (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path))
+                        });
+                        let mut loader = Ingest::from_config(self.config.clone())?;
+                        loader.progress = self.progress.clone();
+                        loader.release = self.release.clone();
+                        loader.run_batches_within(group, options, spent)
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join().unwrap_or_else(|_| {
+                        Err(Error::Internal {
+                            what: "a thread loading batches of the backlog panicked".into(),
+                        })
+                    })
+                })
+                .collect()
+        });
+        let mut outcomes = Vec::new();
+        for r in results {
+            outcomes.extend(r?);
+        }
+        outcomes.sort_by_key(|o| {
+            order
+                .get(&(o.batch.landing_path.clone(), o.batch.batch_id.clone()))
+                .copied()
+        });
+        Ok(outcomes)
     }
 
     /// Loads `batches` (as [`Ingest::pending`] lists them: one worker's share of a
@@ -154,10 +245,21 @@ impl Ingest {
         batches: Vec<PendingBatch>,
         options: &PendingOptions,
     ) -> Result<Vec<BacklogOutcome>> {
+        self.run_batches_within(batches, options, &Spent::default())
+    }
+
+    /// [`Ingest::run_batches`] counting its runs and bytes into `spent`, which batches in
+    /// flight beside it share.
+    fn run_batches_within(
+        &self,
+        batches: Vec<PendingBatch>,
+        options: &PendingOptions,
+        spent: &Spent,
+    ) -> Result<Vec<BacklogOutcome>> {
+        use std::sync::atomic::Ordering::SeqCst;
         let max_batches = options.max_batches;
         let mut held_up: HashMap<String, String> = HashMap::new();
         let mut outcomes = Vec::new();
-        let (mut runs, mut bytes_read) = (0, 0);
         for batch in batches {
             if let Some(first) = held_up.get(&batch.landing_path) {
                 outcomes.push(BacklogOutcome {
@@ -183,14 +285,21 @@ impl Ingest {
                 .as_ref()
                 .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
             if stopped
-                || max_batches.is_some_and(|m| runs >= m)
-                || options.max_bytes.is_some_and(|m| bytes_read >= m)
+                || options
+                    .max_bytes
+                    .is_some_and(|m| spent.bytes.load(SeqCst) >= m)
             {
                 break;
             }
-            runs += 1;
+            // Counted before the run: batches in flight beside this one never start more
+            // than `max_batches` between them.
+            let runs = spent.runs.fetch_add(1, SeqCst);
+            if max_batches.is_some_and(|m| runs >= m) {
+                break;
+            }
             let outcome = self.run_pending_one(batch);
-            bytes_read += outcome.report.as_ref().map_or(0, |r| r.bytes_read);
+            let read = outcome.report.as_ref().map_or(0, |r| r.bytes_read);
+            spent.bytes.fetch_add(read, SeqCst);
             if !matches!(
                 outcome.status,
                 BatchStatus::Loaded | BatchStatus::AlreadyLoaded

@@ -560,3 +560,87 @@ fn watch_loads_a_batch_landed_after_it_started_skips_a_growing_one_and_stops_on_
     assert_eq!(loaded.len(), 2, "{seen:#?}");
     assert_copies(&lake, 2);
 }
+
+/// (landing path, batch id, started µs, ended µs) of each successful run, from
+/// `_run_control`.
+fn runs(lake: &TempLake) -> Vec<(String, String, i64, i64)> {
+    lake.strings(
+        "SELECT landing_paths || ' ' || _batch_id || ' ' || CAST(CAST(started_at AS BIGINT) AS VARCHAR) \
+         || ' ' || CAST(CAST(ended_at AS BIGINT) AS VARCHAR) FROM _run_control \
+         WHERE \"table\" = '(batch)' AND status = 'ok'",
+    )
+    .iter()
+    .map(|line| {
+        let f: Vec<&str> = line.split(' ').collect();
+        (
+            f[0].to_string(),
+            f[1].to_string(),
+            f[2].parse().unwrap(),
+            f[3].parse().unwrap(),
+        )
+    })
+    .collect()
+}
+
+/// `--max-batches-in-flight 2` on 2 entities × 3 batches: the entities' batches load at
+/// the same time (runs of different entities overlap), each entity's in batch id order
+/// (each run starts after the previous one of its entity ended); every batch once. With
+/// `--max-batches 3` too, 3 batches run between the two in flight, not 3 each.
+#[test]
+fn batches_in_flight_overlap_across_entities_keep_order_within_one_and_share_the_bounds() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a", "s/b"], &["d1", "d2", "d3"]);
+    let in_flight = |lake: &TempLake, extra: &[&str]| {
+        bronze_cli()
+            .args([
+                "ingest",
+                "--pending",
+                "--json",
+                "--max-batches-in-flight",
+                "2",
+            ])
+            .args(extra)
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .arg(&landing)
+            .output()
+            .unwrap()
+    };
+    let lake = TempLake::new();
+    let out = in_flight(&lake, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(loaded_in(&out.stdout), 6);
+    assert_copies(&lake, 6);
+    let runs = runs(&lake);
+    assert_eq!(runs.len(), 6);
+    for entity in ["s/a", "s/b"] {
+        let mut own: Vec<_> = runs.iter().filter(|r| r.0 == entity).collect();
+        own.sort_by_key(|r| r.2);
+        let ids: Vec<&str> = own.iter().map(|r| r.1.as_str()).collect();
+        assert_eq!(ids, ["d1", "d2", "d3"], "{entity} in batch id order");
+        assert!(
+            own.windows(2).all(|w| w[1].2 >= w[0].3),
+            "{entity}: one at a time"
+        );
+    }
+    let overlap = runs.iter().any(|a| {
+        runs.iter()
+            .any(|b| a.0 == "s/a" && b.0 == "s/b" && a.2 < b.3 && b.2 < a.3)
+    });
+    assert!(overlap, "runs of the two entities overlapped: {runs:?}");
+
+    let bounded = TempLake::new();
+    let out = in_flight(&bounded, &["--max-batches", "3"]);
+    assert_eq!(
+        loaded_in(&out.stdout),
+        3,
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_copies(&bounded, 3);
+}
