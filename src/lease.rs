@@ -123,19 +123,21 @@ pub(crate) async fn put_if_absent_refusal(
     probe: &StorePath,
 ) -> object_store::Result<Option<String>> {
     const FIX: &str = "Delta commits and the batch lease need it, or two writers could overwrite each other's commits and lose data. Use conditional writes (AWS S3, MinIO and Cloudflare R2 have them; leave the `conditional_put` storage option at its default, `etag`), or, if only one process ever writes this catalog, declare it with --single-writer (`single_writer = true` in bronze.toml)";
-    let create = || {
+    // Two different contents: a refused put of the very bytes the object holds counts as
+    // its own landed put (`Metered`), which would hide a refusal.
+    let create = |content: &'static [u8]| {
         store.put_opts(
             probe,
-            object_store::PutPayload::from_static(b"probe"),
+            object_store::PutPayload::from_static(content),
             PutOptions::from(PutMode::Create),
         )
     };
-    let verdict = match create().await {
+    let verdict = match create(b"probe 1").await {
         Err(object_store::Error::NotImplemented { .. }) => Some(format!(
             "this store cannot put-if-absent (conditional put is disabled). {FIX}"
         )),
         Err(e) => return Err(e),
-        Ok(_) => match create().await {
+        Ok(_) => match create(b"probe 2").await {
             Err(object_store::Error::AlreadyExists { .. }) => None,
             Ok(_) => Some(format!(
                 "this store ignores put-if-absent (a second `If-None-Match: *` put of one object succeeded). {FIX}"

@@ -244,6 +244,38 @@ impl Metered {
     }
 
     /// `listed`, each checkpoint file in it noted ([`CommitCache::listed`]).
+    /// A conditional put refused because the object exists or changed: when it holds
+    /// exactly what was sent, it was this put that landed (its response was lost, and the
+    /// store client's retry was the one refused, as S3 does with a 412 on a retried
+    /// `If-None-Match` put). Treated as refused, every layer above would read it as
+    /// another writer's: deltalake would commit a blind append again at the next version
+    /// (the batch's rows twice), a lease holder would think its lease taken.
+    async fn landed_already(&self, location: &Path, sent: &PutPayload) -> Option<PutResult> {
+        self.calls.add(1);
+        let found = self
+            .inner
+            .get_opts(location, GetOptions::default())
+            .await
+            .ok()?;
+        let e_tag = found.meta.e_tag.clone();
+        let version = found.meta.version.clone();
+        let bytes = found.bytes().await.ok()?;
+        let same = bytes.len() == sent.content_length()
+            && sent
+                .iter()
+                .scan(0, |at, chunk| {
+                    let start = *at;
+                    *at += chunk.len();
+                    Some(bytes.get(start..*at) == Some(&chunk[..]))
+                })
+                .all(|equal| equal);
+        if !same {
+            return None;
+        }
+        tracing::info!(path = %location, "a conditional put was refused, but the object holds what it sent: its first attempt landed");
+        Some(PutResult { e_tag, version })
+    }
+
     fn noting_checkpoints(
         &self,
         listed: BoxStream<'static, object_store::Result<ObjectMeta>>,
@@ -270,7 +302,18 @@ impl ObjectStore for Metered {
     ) -> object_store::Result<PutResult> {
         self.calls.add(1);
         self.calls.commits.forget(location);
-        self.inner.put_opts(location, payload, opts).await
+        let conditional = !matches!(opts.mode, object_store::PutMode::Overwrite);
+        let sent = conditional.then(|| payload.clone());
+        match self.inner.put_opts(location, payload, opts).await {
+            Err(
+                e @ (object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }),
+            ) => match sent {
+                Some(sent) => self.landed_already(location, &sent).await.ok_or(e),
+                None => Err(e),
+            },
+            other => other,
+        }
     }
     async fn put_multipart_opts(
         &self,
@@ -375,6 +418,63 @@ impl ObjectStore for Metered {
 mod tests {
     use super::*;
     use deltalake::logstore::object_store::{ObjectStoreExt as _, memory::InMemory};
+
+    #[test]
+    fn a_conditional_put_refused_over_its_own_landed_content_succeeds() {
+        use object_store::{PutMode, UpdateVersion};
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let store = CallCounter::default().meter(Arc::new(InMemory::new()));
+        let path = Path::from("t/_delta_log/00000000000000000000.json");
+        let create = |text: &'static str| {
+            let store = Arc::clone(&store);
+            let path = path.clone();
+            async move {
+                store
+                    .put_opts(
+                        &path,
+                        PutPayload::from_static(text.as_bytes()),
+                        PutMode::Create.into(),
+                    )
+                    .await
+            }
+        };
+        rt.block_on(async {
+            let first = create("{\"commitInfo\":1}").await.unwrap();
+            // The same bytes again: what a retried put whose first attempt landed sends.
+            let again = create("{\"commitInfo\":1}").await.unwrap();
+            assert_eq!(again.e_tag, first.e_tag);
+            // Another writer's entry is refused as before.
+            assert!(matches!(
+                create("{\"commitInfo\":2}").await,
+                Err(object_store::Error::AlreadyExists { .. })
+            ));
+            // A conditional update from a stale version: refused unless the object
+            // already holds what it sends.
+            let stale = UpdateVersion {
+                e_tag: Some("stale".into()),
+                version: None,
+            };
+            let update = |text: &'static str| {
+                let store = Arc::clone(&store);
+                let path = path.clone();
+                let stale = stale.clone();
+                async move {
+                    store
+                        .put_opts(
+                            &path,
+                            PutPayload::from_static(text.as_bytes()),
+                            PutMode::Update(stale).into(),
+                        )
+                        .await
+                }
+            };
+            assert!(update("{\"commitInfo\":1}").await.is_ok());
+            assert!(matches!(
+                update("{\"commitInfo\":3}").await,
+                Err(object_store::Error::Precondition { .. })
+            ));
+        });
+    }
 
     #[test]
     fn a_commit_file_is_read_once_and_afresh_after_a_delete_other_files_every_time() {

@@ -739,6 +739,18 @@ async fn put_entry(
     {
         Ok(()) => Ok(true),
         Err(TransactionError::VersionAlreadyExists(_)) => {
+            // The version may be this very entry: a conditional put that landed, whose
+            // response was lost, is retried by the store client and then refused as
+            // existing. Appending again would duplicate the batch's rows.
+            if let deltalake::logstore::CommitOrBytes::LogBytes(bytes) = entry
+                && log_store.read_commit_entry(version).await?.as_ref() == Some(bytes)
+            {
+                tracing::info!(
+                    version,
+                    "the commit landed although the store reported it as taken (a retried put)"
+                );
+                return Ok(true);
+            }
             log_store
                 .abort_commit_entry(version, entry.clone(), operation_id)
                 .await?;

@@ -210,6 +210,24 @@ fn an_io_error_on_a_read_is_reported_and_the_rerun_converges() {
     );
 }
 
+/// A first load appended to existing tables (the direct put-if-absent commit) whose
+/// commit lands but comes back "already exists" (a retried conditional put): the commit
+/// is recognised as its own, not appended a second time. Every commit of the run, each
+/// in turn: the tables hold each batch once, and the run reports no error.
+#[test]
+fn a_commit_that_lands_but_comes_back_as_taken_is_not_appended_twice() {
+    let commits = count(Op::Commit, false, Start::Append);
+    assert!(commits > 3, "{commits} commits");
+    for pick in 1..=commits {
+        let lake = loaded(true);
+        let store = Faults::store(Op::Commit, Fault::LandsButTaken, pick);
+        let errors = run_through(&lake, Arc::clone(&store), false);
+        assert!(store.fired.load(Ordering::SeqCst), "commit {pick} struck");
+        assert!(errors.is_empty(), "commit {pick}: {errors}");
+        assert_both_fixture_batches_landed(&lake);
+    }
+}
+
 #[test]
 fn a_commit_that_lands_but_reports_an_error_is_not_duplicated() {
     for over_budget in [false, true] {

@@ -199,6 +199,9 @@ pub enum Fault {
     IoError,
     /// Written, then reported as failed (a timeout after the write reached storage).
     LandsButFails,
+    /// Written, then reported as already existing: a conditional put whose response was
+    /// lost, retried by the store client and refused (S3 answers 412).
+    LandsButTaken,
 }
 
 /// The local file system, failing the `fail_at`-th request of kind `op` (1-based; 0 =
@@ -249,11 +252,17 @@ impl Faults {
         let source = match self.fault {
             Fault::DiskFull => std::io::Error::from_raw_os_error(28),
             Fault::IoError => std::io::Error::from_raw_os_error(5),
-            Fault::LandsButFails => std::io::Error::new(
+            Fault::LandsButFails | Fault::LandsButTaken => std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 "connection reset after the request was sent (injected)",
             ),
         };
+        if self.fault == Fault::LandsButTaken {
+            return object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: "precondition failed on the retried put (injected)".into(),
+            };
+        }
         object_store::Error::Generic {
             store: "FaultStore",
             source: format!("{location}: {source}").into(),
@@ -283,7 +292,7 @@ impl Hook for Faults {
         let commit = is_commit(location.as_ref());
         let picked = self.pick(Op::Write, location) || (commit && self.pick(Op::Commit, location));
         if picked {
-            if self.fault == Fault::LandsButFails {
+            if matches!(self.fault, Fault::LandsButFails | Fault::LandsButTaken) {
                 inner.put_opts(location, payload, opts).await?;
             }
             return Err(self.error(location));
@@ -296,7 +305,9 @@ impl Hook for Faults {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
-        if self.pick(Op::Write, location) && self.fault != Fault::LandsButFails {
+        if self.pick(Op::Write, location)
+            && !matches!(self.fault, Fault::LandsButFails | Fault::LandsButTaken)
+        {
             return Err(self.error(location));
         }
         inner.put_multipart_opts(location, opts).await
