@@ -35,11 +35,13 @@ from bronze._backlog import plan, prepare
 
 #: The columns of the returned DataFrame; ``report`` is the batch's full report as JSON
 #: (``bronze ingest --json``), null when it did not run to the end.
-RESULT_SCHEMA = (
-    "landing_path string, batch_id string, folder string, status string, reason string, "
-    "messages long, corrupt_lines long, duplicates long, rows_written long, "
-    "elapsed_seconds double, task int, report string"
-)
+_COLUMNS = [
+    ("landing_path", "string"), ("batch_id", "string"), ("folder", "string"),
+    ("status", "string"), ("reason", "string"), ("messages", "long"),
+    ("corrupt_lines", "long"), ("duplicates", "long"), ("rows_written", "long"),
+    ("elapsed_seconds", "double"), ("task", "int"), ("report", "string"),
+]  # fmt: skip
+RESULT_SCHEMA = ", ".join(f"{name} {kind}" for name, kind in _COLUMNS)
 
 
 def _rows(task: int, outcomes_json: str) -> list[dict[str, Any]]:
@@ -141,22 +143,8 @@ def arrow_schema() -> Any:
     """:data:`RESULT_SCHEMA` as a pyarrow schema (the task's output)."""
     import pyarrow as pa
 
-    return pa.schema(
-        [
-            ("landing_path", pa.string()),
-            ("batch_id", pa.string()),
-            ("folder", pa.string()),
-            ("status", pa.string()),
-            ("reason", pa.string()),
-            ("messages", pa.int64()),
-            ("corrupt_lines", pa.int64()),
-            ("duplicates", pa.int64()),
-            ("rows_written", pa.int64()),
-            ("elapsed_seconds", pa.float64()),
-            ("task", pa.int32()),
-            ("report", pa.string()),
-        ]
-    )
+    kinds = {"string": pa.string(), "long": pa.int64(), "double": pa.float64(), "int": pa.int32()}
+    return pa.schema([(name, kinds[kind]) for name, kind in _COLUMNS])
 
 
 __all__ = ["RESULT_SCHEMA", "arrow_schema", "ingest_pending", "plan"]
