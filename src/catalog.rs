@@ -155,6 +155,11 @@ impl Catalog {
         }
     }
 
+    /// The schema (folder under the catalog) its tables are in.
+    pub fn schema(&self) -> &str {
+        &self.schema
+    }
+
     /// Where the catalog is.
     pub fn location(&self) -> &Location {
         &self.root

@@ -18,8 +18,22 @@ pub struct Cli {
     /// More log output (-v info, -vv debug, -vvv trace); logs go to stderr.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
+    /// Log line format: `text` (coloured only when stderr is a terminal and `NO_COLOR`
+    /// is unset) or `json` (one object per line, for schedulers that ingest structured
+    /// logs).
+    #[arg(long, value_enum, default_value_t = LogFormat::Text, global = true)]
+    pub log_format: LogFormat,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// How log lines are written to stderr.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines.
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 // Parsed once per process: the size of the largest variant (`ingest`'s flags) costs
@@ -78,6 +92,50 @@ pub enum Command {
     ///
     /// Example: bronze status s3://bucket/landing/market --catalog s3://bucket/lake --json
     Status(StatusArgs),
+    /// A one-file HTML report of the lakehouse: batches over time, tables, failures.
+    ///
+    /// Reads `_run_control` and every table's log (nothing is written to the catalog)
+    /// and writes one self-contained page (inline SVG charts and styles: nothing fetched
+    /// when it is opened, offline or attached to a ticket): per batch run, rows loaded,
+    /// corrupt lines and duplicates, and wall time by stage; per table, files by size
+    /// against the target file size, small files, versions since the last checkpoint and
+    /// OPTIMIZE, with `bronze health`'s flags; the latest failures with their reasons;
+    /// with `--landing ROOT`, the landing zone's backlog as `bronze status` shows it.
+    /// `--json` prints the same data instead.
+    ///
+    /// Example: bronze report --html lakehouse.html --catalog ./lakehouse
+    ///
+    /// Example: bronze report --html report.html --landing s3://bucket/landing --catalog s3://bucket/lake
+    Report(ReportArgs),
+    /// Shell completions or the man page, generated from these definitions.
+    ///
+    /// Example: bronze completions bash > ~/.local/share/bash-completion/completions/bronze
+    ///
+    /// Example: bronze completions man > ~/.local/share/man/man1/bronze.1
+    Completions(CompletionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Write the page to this file (required unless `--json`).
+    #[arg(long, value_name = "FILE", required_unless_present = "json")]
+    pub html: Option<std::path::PathBuf>,
+    /// Also show this landing zone's backlog (`landing/`, `landing/<source>/`…, a folder
+    /// or an object store URL).
+    #[arg(long, value_name = "ROOT")]
+    pub landing: Option<String>,
+    /// A batch lease not renewed for this long counts as stale (with `--landing`).
+    #[arg(long, default_value = "10m", value_parser = parse_ttl)]
+    pub lease_ttl: std::time::Duration,
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// `bash`, `zsh`, `fish`, `powershell`, `elvish`, or `man` for the man page (roff).
+    #[arg(value_parser = ["bash", "zsh", "fish", "powershell", "elvish", "man"])]
+    pub shell: String,
 }
 
 #[derive(Debug, Args)]
@@ -156,6 +214,10 @@ pub struct HistoryArgs {
     /// Newest commits to show (default all).
     #[arg(long)]
     pub limit: Option<usize>,
+    /// Times in this machine's time zone (default UTC). `--json` always has both the
+    /// ISO 8601 UTC time and epoch milliseconds.
+    #[arg(long)]
+    pub local: bool,
     #[command(flatten)]
     pub location: Location,
 }

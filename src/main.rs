@@ -56,6 +56,13 @@ fn quiet_caught_abort_panic() {
     }));
 }
 
+/// Colour in log lines only for a person at a terminal: stderr is one, and `NO_COLOR`
+/// (<https://no-color.org>) is unset or empty.
+fn colour_logs() -> bool {
+    use std::io::IsTerminal as _;
+    std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
 fn main() -> ExitCode {
     alloc::tune_allocator();
     let cli = Cli::parse();
@@ -74,14 +81,19 @@ fn main() -> ExitCode {
             "bronze={level},buoyant_kernel::snapshot::builder=off,deltalake_core::kernel::transaction=off,error"
         ))
     });
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .init();
+        .with_writer(std::io::stderr);
+    match cli.log_format {
+        cli::LogFormat::Json => logs.json().init(),
+        cli::LogFormat::Text => logs.with_ansi(colour_logs()).init(),
+    }
     quiet_caught_abort_panic();
     match cli.command {
         Command::Ingest(args) => ingest(&args),
         Command::Status(args) => status(&args),
+        Command::Report(args) => report(&args),
+        Command::Completions(args) => completions(&args.shell),
         Command::Health(args) => maintain(&args.location, |m| {
             let report = m.health()?;
             Ok((
@@ -91,16 +103,7 @@ fn main() -> ExitCode {
         }),
         Command::History(args) => maintain(&args.location, |m| {
             let entries = m.history(&args.table, args.limit)?;
-            let mut text = String::new();
-            for e in &entries {
-                text.push_str(&format!(
-                    "{:>6}  {:>13}  {:<16}  {}\n",
-                    e.version,
-                    e.timestamp_millis.map_or("-".into(), |t| t.to_string()),
-                    e.operation.as_deref().unwrap_or("-"),
-                    e.metrics
-                ));
-            }
+            let text = bronze::maintenance::HistoryEntry::to_text(&entries, args.local);
             Ok((serde_json::to_value(&entries).unwrap_or_default(), text))
         }),
         Command::Optimize(args) => maintain(&args.location, |m| {
@@ -147,6 +150,56 @@ fn maintain(
         .ingest()
         .and_then(|ingest| f(&ingest.maintenance()));
     print_output(location, result)
+}
+
+/// `bronze report`: the overview as a page written to `--html`, or as `--json`.
+fn report(args: &cli::ReportArgs) -> ExitCode {
+    let result = args.location.config().and_then(|mut c| {
+        c.lease_ttl = args.lease_ttl;
+        let ingest = bronze::Ingest::from_config(c)?;
+        let mut overview = ingest.maintenance().overview()?;
+        if let Some(root) = &args.landing {
+            overview.landing = ingest.status(root)?;
+        }
+        let mut text = String::new();
+        if let Some(path) = &args.html {
+            std::fs::write(path, overview.to_html()).map_err(|e| bronze::Error::Config {
+                name: "html",
+                reason: format!("cannot write {}: {e}", path.display()),
+            })?;
+            text = format!(
+                "{}: {} batch runs, {} tables, {} failures\n",
+                path.display(),
+                overview.batches.len(),
+                overview.health.tables.len(),
+                overview.failures.len()
+            );
+        }
+        Ok((serde_json::to_value(&overview).unwrap_or_default(), text))
+    });
+    print_output(&args.location, result)
+}
+
+/// `bronze completions SHELL`: completions for a shell, or the man page, on stdout.
+fn completions(shell: &str) -> ExitCode {
+    use clap::CommandFactory as _;
+    let mut command = Cli::command();
+    let mut out = std::io::stdout().lock();
+    let written = match shell {
+        "man" => clap_mangen::Man::new(command).render(&mut out),
+        shell => {
+            let shell: clap_complete::Shell = shell.parse().unwrap_or(clap_complete::Shell::Bash);
+            clap_complete::generate(shell, &mut command, "bronze", &mut out);
+            Ok(())
+        }
+    };
+    match written {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+    }
 }
 
 /// `bronze status`: the backlog under the root, per entity.
@@ -465,6 +518,9 @@ fn show(bar: &indicatif::ProgressBar, p: &bronze::Progress) {
         bronze::Progress::FileStaged { done, .. } => bar.set_position(*done as u64),
         bronze::Progress::TableWritten { done, topics, .. } => {
             if *done == 1 {
+                // Position first: a frame between the two would show the files' count
+                // over the topics' ("20/8").
+                bar.set_position(0);
                 bar.set_message("writing tables");
                 bar.set_length(*topics as u64);
             }

@@ -303,6 +303,27 @@ def history(
     return from_json(list[HistoryEntry], _bronze.history(table, settings, limit))
 
 
+def report(
+    catalog: PathLike,
+    *,
+    html: Optional[PathLike] = None,
+    landing: Optional[PathLike] = None,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+) -> str:
+    """``bronze report --html``: the lakehouse report page (batch runs over time, tables
+    and their file sizes, the latest failures; with ``landing``, that landing zone's
+    backlog) as one self-contained HTML text, also written to ``html`` when given. In a
+    Databricks or Fabric notebook: ``displayHTML(bronze.report(catalog))``."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    page = json.loads(_bronze.report_html(settings, None if landing is None else os.fspath(landing)))
+    if html is not None:
+        with open(html, "w", encoding="utf-8") as f:
+            f.write(page)
+    return page
+
+
 def _tables(tables: Union[None, str, Sequence[str]]) -> Optional[list[str]]:
     if tables is None:
         return None
@@ -393,6 +414,7 @@ __all__ = [
     "history",
     "ingest",
     "ingest_pending",
+    "report",
     "optimize",
     "pending",
     "status",

@@ -208,6 +208,7 @@ class TableHealth:
     versions_since_optimize: Optional[int]
     vacuum_files: int
     vacuum_bytes: int
+    file_sizes: list[int]
     flagged: bool
     action: str
 
@@ -221,6 +222,14 @@ class HistoryEntry:
     operation: Optional[str]
     parameters: dict[str, Any]
     metrics: Any
+    timestamp: Optional[str]
+    action: str
+    predicate: Optional[str]
+    rows_added: Optional[int]
+    rows_removed: Optional[int]
+    files_added: Optional[int]
+    files_removed: Optional[int]
+    duration_ms: Optional[int]
 
 
 @dataclass(frozen=True)

@@ -375,6 +375,20 @@ fn history(
     })
 }
 
+/// The lakehouse report page (`bronze report --html`), as HTML text; with `landing`, that
+/// landing zone's backlog on it.
+#[pyfunction]
+#[pyo3(signature = (settings, landing=None))]
+fn report_html(py: Python<'_>, settings: &str, landing: Option<String>) -> PyResult<String> {
+    run(py, settings, None, move |ingest| {
+        let mut overview = ingest.maintenance().overview()?;
+        if let Some(root) = &landing {
+            overview.landing = ingest.status(root)?;
+        }
+        Ok(overview.to_html())
+    })
+}
+
 /// The named tables, or every table of the schema.
 fn tables_of(
     m: &bronze::maintenance::Maintenance<'_>,
@@ -467,6 +481,7 @@ fn _bronze(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run_batches, m)?)?;
     m.add_function(wrap_pyfunction!(health, m)?)?;
     m.add_function(wrap_pyfunction!(history, m)?)?;
+    m.add_function(wrap_pyfunction!(report_html, m)?)?;
     m.add_function(wrap_pyfunction!(optimize, m)?)?;
     m.add_function(wrap_pyfunction!(vacuum, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint, m)?)?;

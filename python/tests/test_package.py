@@ -182,6 +182,11 @@ def test_maintenance_from_python(catalog: Path) -> None:
     assert ckpt.table == "trade" and ckpt.version == optimized.version
     (vac,) = bronze.vacuum(catalog, "trade", dry_run=True)
     assert vac.dry_run
+    # The report page: one data point per batch run in each batch chart.
+    page = bronze.report(catalog, html=catalog.parent / "report.html")
+    assert (catalog.parent / "report.html").read_text(encoding="utf-8") == page
+    assert page.startswith("<!DOCTYPE html>") and 'data-chart="rows" data-points="2"' in page
+    assert history[0].action == "replace" and history[0].rows_removed == history[0].rows_added
     table = bronze.to_arrow(bronze.health(catalog))
     assert table.num_rows == len(health) and "small_files" in table.column_names
     assert table_rows(catalog)["trade"] == expected(FIRST)["trade"]

@@ -43,6 +43,8 @@ def test_the_notebook_example_runs_as_written(scratch: Path) -> None:
     assert "loaded 2026-04-06_001" in out
     assert "[('market/events', 2, 0)]" in out
     assert "16 ['table', 'version', 'files']" in out
+    assert "\n22\n" in out, "the report's points: 2 runs in 3 charts, 16 tables"
+    assert (scratch / "lakehouse.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
 def test_the_spark_example_runs_as_written(scratch: Path) -> None:

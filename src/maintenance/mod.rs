@@ -23,8 +23,12 @@ use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 use crate::table::Storage;
+
+mod html;
+mod overview;
 pub use crate::table::upkeep::{OptimizeReport, default_table_properties, small_file_threshold};
 use crate::table::upkeep::{live_files, optimize};
+pub use overview::{BatchRun, FAILURES_SHOWN, FailedWrite, Overview, Stages};
 
 /// A table is flagged when it has more files than this...
 pub const FLAG_MIN_FILES: u64 = 50;
@@ -57,10 +61,26 @@ pub struct TableHealth {
     pub vacuum_files: u64,
     /// Their bytes.
     pub vacuum_bytes: u64,
+    /// Live files by size against the target file size `T`: under T/64, T/16, T/4,
+    /// T/2, T, and T or more ([`SIZE_BUCKETS`]).
+    pub file_sizes: [u64; 6],
     /// More than 50 files averaging under 25 MB.
     pub flagged: bool,
     /// What to run, worst problem first (`optimize`, `vacuum`, `checkpoint`), or `none`.
     pub action: String,
+}
+
+/// The upper bounds of [`TableHealth::file_sizes`]' first five buckets, as fractions of
+/// the target file size; the sixth holds files of the target size or more.
+pub const SIZE_BUCKETS: [f64; 5] = [1.0 / 64.0, 1.0 / 16.0, 1.0 / 4.0, 1.0 / 2.0, 1.0];
+
+/// The bucket of [`TableHealth::file_sizes`] a file of `bytes` falls in, for `target`.
+fn size_bucket(bytes: u64, target: u64) -> usize {
+    let share = bytes as f64 / target.max(1) as f64;
+    SIZE_BUCKETS
+        .iter()
+        .position(|upper| share < *upper)
+        .unwrap_or(SIZE_BUCKETS.len())
 }
 
 /// Health of every table of a schema, worst first.
@@ -132,8 +152,130 @@ pub struct HistoryEntry {
     pub operation: Option<String>,
     /// Operation parameters (predicate, mode, ...).
     pub parameters: HashMap<String, serde_json::Value>,
-    /// Operation metrics (files and rows added/removed, ...).
+    /// Operation metrics (files and rows added/removed, ...), as the writer recorded them.
     pub metrics: serde_json::Value,
+    /// Commit time in ISO 8601, UTC (`2026-12-01T22:10:03.123Z`).
+    pub timestamp: Option<String>,
+    /// What the commit did, in words: `append`, `replace` (rows matching `predicate`
+    /// replaced), `overwrite`, `delete`, `optimize`, `create table`, `vacuum start`…
+    pub action: String,
+    /// The rows it replaced or deleted, for a replace or a delete.
+    pub predicate: Option<String>,
+    /// Rows added, when the writer recorded them.
+    pub rows_added: Option<u64>,
+    /// Rows removed (replaced or deleted), when the writer recorded them.
+    pub rows_removed: Option<u64>,
+    /// Data files added.
+    pub files_added: Option<u64>,
+    /// Data files removed.
+    pub files_removed: Option<u64>,
+    /// How long the operation took, when the writer recorded it.
+    pub duration_ms: Option<u64>,
+}
+
+impl HistoryEntry {
+    /// `entries` as a table with a header row, newest first; times in UTC, or in the
+    /// machine's time zone with `local`.
+    pub fn to_text(entries: &[HistoryEntry], local: bool) -> String {
+        use std::fmt::Write as _;
+        let time = |e: &HistoryEntry| {
+            let t = e
+                .timestamp_millis
+                .and_then(chrono::DateTime::from_timestamp_millis);
+            match (t, local) {
+                (None, _) => "-".to_string(),
+                (Some(t), false) => t.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string(),
+                (Some(t), true) => t
+                    .with_timezone(&chrono::Local)
+                    .format("%Y-%m-%dT%H:%M:%S%.3f%:z")
+                    .to_string(),
+            }
+        };
+        let n = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+        let w = entries
+            .iter()
+            .map(|e| e.action.len())
+            .max()
+            .unwrap_or(0)
+            .max("operation".len());
+        let tw = if local { 29 } else { 24 };
+        let zone = if local { "time (local)" } else { "time (UTC)" };
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "{:>7}  {:<tw$}  {:<w$}  {:>8}  {:>8}  {:>7}  {:>7}  {:>9}  predicate",
+            "version", zone, "operation", "rows +", "rows -", "files +", "files -", "duration"
+        );
+        for e in entries {
+            let duration = e
+                .duration_ms
+                .map_or("-".to_string(), |ms| format!("{ms} ms"));
+            let line = format!(
+                "{:>7}  {:<tw$}  {:<w$}  {:>8}  {:>8}  {:>7}  {:>7}  {:>9}  {}",
+                e.version,
+                time(e),
+                e.action,
+                n(e.rows_added),
+                n(e.rows_removed),
+                n(e.files_added),
+                n(e.files_removed),
+                duration,
+                e.predicate.as_deref().unwrap_or("")
+            );
+            let _ = writeln!(s, "{}", line.trim_end());
+        }
+        s
+    }
+
+    /// An entry from a commit's `commitInfo` (the metric names of deltalake's writes,
+    /// deletes and OPTIMIZE, of bronze's direct commits and of Spark's).
+    fn new(
+        version: u64,
+        timestamp_millis: Option<i64>,
+        operation: Option<String>,
+        parameters: HashMap<String, serde_json::Value>,
+        metrics: serde_json::Value,
+    ) -> HistoryEntry {
+        let metric = |names: &[&str]| {
+            names.iter().find_map(|n| match &metrics[*n] {
+                serde_json::Value::Number(v) => v.as_u64(),
+                serde_json::Value::String(v) => v.parse().ok(),
+                _ => None,
+            })
+        };
+        let parameter = |name: &str| match parameters.get(name) {
+            Some(serde_json::Value::String(v)) => Some(v.clone()),
+            Some(serde_json::Value::Null) | None => None,
+            Some(v) => Some(v.to_string()),
+        };
+        // OPTIMIZE records its partition filters as `predicate` (`[]`: none).
+        let predicate = parameter("predicate").filter(|p| !p.is_empty() && p != "[]");
+        let op = operation.as_deref().unwrap_or("-");
+        let action = match (op, parameter("mode").as_deref(), &predicate) {
+            ("WRITE", Some("Overwrite"), Some(_)) => "replace".to_string(),
+            ("WRITE", Some("Overwrite"), None) => "overwrite".to_string(),
+            ("WRITE", _, _) => "append".to_string(),
+            _ => op.to_lowercase(),
+        };
+        let timestamp = timestamp_millis
+            .and_then(chrono::DateTime::from_timestamp_millis)
+            .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+        HistoryEntry {
+            version,
+            timestamp_millis,
+            operation,
+            timestamp,
+            action,
+            predicate,
+            rows_added: metric(&["num_added_rows", "numOutputRows"]),
+            rows_removed: metric(&["num_removed_rows", "num_deleted_rows", "numDeletedRows"]),
+            files_added: metric(&["num_added_files", "numFilesAdded", "numAddedFiles"]),
+            files_removed: metric(&["num_removed_files", "numFilesRemoved", "numRemovedFiles"]),
+            duration_ms: metric(&["execution_time_ms", "executionTimeMs"]),
+            parameters,
+            metrics,
+        }
+    }
 }
 
 /// What a VACUUM did (or would do, in a dry run).
@@ -258,7 +400,8 @@ impl<'a> Maintenance<'a> {
         let mut tables = Vec::new();
         for name in self.tables()? {
             let (_, t) = self.open(&storage, &name)?;
-            tables.push(self.block_on(table_health(&name, &t, small))?);
+            let target = self.catalog.target_file_size();
+            tables.push(self.block_on(table_health(&name, &t, (small, target)))?);
         }
         tables.sort_by(|a, b| {
             b.flagged
@@ -447,9 +590,17 @@ impl Vacuum<'_> {
     }
 }
 
-async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHealth> {
+async fn table_health(
+    name: &str,
+    t: &DeltaTable,
+    (small, target): (u64, u64),
+) -> Result<TableHealth> {
     let version = t.version().unwrap_or_default();
     let files = live_files(t, name)?;
+    let mut file_sizes = [0u64; 6];
+    for (_, size) in &files {
+        file_sizes[size_bucket(*size, target)] += 1;
+    }
     let bytes: u64 = files.iter().map(|(_, s)| s).sum();
     let n = files.len() as u64;
     let small_files = files.iter().filter(|(_, s)| *s < small).count() as u64;
@@ -487,6 +638,7 @@ async fn table_health(name: &str, t: &DeltaTable, small: u64) -> Result<TableHea
         versions_since_optimize,
         vacuum_files: vac.files.len() as u64,
         vacuum_bytes: vac.bytes,
+        file_sizes,
         flagged,
         action: if actions.is_empty() {
             "none".into()
@@ -537,13 +689,13 @@ async fn history(name: &str, t: &DeltaTable, limit: Option<usize>) -> Result<Vec
                 .get("operationMetrics")
                 .cloned()
                 .unwrap_or(serde_json::Value::Null);
-            HistoryEntry {
-                version: latest.saturating_sub(i as u64),
-                timestamp_millis: c.timestamp,
-                operation: c.operation,
-                parameters: c.operation_parameters.unwrap_or_default(),
+            HistoryEntry::new(
+                latest.saturating_sub(i as u64),
+                c.timestamp,
+                c.operation,
+                c.operation_parameters.unwrap_or_default(),
                 metrics,
-            }
+            )
         })
         .collect())
 }

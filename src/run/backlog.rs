@@ -9,8 +9,6 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use arrow::array::{Array, AsArray as _};
-use deltalake::datafusion::prelude::SessionContext;
-use futures::TryStreamExt as _;
 
 use super::Ingest;
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
@@ -485,26 +483,15 @@ pub(super) async fn run_control_rows(
     storage: &Storage,
     batch_id: Option<&str>,
 ) -> Result<Vec<RunRow>> {
-    let table = TableName::system(RUN_CONTROL_TABLE);
-    let Some(t) = storage.open(&table).await? else {
-        return Ok(Vec::new());
-    };
-    let err = |e: deltalake::datafusion::error::DataFusionError| {
-        Error::delta(RUN_CONTROL_TABLE, "read", e.into())
-    };
-    let ctx = SessionContext::new();
-    t.update_datafusion_session(&ctx.state())
-        .map_err(|e| Error::delta(RUN_CONTROL_TABLE, "read", e))?;
-    let provider = t.table_provider().await.map_err(err)?;
-    let mut frame = ctx.read_table(provider).map_err(err)?;
-    if let Some(id) = batch_id {
+    let filter = batch_id.map(|id| {
         use deltalake::datafusion::prelude::{col, lit};
-        frame = frame
-            .filter(col("_batch_id").eq(lit(id.to_string())))
-            .map_err(err)?;
-    }
-    let batches: Vec<arrow::array::RecordBatch> = frame
-        .select_columns(&[
+        col("_batch_id").eq(lit(id.to_string()))
+    });
+    let batches = crate::table::read_rows(
+        storage,
+        &TableName::system(RUN_CONTROL_TABLE),
+        filter,
+        &[
             "run_id",
             "_batch_id",
             "landing_paths",
@@ -512,14 +499,9 @@ pub(super) async fn run_control_rows(
             "table",
             "error",
             "checks",
-        ])
-        .map_err(err)?
-        .execute_stream()
-        .await
-        .map_err(err)?
-        .try_collect()
-        .await
-        .map_err(err)?;
+        ],
+    )
+    .await?;
     let mut rows = Vec::new();
     for b in &batches {
         let text = |name: &str| -> Result<arrow::array::StringArray> {

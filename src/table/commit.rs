@@ -15,6 +15,7 @@ use deltalake::{DeltaTable, DeltaTableError};
 use super::files::{BatchFiles, batch_files, same_schema, topics_of, whole_removes};
 use super::files::{TOPICS_TAG, batch_predicate, batch_topics_predicate};
 use super::stats::{Pending, WrittenTable, committed};
+use super::strict::{READ_VERSION, read_version};
 use super::unloaded::{Unopened, with_batch_txns};
 use super::{
     Committed, Part, PartOutcome, Storage, Written, arrow_schema, keyed, writer_properties,
@@ -232,6 +233,7 @@ impl Storage {
         replace_where: Option<Expr>,
         key: &BatchKey,
     ) -> Result<DeltaTable> {
+        let read = existing.as_ref().and_then(DeltaTable::version);
         let write = match (existing, replace_where) {
             (Some(t), Some(predicate)) => t
                 .write(batches)
@@ -249,8 +251,12 @@ impl Storage {
                 // Such a table takes the loaded path.
                 .with_configuration(self.table_properties(false)),
         };
+        // A replace removes files: its read version lets `StrictCommits` check them.
         let properties = with_batch_txns(
-            deltalake::kernel::transaction::CommitProperties::default(),
+            read_version(
+                deltalake::kernel::transaction::CommitProperties::default(),
+                read,
+            ),
             key,
         );
         write
@@ -321,7 +327,7 @@ impl Storage {
         let stats = WriterStatsConfig::new(Default::default(), None);
         let log_store = handle.log_store();
         let (adds, c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, key)
+            .write_data_files(&log_store, schema, batches, stats, CommitNotes::of(key))
             .await?;
         let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
         actions.extend(adds.into_iter().map(Action::Add));
@@ -411,8 +417,24 @@ impl Storage {
             deltalake::delta_datafusion::expr::fmt_expr_to_sql(&predicate).map_err(delta)?;
         let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let log_store = t.log_store();
+        // Their rows, for the commit's metrics (`history` shows what a replace removed).
+        let removed_rows = {
+            let paths: std::collections::HashSet<&str> =
+                removes.iter().map(|r| r.path.as_str()).collect();
+            snapshot
+                .log_data()
+                .iter()
+                .filter(|f| paths.contains(f.path().as_ref()))
+                .filter_map(|f| f.num_records())
+                .sum::<usize>() as u64
+        };
+        let notes = CommitNotes {
+            key: Some(key),
+            read_version: Some(snapshot.version()),
+            removed: Some((removes.len() as u64, removed_rows)),
+        };
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, Some(key))
+            .write_data_files(&log_store, schema, batches, stats, notes)
             .await
             .map_err(delta)?;
         let pending = Pending {
@@ -449,7 +471,7 @@ impl Storage {
         schema: SchemaRef,
         batches: &[RecordBatch],
         stats: deltalake::operations::write::configs::WriterStatsConfig,
-        key: Option<&BatchKey>,
+        notes: CommitNotes<'_>,
     ) -> std::result::Result<
         (
             Vec<deltalake::kernel::Add>,
@@ -461,6 +483,7 @@ impl Storage {
         use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
         use deltalake::kernel::transaction::CommitProperties;
 
+        let started = std::time::Instant::now();
         let config = WriterConfig::new(
             schema,
             Vec::new(),
@@ -491,13 +514,22 @@ impl Storage {
             rows_added: rows,
             ..Default::default()
         };
-        let metrics = serde_json::json!({
+        // The metric names of deltalake's own writes, so `history` reads both alike.
+        let mut metrics = serde_json::json!({
             "num_added_rows": rows,
             "num_added_files": adds.len(),
+            "execution_time_ms": started.elapsed().as_millis() as u64,
         });
-        let mut properties =
-            CommitProperties::default().with_metadata([("operationMetrics".to_string(), metrics)]);
-        if let Some(key) = key {
+        if let Some((files, rows)) = notes.removed {
+            metrics["num_removed_files"] = files.into();
+            metrics["num_removed_rows"] = rows.into();
+        }
+        let mut metadata = vec![("operationMetrics".to_string(), metrics)];
+        if let Some(v) = notes.read_version {
+            metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
+        }
+        let mut properties = CommitProperties::default().with_metadata(metadata);
+        if let Some(key) = notes.key {
             properties = with_batch_txns(properties, key);
         }
         Ok((adds, c, properties))
@@ -524,7 +556,13 @@ impl Storage {
         };
         let log_store = t.log_store();
         let (adds, mut c, properties) = self
-            .write_data_files(&log_store, first.schema(), batches, stats, key)
+            .write_data_files(
+                &log_store,
+                first.schema(),
+                batches,
+                stats,
+                CommitNotes::of(key),
+            )
             .await?;
         let pending = Pending {
             adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
@@ -607,8 +645,10 @@ impl Storage {
             return Ok(None);
         };
         let predicate = batch_predicate(key, keyed(arrow_schema(table, &t)?.as_ref()));
+        let read = t.version();
         let (t, _metrics) = t
             .delete()
+            .with_commit_properties(read_version(Default::default(), read))
             .with_predicate(predicate)
             .await
             .map_err(|e| Error::delta(table.as_str(), "delete", e))?;
@@ -757,6 +797,29 @@ async fn put_entry(
             Ok(false)
         }
         Err(e) => Err(e.into()),
+    }
+}
+
+/// What a direct commit records beside the rows and files it adds
+/// ([`Storage::write_data_files`]).
+#[derive(Clone, Copy, Default)]
+pub(super) struct CommitNotes<'a> {
+    /// The batch whose rows it writes: its `txn` ([`BATCH_TXN_PROPERTY`]).
+    pub(super) key: Option<&'a BatchKey>,
+    /// The version it was planned on, for a commit that removes files
+    /// ([`super::strict::StrictCommits`]).
+    pub(super) read_version: Option<u64>,
+    /// Files and rows it removes.
+    pub(super) removed: Option<(u64, u64)>,
+}
+
+impl<'a> CommitNotes<'a> {
+    /// A commit of `key`'s rows (if any) that removes nothing.
+    pub(super) fn of(key: Option<&'a BatchKey>) -> Self {
+        CommitNotes {
+            key,
+            ..Default::default()
+        }
     }
 }
 

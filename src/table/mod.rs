@@ -37,6 +37,7 @@ mod commit;
 mod files;
 mod preopen;
 mod stats;
+mod strict;
 mod unloaded;
 pub(crate) mod upkeep;
 
@@ -194,11 +195,13 @@ impl Storage {
         Ok(self.open_or_new(table).await?.1)
     }
 
-    /// The table's handle, not loaded.
+    /// The table's handle, not loaded; its commits go through [`strict::StrictCommits`].
     fn handle(&self, table: &TableName) -> Result<DeltaTable> {
-        self.builder(table)?
+        let t = self
+            .builder(table)?
             .build()
-            .map_err(|e| Error::delta(table.as_str(), "open", e))
+            .map_err(|e| Error::delta(table.as_str(), "open", e))?;
+        Ok(DeltaTable::new(strict::StrictCommits::wrap(t.log_store())))
     }
 
     /// Local catalogs: whether the table's folder has no `_delta_log`, i.e. no table yet
@@ -308,6 +311,40 @@ fn arrow_schema(table: &TableName, t: &DeltaTable) -> Result<SchemaRef> {
 /// Whether a table's schema has the `_landing_path` column (rows keyed by folder).
 fn keyed(schema: &arrow::datatypes::Schema) -> bool {
     schema.field_with_name(LANDING_PATH).is_ok()
+}
+
+/// `columns` of `table`'s rows matching `filter`, through DataFusion (none when the
+/// table does not exist yet).
+pub(crate) async fn read_rows(
+    storage: &Storage,
+    table: &TableName,
+    filter: Option<deltalake::datafusion::prelude::Expr>,
+    columns: &[&str],
+) -> Result<Vec<RecordBatch>> {
+    use futures::TryStreamExt as _;
+    let Some(t) = storage.open(table).await? else {
+        return Ok(Vec::new());
+    };
+    let err = |e: deltalake::datafusion::error::DataFusionError| {
+        Error::delta(table.as_str(), "read", e.into())
+    };
+    let ctx = deltalake::datafusion::prelude::SessionContext::new();
+    t.update_datafusion_session(&ctx.state())
+        .map_err(|e| Error::delta(table.as_str(), "read", e))?;
+    let provider = t.table_provider().await.map_err(err)?;
+    let mut frame = ctx.read_table(provider).map_err(err)?;
+    if let Some(filter) = filter {
+        frame = frame.filter(filter).map_err(err)?;
+    }
+    frame
+        .select_columns(columns)
+        .map_err(err)?
+        .execute_stream()
+        .await
+        .map_err(err)?
+        .try_collect()
+        .await
+        .map_err(err)
 }
 
 #[cfg(test)]
@@ -479,7 +516,11 @@ mod tests {
             .expect("operationMetrics")
             .keys()
             .collect();
-        assert_eq!(metrics, ["num_added_files", "num_added_rows"], "{info}");
+        assert_eq!(
+            metrics,
+            ["execution_time_ms", "num_added_files", "num_added_rows"],
+            "{info}"
+        );
         let protocol = actions.iter().find_map(|a| a.get("protocol")).unwrap();
         assert_eq!(
             (&protocol["minReaderVersion"], &protocol["minWriterVersion"]),
@@ -637,6 +678,69 @@ mod tests {
             .unwrap()
             .expect("compacted");
         assert_eq!(compacted.files_after, 1);
+    }
+
+    /// A table of three batches in three files, and two handles on it as of then.
+    async fn three_files_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
+        for id in ["b1", "b2", "b3"] {
+            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), true)
+                .await
+                .unwrap();
+        }
+        let open = || async { s.open(name).await.unwrap().unwrap() };
+        [open().await, open().await]
+    }
+
+    /// deltalake 1.1's conflict check ignores removes of `dataChange = false`: without
+    /// `StrictCommits`, the second compaction of the same files commits too, and every
+    /// row is there twice.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn two_compactions_of_the_same_files_commit_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let [a, b] = three_files_two_stale_handles(&s, &name).await;
+        let compact = |t| upkeep::optimize("quote", t, 128 << 20, &[], Compression::SNAPPY);
+        let first = compact(a).await.unwrap();
+        assert_eq!((first.files_removed, first.files_added), (3, 1));
+        let Err(second) = compact(b).await else {
+            panic!("a second compaction of removed files committed");
+        };
+        assert!(is_replannable_conflict(&second), "{second:?}");
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(3), 12));
+    }
+
+    /// A replace planned on files a compaction rewrote meanwhile would remove files
+    /// already gone and leave the batch's rows in the compacted one: refused as a
+    /// conflict (deltalake's own check finds the batch's rows in the compacted file's
+    /// statistics), planned again by the writer, which then replaces them.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_replace_planned_before_a_compaction_of_its_files_is_planned_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let [stale, b] = three_files_two_stale_handles(&s, &name).await;
+        upkeep::optimize("quote", b, 128 << 20, &[], Compression::SNAPPY)
+            .await
+            .unwrap();
+        let rerun = part_of("quote", 2, "b2").batches.remove(0);
+        let handle = s.handle(&name).unwrap();
+        let key = k("b2");
+        let replace = Some(files::batch_predicate(&key, false));
+        let Err(e) = s
+            .write_with_builder(&name, handle, Some(stale), vec![rerun], replace, &key)
+            .await
+        else {
+            panic!("a replace of files a compaction removed committed");
+        };
+        assert!(is_replannable_conflict(&e), "{e:?}");
+        // Planned again (what `write_parts` does): the batch's 4 rows become 2.
+        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, true)
+            .await
+            .unwrap();
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 10);
     }
 
     /// A commit due a checkpoint: the checkpoint written, the state the new version's.
@@ -838,7 +942,13 @@ mod tests {
         assert_eq!((count("remove"), count("add")), (1, 1));
         let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
         assert_eq!(info["operationParameters"]["mode"], "Overwrite");
-        assert!(info["operationMetrics"].get("execution_time_ms").is_none());
+        // The direct commit (no DataFusion write) records what it removed, for `history`.
+        let metrics = &info["operationMetrics"];
+        assert_eq!(
+            (&metrics["num_removed_files"], &metrics["num_removed_rows"]),
+            (&serde_json::json!(1), &serde_json::json!(9)),
+            "{info}"
+        );
         let t = s.open(&fresh).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.

@@ -256,7 +256,7 @@ impl Storage {
                 Arc::clone(&u.schema),
                 batches,
                 stats,
-                Some(key),
+                super::commit::CommitNotes::of(Some(key)),
             )
             .await?;
         let actions = adds.into_iter().map(Action::Add).collect();

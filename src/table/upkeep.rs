@@ -72,8 +72,12 @@ pub(crate) async fn optimize(
     } else {
         OptimizeType::ZOrder(zorder.to_vec())
     };
+    // Its removes are checked against other commits' by `StrictCommits`, which needs the
+    // version it was planned on.
+    let read = t.version();
     let (t, metrics) = t
         .optimize()
+        .with_commit_properties(super::strict::read_version(Default::default(), read))
         .with_type(kind)
         .with_target_size(NonZeroU64::new(target).unwrap_or(NonZeroU64::MIN))
         .with_writer_properties(super::writer_properties(compression))

@@ -164,3 +164,63 @@ fn separate_processes_load_different_batches_into_the_same_tables() {
     let lake = TempLake::at(catalog, "bronze raw-1");
     assert_both_fixture_batches_landed(&lake);
 }
+
+/// Log lines carry colour only for a person at a terminal: none in a pipe, none at a
+/// terminal (a pty, through util-linux `script`) with `NO_COLOR` set, some without it
+/// (which shows the pty is one); `--log-format json` writes one JSON object per line.
+/// (`--json`: no progress bar, whose cursor moves are escapes too.)
+#[test]
+fn logs_are_coloured_only_at_a_terminal_and_can_be_json() {
+    let lake = TempLake::new();
+    let args = |lake: &TempLake| {
+        format!(
+            "-v ingest --json --catalog {} {}",
+            lake.catalog().display(),
+            batch_dir(BATCH2).display()
+        )
+    };
+    let piped = bronze().args(args(&lake).split(' ')).output().unwrap();
+    assert_eq!(piped.status.code(), Some(0), "{piped:?}");
+    assert!(
+        piped.stderr.windows(5).any(|w| w == b" INFO"),
+        "info lines logged"
+    );
+    assert!(!piped.stderr.contains(&0x1b), "no escape byte in a pipe");
+
+    let at_terminal = |no_color: Option<&str>| {
+        let lake = TempLake::new();
+        let mut c = Command::new("script");
+        c.args(["-qec"])
+            .arg(format!("{} {}", env!("CARGO_BIN_EXE_bronze"), args(&lake)))
+            .arg("/dev/null")
+            .env_remove("NO_COLOR");
+        if let Some(v) = no_color {
+            c.env("NO_COLOR", v);
+        }
+        let out = c.output().unwrap();
+        assert!(out.status.success(), "{out:?}");
+        assert!(out.stdout.windows(4).any(|w| w == b"INFO"), "{out:?}");
+        out.stdout.contains(&0x1b)
+    };
+    assert!(at_terminal(None), "coloured at a terminal");
+    assert!(!at_terminal(Some("1")), "NO_COLOR=1: no escape byte");
+
+    let lake = TempLake::new();
+    let json = bronze()
+        .args(["--log-format", "json"])
+        .args(args(&lake).split(' '))
+        .output()
+        .unwrap();
+    assert!(json.status.success(), "{json:?}");
+    let lines: Vec<serde_json::Value> = String::from_utf8(json.stderr)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect();
+    assert!(!lines.is_empty());
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["level"].is_string() && l["fields"].is_object())
+    );
+}

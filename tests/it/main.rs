@@ -17,6 +17,7 @@ mod idempotency;
 mod ingest_basic;
 mod interop;
 mod maintenance;
+mod report;
 mod run_control;
 mod staging;
 mod stores;

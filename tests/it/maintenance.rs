@@ -305,6 +305,16 @@ fn concurrent_ingest_optimize_and_vacuum_lose_nothing() {
     }
 }
 
+/// `bronze ARGS --catalog <lake>`, run to its end.
+fn on_catalog(lake: &TempLake, args: &[&str]) -> std::process::Output {
+    crate::util::bronze_cli()
+        .args(args)
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .output()
+        .unwrap()
+}
+
 #[test]
 fn maintenance_commands_on_the_cli() {
     let lake = TempLake::new();
@@ -317,12 +327,7 @@ fn maintenance_commands_on_the_cli() {
         .unwrap();
     assert_eq!(ok.status.code(), Some(0));
     let run = |args: &[&str]| {
-        let out = bronze()
-            .args(args)
-            .arg("--catalog")
-            .arg(lake.catalog())
-            .output()
-            .unwrap();
+        let out = on_catalog(&lake, args);
         (
             out.status.code(),
             String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -394,4 +399,74 @@ fn two_hundred_landing_files_give_one_file_per_table() {
     for t in lake.tables() {
         assert_eq!(files_of(&lake, &t), 1, "{t}");
     }
+}
+
+/// `history`'s text on a table with an append (two batches), a replace (a rerun) and an
+/// OPTIMIZE, against `tests/golden/history_quote.txt`; times and durations, which differ
+/// per run, are checked for their shape and then masked. `BRONZE_BLESS=1` rewrites the
+/// golden file.
+#[test]
+fn history_shows_an_append_a_replace_and_an_optimize_as_people_read_them() {
+    let lake = TempLake::new();
+    let run = |args: &[&str]| {
+        let out = on_catalog(&lake, args);
+        // 1: the first batch's corrupt lines.
+        assert!(
+            out.status.code().is_some_and(|c| c < 2),
+            "{args:?}: {out:?}"
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    for batch in [BATCH1, BATCH2, BATCH2] {
+        run(&["ingest", batch_dir(batch).to_str().unwrap()]);
+    }
+    run(&["optimize", "quote"]);
+    let text = run(&["history", "quote"]);
+    let time = |t: &str| {
+        t.len() == "2026-12-01T22:10:03.123Z".len()
+            && t.ends_with('Z')
+            && chrono::DateTime::parse_from_rfc3339(t).is_ok()
+    };
+    let masked: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, line)| {
+            if i == 0 {
+                return format!("{line}\n");
+            }
+            // version, time, operation, rows +, rows -, files +, files -, duration.
+            let cols: Vec<&str> = line.split_whitespace().collect();
+            assert!(time(cols[1]), "a UTC ISO 8601 time: {line}");
+            let mut line = line.replacen(cols[1], "<time>                  ", 1);
+            if let Some(at) = line
+                .find(" ms  ")
+                .or(line.strip_suffix(" ms").map(str::len))
+            {
+                let start = line[..at].rfind(' ').unwrap() + 1;
+                assert!(line[start..at].parse::<u64>().is_ok(), "{line}");
+                // The column is 9 wide, right-aligned: masked whatever the digits.
+                line.replace_range(at + 3 - 9..at + 3, &format!("{:>9}", "# ms"));
+            }
+            format!("{line}\n")
+        })
+        .collect();
+    let golden =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/history_quote.txt");
+    if std::env::var_os("BRONZE_BLESS").is_some() {
+        std::fs::write(&golden, &masked).unwrap();
+    }
+    assert_eq!(
+        masked,
+        std::fs::read_to_string(&golden).unwrap(),
+        "\n{text}"
+    );
+    // `--json` keeps machine values: epoch milliseconds named as such, numbers as numbers.
+    let json: serde_json::Value =
+        serde_json::from_str(&run(&["history", "quote", "--json"])).unwrap();
+    let newest = &json[0];
+    assert_eq!(newest["action"], "optimize");
+    assert!(newest["timestamp_millis"].as_i64().unwrap() > 1_700_000_000_000);
+    let replace = &json[1];
+    assert_eq!(replace["action"], "replace");
+    assert_eq!(replace["rows_removed"], replace["rows_added"]);
 }
