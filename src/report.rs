@@ -204,6 +204,14 @@ pub struct BatchReport {
     /// They add up to `elapsed` but for the report's own assembly.
     #[serde(default)]
     pub stage_seconds: BTreeMap<String, f64>,
+    /// Where the `tables` stage's time went, in seconds summed over the table tasks
+    /// (which run in parallel, so a sum can exceed the stage's wall time): `flatten`
+    /// (payloads into topic and child table rows), `open` (reading tables' logs),
+    /// `write_files` (encoding and uploading Parquet), `commit` (putting the log entry),
+    /// `builder` (deltalake's `WriteBuilder`, for schema changes and replaces of mixed
+    /// files: encoding, uploading and committing together).
+    #[serde(default)]
+    pub task_seconds: BTreeMap<String, f64>,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.
     #[serde(default)]
     pub peak_rss_bytes: Option<u64>,
@@ -250,6 +258,15 @@ impl BatchReport {
                 .filter_map(|st| Some(format!("{st} {:.3} s", self.stage_seconds.get(*st)?)))
                 .collect();
             let _ = writeln!(s, "stages: {}", stages.join(", "));
+        }
+        if self.task_seconds.values().any(|v| *v > 0.0) {
+            let tasks: Vec<String> = self
+                .task_seconds
+                .iter()
+                .filter(|(_, v)| **v > 0.0)
+                .map(|(work, v)| format!("{work} {v:.3} s"))
+                .collect();
+            let _ = writeln!(s, "table tasks (summed): {}", tasks.join(", "));
         }
         if self.commit_replans > 0 {
             let _ = writeln!(

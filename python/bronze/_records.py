@@ -108,6 +108,7 @@ class Report:
     commit_replans: int
     store_calls: dict[str, int]
     stage_seconds: dict[str, float]
+    task_seconds: dict[str, float]
     peak_rss_bytes: Optional[int]
     elapsed: float
 

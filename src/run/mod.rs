@@ -433,6 +433,7 @@ impl Ingest {
         report.run_control = run_control;
         report.warnings = warnings;
         counters.finish(&self.catalog, &mut report);
+        report.task_seconds = storage.clock.seconds();
         Ok(report)
     }
 
@@ -690,6 +691,7 @@ fn batch_report(
         commit_replans: 0,
         store_calls: BTreeMap::new(),
         stage_seconds: BTreeMap::new(),
+        task_seconds: BTreeMap::new(),
         peak_rss_bytes: crate::mem::peak_rss(),
         elapsed: started.elapsed(),
     }

@@ -385,7 +385,12 @@ impl Ingest {
                 let _slot = fan.gather.as_ref().map(|g| g.slots.take());
                 match next_slice() {
                     None => break,
-                    Some(slice) => slice.and_then(|b| self.flatten_slices(topic, &b, fan.lineage)),
+                    Some(slice) => slice.and_then(|b| {
+                        let started = Instant::now();
+                        let plan = self.flatten_slices(topic, &b, fan.lineage);
+                        fan.storage.clock.add(table::Work::Flatten, started);
+                        plan
+                    }),
                 }
             };
             let plan = match plan {

@@ -18,7 +18,7 @@ use super::stats::{Pending, WrittenTable, committed};
 use super::strict::{READ_VERSION, read_version};
 use super::unloaded::{Unopened, with_batch_txns};
 use super::{
-    Committed, Part, PartOutcome, Storage, Written, arrow_schema, keyed, writer_properties,
+    Committed, Part, PartOutcome, Storage, Work, Written, arrow_schema, keyed, writer_properties,
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
@@ -259,10 +259,14 @@ impl Storage {
             ),
             key,
         );
-        write
+        use std::future::IntoFuture as _;
+        let write = write
             .with_commit_properties(properties)
             .with_target_file_size(NonZeroU64::new(self.target_file_size))
             .with_writer_properties(writer_properties(self.compression))
+            .into_future();
+        self.clock
+            .time(Work::Builder, write)
             .await
             .map_err(|e| Error::delta(table.as_str(), "write", e))
     }
@@ -334,7 +338,8 @@ impl Storage {
         // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
         // taken retries as a commit on top, whose metadata would replace the other
         // writer's schema; here the rows go through the existing-table path instead.
-        Ok(if put_commit(&log_store, 0, properties, actions).await? {
+        let put = put_commit(&log_store, 0, properties, actions);
+        Ok(if self.clock.time(Work::Commit, put).await? {
             Created::Committed(c)
         } else {
             Created::Raced
@@ -443,7 +448,7 @@ impl Storage {
         };
         let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
         actions.extend(adds.into_iter().map(Action::Add));
-        let (version, written) = commit_on(
+        let commit = commit_on(
             t,
             snapshot,
             properties,
@@ -454,9 +459,8 @@ impl Storage {
                 predicate: Some(predicate),
             },
             pending,
-        )
-        .await
-        .map_err(delta)?;
+        );
+        let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
         c.version = version;
         Ok(Some((c, written)))
     }
@@ -532,6 +536,7 @@ impl Storage {
         if let Some(key) = notes.key {
             properties = with_batch_txns(properties, key);
         }
+        self.clock.add(Work::WriteFiles, started);
         Ok((adds, c, properties))
     }
 
@@ -568,7 +573,7 @@ impl Storage {
             adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
             removes: Vec::new(),
         };
-        let (version, written) = commit_on(
+        let commit = commit_on(
             t,
             snapshot,
             properties,
@@ -579,8 +584,8 @@ impl Storage {
                 predicate: None,
             },
             pending,
-        )
-        .await?;
+        );
+        let (version, written) = self.clock.time(Work::Commit, commit).await?;
         c.version = version;
         Ok((c, written))
     }

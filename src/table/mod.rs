@@ -66,6 +66,83 @@ pub(crate) struct Storage {
     pub(crate) options: crate::location::StorageOptions,
     /// Tables opened ahead of their first write ([`Storage::preopen`]).
     pub(crate) preopened: preopen::Preopened,
+    /// Time the run's table tasks spent in each kind of work ([`TaskClock`]).
+    pub(crate) clock: Arc<TaskClock>,
+}
+
+/// Time a run's table tasks spent in each kind of work, summed over the tasks (they run
+/// in parallel, so the sums can exceed the run's wall time): the report's
+/// `task_seconds`.
+#[derive(Debug, Default)]
+pub(crate) struct TaskClock {
+    flatten: std::sync::atomic::AtomicU64,
+    open: std::sync::atomic::AtomicU64,
+    write_files: std::sync::atomic::AtomicU64,
+    commit: std::sync::atomic::AtomicU64,
+    builder: std::sync::atomic::AtomicU64,
+}
+
+/// The kinds of work [`TaskClock`] times.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Work {
+    /// Payloads into topic and child table rows (Arrow).
+    Flatten,
+    /// Reading a table's log to write to it.
+    Open,
+    /// Encoding Parquet data files and uploading them.
+    WriteFiles,
+    /// Putting the commit into the log (and, when another writer committed meanwhile,
+    /// the conflict check).
+    Commit,
+    /// deltalake's `WriteBuilder` (schema changes, replace-where): encoding, uploading
+    /// and committing together.
+    Builder,
+}
+
+impl TaskClock {
+    fn counter(&self, work: Work) -> &std::sync::atomic::AtomicU64 {
+        match work {
+            Work::Flatten => &self.flatten,
+            Work::Open => &self.open,
+            Work::WriteFiles => &self.write_files,
+            Work::Commit => &self.commit,
+            Work::Builder => &self.builder,
+        }
+    }
+
+    /// Adds the time since `started` to `work`.
+    pub(crate) fn add(&self, work: Work, started: std::time::Instant) {
+        let nanos = started.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        self.counter(work)
+            .fetch_add(nanos, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// `work`'s time, from a future's start to its end.
+    pub(crate) async fn time<T>(&self, work: Work, f: impl std::future::Future<Output = T>) -> T {
+        let started = std::time::Instant::now();
+        let out = f.await;
+        self.add(work, started);
+        out
+    }
+
+    /// Seconds per kind of work, by the report's names.
+    pub(crate) fn seconds(&self) -> std::collections::BTreeMap<String, f64> {
+        [
+            ("flatten", Work::Flatten),
+            ("open", Work::Open),
+            ("write_files", Work::WriteFiles),
+            ("commit", Work::Commit),
+            ("builder", Work::Builder),
+        ]
+        .into_iter()
+        .map(|(name, work)| {
+            let nanos = self
+                .counter(work)
+                .load(std::sync::atomic::Ordering::Relaxed);
+            (name.to_string(), nanos as f64 / 1e9)
+        })
+        .collect()
+    }
 }
 
 /// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
@@ -222,6 +299,11 @@ impl Storage {
 
     /// [`Storage::open_or_new`], reading the log now.
     async fn open_or_new_now(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
+        self.clock.time(Work::Open, self.load_now(table)).await
+    }
+
+    /// [`Storage::open_or_new_now`]'s work.
+    async fn load_now(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
         let mut t = self.handle(table)?;
         if self.local_log_missing(table) {
             return Ok((t, None));
@@ -371,6 +453,7 @@ mod tests {
             unloaded_appends: true,
             options: Default::default(),
             preopened: Default::default(),
+            clock: Default::default(),
         }
     }
 

@@ -107,19 +107,18 @@ impl Storage {
 
         let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
-        let (snapshot, log_store) = self
-            .kernel_snapshot(table, move |snapshot, engine| {
-                let props = snapshot.table_properties();
-                let interval = props.checkpoint_interval().get();
-                let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
-                // The `txn` of every batch is in the log (needed only to replace).
-                let txns_kept = props
-                    .unknown_properties
-                    .get(BATCH_TXN_PROPERTY)
-                    .map(String::as_str)
-                    == Some("true")
-                    && props.set_transaction_retention_duration.is_none();
-                let plain = (txns_kept || !replace)
+        let opened = self.kernel_snapshot(table, move |snapshot, engine| {
+            let props = snapshot.table_properties();
+            let interval = props.checkpoint_interval().get();
+            let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
+            // The `txn` of every batch is in the log (needed only to replace).
+            let txns_kept = props
+                .unknown_properties
+                .get(BATCH_TXN_PROPERTY)
+                .map(String::as_str)
+                == Some("true")
+                && props.set_transaction_retention_duration.is_none();
+            let plain = (txns_kept || !replace)
                     && props.column_mapping_mode.is_none_or(|m| {
                         m == buoyant_kernel::table_features::ColumnMappingMode::None
                     })
@@ -135,17 +134,17 @@ impl Storage {
                     // checkpoint check of delta-rs's post-commit hook, as in
                     // `Storage::append_files`).
                     && !(snapshot.version() + 2).is_multiple_of(every);
-                if !plain {
-                    return None;
-                }
-                let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
-                Arc::clone(snapshot).transaction(committer, engine).ok()?;
-                if replace && txn_seen(&app_ids, snapshot, engine)? {
-                    return None;
-                }
-                Some(Arc::clone(snapshot))
-            })
-            .await?;
+            if !plain {
+                return None;
+            }
+            let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
+            Arc::clone(snapshot).transaction(committer, engine).ok()?;
+            if replace && txn_seen(&app_ids, snapshot, engine)? {
+                return None;
+            }
+            Some(Arc::clone(snapshot))
+        });
+        let (snapshot, log_store) = self.clock.time(super::Work::Open, opened).await?;
         let schema: Schema = snapshot
             .schema()
             .as_ref()
@@ -261,7 +260,8 @@ impl Storage {
             .await?;
         let actions = adds.into_iter().map(Action::Add).collect();
         let version = u.version + 1;
-        if !put_commit(&u.log_store, version, properties, actions).await? {
+        let put = put_commit(&u.log_store, version, properties, actions);
+        if !self.clock.time(super::Work::Commit, put).await? {
             return Ok(None);
         }
         c.version = version;

@@ -56,6 +56,16 @@ fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
         "stages {sum} s, run {elapsed} s"
     );
     assert!(stages["tables"].as_f64().unwrap() > 0.0);
+    // And within `tables`, the table tasks' work, summed over the parallel tasks.
+    let tasks = report["task_seconds"].as_object().expect("task_seconds");
+    let names: Vec<&str> = tasks.keys().map(String::as_str).collect();
+    assert_eq!(
+        names,
+        ["builder", "commit", "flatten", "open", "write_files"]
+    );
+    for work in ["flatten", "write_files", "commit"] {
+        assert!(tasks[work].as_f64().unwrap() > 0.0, "{work}: {tasks:?}");
+    }
     let out = bronze()
         .args(["ingest", "--catalog"])
         .arg(lake.catalog())
@@ -69,6 +79,7 @@ fn ingest_prints_a_json_report_and_exits_1_on_corrupt_lines() {
         "{text}"
     );
     assert!(text.contains("stages: discover "), "{text}");
+    assert!(text.contains("table tasks (summed): "), "{text}");
 }
 
 #[test]
