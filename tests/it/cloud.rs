@@ -287,6 +287,19 @@ fn load_twice_and_check(
         maintain("vacuum", &["--all", "--dry-run"]);
         let history = maintain("history", &["_run_control", "--json"]);
         assert_eq!(history.matches("\"WRITE\"").count(), 2, "{history}");
+        // The report reads `_run_control` and every table from the store: both runs.
+        let report: serde_json::Value =
+            serde_json::from_str(&maintain("report", &["--json"])).unwrap();
+        assert_eq!(report["batches"].as_array().unwrap().len(), 2, "{report}");
+        let reported: Vec<&str> = report["health"]["tables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| t["table"].as_str().unwrap())
+            .collect();
+        for table in tables.iter().map(String::as_str).chain(["_run_control"]) {
+            assert!(reported.contains(&table), "{table}: {reported:?}");
+        }
         assert_eq!(
             rows_per_table(&format!("{catalog}/bronze"), &tables, options),
             want,
