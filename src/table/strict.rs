@@ -102,7 +102,7 @@ impl StrictCommits {
             };
             let theirs = Actions::of(&winning);
             if let Some(path) = theirs.removes.iter().find(|p| ours.removes.contains(*p)) {
-                tracing::info!(version, winning = v, file = %path, "a file this commit removes was removed by another commit meanwhile (a compaction or a replace): planning again");
+                tracing::info!(version, winning = v, file = %path, "a file this commit removes was removed by another commit meanwhile (a compaction or a replace): refused as a conflict");
                 return Err(TransactionError::CommitConflict(
                     CommitConflictError::ConcurrentDeleteDelete,
                 ));
