@@ -723,4 +723,44 @@ mod tests {
             .with_max_parallel(3);
         assert_eq!(topic_threads(capped), 3);
     }
+
+    /// A commit that loses to another process's conflicting commit is planned again (as
+    /// `_corrupt_records`' replace and `_run_control`'s append now are, beside the topic
+    /// tables'), counted; any other error ends it at once.
+    #[test]
+    fn a_write_that_loses_a_commit_conflict_is_planned_again_and_counted() {
+        use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+        let dir = tempfile::tempdir().unwrap();
+        let ingest = Ingest::builder(dir.path()).build().unwrap();
+        let table = TableName::system(crate::naming::CORRUPT_TABLE);
+        let conflict = || {
+            Error::delta(
+                table.as_str(),
+                "write",
+                deltalake::DeltaTableError::Transaction {
+                    source: TransactionError::CommitConflict(CommitConflictError::ConcurrentAppend),
+                },
+            )
+        };
+        let mut calls = 0;
+        let written = ingest.replanned(&table, || {
+            calls += 1;
+            if calls < 3 {
+                Err(conflict())
+            } else {
+                Ok(calls)
+            }
+        });
+        assert_eq!(written.unwrap(), 3);
+        assert_eq!(ingest.catalog().commit_replans(), 2);
+        let mut calls = 0;
+        let failed: Result<()> = ingest.replanned(&table, || {
+            calls += 1;
+            Err(Error::Internal {
+                what: "not a conflict".into(),
+            })
+        });
+        assert!(failed.is_err());
+        assert_eq!(calls, 1);
+    }
 }

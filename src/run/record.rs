@@ -34,9 +34,12 @@ impl Ingest {
         let failed = match run_control_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
-                self.runtime()
-                    .block_on(storage.append(&rc_table, batch, key))
-                    .err()
+                // A blind append: only another writer's schema change conflicts with it.
+                self.replanned(&rc_table, || {
+                    self.runtime()
+                        .block_on(storage.append(&rc_table, batch.clone(), key))
+                })
+                .err()
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
         };
@@ -63,10 +66,15 @@ impl Ingest {
         let started_micros = now_micros();
         let rows = corrupt.len() as u64;
         let key = &lineage.key;
+        // Other processes write the table too (other batches' corrupt lines): a replace
+        // that loses to their commits is planned again, as a topic table's is.
         let result = {
             let _guard = self.locks().lock(&table);
             if corrupt.is_empty() {
-                match self.runtime().block_on(storage.delete_batch(&table, key)) {
+                let deleted = self.replanned(&table, || {
+                    self.runtime().block_on(storage.delete_batch(&table, key))
+                });
+                match deleted {
                     Ok(None) => return None,
                     Ok(Some(version)) => Ok(Committed {
                         version,
@@ -77,7 +85,12 @@ impl Ingest {
             } else {
                 corrupt_batch(corrupt, lineage)
                     .map_err(|e| Error::arrow(table.as_str(), e))
-                    .and_then(|batch| self.runtime().block_on(storage.replace(&table, batch, key)))
+                    .and_then(|batch| {
+                        self.replanned(&table, || {
+                            self.runtime()
+                                .block_on(storage.replace(&table, batch.clone(), key))
+                        })
+                    })
             }
         };
         Some(TableWrite {

@@ -272,29 +272,40 @@ impl Ingest {
         replace: bool,
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         let _guard = self.locks().lock(table);
-        let mut replans = 0;
-        let written = loop {
-            let attempt = self.runtime().block_on(storage.replace_parts(
+        let written = self.replanned(table, || {
+            self.runtime().block_on(storage.replace_parts(
                 table,
                 parts.clone(),
                 &lineage.key,
                 replace,
-            ));
-            match attempt {
-                // Another process changed the table's schema, or added or compacted files
-                // the commit's plan depended on, while it was in flight: plan it again on
-                // the new version (its files of this attempt are left unreferenced, for
-                // VACUUM), after a jittered pause, a bounded number of times.
+            ))
+        });
+        written.map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
+    }
+
+    /// Runs `write` (one commit to `table`, planned on the table as it is) until it does
+    /// not lose to another process's conflicting commit: when another process changed
+    /// the table's schema, or added or compacted files the commit's plan depended on,
+    /// while it was in flight, it is planned again on the new version (its files of the
+    /// failed attempt are left unreferenced, for VACUUM), after a jittered pause, up to
+    /// [`MAX_REPLANS`] times ([`table::is_replannable_conflict`]).
+    pub(super) fn replanned<T>(
+        &self,
+        table: &TableName,
+        mut write: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut replans = 0;
+        loop {
+            match write() {
                 Err(e) if replans < MAX_REPLANS && table::is_replannable_conflict(&e) => {
                     replans += 1;
                     self.catalog().count_replan();
                     tracing::info!(table = %table, attempt = replans, conflict = %crate::error::chain(&e), "another writer committed to the table meanwhile; planning the commit again");
                     std::thread::sleep(jittered(replans));
                 }
-                other => break other,
+                other => return other,
             }
-        };
-        written.map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
+        }
     }
 
     /// [`Self::after_commit`] when the write committed something to a table that had
