@@ -58,6 +58,7 @@ mod mem;
 mod metered;
 mod report;
 mod run;
+mod run_control;
 mod schema;
 mod single_writer;
 mod source;

@@ -3,13 +3,12 @@
 
 use std::collections::BTreeMap;
 
-use arrow::array::{Array, AsArray as _};
-use arrow::datatypes::DataType;
 use serde::Serialize;
 
 use super::{HealthReport, Maintenance};
-use crate::error::{Error, Result};
-use crate::schema::{INVARIANT_ROW, RUN_CONTROL_TABLE};
+use crate::error::Result;
+use crate::run_control::RunRow;
+use crate::schema::INVARIANT_ROW;
 
 /// The lakehouse at a glance ([`Maintenance::overview`]).
 #[derive(Clone, Debug, Serialize)]
@@ -97,35 +96,21 @@ pub struct FailedWrite {
     pub reason: String,
 }
 
-/// A `_run_control` row, as the overview reads it.
-struct Row {
-    run_id: String,
-    batch_id: String,
-    landing_paths: String,
-    table: String,
-    ok: bool,
-    reason: String,
-    rows_in: u64,
-    rows_written: u64,
-    started: i64,
-    ended: i64,
-}
-
 impl Maintenance<'_> {
     /// The lakehouse at a glance: every batch run, every table's health and file sizes,
     /// the last failures (`landing` empty; the caller adds a landing zone's status).
     pub fn overview(&self) -> Result<Overview> {
         let storage = self.storage()?;
-        let rows = self.block_on(run_control(&storage))?;
+        let rows = self.block_on(crate::run_control::run_control_rows(&storage, None))?;
         let mut failures: Vec<FailedWrite> = rows
             .iter()
             .filter(|r| !r.ok)
             .map(|r| FailedWrite {
                 run_id: r.run_id.clone(),
                 batch_id: r.batch_id.clone(),
-                landing_paths: r.landing_paths.clone(),
+                landing_paths: r.landing_paths.clone().unwrap_or_default(),
                 table: r.table.clone(),
-                at: iso(r.ended),
+                at: iso(r.ended_micros),
                 reason: r.reason.clone(),
             })
             .collect();
@@ -152,8 +137,8 @@ fn iso(micros: i64) -> String {
 }
 
 /// The runs of `rows` that recorded their row accounting, oldest first.
-fn batch_runs(rows: Vec<Row>) -> Vec<BatchRun> {
-    let mut runs: BTreeMap<String, Vec<Row>> = BTreeMap::new();
+fn batch_runs(rows: Vec<RunRow>) -> Vec<BatchRun> {
+    let mut runs: BTreeMap<String, Vec<RunRow>> = BTreeMap::new();
     for r in rows {
         runs.entry(r.run_id.clone()).or_default().push(r);
     }
@@ -167,26 +152,26 @@ fn batch_runs(rows: Vec<Row>) -> Vec<BatchRun> {
                 .filter(|r| r.table == crate::schema::CORRUPT_TABLE)
                 .map(|r| r.rows_in)
                 .sum::<u64>();
-            let first = writes.clone().map(|r| r.started).min();
-            let last = writes.clone().map(|r| r.ended).max();
+            let first = writes.clone().map(|r| r.started_micros).min();
+            let last = writes.clone().map(|r| r.ended_micros).max();
             let secs = |from: i64, to: i64| (to - from).max(0) as f64 / 1e6;
             let stages = match (first, last) {
                 (Some(first), Some(last)) => Stages {
-                    read: secs(batch.started, first),
+                    read: secs(batch.started_micros, first),
                     tables: secs(first, last),
-                    finish: secs(last, batch.ended),
+                    finish: secs(last, batch.ended_micros),
                 },
                 _ => Stages {
-                    read: secs(batch.started, batch.ended),
+                    read: secs(batch.started_micros, batch.ended_micros),
                     ..Default::default()
                 },
             };
             Some(BatchRun {
                 run_id: batch.run_id.clone(),
                 batch_id: batch.batch_id.clone(),
-                landing_paths: batch.landing_paths.clone(),
-                started_at: iso(batch.started),
-                started_at_micros: batch.started,
+                landing_paths: batch.landing_paths.clone().unwrap_or_default(),
+                started_at: iso(batch.started_micros),
+                started_at_micros: batch.started_micros,
                 ok: rows.iter().all(|r| r.ok),
                 lines: batch.rows_in,
                 rows: batch.rows_written,
@@ -195,7 +180,7 @@ fn batch_runs(rows: Vec<Row>) -> Vec<BatchRun> {
                     .rows_in
                     .saturating_sub(batch.rows_written)
                     .saturating_sub(corrupt),
-                seconds: secs(batch.started, batch.ended),
+                seconds: secs(batch.started_micros, batch.ended_micros),
                 stages,
             })
         })
@@ -206,80 +191,4 @@ fn batch_runs(rows: Vec<Row>) -> Vec<BatchRun> {
             .then(a.run_id.cmp(&b.run_id))
     });
     out
-}
-
-/// Every row of `_run_control` (none when it does not exist yet).
-async fn run_control(storage: &crate::table::Storage) -> Result<Vec<Row>> {
-    let batches = crate::table::read_rows(
-        storage,
-        &crate::naming::TableName::system(RUN_CONTROL_TABLE),
-        None,
-        &[
-            "run_id",
-            "_batch_id",
-            "landing_paths",
-            "table",
-            "status",
-            "error",
-            "checks",
-            "rows_in",
-            "rows_written",
-            "started_at",
-            "ended_at",
-        ],
-    )
-    .await?;
-    let arrow = |e| Error::arrow(RUN_CONTROL_TABLE, e);
-    let mut rows = Vec::new();
-    for b in &batches {
-        let column = |name: &str, to: &DataType| {
-            let c = b.column_by_name(name).ok_or_else(|| Error::Internal {
-                what: format!("_run_control has no column {name}"),
-            })?;
-            arrow::compute::cast(c, to).map_err(arrow)
-        };
-        let text = |name: &str| column(name, &DataType::Utf8);
-        let int = |name: &str| column(name, &DataType::Int64);
-        let (run, batch, paths, table) = (
-            text("run_id")?,
-            text("_batch_id")?,
-            text("landing_paths")?,
-            text("table")?,
-        );
-        let (status, error, checks) = (text("status")?, text("error")?, text("checks")?);
-        let (rows_in, written) = (int("rows_in")?, int("rows_written")?);
-        let (started, ended) = (int("started_at")?, int("ended_at")?);
-        let s = |a: &arrow::array::ArrayRef, i: usize| {
-            let a = a.as_string::<i32>();
-            if a.is_null(i) {
-                String::new()
-            } else {
-                a.value(i).to_string()
-            }
-        };
-        let n = |a: &arrow::array::ArrayRef, i: usize| {
-            let a = a.as_primitive::<arrow::datatypes::Int64Type>();
-            if a.is_null(i) { 0 } else { a.value(i) }
-        };
-        for i in 0..b.num_rows() {
-            let ok = s(&status, i) == "ok";
-            let reason = match s(&error, i) {
-                e if e.is_empty() => s(&checks, i),
-                e => e,
-            };
-            rows.push(Row {
-                run_id: s(&run, i),
-                batch_id: s(&batch, i),
-                landing_paths: s(&paths, i),
-                table: s(&table, i),
-                ok,
-                reason,
-                rows_in: n(&rows_in, i).max(0) as u64,
-                rows_written: n(&written, i).max(0) as u64,
-                started: n(&started, i),
-                ended: n(&ended, i),
-            });
-        }
-    }
-    Ok(rows)
 }

@@ -5,18 +5,15 @@
 //! loaded once its lease is held is skipped, so a batch is loaded once however the
 //! workers interleave.
 
+use crate::run_control::{RunRow, run_control_rows};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
-
-use arrow::array::{Array, AsArray as _};
 
 use super::Ingest;
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::location::Location;
-use crate::naming::TableName;
 use crate::report::BatchReport;
-use crate::schema::RUN_CONTROL_TABLE;
 use crate::table::Storage;
 
 /// A batch folder of a landing zone.
@@ -466,81 +463,6 @@ impl Ingest {
             .iter()
             .all(|lp| loaded.contains(&(lp.clone(), key.batch_id.clone()))))
     }
-}
-
-/// One `_run_control` row, as far as the backlog needs it.
-pub(super) struct RunRow {
-    run_id: String,
-    batch_id: String,
-    landing_paths: Option<String>,
-    ok: bool,
-    /// `<table>: <error>` of a failed row.
-    error: Option<String>,
-}
-
-/// `_run_control`'s rows, of one batch id when given (none when it does not exist yet).
-pub(super) async fn run_control_rows(
-    storage: &Storage,
-    batch_id: Option<&str>,
-) -> Result<Vec<RunRow>> {
-    let filter = batch_id.map(|id| {
-        use deltalake::datafusion::prelude::{col, lit};
-        col("_batch_id").eq(lit(id.to_string()))
-    });
-    let batches = crate::table::read_rows(
-        storage,
-        &TableName::system(RUN_CONTROL_TABLE),
-        filter,
-        &[
-            "run_id",
-            "_batch_id",
-            "landing_paths",
-            "status",
-            "table",
-            "error",
-            "checks",
-        ],
-    )
-    .await?;
-    let mut rows = Vec::new();
-    for b in &batches {
-        let text = |name: &str| -> Result<arrow::array::StringArray> {
-            let c = b.column_by_name(name).ok_or_else(|| Error::Internal {
-                what: format!("_run_control has no column {name}"),
-            })?;
-            let c = arrow::compute::cast(c, &arrow::datatypes::DataType::Utf8)
-                .map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))?;
-            Ok(c.as_string::<i32>().clone())
-        };
-        let (run, batch, paths, status) = (
-            text("run_id")?,
-            text("_batch_id")?,
-            text("landing_paths")?,
-            text("status")?,
-        );
-        let (table, error, checks) = (text("table")?, text("error")?, text("checks")?);
-        for i in 0..b.num_rows() {
-            let ok = status.value(i) == "ok";
-            // A failed write says why in `error`; the `(batch)` row's row accounting in
-            // `checks`.
-            let why = if !error.is_null(i) {
-                error.value(i)
-            } else {
-                checks.value(i)
-            };
-            rows.push(RunRow {
-                error: (!ok).then(|| format!("{}: {why}", table.value(i))),
-                run_id: run.value(i).to_string(),
-                batch_id: batch.value(i).to_string(),
-                landing_paths: (!paths.is_null(i)).then(|| paths.value(i).to_string()),
-                // The `(batch)` row is the run's row accounting: failed when it does not
-                // add up, as any failed write.
-                // Every write ok, and the `(batch)` row: the row accounting added up.
-                ok,
-            });
-        }
-    }
-    Ok(rows)
 }
 
 /// The latest run of a batch folder in `_run_control`.

@@ -8,10 +8,11 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use super::Ingest;
-use super::backlog::{PendingBatch, latest_runs, run_control_rows};
+use super::backlog::{PendingBatch, latest_runs};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
 use crate::lease::{Holder, LEASE_DIR, lease_file};
+use crate::run_control::run_control_rows;
 
 /// One entity (`<source>/<entity>`) of a landing zone.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]

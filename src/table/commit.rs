@@ -403,14 +403,14 @@ impl Storage {
         batches: &[RecordBatch],
         key: &BatchKey,
         (topics, keyed): (&[String], bool),
-        whole: Vec<(Vec<String>, deltalake::kernel::Remove)>,
+        whole: Vec<super::files::WholeFile>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
         use deltalake::kernel::Action;
         use deltalake::operations::write::configs::WriterStatsConfig;
         use deltalake::protocol::DeltaOperation;
 
         let delta = |e| Error::delta(table.as_str(), "write", e);
-        let Some(removes) = whole_removes(whole, topics) else {
+        let Some((removes, removed_rows)) = whole_removes(whole, topics) else {
             return Ok(None);
         };
         let Some(schema) = same_schema(table, t, batches)? else {
@@ -422,17 +422,6 @@ impl Storage {
             deltalake::delta_datafusion::expr::fmt_expr_to_sql(&predicate).map_err(delta)?;
         let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
         let log_store = t.log_store();
-        // Their rows, for the commit's metrics (`history` shows what a replace removed).
-        let removed_rows = {
-            let paths: std::collections::HashSet<&str> =
-                removes.iter().map(|r| r.path.as_str()).collect();
-            snapshot
-                .log_data()
-                .iter()
-                .filter(|f| paths.contains(f.path().as_ref()))
-                .filter_map(|f| f.num_records())
-                .sum::<usize>() as u64
-        };
         let notes = CommitNotes {
             key: Some(key),
             read_version: Some(snapshot.version()),

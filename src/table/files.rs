@@ -19,10 +19,20 @@ pub(super) enum BatchFiles {
     /// Every file holding rows of the batch holds only them (`_batch_id` statistics with
     /// min = max), of topics it names: one (`_topic` statistics with min = max) or those
     /// of its [`TOPICS_TAG`]. Those files, with their topics.
-    Whole(Vec<(Vec<String>, deltalake::kernel::Remove)>),
+    Whole(Vec<WholeFile>),
     /// Some file may hold them beside other rows, or its statistics (missing, or possibly
     /// truncated at 32 bytes) cannot tell.
     Mixed,
+}
+
+/// A file of [`BatchFiles::Whole`].
+pub(super) struct WholeFile {
+    /// The topics of its rows.
+    topics: Vec<String>,
+    /// Its remove action.
+    remove: deltalake::kernel::Remove,
+    /// Its rows (statistics), what removing it removes.
+    rows: u64,
 }
 
 impl BatchFiles {
@@ -104,7 +114,11 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchF
                 None => return BatchFiles::Mixed,
             },
         };
-        whole.push((topics, f.remove_action(true)));
+        whole.push(WholeFile {
+            topics,
+            remove: f.remove_action(true),
+            rows: f.num_records().unwrap_or(0) as u64,
+        });
     }
     if whole.is_empty() {
         BatchFiles::None
@@ -150,21 +164,24 @@ pub(super) fn tagged_topics(f: &deltalake::kernel::LogicalFileView) -> Option<Ve
 }
 
 /// The removes of `whole`'s files whose topics are all among `topics` (files of other
-/// topics stay); `None` when a file holds one of `topics` beside a topic not among them.
+/// topics stay), with the rows they hold; `None` when a file holds one of `topics`
+/// beside a topic not among them.
 pub(super) fn whole_removes(
-    whole: Vec<(Vec<String>, deltalake::kernel::Remove)>,
+    whole: Vec<WholeFile>,
     topics: &[String],
-) -> Option<Vec<deltalake::kernel::Remove>> {
+) -> Option<(Vec<deltalake::kernel::Remove>, u64)> {
     let mut removes = Vec::new();
-    for (file_topics, remove) in whole {
-        let ours = file_topics.iter().filter(|t| topics.contains(t)).count();
-        if ours == file_topics.len() {
-            removes.push(remove);
+    let mut rows = 0;
+    for file in whole {
+        let ours = file.topics.iter().filter(|t| topics.contains(t)).count();
+        if ours == file.topics.len() {
+            removes.push(file.remove);
+            rows += file.rows;
         } else if ours > 0 {
             return None;
         }
     }
-    Some(removes)
+    Some((removes, rows))
 }
 
 /// The table's schema, when every one of `batches` has it exactly (the direct paths

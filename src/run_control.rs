@@ -1,0 +1,113 @@
+//! Reading `_run_control`: what every run recorded, for the backlog (which batches are
+//! loaded), `bronze status` and the report.
+
+use arrow::array::{Array, AsArray as _};
+
+use crate::error::{Error, Result};
+use crate::naming::TableName;
+use crate::schema::RUN_CONTROL_TABLE;
+use crate::table::Storage;
+
+/// One `_run_control` row, as far as the backlog and the report need it.
+pub(crate) struct RunRow {
+    pub(crate) run_id: String,
+    pub(crate) batch_id: String,
+    pub(crate) landing_paths: Option<String>,
+    /// The table written (`(batch)` for the row accounting).
+    pub(crate) table: String,
+    pub(crate) ok: bool,
+    /// `<table>: <error>` of a failed row.
+    pub(crate) error: Option<String>,
+    /// The row's error, or its checks when it has none.
+    pub(crate) reason: String,
+    pub(crate) rows_in: u64,
+    pub(crate) rows_written: u64,
+    /// Start and end of the write, microseconds since the epoch.
+    pub(crate) started_micros: i64,
+    pub(crate) ended_micros: i64,
+}
+
+/// `_run_control`'s rows, of one batch id when given (none when it does not exist yet).
+pub(crate) async fn run_control_rows(
+    storage: &Storage,
+    batch_id: Option<&str>,
+) -> Result<Vec<RunRow>> {
+    let filter = batch_id.map(|id| {
+        use deltalake::datafusion::prelude::{col, lit};
+        col("_batch_id").eq(lit(id.to_string()))
+    });
+    let batches = crate::table::read_rows(
+        storage,
+        &TableName::system(RUN_CONTROL_TABLE),
+        filter,
+        &[
+            "run_id",
+            "_batch_id",
+            "landing_paths",
+            "status",
+            "table",
+            "error",
+            "checks",
+            "rows_in",
+            "rows_written",
+            "started_at",
+            "ended_at",
+        ],
+    )
+    .await?;
+    let mut rows = Vec::new();
+    for b in &batches {
+        use arrow::datatypes::DataType;
+        // A column, cast to the type it is read as.
+        let column = |name: &str, to: &DataType| -> Result<arrow::array::ArrayRef> {
+            let c = b.column_by_name(name).ok_or_else(|| Error::Internal {
+                what: format!("_run_control has no column {name}"),
+            })?;
+            arrow::compute::cast(c, to).map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))
+        };
+        let int = |name: &str| -> Result<arrow::array::Int64Array> {
+            let c = column(name, &DataType::Int64)?;
+            Ok(c.as_primitive::<arrow::datatypes::Int64Type>().clone())
+        };
+        let text = |name: &str| -> Result<arrow::array::StringArray> {
+            Ok(column(name, &DataType::Utf8)?.as_string::<i32>().clone())
+        };
+        let (rows_in, written) = (int("rows_in")?, int("rows_written")?);
+        let (started, ended) = (int("started_at")?, int("ended_at")?);
+        let n = |a: &arrow::array::Int64Array, i: usize| if a.is_null(i) { 0 } else { a.value(i) };
+        let (run, batch, paths, status) = (
+            text("run_id")?,
+            text("_batch_id")?,
+            text("landing_paths")?,
+            text("status")?,
+        );
+        let (table, error, checks) = (text("table")?, text("error")?, text("checks")?);
+        for i in 0..b.num_rows() {
+            let ok = status.value(i) == "ok";
+            // A failed write says why in `error`; the `(batch)` row's row accounting in
+            // `checks`.
+            let why = if !error.is_null(i) {
+                error.value(i)
+            } else {
+                checks.value(i)
+            };
+            rows.push(RunRow {
+                error: (!ok).then(|| format!("{}: {why}", table.value(i))),
+                run_id: run.value(i).to_string(),
+                batch_id: batch.value(i).to_string(),
+                landing_paths: (!paths.is_null(i)).then(|| paths.value(i).to_string()),
+                table: table.value(i).to_string(),
+                // The `(batch)` row is the run's row accounting: failed when it does not
+                // add up, as any failed write.
+                // Every write ok, and the `(batch)` row: the row accounting added up.
+                ok,
+                reason: why.to_string(),
+                rows_in: n(&rows_in, i).max(0) as u64,
+                rows_written: n(&written, i).max(0) as u64,
+                started_micros: n(&started, i),
+                ended_micros: n(&ended, i),
+            });
+        }
+    }
+    Ok(rows)
+}
