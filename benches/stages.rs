@@ -21,7 +21,7 @@ use std::time::Duration;
 
 use arrow::array::RecordBatch;
 use bronze::bench::{self as stages, Compression, ParseScratch, writer_properties};
-use bronze::flatten::{Lineage, TableName, flatten};
+use bronze::flatten::{Lineage, TableName, flatten_compact, plain};
 use bronze::testdata::{GenSpec, Profile, generate};
 use bronze::{EnvelopeConfig, FlattenConfig, Ingest};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
@@ -77,11 +77,15 @@ fn flatten_all(staging: &bronze::stage::Staging) -> Tables {
     let cfg = FlattenConfig::default();
     let mut tables: Tables = BTreeMap::new();
     for (topic, batch) in &staging.topics {
-        for (table, b) in flatten(topic, batch, &lineage(), &cfg).unwrap().tables {
+        // As the loader does: lineage as dictionaries, the table's strings at write time.
+        for (table, b) in flatten_compact(topic, batch, &lineage(), &cfg)
+            .unwrap()
+            .tables
+        {
             tables
                 .entry(table)
                 .or_default()
-                .push((topic.clone(), vec![b]));
+                .push((topic.clone(), vec![plain(b).unwrap()]));
         }
     }
     tables

@@ -363,7 +363,7 @@ pub struct IngestArgs {
     /// qualified by `topic` (`quote__currentprice`) [default: path].
     #[arg(long, value_parser = parse_enum::<bronze::ChildNaming>)]
     pub child_naming: Option<bronze::ChildNaming>,
-    /// Topics processed at once (default: 4 per core, at most 32, on a local catalog; 32
+    /// Topics processed at once (default: 2 per core, at most 32, on a local catalog; 32
     /// on an object store, where commits wait on the network; 1 = sequential).
     #[arg(long)]
     pub max_parallel: Option<usize>,

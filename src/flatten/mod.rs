@@ -35,10 +35,10 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, BooleanBuilder, Float64Builder, Int64Array, Int64Builder, RecordBatch,
-    StringArray, StringBuilder, TimestampMicrosecondArray,
+    Array, ArrayRef, BooleanBuilder, DictionaryArray, Float64Builder, Int32Array, Int64Array,
+    Int64Builder, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
 };
-use arrow::datatypes::{DataType, Field, Schema, TimeUnit};
+use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 
 use crate::config::{ChildNaming, FlattenConfig, TypesMode};
 use crate::error::{Error, Result};
@@ -359,6 +359,8 @@ struct Flattener<'a, 'c> {
     member_bufs: Vec<Members<'a>>,
     /// The id hash of the last child row's parts but its index, shared by its siblings.
     id_prefix: IdPrefix,
+    /// Lineage columns as dictionaries ([`flatten_compact`]).
+    compact: bool,
 }
 
 /// An object's members: `(key, value, is_last)`.
@@ -417,11 +419,68 @@ impl IdPrefix {
 const TOPIC_TABLE: usize = 0;
 
 /// Flattens one topic's staged rows (its batches in order, as one input).
+#[cfg(any(test, feature = "testing"))]
 pub fn flatten<'a>(
     topic: &'a str,
     staged: &'a [RecordBatch],
     lineage: &Lineage,
     cfg: &FlattenConfig,
+) -> Result<TablePlan> {
+    flatten_with(topic, staged, lineage, cfg, false)
+}
+
+/// [`flatten`], with the lineage columns whose values repeat (`_batch_id`,
+/// `_landing_path`, `_topic`, `_source_file`) as Arrow dictionaries: a row of a child
+/// table then holds 4-byte keys instead of ~100 bytes of copied text. The loader keeps
+/// the flattened rows of tables that several topics feed this way until their one
+/// commit, and turns them back into the table's string columns ([`plain`]) one table at
+/// a time as it writes them (BENCHMARKS.md).
+pub fn flatten_compact<'a>(
+    topic: &'a str,
+    staged: &'a [RecordBatch],
+    lineage: &Lineage,
+    cfg: &FlattenConfig,
+) -> Result<TablePlan> {
+    flatten_with(topic, staged, lineage, cfg, true)
+}
+
+/// `batch` with its dictionary columns ([`flatten_compact`]) cast to their value type:
+/// the columns, types and field metadata of [`flatten`]'s batches.
+pub fn plain(batch: RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    if !schema
+        .fields()
+        .iter()
+        .any(|f| matches!(f.data_type(), DataType::Dictionary(..)))
+    {
+        return Ok(batch);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, column) in schema.fields().iter().zip(batch.columns()) {
+        match field.data_type() {
+            DataType::Dictionary(_, value) => {
+                let cast = arrow::compute::cast(column, value)
+                    .map_err(|e| Error::arrow(field.name(), e))?;
+                fields.push(field.as_ref().clone().with_data_type(value.as_ref().clone()));
+                columns.push(cast);
+            }
+            _ => {
+                fields.push(field.as_ref().clone());
+                columns.push(column.clone());
+            }
+        }
+    }
+    let schema = Schema::new_with_metadata(fields, schema.metadata().clone());
+    RecordBatch::try_new(Arc::new(schema), columns).map_err(|e| Error::arrow("_flattened", e))
+}
+
+fn flatten_with<'a>(
+    topic: &'a str,
+    staged: &'a [RecordBatch],
+    lineage: &Lineage,
+    cfg: &FlattenConfig,
+    compact: bool,
 ) -> Result<TablePlan> {
     let topic_table = TableName::for_topic(topic);
     let mut f = Flattener {
@@ -433,6 +492,7 @@ pub fn flatten<'a>(
         recorded: 0,
         member_bufs: Vec::new(),
         id_prefix: IdPrefix::default(),
+        compact,
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -738,7 +798,12 @@ impl<'a> Flattener<'a, '_> {
             if t.ids.is_empty() {
                 continue;
             }
-            let batch = build_batch(&name, t, self.topic, lineage, &self.files, self.cfg.types)?;
+            let strings = LineageStrings {
+                lineage,
+                files: &self.files,
+                compact: self.compact,
+            };
+            let batch = build_batch(&name, t, self.topic, &strings, self.cfg.types)?;
             plan.tables.insert(name, batch);
         }
         Ok(plan)
@@ -806,48 +871,95 @@ pub(crate) fn rescued_column(n: usize, mut entries: Vec<(u32, String, String)>) 
     Arc::new(b.finish())
 }
 
+/// The lineage a batch's rows repeat: the run's, and the files the topic's rows came
+/// from; as dictionaries when `compact` ([`flatten_compact`]).
+struct LineageStrings<'l, 'a> {
+    lineage: &'l Lineage,
+    files: &'l [&'a str],
+    compact: bool,
+}
+
+impl LineageStrings<'_, '_> {
+    /// A string column of `keys.len()` rows, row `i` being `values[keys[i]]`: a
+    /// dictionary when compact, else the values copied.
+    fn column(&self, values: Vec<Option<&str>>, keys: &[u32]) -> (DataType, ArrayRef) {
+        if self.compact {
+            dictionary(
+                Int32Array::from_iter_values(keys.iter().map(|&k| k as i32)),
+                values,
+            )
+        } else {
+            let array = StringArray::from_iter(keys.iter().map(|&k| values[k as usize]));
+            (DataType::Utf8, Arc::new(array))
+        }
+    }
+
+    /// A string column of `values`; when compact, a dictionary of its runs of equal
+    /// values (a child row's parent and root ids repeat for its siblings).
+    fn runs<'v>(&self, values: impl ExactSizeIterator<Item = &'v str>) -> (DataType, ArrayRef) {
+        if !self.compact {
+            return (DataType::Utf8, Arc::new(StringArray::from_iter_values(values)));
+        }
+        let mut keys = Vec::with_capacity(values.len());
+        let mut distinct = StringBuilder::new();
+        let mut last: Option<&str> = None;
+        let mut key = -1i32;
+        for v in values {
+            if last != Some(v) {
+                distinct.append_value(v);
+                last = Some(v);
+                key += 1;
+            }
+            keys.push(key);
+        }
+        let array =
+            DictionaryArray::<Int32Type>::new(Int32Array::from(keys), Arc::new(distinct.finish()));
+        (array.data_type().clone(), Arc::new(array))
+    }
+
+    /// A column of `n` rows of `value`.
+    fn constant(&self, value: &str, n: usize) -> (DataType, ArrayRef) {
+        if self.compact {
+            dictionary(Int32Array::from(vec![0; n]), vec![Some(value)])
+        } else {
+            (DataType::Utf8, Arc::new(StringArray::from(vec![value; n])))
+        }
+    }
+}
+
+fn dictionary(keys: Int32Array, values: Vec<Option<&str>>) -> (DataType, ArrayRef) {
+    let array = DictionaryArray::<Int32Type>::new(keys, Arc::new(StringArray::from(values)));
+    (array.data_type().clone(), Arc::new(array))
+}
+
 fn build_batch(
     name: &TableName,
     t: TableBuilder<'_>,
     topic: &str,
-    lineage: &Lineage,
-    files: &[&str],
+    strings: &LineageStrings<'_, '_>,
     types: TypesMode,
 ) -> Result<RecordBatch> {
     let n = t.ids.len();
+    let lineage = strings.lineage;
     let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
         t.ids.iter().map(RowId::as_str),
     ))];
+    let mut push = |name: &str, nullable: bool, (dt, array): (DataType, ArrayRef)| {
+        fields.push(Field::new(name, dt, nullable));
+        arrays.push(array);
+    };
     if t.is_child {
-        fields.push(Field::new("_parent_id", DataType::Utf8, true));
-        arrays.push(Arc::new(StringArray::from_iter_values(
-            t.parent_ids.iter().map(RowId::as_str),
-        )));
-        fields.push(Field::new("_root_id", DataType::Utf8, true));
-        arrays.push(Arc::new(StringArray::from(t.root_ids)));
-        fields.push(Field::new("_idx", DataType::Int64, true));
-        arrays.push(Arc::new(Int64Array::from(t.idx)));
+        push("_parent_id", true, strings.runs(t.parent_ids.iter().map(RowId::as_str)));
+        push("_root_id", true, strings.runs(t.root_ids.iter().copied()));
+        push("_idx", true, (DataType::Int64, Arc::new(Int64Array::from(t.idx))));
     }
-    fields.push(Field::new("_batch_id", DataType::Utf8, false));
-    arrays.push(Arc::new(StringArray::from(vec![
-        lineage
-            .key
-            .batch_id
-            .as_str();
-        n
-    ])));
-    fields.push(Field::new(LANDING_PATH, DataType::Utf8, true));
-    let landing: Vec<Option<&str>> = files.iter().map(|f| lineage.landing_path_of(f)).collect();
-    arrays.push(Arc::new(StringArray::from_iter(
-        t.files.iter().map(|&i| landing[i as usize]),
-    )));
-    fields.push(Field::new("_topic", DataType::Utf8, false));
-    arrays.push(Arc::new(StringArray::from(vec![topic; n])));
-    fields.push(Field::new("_source_file", DataType::Utf8, false));
-    arrays.push(Arc::new(StringArray::from_iter_values(
-        t.files.iter().map(|&i| files[i as usize]),
-    )));
+    push("_batch_id", false, strings.constant(lineage.key.batch_id.as_str(), n));
+    let landing = strings.files.iter().map(|f| lineage.landing_path_of(f)).collect();
+    push(LANDING_PATH, true, strings.column(landing, &t.files));
+    push("_topic", false, strings.constant(topic, n));
+    let files = strings.files.iter().map(|f| Some(*f)).collect();
+    push("_source_file", false, strings.column(files, &t.files));
     fields.push(Field::new("_line", DataType::Int64, false));
     arrays.push(Arc::new(Int64Array::from(t.lines)));
     fields.push(Field::new("_loaded_at", timestamp_type(), false));

@@ -512,3 +512,73 @@ fn child_ids_hash_root_table_path_parent_and_index() {
         }
     }
 }
+
+#[test]
+fn compact_lineage_turns_back_into_the_same_batches() {
+    // Two files, one under a folder with a landing path and one without (null).
+    let stage = |name: &str, lines: &[&str]| {
+        let text = lines.join("\n");
+        stage_file_bytes(text.as_bytes(), name, &EnvelopeConfig::default())
+    };
+    let file = |name: &str| crate::source::discover::SourceFile {
+        path: name.into(),
+        name: name.into(),
+        bytes: 0,
+        compression: crate::source::discover::Compression::None,
+        folder: 0,
+    };
+    let a = [
+        r#"{"topic":"t","message_id":"1","payload":{"x":1,"tags":["é","ü"],"lots":[{"q":1,"legs":[{"p":1},{"p":2}]},{"q":2}]}}"#,
+        r#"{"topic":"u","message_id":"2","payload":{"tags":["ß"]}}"#,
+    ];
+    let b = [r#"{"topic":"t","message_id":"3","payload":{"x":2,"tags":["中"]}}"#];
+    let staged = vec![stage("in/a.jsonl", &a), stage("other/b.jsonl", &b)];
+    let files = [file("in/a.jsonl"), file("other/b.jsonl")];
+    let topics = crate::stage::assemble(&files, staged, true, &mut Default::default()).topics;
+    let mut lineage = lineage();
+    // Two folders: a file under neither gets a null `_landing_path`.
+    lineage.landing = vec![
+        ("in/".into(), "abfss://landing/in".into()),
+        ("more/".into(), "abfss://landing/more".into()),
+    ];
+    let mut compared = 0;
+    for (topic, batches) in &topics {
+        let cfg = FlattenConfig::default();
+        let plain_plan = flatten(topic, batches, &lineage, &cfg).unwrap();
+        let compact_plan = flatten_compact(topic, batches, &lineage, &cfg).unwrap();
+        assert_eq!(
+            plain_plan.tables.keys().collect::<Vec<_>>(),
+            compact_plan.tables.keys().collect::<Vec<_>>()
+        );
+        for ((table, expected), (_, compact)) in plain_plan.tables.iter().zip(compact_plan.tables)
+        {
+            let dictionaries = compact
+                .schema()
+                .fields()
+                .iter()
+                .filter(|f| matches!(f.data_type(), DataType::Dictionary(..)))
+                .map(|f| f.name().clone())
+                .collect::<Vec<_>>();
+            let mut lineage = ["_batch_id", "_landing_path", "_topic", "_source_file"].to_vec();
+            if table.as_str() != *topic {
+                lineage.splice(0..0, ["_parent_id", "_root_id"]);
+            }
+            assert_eq!(dictionaries, lineage, "{table}");
+            assert_eq!(&plain(compact).unwrap(), expected, "{table}");
+            compared += 1;
+        }
+    }
+    // t, u, the child table `tags` from both topics, `lots` and `lots__legs` (derived
+    // parent ids) from t.
+    assert_eq!(compared, 6);
+    let landing = |table: &str| {
+        let plan = flatten("t", &topics["t"], &lineage, &FlattenConfig::default()).unwrap();
+        let b = &plan.tables[&TableName::for_topic(table)];
+        let c = b.column_by_name("_landing_path").unwrap().as_string::<i32>();
+        (0..c.len()).map(|i| c.is_valid(i).then(|| c.value(i).to_string())).collect::<Vec<_>>()
+    };
+    assert_eq!(
+        landing("t"),
+        [Some("abfss://landing/in".to_string()), None]
+    );
+}

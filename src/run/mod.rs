@@ -50,9 +50,10 @@ pub use status::{EntityStatus, Failure, InProgress};
 pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
 /// Default topics in flight per core on a local catalog, where a commit is CPU and
-/// file-system work: more only add context switches and memory (historical batch on
-/// 2 cores: 8 in flight 2.3-2.4 s, 32 in flight 2.7-3.5 s; BENCHMARKS.md).
-const LOCAL_PARALLEL_PER_CORE: usize = 4;
+/// file-system work: more only add context switches and memory (dense historical batch
+/// on 2 cores: 4 in flight as fast as 8 with 15 % less peak memory; 32 in flight were
+/// slower than 8; BENCHMARKS.md).
+const LOCAL_PARALLEL_PER_CORE: usize = 2;
 
 /// Topics processed at once unless `max_parallel` says: [`DEFAULT_MAX_PARALLEL`] on an
 /// object store, [`LOCAL_PARALLEL_PER_CORE`] per parse thread (at most
@@ -706,12 +707,13 @@ mod tests {
     }
 
     #[test]
-    fn topics_in_flight_default_to_four_per_core_locally_and_32_on_an_object_store() {
+    fn topics_in_flight_default_to_two_per_core_locally_and_32_on_an_object_store() {
         let dir = tempfile::tempdir().unwrap();
         let local = |threads| topic_threads(Ingest::builder(dir.path()).with_threads(threads));
-        assert_eq!(local(1), 4);
-        assert_eq!(local(2), 8);
-        assert_eq!(local(16), DEFAULT_MAX_PARALLEL);
+        assert_eq!(local(1), 2);
+        assert_eq!(local(2), 4);
+        assert_eq!(local(8), 16);
+        assert_eq!(local(32), DEFAULT_MAX_PARALLEL);
         let store: Arc<deltalake::logstore::object_store::DynObjectStore> =
             Arc::new(deltalake::logstore::object_store::memory::InMemory::new());
         let remote = Ingest::builder(dir.path())

@@ -227,7 +227,7 @@ impl Ingest {
             let (now, later) = rest.split_at(run);
             rest = later;
             for (table, batch) in
-                flatten::flatten(topic, now, lineage, &self.config.flatten)?.tables
+                flatten::flatten_compact(topic, now, lineage, &self.config.flatten)?.tables
             {
                 out.entry(table).or_default().push(batch);
             }
@@ -271,6 +271,18 @@ impl Ingest {
         lineage: &Lineage,
         replace: bool,
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
+        // The table's string columns, from the flattened rows' dictionaries: one table's
+        // rows at a time, before its lock is taken.
+        let parts = parts
+            .into_iter()
+            .map(|p| {
+                let batches = p.batches.into_iter().map(flatten::plain);
+                Ok(table::Part {
+                    batches: batches.collect::<Result<_>>()?,
+                    ..p
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         let _guard = self.locks().lock(table);
         let written = self.replanned(table, || {
             self.runtime().block_on(storage.replace_parts(
