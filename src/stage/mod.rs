@@ -115,7 +115,7 @@ impl StagedFile {
         let bytes = self.bytes(span);
         debug_assert!(std::str::from_utf8(bytes).is_ok(), "a span is not UTF-8");
         // SAFETY: every span is UTF-8. A span of the file's text is a sub-slice of a
-        // line that passed `str::from_utf8` in `parse_line`, cut at a JSON token's
+        // line that passed the UTF-8 check in `parse_line`, cut at a JSON token's
         // first and last byte (ASCII structural characters, quotes or a scalar's ends),
         // which are character boundaries; a span of the side buffer was composed of such
         // sub-slices, ASCII separators (`{`, `,`, `:`, `}`, 0x01) and ids decoded into
@@ -362,7 +362,9 @@ fn parse_line(
     // only the top level materialised) gives the members' exact spans; nested values
     // stay unparsed text (BENCHMARKS.md, session 9: 35 % less CPU than a simd-json tape
     // followed by a structural scan).
-    let text = std::str::from_utf8(line.text).map_err(|_| "invalid UTF-8".to_string())?;
+    // SIMD validation: std's scalar check was 4-5 % of a dense load's CPU (non-ASCII
+    // text; BENCHMARKS.md).
+    let text = simdutf8::basic::from_utf8(line.text).map_err(|_| "invalid UTF-8".to_string())?;
     let doc = match Doc::parse_reusing(text, 1, std::mem::take(&mut scratch.nodes)) {
         Ok(doc) => doc,
         Err((e, nodes)) => {
