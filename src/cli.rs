@@ -377,7 +377,7 @@ pub struct IngestArgs {
     /// memory, so a crashed run can resume from it. Dropped when the batch ends.
     #[arg(long)]
     pub persist_staging: bool,
-    /// Memory staging may use (e.g. 512MB, 2GiB); a batch needing more (about 4x its
+    /// Memory staging may use (e.g. 512MB, 2GiB); a batch needing more (about 3x its
     /// landing size) is staged in chunks that spill to the staging table. Default: a
     /// quarter of the machine's memory.
     #[arg(long, value_parser = parse_budget)]

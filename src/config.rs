@@ -204,7 +204,7 @@ pub struct IngestConfig {
     /// memory (so a crashed run can resume from it). Default `false`.
     pub persist_staging: bool,
     /// Memory a run may use beyond the process's own (code, runtime, pools). A batch that
-    /// would need more in memory (about four times its landing size) is staged in chunks
+    /// would need more in memory (about three times its landing size) is staged in chunks
     /// of an eighth of the budget that spill to the staging table, and its topics are
     /// read back as streams and committed in slices that fit the budget. Default:
     /// a quarter of the machine's memory (2 GiB when it cannot be read).

@@ -85,8 +85,8 @@ pub use report::{
     BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
 };
 pub use run::{
-    BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, EntityStatus, Failure, INVARIANT_ROW,
-    InProgress, Ingest, IngestBuilder, MemoryRelease, MemoryReleaseFn, PendingBatch,
-    PendingOptions, Progress, ProgressFn, RUN_CONTROL_TABLE,
+    BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, EntityStatus, Failure,
+    IN_MEMORY_PER_LANDING_BYTE, INVARIANT_ROW, InProgress, Ingest, IngestBuilder, MemoryRelease,
+    MemoryReleaseFn, PendingBatch, PendingOptions, Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
 pub use source::discover::expand_folders;

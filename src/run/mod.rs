@@ -66,8 +66,15 @@ fn default_max_parallel(config: &IngestConfig, threads: usize) -> usize {
     }
 }
 
-/// Memory a batch staged in memory takes per byte of landing data, for the budget check.
+/// Memory a topic in flight over the memory budget takes per byte of its landing data
+/// (staged slice, flattened rows, writer buffers), for sizing waves and slices.
 pub const MEMORY_PER_LANDING_BYTE: u64 = 4;
+
+/// Memory a batch staged in memory takes per byte of landing data at its peak, for the
+/// budget check: landing text, Arrow staging, flattened rows waiting for their commit
+/// and the tables being written. Measured 2.0-2.5x on dense and padded batches of 80 MB
+/// to 805 MB plus the process's ~60 MB (BENCHMARKS.md); 3 leaves the margin.
+pub const IN_MEMORY_PER_LANDING_BYTE: u64 = 3;
 
 pub use crate::schema::RUN_CONTROL_TABLE;
 

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::RecordBatch;
 
-use super::{Ingest, MEMORY_PER_LANDING_BYTE, MemoryRelease, Progress};
+use super::{IN_MEMORY_PER_LANDING_BYTE, Ingest, MemoryRelease, Progress};
 use crate::error::Result;
 use crate::flatten::Lineage;
 use crate::report::StagingMode;
@@ -285,11 +285,10 @@ impl Ingest {
     /// Whether staging `files` in memory would pass the memory budget (then they are
     /// staged chunk by chunk into a staging table).
     pub(super) fn over_budget(&self, files: &[discover::SourceFile]) -> bool {
-        // Staged in memory, a batch takes about four times its landing size (raw bytes,
-        // parsed messages, Arrow staging, flattened tables): measured 566 MB of RSS for
-        // a 79 MB batch (BENCHMARKS.md).
+        // Staged in memory, a batch peaks at two to three times its landing size
+        // ([`IN_MEMORY_PER_LANDING_BYTE`]).
         let landing_bytes: u64 = files.iter().map(landing_size).sum();
-        landing_bytes.saturating_mul(MEMORY_PER_LANDING_BYTE) > self.config.memory_budget
+        landing_bytes.saturating_mul(IN_MEMORY_PER_LANDING_BYTE) > self.config.memory_budget
     }
 
     /// Whether each topic re-reads the landing files (the benches' baseline).

@@ -171,3 +171,24 @@ fn two_batches_at_once_use_their_own_staging_tables() {
     assert_both_fixture_batches_landed(&lake);
     assert!(staging_dirs(&lake).is_empty());
 }
+
+#[test]
+fn a_batch_is_staged_in_memory_when_three_times_its_landing_size_fits_the_budget() {
+    let run = |budget: u64| {
+        let lake = TempLake::new();
+        let r = lake
+            .ingest()
+            .with_memory_budget(budget)
+            .build()
+            .unwrap()
+            .run(batch_dir(BATCH1))
+            .unwrap();
+        assert_accounted(&lake, &r);
+        (r.staging, r.bytes_read)
+    };
+    // The fixture's files are not compressed: the bytes read are their landing size.
+    let (_, landing) = run(u64::MAX);
+    let fits = landing * bronze::IN_MEMORY_PER_LANDING_BYTE;
+    assert_eq!(run(fits).0, bronze::StagingMode::Memory);
+    assert_eq!(run(fits - 1).0, bronze::StagingMode::Persisted);
+}
