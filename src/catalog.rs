@@ -297,6 +297,7 @@ impl Catalog {
             auto_compact_at: self.auto_compact_at,
             unloaded_appends: true,
             preopened: Default::default(),
+            warm: Default::default(),
             clock: Default::default(),
         })
     }

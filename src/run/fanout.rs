@@ -349,7 +349,7 @@ impl Ingest {
                         batches,
                     })
                     .collect();
-                let result = self.write_parts(storage, &table, parts, lineage, true);
+                let result = self.write_parts(storage, &table, parts, lineage, (true, false));
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {
                     table: table.to_string(),

@@ -159,7 +159,15 @@ impl<'t> TopicWrites<'t> {
         };
         let started_micros = now_micros();
         let meta = vec![(self.topic.to_string(), self.rows_in, rows_of(&batches))];
-        let result = run.write_topic(fan.storage, &table, self.topic, batches, fan.lineage, first);
+        // One commit per (topic, table): the other topics write the shared tables again.
+        let again = fan.gather.is_none();
+        let result = run.write_topic(
+            fan.storage,
+            &table,
+            (self.topic, batches),
+            fan.lineage,
+            (first, again),
+        );
         for w in part_writes(&table, meta, result, started_micros, now_micros()) {
             self.add(w);
         }
@@ -242,21 +250,22 @@ impl Ingest {
     /// Commits one topic's rows for `table` under the table's lock (replacing the
     /// batch's rows of the topic, or appending a later slice), then runs
     /// [`Self::after_write`].
+    /// `again`: other topics write the table later in the run (its state is kept for
+    /// them, [`Storage::keep_warm`]).
     pub(super) fn write_topic(
         &self,
         storage: &Storage,
         table: &TableName,
-        topic: &str,
-        batches: Vec<RecordBatch>,
+        (topic, batches): (&str, Vec<RecordBatch>),
         lineage: &Lineage,
-        replace: bool,
+        (replace, again): (bool, bool),
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         let parts = vec![table::Part {
             topic: topic.to_string(),
             batches,
             evolution: self.config.flatten.evolution_for(topic),
         }];
-        self.write_parts(storage, table, parts, lineage, replace)
+        self.write_parts(storage, table, parts, lineage, (replace, again))
     }
 
     /// Commits `parts` to `table` in one commit under the table's lock (replacing the
@@ -269,7 +278,7 @@ impl Ingest {
         table: &TableName,
         parts: Vec<table::Part>,
         lineage: &Lineage,
-        replace: bool,
+        (replace, again): (bool, bool),
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         // The table's string columns, from the flattened rows' dictionaries: one table's
         // rows at a time, before its lock is taken.
@@ -292,7 +301,12 @@ impl Ingest {
                 replace,
             ))
         });
-        written.map(|((c, outcomes), t)| (self.after_write(storage, table, c, t), outcomes))
+        written.map(|((c, outcomes), t)| {
+            if let Some(t) = t.as_ref().filter(|_| again) {
+                storage.keep_warm(table, &t.table);
+            }
+            (self.after_write(storage, table, c, t), outcomes)
+        })
     }
 
     /// Runs `write` (one commit to `table`, planned on the table as it is) until it does

@@ -68,6 +68,9 @@ pub(crate) struct Storage {
     pub(crate) preopened: preopen::Preopened,
     /// Time the run's table tasks spent in each kind of work ([`TaskClock`]).
     pub(crate) clock: Arc<TaskClock>,
+    /// Tables this run will write again, as loaded at their last commit
+    /// ([`Storage::keep_warm`]).
+    pub(crate) warm: Arc<parking_lot::Mutex<std::collections::HashMap<TableName, DeltaTable>>>,
 }
 
 /// Time a run's table tasks spent in each kind of work, summed over the tasks (they run
@@ -294,7 +297,44 @@ impl Storage {
         if let Some(preopen::Ahead::Loaded(opened)) = self.preopened.take(table, true).await {
             return opened;
         }
+        if let Some(opened) = self.open_warm(table).await {
+            return Ok(opened);
+        }
         self.open_or_new_now(table).await
+    }
+
+    /// Keeps `t`, as loaded for or after a commit of this run, for the run's next write
+    /// to the table: that write reads only the log entries added since
+    /// ([`Storage::open_or_new`]) rather than the whole log again. Over the memory budget
+    /// every topic commits to the child tables it shares with the others, and each
+    /// commit read the whole log of a table whose versions grew with the topics.
+    pub(crate) fn keep_warm(&self, table: &TableName, t: &DeltaTable) {
+        if t.version().is_some() {
+            self.warm.lock().insert(table.clone(), t.clone());
+        }
+    }
+
+    /// Whether [`Storage::keep_warm`] holds `table`.
+    pub(super) fn is_warm(&self, table: &TableName) -> bool {
+        self.warm.lock().contains_key(table)
+    }
+
+    /// The table [`Storage::keep_warm`] holds, brought up to date with the commits made
+    /// since (by this run or any other writer); `None` when there is none or it cannot
+    /// be brought up to date (then the log is read again).
+    async fn open_warm(&self, table: &TableName) -> Option<(DeltaTable, Option<DeltaTable>)> {
+        let mut t = self.warm.lock().remove(table)?;
+        match self
+            .clock
+            .time(Work::Open, t.update_incremental(None))
+            .await
+        {
+            Ok(()) => Some((t.clone(), Some(t))),
+            Err(e) => {
+                tracing::debug!(table = %table, error = %e, "kept table not brought up to date; reading its log again");
+                None
+            }
+        }
     }
 
     /// [`Storage::open_or_new`], reading the log now.
@@ -454,6 +494,7 @@ mod tests {
             options: Default::default(),
             preopened: Default::default(),
             clock: Default::default(),
+            warm: Default::default(),
         }
     }
 
@@ -489,6 +530,35 @@ mod tests {
             batches: vec![batch],
             evolution: crate::config::Evolution::Add,
         }
+    }
+
+    /// A table kept from a run's commit ([`Storage::keep_warm`]) is brought up to date
+    /// with what any writer committed since before the run's next write plans on it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_kept_table_sees_other_writers_commits_before_the_next_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let write = |s: &Storage, topic: &str, rows: i64, batch: &str| {
+            let s = s.clone();
+            let (name, key, p) = (name.clone(), k(batch), part_of(topic, rows, batch));
+            async move { s.replace_parts(&name, vec![p], &key, true).await.unwrap() }
+        };
+        write(&s, "quote", 5, "b1").await;
+        let (_, written) = write(&s, "trade", 3, "b1").await;
+        s.keep_warm(&name, &written.expect("a loaded write").table);
+        assert!(s.is_warm(&name));
+        // Another process (its own storage) replaces batch b1's quote rows and adds b2.
+        let other = storage(dir.path());
+        write(&other, "quote", 2, "b1").await;
+        write(&other, "quote", 4, "b2").await;
+        // This run's next write: the kept table at the latest version, and its replace
+        // of b1's trade rows keeps the other writer's rows.
+        let ((c, _), _) = write(&s, "trade", 1, "b1").await;
+        assert!(!s.is_warm(&name), "taken by the write");
+        assert_eq!(c.version, 4);
+        let t = s.open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(4), 2 + 4 + 1));
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
