@@ -901,20 +901,14 @@ impl LineageStrings<'_, '_> {
             return (DataType::Utf8, Arc::new(StringArray::from_iter_values(values)));
         }
         let mut keys = Vec::with_capacity(values.len());
-        let mut distinct = StringBuilder::new();
-        let mut last: Option<&str> = None;
-        let mut key = -1i32;
+        let mut distinct: Vec<Option<&str>> = Vec::new();
         for v in values {
-            if last != Some(v) {
-                distinct.append_value(v);
-                last = Some(v);
-                key += 1;
+            if distinct.last() != Some(&Some(v)) {
+                distinct.push(Some(v));
             }
-            keys.push(key);
+            keys.push(distinct.len() as i32 - 1);
         }
-        let array =
-            DictionaryArray::<Int32Type>::new(Int32Array::from(keys), Arc::new(distinct.finish()));
-        (array.data_type().clone(), Arc::new(array))
+        dictionary(Int32Array::from(keys), distinct)
     }
 
     /// A column of `n` rows of `value`.

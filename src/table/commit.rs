@@ -107,18 +107,12 @@ impl Storage {
         replace: bool,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
-        let unopened = if self.is_warm(table) {
-            // Loaded at this run's last commit to it: its new log entries are read, not
-            // the whole log the unloaded way reads.
-            Unopened::Other
-        } else {
-            match self
-                .replace_parts_unloaded(table, &parts, key, replace)
-                .await?
-            {
-                Ok(written) => return Ok((written, None)),
-                Err(why) => why,
-            }
+        let unopened = match self
+            .replace_parts_unloaded(table, &parts, key, replace)
+            .await?
+        {
+            Ok(written) => return Ok((written, None)),
+            Err(why) => why,
         };
         let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
         let Fitted {

@@ -89,6 +89,11 @@ impl Storage {
         if replace && !self.unloaded_appends {
             return Err(Unopened::Other);
         }
+        // Kept loaded from this run's last commit to it: reading its new log entries
+        // costs less than the whole log this way reads.
+        if self.is_warm(table) {
+            return Err(Unopened::Other);
+        }
         if let Some(Ahead::Unloaded(opened)) = self.preopened.take(table, false).await {
             return opened;
         }
