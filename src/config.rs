@@ -206,8 +206,11 @@ pub struct IngestConfig {
     /// Memory a run may use beyond the process's own (code, runtime, pools). A batch that
     /// would need more in memory (about three times its landing size) is staged in chunks
     /// of an eighth of the budget that spill to the staging table, and its topics are
-    /// read back as streams and committed in slices that fit the budget. Default:
-    /// a quarter of the machine's memory (2 GiB when it cannot be read).
+    /// read back as streams and committed in slices that fit the budget. The message ids
+    /// kept to drop duplicates (~40-55 bytes per message) shrink the chunks, down to a
+    /// sixteenth of the budget; a batch whose ids take more than half the budget runs
+    /// over it, with a warning naming the budget it needs. Default: a quarter of the
+    /// machine's memory (2 GiB when it cannot be read).
     pub memory_budget: u64,
     /// Resume from a complete staging table left by an earlier run of the same batch
     /// instead of re-reading the landing files. Default `true`.

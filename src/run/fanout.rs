@@ -9,7 +9,7 @@ use rayon::prelude::*;
 
 use super::staging::StagedBatch;
 use super::topic::{Fanout, SlicedPlan, TopicRows, part_writes, rows_of};
-use super::{Ingest, MEMORY_PER_LANDING_BYTE, MemoryRelease, Progress, pool};
+use super::{Ingest, MEMORY_PER_LANDING_BYTE, Progress, pool};
 use crate::clock::now_micros;
 use crate::config::CommitPer;
 use crate::error::{Error, Result};
@@ -234,7 +234,7 @@ impl Ingest {
                 TopicRows::Whole(&topic_input)
             }
         };
-        let fan_out = || self.fan_out(&fan, topics, (wave, wave_pool.as_ref(), bounded), &rows);
+        let fan_out = || self.fan_out(&fan, topics, (wave, wave_pool.as_ref()), &rows);
         // Staged in memory, `_corrupt_records` is written while the topics fan out (one
         // more table, not a step before them); persisted staging wrote it already.
         let (corrupt_write, results) = std::thread::scope(|s| {
@@ -261,14 +261,14 @@ impl Ingest {
     }
 
     /// Runs every topic's task, `wave` topics at a time on `pool` (the fan-out pool when
-    /// `None`), the allocator's memory released between waves when `bounded`. Per topic
-    /// in topic order: its own writes, and, from the task of the topic flattened last,
+    /// `None`; waves of alike topics reuse each other's freed memory, none is handed
+    /// back in between). Per topic in topic order: its own writes, and, from the task of the topic flattened last,
     /// the gathered tables' writes.
     fn fan_out<'a>(
         &self,
         fan: &Fanout<'_>,
         topics: &[(String, u64)],
-        (wave, pool, bounded): (usize, Option<&rayon::ThreadPool>, bool),
+        (wave, pool): (usize, Option<&rayon::ThreadPool>),
         rows: &(dyn Fn() -> TopicRows<'a> + Sync),
     ) -> Vec<(Vec<TableWrite>, Vec<Vec<TableWrite>>)> {
         let pool = pool.unwrap_or(&self.fanout_pool);
@@ -284,9 +284,6 @@ impl Ingest {
                     })
                     .collect::<Vec<_>>()
             }));
-            if bounded {
-                self.release_memory(MemoryRelease::BetweenPhases);
-            }
         }
         results
     }

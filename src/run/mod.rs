@@ -136,8 +136,10 @@ pub enum MemoryRelease {
     /// A batch was staged in memory: the files' text is freed, and flattening will soon
     /// need as much again.
     AfterStaging,
-    /// A staging chunk spilled, or a wave of over-budget topics committed: that memory
-    /// is not needed again soon.
+    /// An over-budget batch is staged (its chunks and ids freed, its topics' slices
+    /// next), or its staging chunks shrank (its ids take more of the budget): the
+    /// pages freed are not needed again soon. Never between alike chunks, waves or
+    /// slices, which reuse each other's freed memory.
     BetweenPhases,
 }
 
@@ -389,6 +391,7 @@ impl Ingest {
             early_fetch,
         )?;
         self.failpoint("after_staging")?;
+        warnings.append(&mut staged.warnings);
         counters.mark("stage", &self.catalog);
         tracing::info!(
             mode = staged.mode.as_str(),

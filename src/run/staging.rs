@@ -14,7 +14,7 @@ use crate::report::StagingMode;
 use crate::source::discover;
 use crate::source::prefetch::{EarlyFetch, Prefetched, fetch_all};
 use crate::stage::spill::{StagingSummary, StagingTable};
-use crate::stage::{self, CorruptLine};
+use crate::stage::{self, CorruptLine, IdSet};
 use crate::table::Storage;
 use crate::validate::TableWrite;
 
@@ -26,6 +26,8 @@ pub(super) struct StagedBatch {
     pub(super) memory: Option<BTreeMap<String, Vec<RecordBatch>>>,
     pub(super) files: Vec<crate::stage::FileStats>,
     pub(super) corrupt: Vec<CorruptLine>,
+    /// What the report should say about staging (a budget the batch's ids exceed).
+    pub(super) warnings: Vec<String>,
 }
 
 /// Bytes a landing file takes once read: gzip counts four times its size (JSON
@@ -37,28 +39,97 @@ pub(super) fn landing_size(f: &discover::SourceFile) -> u64 {
     }
 }
 
-/// Splits files into chunks of at most `budget` bytes of landing data (at least one
-/// file each). Gzip files count four times their size: JSON compresses about that much.
-pub(super) fn chunk_files(
-    files: &[discover::SourceFile],
-    budget: u64,
-) -> Vec<&[discover::SourceFile]> {
-    let mut chunks = Vec::new();
-    let mut start = 0;
+/// How many of `files` (at least one) make the next chunk of at most `budget` bytes of
+/// landing data. Gzip files count four times their size: JSON compresses about that much.
+pub(super) fn next_chunk_len(files: &[discover::SourceFile], budget: u64) -> usize {
     let mut bytes = 0u64;
     for (i, f) in files.iter().enumerate() {
-        let size = landing_size(f);
-        if i > start && bytes + size > budget {
-            chunks.push(&files[start..i]);
-            start = i;
-            bytes = 0;
+        bytes += landing_size(f);
+        if i > 0 && bytes > budget {
+            return i;
         }
-        bytes += size;
     }
-    if start < files.len() {
-        chunks.push(&files[start..]);
+    files.len()
+}
+
+/// Landing bytes of the next staging chunk of a batch over `budget`, when the message ids
+/// kept to drop duplicates take `ids` bytes: an eighth of what the ids leave of the
+/// budget (a chunk in flight holds its raw bytes, the parsed messages, their Arrow
+/// staging and the staging write's buffers: four to five times its size, plus
+/// allocator slack), and never less than a sixteenth of the budget. Ids of millions of
+/// short messages take a real part of a small budget (~100 MB for 2.3 M messages).
+pub(super) fn chunk_budget(budget: u64, ids: u64) -> u64 {
+    (budget.saturating_sub(ids).max(budget / 2) / 8).max(1)
+}
+
+/// How an over-budget batch is cut into staging chunks as its ids grow, and when the
+/// allocator's free pages go back: chunks of one size reuse each other's pages (handing
+/// them back between alike chunks made each fault its memory in again, ~1 s of the
+/// historical batch at 256 MiB); once the ids shrink the chunks by an eighth, the pages
+/// of the larger ones go back.
+struct Chunks {
+    /// The memory budget, when the batch is over it (else one chunk).
+    budget: Option<u64>,
+    /// The chunk budget the pages were last handed back for.
+    released_for: Option<u64>,
+}
+
+impl Chunks {
+    fn new(budget: Option<u64>) -> Self {
+        Chunks {
+            budget,
+            released_for: None,
+        }
     }
-    chunks
+
+    /// How many of `rest` make the next chunk, `seen` holding the ids so far; calls
+    /// `release` when the chunks shrank by an eighth since the last call.
+    fn next_len(
+        &mut self,
+        rest: &[discover::SourceFile],
+        seen: &IdSet,
+        release: impl Fn(),
+    ) -> usize {
+        let Some(budget) = self.budget else {
+            return rest.len();
+        };
+        let chunk = chunk_budget(budget, seen.heap_bytes());
+        match self.released_for {
+            None => self.released_for = Some(chunk),
+            Some(last) if chunk < last / 8 * 7 => {
+                release();
+                self.released_for = Some(chunk);
+            }
+            Some(_) => {}
+        }
+        next_chunk_len(rest, chunk)
+    }
+
+    /// The warning of a batch whose message ids alone take more than half the memory
+    /// budget: the run goes on, over its budget, rather than fail a batch it can load.
+    fn ids_warning(&self, seen: &IdSet, summary: &StagingSummary) -> Option<String> {
+        let budget = self.budget?;
+        let ids = seen.heap_bytes();
+        if ids <= budget / 2 {
+            return None;
+        }
+        let messages = (summary.lines).saturating_sub(summary.corrupt_lines + summary.duplicates);
+        Some(format!(
+            "the ids of this batch's {messages} messages, kept to drop duplicates, take {} of the {} memory budget: the run's peak exceeds the budget; give it --memory-budget {} or more",
+            human_bytes(ids),
+            human_bytes(budget),
+            human_bytes(ids.saturating_mul(2)),
+        ))
+    }
+}
+
+/// `n` bytes in MiB (or KiB below one MiB), as `--memory-budget` takes them.
+fn human_bytes(n: u64) -> String {
+    if n >= 1 << 20 {
+        format!("{}MiB", n.div_ceil(1 << 20))
+    } else {
+        format!("{}KiB", n.div_ceil(1 << 10))
+    }
 }
 
 impl Ingest {
@@ -114,23 +185,22 @@ impl Ingest {
                 total: total_files,
             });
         };
-        // A chunk in flight holds its raw bytes, the parsed messages, their Arrow staging
-        // and the staging write's buffers (four to five times its size, plus allocator
-        // slack): an eighth of the budget per chunk.
         let over_budget = self.over_budget(files);
-        let chunks = if over_budget {
-            chunk_files(files, self.config.memory_budget / 8)
-        } else {
-            vec![files]
-        };
         let persist = self.config.persist_staging || over_budget;
-        let mut seen = crate::stage::IdSet::default();
+        let mut seen = IdSet::default();
         let mut summary = StagingSummary::default();
         let mut counts: BTreeMap<String, u64> = BTreeMap::new();
         let mut corrupt = Vec::new();
         let mut file_stats = Vec::new();
         let mut memory = None;
-        for chunk in chunks {
+        let mut rest = files;
+        let mut chunks = Chunks::new(over_budget.then_some(self.config.memory_budget));
+        while !rest.is_empty() {
+            let len = chunks.next_len(rest, &seen, || {
+                self.release_memory(MemoryRelease::BetweenPhases)
+            });
+            let (chunk, tail) = rest.split_at(len);
+            rest = tail;
             let staging = self.stage_chunk(chunk, early.take(), &on_file, &mut seen)?;
             summary.files_read += chunk.len();
             summary.bytes_read += staging.files.iter().map(|f| f.bytes).sum::<u64>();
@@ -152,7 +222,6 @@ impl Ingest {
                     ),
                 )?;
                 drop(staging.topics);
-                self.release_memory(MemoryRelease::BetweenPhases);
                 self.failpoint("after_staging_chunk")?;
             } else {
                 memory = Some(staging.topics);
@@ -164,6 +233,12 @@ impl Ingest {
             }
         }
         summary.corrupt_lines = corrupt.len() as u64;
+        let warnings = chunks.ids_warning(&seen, &summary).into_iter().collect();
+        drop(seen);
+        if persist {
+            // Staging's chunks and ids are freed; the topics' slices come next.
+            self.release_memory(MemoryRelease::BetweenPhases);
+        }
         summary.topics = counts.into_iter().collect();
         if persist {
             writes.extend(self.write_corrupt(storage, &corrupt, lineage));
@@ -179,6 +254,7 @@ impl Ingest {
             summary,
             memory,
             files: file_stats,
+            warnings,
             corrupt,
         })
     }
@@ -199,6 +275,7 @@ impl Ingest {
             memory: None,
             files: Vec::new(),
             corrupt: Vec::new(),
+            warnings: Vec::new(),
         }))
     }
 
@@ -327,5 +404,97 @@ impl Ingest {
             .ok_or_else(|| crate::Error::Internal {
                 what: format!("topic {topic:?} missing on re-read"),
             })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(name: &str, bytes: u64, compression: discover::Compression) -> discover::SourceFile {
+        discover::SourceFile {
+            path: name.into(),
+            name: name.to_string(),
+            bytes,
+            compression,
+            folder: 0,
+        }
+    }
+
+    #[test]
+    fn a_chunk_takes_files_up_to_its_budget_and_at_least_one() {
+        use discover::Compression::{Gzip, None as Plain};
+        let files = [
+            file("a.jsonl", 40, Plain),
+            file("b.jsonl", 50, Plain),
+            file("c.jsonl.gz", 5, Gzip),
+            file("d.jsonl", 500, Plain),
+        ];
+        assert_eq!(next_chunk_len(&files, 100), 2, "40 + 50 fit, + 20 do not");
+        assert_eq!(next_chunk_len(&files, 110), 3, "a gzip file counts 4x");
+        assert_eq!(
+            next_chunk_len(&files[3..], 100),
+            1,
+            "a larger file is its own chunk"
+        );
+        assert_eq!(next_chunk_len(&files, u64::MAX), 4);
+    }
+
+    #[test]
+    fn free_pages_go_back_when_the_ids_shrink_the_chunks_not_between_alike_chunks() {
+        use std::cell::Cell;
+        let files: Vec<_> = (0..100_000)
+            .map(|i| file(&format!("{i}.jsonl"), 100, discover::Compression::None))
+            .collect();
+        let released = Cell::new(0);
+        let release = || released.set(released.get() + 1);
+        let budget = 8 << 20;
+        let mut chunks = Chunks::new(Some(budget));
+        let mut seen = IdSet::default();
+        // An eighth of the budget: 1 MiB of 100-byte files.
+        assert_eq!(chunks.next_len(&files, &seen, release), (1 << 20) / 100);
+        assert_eq!(chunks.next_len(&files, &seen, release), (1 << 20) / 100);
+        assert_eq!(released.get(), 0, "alike chunks reuse each other's pages");
+        // Ids taking a quarter of the budget: chunks of 3/4 of the size.
+        let mut n = 0u64;
+        while seen.heap_bytes() < budget / 4 {
+            seen.insert(&format!("message-{n}"));
+            n += 1;
+        }
+        let len = chunks.next_len(&files, &seen, release);
+        assert_eq!(
+            released.get(),
+            1,
+            "smaller chunks: the larger ones' pages go back"
+        );
+        assert_eq!(len as u64, (budget - seen.heap_bytes()) / 8 / 100);
+        chunks.next_len(&files, &seen, release);
+        assert_eq!(released.get(), 1);
+        assert_eq!(chunks.ids_warning(&seen, &StagingSummary::default()), None);
+        while seen.heap_bytes() <= budget / 2 {
+            seen.insert(&format!("message-{n}"));
+            n += 1;
+        }
+        let warning = chunks
+            .ids_warning(&seen, &StagingSummary::default())
+            .unwrap();
+        assert!(warning.contains("of the 8MiB memory budget"), "{warning}");
+        assert_eq!(
+            Chunks::new(None).next_len(&files, &seen, release),
+            files.len()
+        );
+        assert_eq!(
+            Chunks::new(None).ids_warning(&seen, &StagingSummary::default()),
+            None
+        );
+    }
+
+    #[test]
+    fn the_ids_shrink_the_chunks_down_to_a_sixteenth_of_the_budget() {
+        assert_eq!(chunk_budget(800, 0), 100);
+        assert_eq!(chunk_budget(800, 300), 62);
+        assert_eq!(chunk_budget(800, 400), 50);
+        assert_eq!(chunk_budget(800, 10_000), 50);
+        assert_eq!(chunk_budget(4, 0), 1, "never an empty chunk");
     }
 }

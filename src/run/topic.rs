@@ -9,7 +9,7 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 
 use super::fanout::Gather;
-use super::{Ingest, MemoryRelease, Progress};
+use super::{Ingest, Progress};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
@@ -410,7 +410,6 @@ impl Ingest {
         (topic, rows_in): (&str, u64),
         rows: TopicRows<'_>,
     ) -> (Vec<TableWrite>, Vec<Vec<TableWrite>>) {
-        let streamed = matches!(rows, TopicRows::Streamed { .. });
         let mut next_slice = self.slices(topic, rows);
         let mut own = TopicWrites::new(topic, rows_in);
         // With a gatherer: the tables this task commits itself, once the gatherer has
@@ -445,9 +444,6 @@ impl Ingest {
                     Some(_) => deferred.entry(table).or_default().extend(batches),
                     None => own.commit(self, fan, table, batches),
                 }
-            }
-            if streamed {
-                self.release_memory(MemoryRelease::BetweenPhases);
             }
         }
         let Some(gather) = &fan.gather else {

@@ -38,6 +38,16 @@ fn persisted_and_chunked_staging_give_the_same_tables_as_memory() {
         .unwrap();
     assert_eq!(r.staging, bronze::StagingMode::Persisted);
     assert_accounted(&chunked, &r);
+    // The batch's message ids alone take more than half of 4 KiB: the run says so, and
+    // names a budget they fit.
+    let ids = r
+        .warnings
+        .iter()
+        .find(|w| w.contains("kept to drop duplicates"))
+        .unwrap_or_else(|| panic!("no warning on the ids: {:?}", r.warnings));
+    assert!(ids.contains("of the 4KiB memory budget"), "{ids}");
+    assert!(ids.contains(&format!("{} messages", r.messages)), "{ids}");
+    assert!(ids.contains("give it --memory-budget "), "{ids}");
     assert!(
         r.tables["quote"].version > Some(0),
         "a 4 KiB budget commits a topic in several slices: {:?}",
