@@ -47,6 +47,9 @@ pub(crate) struct StagingSummary {
 pub(crate) struct StagingTable<'a> {
     storage: &'a Storage,
     table: TableName,
+    /// The complete table as the topics' reads open it: loaded once, not once per topic
+    /// (nothing writes it once complete).
+    loaded: parking_lot::Mutex<Option<deltalake::DeltaTable>>,
 }
 
 /// The short partition value of a topic: hostile or very long topic names never reach a
@@ -70,6 +73,7 @@ impl<'a> StagingTable<'a> {
         StagingTable {
             storage,
             table: TableName::staging(&key.slug()),
+            loaded: parking_lot::Mutex::new(None),
         }
     }
 
@@ -99,6 +103,7 @@ impl<'a> StagingTable<'a> {
         &self,
         topics: impl IntoIterator<Item = (&String, &RecordBatch)>,
     ) -> Result<()> {
+        self.loaded.lock().take();
         let schema = persisted_schema();
         let mut batches = Vec::new();
         for (topic, batch) in topics {
@@ -137,6 +142,7 @@ impl<'a> StagingTable<'a> {
 
     /// Marks the table complete, recording the batch's counts.
     pub(crate) async fn mark_complete(&self, summary: &StagingSummary) -> Result<()> {
+        self.loaded.lock().take();
         let t = self.storage.open(&self.table).await?.ok_or_else(|| {
             Error::delta(
                 self.table.as_str(),
@@ -157,6 +163,22 @@ impl<'a> StagingTable<'a> {
         Ok(())
     }
 
+    /// The table as complete, loaded on the first call.
+    async fn loaded(&self) -> Result<deltalake::DeltaTable> {
+        if let Some(t) = self.loaded.lock().as_ref() {
+            return Ok(t.clone());
+        }
+        let t = self.storage.open(&self.table).await?.ok_or_else(|| {
+            Error::delta(
+                self.table.as_str(),
+                "read",
+                deltalake::DeltaTableError::NotInitialized,
+            )
+        })?;
+        *self.loaded.lock() = Some(t.clone());
+        Ok(t)
+    }
+
     /// The staged rows of one topic, with the in-memory staging schema, as a stream of
     /// batches of a few thousand rows read one after the other (so an over-budget topic
     /// never has to be in memory at once). Deterministic order: files in the log's order,
@@ -172,13 +194,7 @@ impl<'a> StagingTable<'a> {
                 deltalake::DeltaTableError::from(e),
             )
         };
-        let t = self.storage.open(&self.table).await?.ok_or_else(|| {
-            Error::delta(
-                self.table.as_str(),
-                "read",
-                deltalake::DeltaTableError::NotInitialized,
-            )
-        })?;
+        let t = self.loaded().await?;
         // One partition: files are read one after the other in the log's order and rows
         // keep their order within a file, so the read is deterministic without a sort
         // (a sort would hold the whole topic twice). Plain strings, not views: flatten
@@ -229,6 +245,7 @@ impl<'a> StagingTable<'a> {
 
     /// Deletes every object of the staging table.
     pub(crate) async fn drop_table(&self) -> Result<()> {
+        self.loaded.lock().take();
         // A store rooted at the table's folder: list everything under it, delete it all.
         let store = self.storage.table_store(&self.table)?;
         let locations = store.list(None).map_ok(|m| m.location).boxed();
