@@ -379,8 +379,8 @@ pub struct IngestArgs {
     pub persist_staging: bool,
     /// Memory staging may use (e.g. 512MB, 2GiB); a batch needing more (about 3x its
     /// landing size) is staged in chunks that spill to the staging table. Its message
-    /// ids (~50 bytes each, kept to drop duplicates) count against it: a batch of millions
-    /// of short messages needs ~100 MB for them. Default: a quarter of the machine's
+    /// ids (~40 bytes each, kept to drop duplicates) count against it: a batch of millions
+    /// of short messages needs ~90 MB for them. Default: a quarter of the machine's
     /// memory.
     #[arg(long, value_parser = parse_budget)]
     pub memory_budget: Option<u64>,

@@ -207,7 +207,7 @@ pub struct IngestConfig {
     /// would need more in memory (about three times its landing size) is staged in chunks
     /// of an eighth of the budget that spill to the staging table, and its topics are
     /// read back as streams and committed in slices that fit the budget. The message ids
-    /// kept to drop duplicates (~40-55 bytes per message) shrink the chunks, down to a
+    /// kept to drop duplicates (~35-45 bytes per message) shrink the chunks, down to a
     /// sixteenth of the budget; a batch whose ids take more than half the budget runs
     /// over it, with a warning naming the budget it needs. Default: a quarter of the
     /// machine's memory (2 GiB when it cannot be read).

@@ -262,8 +262,8 @@ impl Ingest {
 
     /// Runs every topic's task, `wave` topics at a time on `pool` (the fan-out pool when
     /// `None`; waves of alike topics reuse each other's freed memory, none is handed
-    /// back in between). Per topic in topic order: its own writes, and, from the task of the topic flattened last,
-    /// the gathered tables' writes.
+    /// back in between). Per topic in topic order: its own writes, and, from the task of
+    /// the topic flattened last, the gathered tables' writes.
     fn fan_out<'a>(
         &self,
         fan: &Fanout<'_>,

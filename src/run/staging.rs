@@ -57,7 +57,7 @@ pub(super) fn next_chunk_len(files: &[discover::SourceFile], budget: u64) -> usi
 /// budget (a chunk in flight holds its raw bytes, the parsed messages, their Arrow
 /// staging and the staging write's buffers: four to five times its size, plus
 /// allocator slack), and never less than a sixteenth of the budget. Ids of millions of
-/// short messages take a real part of a small budget (~100 MB for 2.3 M messages).
+/// short messages take a real part of a small budget (~94 MiB for 2.3 M messages).
 pub(super) fn chunk_budget(budget: u64, ids: u64) -> u64 {
     (budget.saturating_sub(ids).max(budget / 2) / 8).max(1)
 }
