@@ -41,7 +41,7 @@ pub(super) fn landing_size(f: &discover::SourceFile) -> u64 {
 
 /// How many of `files` (at least one) make the next chunk of at most `budget` bytes of
 /// landing data. Gzip files count four times their size: JSON compresses about that much.
-pub(super) fn next_chunk_len(files: &[discover::SourceFile], budget: u64) -> usize {
+fn next_chunk_len(files: &[discover::SourceFile], budget: u64) -> usize {
     let mut bytes = 0u64;
     for (i, f) in files.iter().enumerate() {
         bytes += landing_size(f);
@@ -58,7 +58,7 @@ pub(super) fn next_chunk_len(files: &[discover::SourceFile], budget: u64) -> usi
 /// staging and the staging write's buffers: four to five times its size, plus
 /// allocator slack), and never less than a sixteenth of the budget. Ids of millions of
 /// short messages take a real part of a small budget (~94 MiB for 2.3 M messages).
-pub(super) fn chunk_budget(budget: u64, ids: u64) -> u64 {
+fn chunk_budget(budget: u64, ids: u64) -> u64 {
     (budget.saturating_sub(ids).max(budget / 2) / 8).max(1)
 }
 

@@ -143,13 +143,7 @@ impl<'a> StagingTable<'a> {
     /// Marks the table complete, recording the batch's counts.
     pub(crate) async fn mark_complete(&self, summary: &StagingSummary) -> Result<()> {
         self.loaded.lock().take();
-        let t = self.storage.open(&self.table).await?.ok_or_else(|| {
-            Error::delta(
-                self.table.as_str(),
-                "complete",
-                deltalake::DeltaTableError::NotInitialized,
-            )
-        })?;
+        let t = self.open_existing("complete").await?;
         let summary = serde_json::to_string(summary).unwrap_or_default();
         let props = HashMap::from([
             (COMPLETE_KEY.to_string(), "true".to_string()),
@@ -168,15 +162,20 @@ impl<'a> StagingTable<'a> {
         if let Some(t) = self.loaded.lock().as_ref() {
             return Ok(t.clone());
         }
-        let t = self.storage.open(&self.table).await?.ok_or_else(|| {
-            Error::delta(
-                self.table.as_str(),
-                "read",
-                deltalake::DeltaTableError::NotInitialized,
-            )
-        })?;
+        let t = self.open_existing("read").await?;
         *self.loaded.lock() = Some(t.clone());
         Ok(t)
+    }
+
+    /// The table, read from its log; an error naming `action` when there is none.
+    async fn open_existing(&self, action: &'static str) -> Result<deltalake::DeltaTable> {
+        self.storage.open(&self.table).await?.ok_or_else(|| {
+            Error::delta(
+                self.table.as_str(),
+                action,
+                deltalake::DeltaTableError::NotInitialized,
+            )
+        })
     }
 
     /// The staged rows of one topic, with the in-memory staging schema, as a stream of
