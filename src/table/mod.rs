@@ -163,6 +163,17 @@ const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
 /// with few distinct values stay far below it (BENCHMARKS.md, session 10).
 pub const DICTIONARY_PAGE_LIMIT: usize = 64 << 10;
 
+/// Lineage columns with one value per landing file (`_source_file`) or folder
+/// (`_landing_path`), repeated by every row read from it. Their dictionary holds one
+/// path per file, so a table fed by a batch's 8,533 files passes
+/// [`DICTIONARY_PAGE_LIMIT`], and the plain fallback would write (and compress) the
+/// whole path on every row: 210 MB of a dense historical batch's 590 MB before
+/// compression (BENCHMARKS.md). They keep their dictionary up to [`PER_FILE_LIMIT`].
+const PER_FILE: [&str; 2] = ["_source_file", LANDING_PATH];
+
+/// The dictionary limit of the [`PER_FILE`] columns: 256k paths of 128 bytes.
+const PER_FILE_LIMIT: usize = 32 << 20;
+
 /// Parquet properties of bronze data files (measured in `benches/stages.rs`, figures in
 /// BENCHMARKS.md): no dictionary for per-row keys and a [`DICTIONARY_PAGE_LIMIT`] for
 /// the others, file-level (chunk) statistics for every column (Delta's data skipping
@@ -178,6 +189,9 @@ pub fn writer_properties(compression: Compression) -> WriterProperties {
     }
     for c in FILTERED {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::Page);
+    }
+    for c in PER_FILE {
+        b = b.set_column_dictionary_page_size_limit(ColumnPath::from(c), PER_FILE_LIMIT);
     }
     b.build()
 }
@@ -530,6 +544,51 @@ mod tests {
             batches: vec![batch],
             evolution: crate::config::Evolution::Add,
         }
+    }
+
+    /// A table fed by thousands of files keeps `_source_file` dictionary-encoded (one
+    /// path per file, a small key per row) where other string columns fall back to plain
+    /// past [`DICTIONARY_PAGE_LIMIT`]: the path is not written again on every row.
+    #[test]
+    fn source_files_stay_a_dictionary_past_the_general_limit() {
+        use parquet::file::reader::{FileReader as _, SerializedFileReader};
+        let (files, per_file) = (4_000usize, 5usize);
+        let path = |f: usize| {
+            format!("/landing/market/events/batch_id=2026-04-05_001/part-{f:0>80}.jsonl")
+        };
+        let rows = files * per_file;
+        let source: Vec<String> = (0..rows).map(|r| path(r / per_file)).collect();
+        // Another column of the same distinct values without the exemption.
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                "_source_file",
+                Arc::new(StringArray::from(source.clone())) as ArrayRef,
+            ),
+            ("other", Arc::new(StringArray::from(source)) as ArrayRef),
+        ])
+        .unwrap();
+        assert!(files * path(0).len() > DICTIONARY_PAGE_LIMIT);
+        let mut bytes = Vec::new();
+        let props = writer_properties(Compression::UNCOMPRESSED);
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
+        let group = reader.metadata().row_group(0);
+        let (source, other) = (group.column(0), group.column(1));
+        // One copy of each path (the dictionary) and small keys, against a path per row.
+        let one_copy = (files * path(0).len()) as i64;
+        assert!(
+            source.uncompressed_size() < one_copy * 3 / 2,
+            "{}",
+            source.uncompressed_size()
+        );
+        assert!(
+            other.uncompressed_size() > one_copy * 3,
+            "{}",
+            other.uncompressed_size()
+        );
     }
 
     /// A table kept from a run's commit ([`Storage::keep_warm`]) is brought up to date
