@@ -357,8 +357,6 @@ struct Flattener<'a, 'c> {
     recorded: usize,
     /// Member lists reused across objects (one per nesting level in use).
     member_bufs: Vec<Members<'a>>,
-    /// The id hash of the last child row's parts but its index, shared by its siblings.
-    id_prefix: IdPrefix,
     /// Lineage columns as dictionaries ([`flatten_compact`]).
     compact: bool,
 }
@@ -375,44 +373,39 @@ enum RowId<'a> {
 }
 
 impl RowId<'_> {
-    fn as_str(&self) -> &str {
+    /// The id's text as bytes (a derived id's hex digits are ASCII).
+    fn as_bytes(&self) -> &[u8] {
         match self {
-            RowId::Message(s) => s,
-            // Hex digits are ASCII.
-            RowId::Derived(hex) => std::str::from_utf8(hex).unwrap_or_default(),
+            RowId::Message(s) => s.as_bytes(),
+            RowId::Derived(hex) => hex,
         }
     }
 }
 
-/// The [`naming::StableId`] state after a child row's root id, table, array path and
-/// parent id, kept with those parts (length-prefixed) to tell when the next row shares them.
-#[derive(Default)]
-struct IdPrefix {
-    parts: Vec<u8>,
-    scratch: Vec<u8>,
-    state: naming::StableId,
-}
-
-impl IdPrefix {
-    /// The state after `parts`, hashed only when they differ from the last call's.
-    fn after(&mut self, parts: [&[u8]; 4]) -> naming::StableId {
-        self.scratch.clear();
-        for p in parts {
-            self.scratch
-                .extend_from_slice(&(p.len() as u64).to_le_bytes());
-            self.scratch.extend_from_slice(p);
-        }
-        // Never equal on the first call: `scratch` holds at least the four lengths.
-        if self.scratch != self.parts {
-            let mut h = naming::StableId::default();
-            for p in parts {
-                h.part(p);
-            }
-            self.state = h;
-            std::mem::swap(&mut self.parts, &mut self.scratch);
-        }
-        self.state
+/// A string column of `values`, each known to be UTF-8 (message ids, hex digits): built
+/// from their bytes and checked once as a whole, not value by value.
+fn utf8_column<'v>(column: &str, values: impl Iterator<Item = &'v [u8]>) -> Result<StringArray> {
+    // Sized for derived ids (32 hex digits), the most common.
+    let rows = values.size_hint().0;
+    let mut bytes = Vec::with_capacity(rows * 32);
+    let mut offsets = Vec::with_capacity(rows + 1);
+    offsets.push(0i32);
+    for v in values {
+        bytes.extend_from_slice(v);
+        let end = i32::try_from(bytes.len()).map_err(|_| {
+            Error::arrow(
+                column,
+                arrow::error::ArrowError::ComputeError("column over 2 GiB".into()),
+            )
+        })?;
+        offsets.push(end);
     }
+    StringArray::try_new(
+        arrow::buffer::OffsetBuffer::new(offsets.into()),
+        bytes.into(),
+        None,
+    )
+    .map_err(|e| Error::arrow(column, e))
 }
 
 /// Index of the topic's own table in [`Flattener::tables`].
@@ -491,7 +484,6 @@ fn flatten_with<'a>(
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
-        id_prefix: IdPrefix::default(),
         compact,
     };
     let mut nodes = Vec::new();
@@ -570,24 +562,20 @@ fn staging_bug(reason: String) -> Error {
 }
 
 impl<'a> Flattener<'a, '_> {
-    /// A new row of table `t`; `parent` is `(array path, parent id, index)` for a child row.
+    /// A new row of table `t`; `parent` is `(id prefix, parent id, index)` for a child
+    /// row, the prefix being the [`naming::StableId`] state its siblings share
+    /// ([`Flattener::id_prefix`]).
     fn new_row(
         &mut self,
         t: usize,
         ctx: RowCtx<'a>,
-        parent: Option<(&str, RowId<'a>, usize)>,
+        parent: Option<(naming::StableId, RowId<'a>, usize)>,
     ) -> u32 {
-        let (name, b) = &mut self.tables[t];
+        let b = &mut self.tables[t].1;
         let row = b.ids.len() as u32;
         self.recorded += 1;
         match parent {
-            Some((origin, parent_id, idx)) => {
-                let mut id = self.id_prefix.after([
-                    ctx.root_id.as_bytes(),
-                    name.as_str().as_bytes(),
-                    origin.as_bytes(),
-                    parent_id.as_str().as_bytes(),
-                ]);
+            Some((mut id, parent_id, idx)) => {
                 id.part(&(idx as u64).to_le_bytes());
                 b.ids.push(RowId::Derived(id.hex_digits()));
                 b.parent_ids.push(parent_id);
@@ -599,6 +587,22 @@ impl<'a> Flattener<'a, '_> {
         b.files.push(ctx.file);
         b.lines.push(ctx.line);
         row
+    }
+
+    /// The id hash state after the parts a child row of table `t` shares with its
+    /// siblings: its root id, table, array path and parent id (then each row adds its
+    /// index). Computed once per array, not per element.
+    fn id_prefix(&self, t: usize, ctx: RowCtx<'a>, origin: &str, parent_id: RowId<'a>) -> naming::StableId {
+        let mut h = naming::StableId::default();
+        for p in [
+            ctx.root_id.as_bytes(),
+            self.tables[t].0.as_str().as_bytes(),
+            origin.as_bytes(),
+            parent_id.as_bytes(),
+        ] {
+            h.part(p);
+        }
+        h
     }
 
     /// Records `cell` (if not null) in column `c` of table `t`.
@@ -773,8 +777,9 @@ impl<'a> Flattener<'a, '_> {
         let (child, origin) = self.child_table(t, node);
         let parent_id = self.tables[t].1.ids[row as usize];
         let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
+        let prefix = self.id_prefix(child, ctx, &origin, parent_id);
         for (i, elem) in doc.elements(arr).enumerate() {
-            let child_row = self.new_row(child, ctx, Some((&origin, parent_id, i)));
+            let child_row = self.new_row(child, ctx, Some((prefix, parent_id, i)));
             if all_objects {
                 let before = self.recorded;
                 self.object(child, child_row, ROOT, doc, elem, ctx);
@@ -894,21 +899,28 @@ impl LineageStrings<'_, '_> {
         }
     }
 
-    /// A string column of `values`; when compact, a dictionary of its runs of equal
-    /// values (a child row's parent and root ids repeat for its siblings).
-    fn runs<'v>(&self, values: impl ExactSizeIterator<Item = &'v str>) -> (DataType, ArrayRef) {
+    /// A string column of `values` (UTF-8: [`utf8_column`]); when compact, a dictionary
+    /// of its runs of equal values (a child row's parent and root ids repeat for its
+    /// siblings).
+    fn runs<'v>(
+        &self,
+        column: &str,
+        values: impl ExactSizeIterator<Item = &'v [u8]>,
+    ) -> Result<(DataType, ArrayRef)> {
         if !self.compact {
-            return (DataType::Utf8, Arc::new(StringArray::from_iter_values(values)));
+            return Ok((DataType::Utf8, Arc::new(utf8_column(column, values)?)));
         }
         let mut keys = Vec::with_capacity(values.len());
-        let mut distinct: Vec<Option<&str>> = Vec::new();
+        let mut distinct: Vec<&[u8]> = Vec::new();
         for v in values {
-            if distinct.last() != Some(&Some(v)) {
-                distinct.push(Some(v));
+            if distinct.last() != Some(&v) {
+                distinct.push(v);
             }
             keys.push(distinct.len() as i32 - 1);
         }
-        dictionary(Int32Array::from(keys), distinct)
+        let values = utf8_column(column, distinct.into_iter())?;
+        let array = DictionaryArray::<Int32Type>::new(Int32Array::from(keys), Arc::new(values));
+        Ok((array.data_type().clone(), Arc::new(array)))
     }
 
     /// A column of `n` rows of `value`.
@@ -936,16 +948,19 @@ fn build_batch(
     let n = t.ids.len();
     let lineage = strings.lineage;
     let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
-    let mut arrays: Vec<ArrayRef> = vec![Arc::new(StringArray::from_iter_values(
-        t.ids.iter().map(RowId::as_str),
-    ))];
+    let mut arrays: Vec<ArrayRef> = vec![Arc::new(utf8_column(
+        "_id",
+        t.ids.iter().map(RowId::as_bytes),
+    )?)];
     let mut push = |name: &str, nullable: bool, (dt, array): (DataType, ArrayRef)| {
         fields.push(Field::new(name, dt, nullable));
         arrays.push(array);
     };
     if t.is_child {
-        push("_parent_id", true, strings.runs(t.parent_ids.iter().map(RowId::as_str)));
-        push("_root_id", true, strings.runs(t.root_ids.iter().copied()));
+        let parents = strings.runs("_parent_id", t.parent_ids.iter().map(RowId::as_bytes))?;
+        push("_parent_id", true, parents);
+        let roots = strings.runs("_root_id", t.root_ids.iter().map(|r| r.as_bytes()))?;
+        push("_root_id", true, roots);
         push("_idx", true, (DataType::Int64, Arc::new(Int64Array::from(t.idx))));
     }
     push("_batch_id", false, strings.constant(lineage.key.batch_id.as_str(), n));
