@@ -24,7 +24,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// them (`madvise` mode): a short-lived process touches every page of its heap fresh,
 /// and a 200-file batch spent ~15 % of its CPU in page faults; with huge pages it takes
 /// 12 % less CPU, the historical batch 3 % less, at 10-40 MB more peak RSS
-/// (BENCHMARKS.md, session 11). `_RJEM_MALLOC_CONF` still overrides it per run.
+/// (BENCHMARKS.md, session 11). On a system whose huge pages are `always`, the setting
+/// makes no difference beyond noise (BENCHMARKS.md, "Huge pages on `madvise` and
+/// `always` systems"), so it is not made to depend on the system's mode.
+/// `_RJEM_MALLOC_CONF` still overrides it per run.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[allow(unsafe_code)]
 // SAFETY: jemalloc declares this symbol weak and reads it once, as a NUL-terminated
