@@ -187,11 +187,7 @@ impl ColumnNamer {
 /// A stable 128-bit FNV-1a hash of the parts, as 32 hex characters. Stable across Rust
 /// versions and platforms (unlike `DefaultHasher`), so derived ids survive upgrades.
 pub fn stable_id(parts: &[&[u8]]) -> String {
-    let mut h = StableId::default();
-    for part in parts {
-        h.part(part);
-    }
-    h.hex()
+    StableId::of(parts).hex()
 }
 
 /// [`stable_id`] part by part: a state after some parts can be cloned and finished with
@@ -207,6 +203,15 @@ impl Default for StableId {
 
 impl StableId {
     const PRIME: u128 = 0x0000000001000000000000000000013B;
+
+    /// The state after `parts`, in order.
+    pub fn of(parts: &[&[u8]]) -> Self {
+        let mut h = Self::default();
+        for part in parts {
+            h.part(part);
+        }
+        h
+    }
 
     /// Adds one part.
     pub fn part(&mut self, part: &[u8]) {

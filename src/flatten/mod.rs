@@ -593,16 +593,12 @@ impl<'a> Flattener<'a, '_> {
     /// siblings: its root id, table, array path and parent id (then each row adds its
     /// index). Computed once per array, not per element.
     fn id_prefix(&self, t: usize, ctx: RowCtx<'a>, origin: &str, parent_id: RowId<'a>) -> naming::StableId {
-        let mut h = naming::StableId::default();
-        for p in [
+        naming::StableId::of(&[
             ctx.root_id.as_bytes(),
             self.tables[t].0.as_str().as_bytes(),
             origin.as_bytes(),
             parent_id.as_bytes(),
-        ] {
-            h.part(p);
-        }
-        h
+        ])
     }
 
     /// Records `cell` (if not null) in column `c` of table `t`.
@@ -891,7 +887,7 @@ impl LineageStrings<'_, '_> {
         if self.compact {
             dictionary(
                 Int32Array::from_iter_values(keys.iter().map(|&k| k as i32)),
-                values,
+                StringArray::from(values),
             )
         } else {
             let array = StringArray::from_iter(keys.iter().map(|&k| values[k as usize]));
@@ -919,22 +915,21 @@ impl LineageStrings<'_, '_> {
             keys.push(distinct.len() as i32 - 1);
         }
         let values = utf8_column(column, distinct.into_iter())?;
-        let array = DictionaryArray::<Int32Type>::new(Int32Array::from(keys), Arc::new(values));
-        Ok((array.data_type().clone(), Arc::new(array)))
+        Ok(dictionary(Int32Array::from(keys), values))
     }
 
     /// A column of `n` rows of `value`.
     fn constant(&self, value: &str, n: usize) -> (DataType, ArrayRef) {
         if self.compact {
-            dictionary(Int32Array::from(vec![0; n]), vec![Some(value)])
+            dictionary(Int32Array::from(vec![0; n]), StringArray::from(vec![value]))
         } else {
             (DataType::Utf8, Arc::new(StringArray::from(vec![value; n])))
         }
     }
 }
 
-fn dictionary(keys: Int32Array, values: Vec<Option<&str>>) -> (DataType, ArrayRef) {
-    let array = DictionaryArray::<Int32Type>::new(keys, Arc::new(StringArray::from(values)));
+fn dictionary(keys: Int32Array, values: StringArray) -> (DataType, ArrayRef) {
+    let array = DictionaryArray::<Int32Type>::new(keys, Arc::new(values));
     (array.data_type().clone(), Arc::new(array))
 }
 
