@@ -3,12 +3,14 @@
 cloud tests (tests/it/cloud.rs): `object_store` must retry them, `bronze` must count the
 retries, and a store that stays down must fail a run cleanly.
 
-    faulty_proxy.py UPSTREAM [--port P] [--every K --faults N] [--down-after K --heal-file PATH]
+    faulty_proxy.py UPSTREAM [--port P] [--every K --faults N] [--down-after K --heal-file PATH] [--log PATH]
 
 --every K --faults N   every K-th request fails, N in all, alternately with a
                        503 (SlowDown) and a connection dropped after the request was
                        read (mid-upload for a put), then all pass.
 --down-after K         every request after the K-th gets a 503 until --heal-file exists.
+--log PATH             appends `METHOD PATH?QUERY` of every request to PATH, one line
+                       each, written before the request is forwarded (a test counts them).
 
 Prints `listening on <port>` once ready; forwards everything else unchanged.
 """
@@ -28,6 +30,7 @@ parser.add_argument("--faults", type=int, default=0)
 parser.add_argument("--down-after", type=int, default=-1)
 parser.add_argument("--heal-file")
 parser.add_argument("--port", type=int, default=0)
+parser.add_argument("--log")
 args = parser.parse_args()
 up = urllib.parse.urlsplit(args.upstream)
 lock = threading.Lock()
@@ -69,6 +72,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
 
     def handle_any(self):
         body = self.read_body()
+        if args.log:
+            with lock, open(args.log, "a") as log:
+                log.write(f"{self.command} {self.path}\n")
         fault = self.fault()
         if fault == "drop":
             self.close_connection = True

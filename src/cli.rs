@@ -79,6 +79,16 @@ pub enum Command {
     Vacuum(VacuumArgs),
     /// Write a checkpoint so readers replay fewer log files.
     Checkpoint(CheckpointArgs),
+    /// Do what `health` recommends, for every table: OPTIMIZE where small files piled
+    /// up, VACUUM past the retention (168h, shorter only with --force), a checkpoint
+    /// once 10 commits followed the last, and log entries past the table's
+    /// `delta.logRetentionDuration` (30 days by default) removed. Worst tables first,
+    /// within --max-duration / --max-tables; safe beside running loads (each step takes
+    /// the table's lock and commits with the same conflict checks). Run it daily, after
+    /// the loads, as Databricks' predictive optimization does for managed tables.
+    ///
+    /// Example: bronze maintain --catalog ./lakehouse --max-duration 30m
+    Maintain(MaintainArgs),
     /// Where a landing zone's backlog stands, per entity (`<source>/<entity>`).
     ///
     /// Counts the `batch_id=` folders under ROOT (as `bronze ingest --pending ROOT` lists
@@ -147,6 +157,11 @@ pub struct StatusArgs {
     /// --lease-ttl`; `10m`, `90s`, `2h`).
     #[arg(long, default_value = "10m", value_parser = parse_ttl)]
     pub lease_ttl: std::time::Duration,
+    /// In an object store, list each entity's folders in full when the last full listing
+    /// is this old (as `bronze ingest --full-listing-every`); in between only the folders
+    /// after its last loaded batch are listed.
+    #[arg(long, default_value = "24h", value_parser = parse_ttl, value_name = "DURATION")]
+    pub full_listing_every: std::time::Duration,
     #[command(flatten)]
     pub location: Location,
 }
@@ -257,6 +272,25 @@ pub struct VacuumArgs {
     /// List what would be deleted; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
+    /// Allow a retention under 168h.
+    #[arg(long)]
+    pub force: bool,
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct MaintainArgs {
+    /// Start no table once this much time has passed (the table in progress finishes;
+    /// the rest are listed and wait for the next run), e.g. 30m, 2h.
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub max_duration: Option<std::time::Duration>,
+    /// Visit at most N tables, the worst first.
+    #[arg(long, value_name = "N")]
+    pub max_tables: Option<usize>,
+    /// VACUUM keeps files referenced by any version newer than this (e.g. 168h, 7d).
+    #[arg(long, default_value = "168h", value_parser = parse_hours)]
+    pub retain: u64,
     /// Allow a retention under 168h.
     #[arg(long)]
     pub force: bool,
@@ -399,6 +433,14 @@ pub struct IngestArgs {
     /// killed or its host lost) is taken over by the next run of the batch [default: 10m].
     #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
     pub lease_ttl: Option<std::time::Duration>,
+    /// With `--pending` on an object store: list each entity's folders in full when the
+    /// last full listing is this old (e.g. 24h, 1h, 0s for every round). In between, only
+    /// the folders after the entity's last loaded batch are listed, a few requests
+    /// however many batches were loaded before; a folder that lands late with an older
+    /// batch id is found, warned about and loaded at the next full listing. Local
+    /// landing zones are always listed in full [default: 24h].
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub full_listing_every: Option<std::time::Duration>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -457,6 +499,9 @@ impl IngestArgs {
         c.resume = !self.no_resume;
         if let Some(t) = self.lease_ttl {
             c.lease_ttl = t;
+        }
+        if let Some(t) = self.full_listing_every {
+            c.full_listing_every = t;
         }
         c.single_writer |= self.single_writer;
         c.validate()?;

@@ -234,6 +234,12 @@ pub struct IngestConfig {
     /// (its holder was killed, its host lost) is taken over by the next run of the
     /// batch. Default 10 minutes (`lease_ttl` in `bronze.toml`, `--lease-ttl`).
     pub lease_ttl: std::time::Duration,
+    /// How often a backlog in an object store lists each entity's folders in full. In
+    /// between, `ingest --pending` and `status` list only the folders after the entity's
+    /// last loaded batch (a constant number of requests however many were loaded before),
+    /// so a folder that lands late with an older batch id is found at the next full
+    /// listing. Local landing zones are always listed in full. Default 24 hours.
+    pub full_listing_every: std::time::Duration,
     /// Bench baseline: every topic task re-reads the landing files, as a notebook that
     /// reads the batch once per topic does (`testing` feature only).
     #[cfg(feature = "testing")]
@@ -273,6 +279,7 @@ impl Default for IngestConfig {
             resume: true,
             batch_lease: true,
             lease_ttl: std::time::Duration::from_secs(600),
+            full_listing_every: std::time::Duration::from_secs(24 * 3600),
             single_writer: false,
             #[cfg(feature = "testing")]
             reread_per_topic: false,
@@ -336,6 +343,7 @@ pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
 /// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
 /// schema = "bronze"
 /// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
+/// full_listing_every = "24h"    # object stores: list every entity in full this often
 /// single_writer = false         # true only for a store without put-if-absent
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
@@ -371,6 +379,9 @@ pub struct ConfigFile {
     pub schema: Option<String>,
     /// How long a batch lease stays valid without renewal (`10m`, `90s`, `2h`).
     pub lease_ttl: Option<String>,
+    /// How often a backlog in an object store lists each entity's folders in full
+    /// (`24h`, `1h`, `0s`).
+    pub full_listing_every: Option<String>,
     /// One process at a time writes this catalog (see [`IngestConfig::single_writer`]).
     pub single_writer: Option<bool>,
     /// Envelope field names.
@@ -467,6 +478,12 @@ impl ConfigFile {
             c.lease_ttl = parse_duration(&v).ok_or_else(|| Error::Config {
                 name: "lease_ttl",
                 reason: format!("{v:?} is not a duration; write e.g. 10m, 90s or 2h"),
+            })?;
+        }
+        if let Some(v) = self.full_listing_every {
+            c.full_listing_every = parse_duration(&v).ok_or_else(|| Error::Config {
+                name: "full_listing_every",
+                reason: format!("{v:?} is not a duration; write e.g. 24h, 1h or 0s"),
             })?;
         }
         let e = self.envelope;

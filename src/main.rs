@@ -130,6 +130,7 @@ fn main() -> ExitCode {
                 Ok((serde_json::to_value(&r).unwrap_or_default(), line))
             })
         }),
+        Command::Maintain(args) => maintain_all(&args),
         Command::Checkpoint(args) => maintain(&args.location, |m| {
             each_table(m, &args.tables, |t| {
                 let v = m.checkpoint(t)?;
@@ -153,6 +154,27 @@ fn maintain(
         .ingest()
         .and_then(|ingest| f(&ingest.maintenance()));
     print_output(location, result)
+}
+
+/// `bronze maintain`: prints what it did; exit 2 when a table's step failed (the
+/// other tables were still visited).
+fn maintain_all(args: &cli::MaintainArgs) -> ExitCode {
+    let mut failed = false;
+    let code = maintain(&args.location, |m| {
+        let report = m
+            .maintain()
+            .with_max_duration(args.max_duration)
+            .with_max_tables(args.max_tables)
+            .with_retention_hours(args.retain)
+            .with_force(args.force)
+            .execute()?;
+        failed = report.failed();
+        Ok((
+            serde_json::to_value(&report).unwrap_or_default(),
+            report.to_text(),
+        ))
+    });
+    if failed { ExitCode::from(2) } else { code }
 }
 
 /// `bronze report`: the overview as a page written to `--html`, or as `--json`.
@@ -209,6 +231,7 @@ fn completions(shell: &str) -> ExitCode {
 fn status(args: &cli::StatusArgs) -> ExitCode {
     let result = args.location.config().and_then(|mut c| {
         c.lease_ttl = args.lease_ttl;
+        c.full_listing_every = args.full_listing_every;
         let entities = bronze::Ingest::from_config(c)?.status(&args.root)?;
         Ok((
             serde_json::to_value(&entities).unwrap_or_default(),

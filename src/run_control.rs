@@ -40,30 +40,41 @@ pub(crate) async fn run_control_rows(
         storage,
         &TableName::system(RUN_CONTROL_TABLE),
         filter,
-        &[
-            "run_id",
-            "_batch_id",
-            "landing_paths",
-            "status",
-            "table",
-            "error",
-            "checks",
-            "rows_in",
-            "rows_written",
-            "started_at",
-            "ended_at",
-        ],
+        &RUN_ROW_COLUMNS,
     )
     .await?;
+    rows_of(&batches)
+}
+
+/// The columns of `_run_control` a [`RunRow`] is made of.
+pub(crate) const RUN_ROW_COLUMNS: [&str; 11] = [
+    "run_id",
+    "_batch_id",
+    "landing_paths",
+    "status",
+    "table",
+    "error",
+    "checks",
+    "rows_in",
+    "rows_written",
+    "started_at",
+    "ended_at",
+];
+
+/// The [`RunRow`]s of record batches read from `_run_control` (a column a file written by
+/// an older release lacks reads as nulls).
+pub(crate) fn rows_of(batches: &[arrow::array::RecordBatch]) -> Result<Vec<RunRow>> {
     let mut rows = Vec::new();
-    for b in &batches {
+    for b in batches {
         use arrow::datatypes::DataType;
         // A column, cast to the type it is read as.
         let column = |name: &str, to: &DataType| -> Result<arrow::array::ArrayRef> {
-            let c = b.column_by_name(name).ok_or_else(|| Error::Internal {
-                what: format!("_run_control has no column {name}"),
-            })?;
-            arrow::compute::cast(c, to).map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))
+            match b.column_by_name(name) {
+                Some(c) => {
+                    arrow::compute::cast(c, to).map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))
+                }
+                None => Ok(arrow::array::new_null_array(to, b.num_rows())),
+            }
         };
         let int = |name: &str| -> Result<arrow::array::Int64Array> {
             let c = column(name, &DataType::Int64)?;

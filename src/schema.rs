@@ -50,6 +50,9 @@ pub const INVARIANT_ROW: &str = "(batch)";
 /// Folder of the lease files, under the schema folder.
 pub const LEASE_DIR: &str = "_bronze_leases";
 
+/// Folder of the backlog's ledgers (what each entity has loaded), under the schema folder.
+pub const LEDGER_DIR: &str = "_bronze_ledger";
+
 /// Largest integer magnitude an `f64` holds exactly (2^53).
 pub const F64_EXACT_INT: i64 = 1 << 53;
 

@@ -25,9 +25,11 @@ use crate::naming::TableName;
 use crate::table::Storage;
 
 mod html;
+mod maintain;
 mod overview;
 pub use crate::table::upkeep::{OptimizeReport, default_table_properties, small_file_threshold};
 use crate::table::upkeep::{live_files, optimize};
+pub use maintain::{Maintain, MaintainReport, MaintainedTable};
 pub use overview::{BatchRun, FAILURES_SHOWN, FailedWrite, Overview, Stages};
 
 /// A table is flagged when it has more files than this...

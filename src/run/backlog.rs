@@ -10,7 +10,9 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::Ingest;
+use super::ledger::{Ledgers, latest_runs_of};
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
+use crate::clock::now_micros;
 use crate::error::{Error, Result};
 use crate::location::Location;
 use crate::report::BatchReport;
@@ -133,9 +135,13 @@ impl Ingest {
     /// not loaded successfully (a batch whose last run failed is pending again), sorted
     /// by batch id, then landing path.
     pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
-        let loaded = self.loaded_batches()?;
-        let mut found = self.batch_folders(root.as_ref())?;
-        found.retain(|b| !loaded.contains(&(b.landing_path.clone(), b.batch_id.clone())));
+        let BacklogView { folders, runs } = self.backlog_view(root.as_ref())?;
+        let mut found = folders;
+        found.retain(|b| {
+            !runs
+                .get(&(b.landing_path.clone(), b.batch_id.clone()))
+                .is_some_and(|r| r.ok)
+        });
         found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
         Ok(found)
     }
@@ -365,15 +371,135 @@ impl Ingest {
         }
     }
 
-    /// Every `batch_id=<id>` folder at most three levels under `root`.
-    pub(super) fn batch_folders(&self, root: &std::path::Path) -> Result<Vec<PendingBatch>> {
+    /// The batch folders under `root` and the latest run of each, from the entities'
+    /// ledgers and the `_run_control` commits since ([`super::ledger`]); the ledgers are
+    /// brought up to date as a side effect. In an object store an entity with a ledger is
+    /// listed from its last loaded batch on, and in full every
+    /// [`IngestConfig::full_listing_every`](crate::IngestConfig::full_listing_every);
+    /// its folders up to there are the ones its ledger has runs of.
+    pub(super) fn backlog_view(&self, root: &std::path::Path) -> Result<BacklogView> {
+        let storage = self.storage()?;
+        let (store, schema_dir) = self.schema_folder(&storage)?;
+        let rt = self.runtime();
+        let mut ledgers = rt.block_on(Ledgers::open(store, &schema_dir))?;
+        let now = now_micros();
+        let every = i64::try_from(self.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
+        // Entities listed from their last loaded batch on: landing path -> folder.
+        let mut after: BTreeMap<String, String> = BTreeMap::new();
+        let mut listed_in_full: HashSet<String> = HashSet::new();
+        let mut folders = self.batch_folders_with(root, |dir| {
+            if !dir.contains("://") {
+                return None;
+            }
+            let lp = landing_path_of(&PathBuf::from(format!("{dir}/batch_id=x"))).ok()?;
+            let ledger = rt.block_on(ledgers.load(&lp));
+            let offset = ledger
+                .filter(|l| now.saturating_sub(l.full_listing_micros) < every)
+                .and_then(|l| l.listed_through.clone());
+            match offset {
+                Some(offset) => {
+                    after.insert(lp, dir.to_string());
+                    Some(offset)
+                }
+                None => {
+                    listed_in_full.insert(lp);
+                    None
+                }
+            }
+        })?;
+        let mut entities: Vec<String> = folders.iter().map(|b| b.landing_path.clone()).collect();
+        entities.extend(after.keys().cloned());
+        entities.sort();
+        entities.dedup();
+        rt.block_on(ledgers.bring_up_to_date(&storage, &entities))?;
+        let listed_through_before: HashMap<String, Option<String>> = entities
+            .iter()
+            .map(|lp| {
+                (
+                    lp.clone(),
+                    ledgers.get(lp).and_then(|l| l.listed_through.clone()),
+                )
+            })
+            .collect();
+        // Folders up to an entity's offset: those its ledger has runs of.
+        for (lp, dir) in &after {
+            let Some(ledger) = ledgers.get(lp) else {
+                continue;
+            };
+            let Some(through) = &ledger.listed_through else {
+                continue;
+            };
+            let listed: HashSet<&String> = folders
+                .iter()
+                .filter(|b| &b.landing_path == lp)
+                .map(|b| &b.batch_id)
+                .collect();
+            let known: Vec<PendingBatch> = ledger
+                .ids_through(through)
+                .filter(|id| !listed.contains(id))
+                .map(|id| PendingBatch {
+                    folder: PathBuf::from(format!("{dir}/batch_id={id}")),
+                    landing_path: lp.clone(),
+                    batch_id: id.clone(),
+                })
+                .collect();
+            folders.extend(known);
+        }
+        let runs = latest_runs_of(&ledgers);
+        // Per entity: every folder up to the new offset is loaded; a folder listed in full
+        // below the old one that has no run landed late.
+        let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+        for b in &folders {
+            ids.entry(&b.landing_path).or_default().push(&b.batch_id);
+        }
+        for (lp, mut batch_ids) in ids {
+            batch_ids.sort_unstable();
+            let Some(ledger) = ledgers.get_mut(lp) else {
+                continue;
+            };
+            if let Some(Some(before)) = listed_through_before.get(lp) {
+                for id in batch_ids.iter().filter(|id| **id <= before.as_str()) {
+                    if !ledger.has_run(id) {
+                        tracing::warn!(
+                            landing_path = lp,
+                            batch_id = id,
+                            "late batch folder: its id sorts before {before}, a batch the entity loaded already; it is pending and loads before the entity's newer batches"
+                        );
+                    }
+                }
+            }
+            ledger.listed_through = batch_ids
+                .iter()
+                .take_while(|id| ledger.is_loaded(id))
+                .last()
+                .map(|id| id.to_string());
+            if listed_in_full.contains(lp) {
+                ledger.full_listing_micros = now;
+            }
+        }
+        rt.block_on(ledgers.save());
+        Ok(BacklogView { folders, runs })
+    }
+
+    /// Every `batch_id=<id>` folder at most three levels under `root`; a folder for
+    /// which `offset` gives a batch id is listed from there on ([`Self::batch_folders_after`]),
+    /// for its batch folders alone.
+    fn batch_folders_with(
+        &self,
+        root: &std::path::Path,
+        mut offset: impl FnMut(&str) -> Option<String>,
+    ) -> Result<Vec<PendingBatch>> {
         let text = root.to_string_lossy().trim_end_matches('/').to_string();
         let mut found = Vec::new();
         let mut level = vec![text.clone()];
         for _ in 0..3 {
             let mut next = Vec::new();
             for dir in level {
-                for child in self.subfolders(&dir)? {
+                let children = match offset(&dir) {
+                    Some(after) => self.batch_folders_after(&dir, &after)?,
+                    None => self.subfolders(&dir)?,
+                };
+                for child in children {
                     let name = child.rsplit('/').next().unwrap_or_default().to_string();
                     match name.strip_prefix("batch_id=") {
                         Some(id) => {
@@ -403,6 +529,81 @@ impl Ingest {
             level = next;
         }
         Ok(found)
+    }
+
+    /// The `batch_id=<id>` folders of `dir` (an object store URL) whose id sorts after
+    /// `after`, as `dir/<name>`, in a number of requests that does not grow with the
+    /// folders before: a listing from `batch_id=<after>-` on until `after`'s own files
+    /// (ids that extend `after` with `-` sort before them), then one from past `after`'s
+    /// files, started again past each new folder's files (S3 `StartAfter`, Azure
+    /// `marker`, GCS `startOffset`).
+    fn batch_folders_after(&self, dir: &str, after: &str) -> Result<Vec<String>> {
+        use deltalake::logstore::object_store::path::Path as StorePath;
+        use futures::StreamExt as _;
+        let Location::Url(url) = Location::parse(dir)? else {
+            return self.subfolders(dir);
+        };
+        let store = self.store_of(&url)?;
+        let prefix = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
+            name: "landing root",
+            reason: format!("{dir}: {e}"),
+        })?;
+        let failed = |e: deltalake::logstore::object_store::Error| Error::Store {
+            location: self.config().storage_options.mask(dir),
+            reason: e.to_string(),
+        };
+        // The first segment under `prefix` of a listed key, and whether more follow.
+        let child = |location: &StorePath| -> Option<(String, bool)> {
+            let mut parts = location.prefix_match(&prefix)?;
+            let first = parts.next()?.as_ref().to_string();
+            Some((first, parts.next().is_some()))
+        };
+        let own = format!("batch_id={after}");
+        let mut names: Vec<String> = Vec::new();
+        let rt = self.runtime();
+        // Ids that extend `after` with `-`: keys between `batch_id=<after>-` and its files.
+        let dashed = prefix.clone().join(format!("{own}-").as_str());
+        let mut listing = store.list_with_offset(Some(&prefix), &dashed);
+        while let Some(meta) = rt.block_on(listing.next()) {
+            let meta = meta.map_err(failed)?;
+            match child(&meta.location) {
+                Some((name, true)) if name.starts_with(&format!("{own}-")) => {
+                    if names.last() != Some(&name) {
+                        names.push(name);
+                    }
+                }
+                _ => break,
+            }
+        }
+        drop(listing);
+        // Past `after`'s files (U+10FFFF sorts after every name), then past each new
+        // folder's.
+        let past = |name: &str| {
+            StorePath::parse(format!("{prefix}/{name}/\u{10FFFF}")).map_err(|e| Error::Config {
+                name: "landing root",
+                reason: format!("{dir}: {e}"),
+            })
+        };
+        let mut from = past(&own)?;
+        loop {
+            let mut listing = store.list_with_offset(Some(&prefix), &from);
+            let Some(meta) = rt.block_on(listing.next()) else {
+                break;
+            };
+            let meta = meta.map_err(failed)?;
+            let Some((name, nested)) = child(&meta.location) else {
+                break;
+            };
+            if nested {
+                if name.starts_with("batch_id=") {
+                    names.push(name.clone());
+                }
+                from = past(&name)?;
+            } else {
+                from = meta.location.clone();
+            }
+        }
+        Ok(names.into_iter().map(|n| format!("{dir}/{n}")).collect())
     }
 
     /// The sub-folders of `dir` (a path or an object store URL), as `dir/<name>`.
@@ -446,14 +647,6 @@ impl Ingest {
         }
     }
 
-    /// `(landing path, batch id)` of every batch whose latest run left no failed row
-    /// in `_run_control`.
-    pub(crate) fn loaded_batches(&self) -> Result<HashSet<(String, String)>> {
-        let storage = self.storage()?;
-        let rows = self.runtime().block_on(run_control_rows(&storage, None))?;
-        Ok(loaded_from(rows))
-    }
-
     /// Whether the latest run of `key` loaded it successfully (every folder of it).
     pub(crate) fn loaded(&self, storage: &Storage, key: &BatchKey) -> Result<bool> {
         let rows = run_control_rows(storage, Some(&key.batch_id));
@@ -475,12 +668,31 @@ pub(super) struct LatestRun {
     pub(super) error: Option<String>,
 }
 
-/// The latest run (by its start, the suffix of its run id) of every `(landing path,
-/// batch id)` in `rows`.
-pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), LatestRun> {
+/// One run of a batch, from its `_run_control` rows.
+pub(super) struct Run {
+    pub(super) batch_id: String,
+    /// The folders it loaded.
+    pub(super) landing_paths: Vec<String>,
+    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
+    pub(super) started: i64,
+    /// No failed row.
+    pub(super) ok: bool,
+    /// Its first failed row's `<table>: <error>`.
+    pub(super) error: Option<String>,
+}
+
+impl Run {
+    /// Whether it loaded a folder of `landing_path`.
+    pub(super) fn is_of(&self, landing_path: &str) -> bool {
+        self.landing_paths.iter().any(|lp| lp == landing_path)
+    }
+}
+
+/// The runs `rows` are of, in run id order.
+pub(super) fn runs_of(rows: Vec<RunRow>) -> Vec<Run> {
     // run id -> (batch id, landing paths, every row ok, first error)
-    type Run = (String, Option<String>, bool, Option<String>);
-    let mut runs: BTreeMap<String, Run> = BTreeMap::new();
+    type Rows = (String, Option<String>, bool, Option<String>);
+    let mut runs: BTreeMap<String, Rows> = BTreeMap::new();
     for r in rows {
         let e = runs
             .entry(r.run_id)
@@ -490,22 +702,45 @@ pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), Latest
             e.3 = r.error;
         }
     }
+    runs.into_iter()
+        .map(|(run_id, (batch_id, paths, ok, error))| Run {
+            started: run_id
+                .rsplit_once('-')
+                .and_then(|(_, t)| t.parse::<i64>().ok())
+                .unwrap_or(0),
+            landing_paths: paths
+                .iter()
+                .flat_map(|p| p.split(','))
+                .map(str::to_string)
+                .collect(),
+            batch_id,
+            ok,
+            error,
+        })
+        .collect()
+}
+
+/// The latest run (by its start, the suffix of its run id) of every `(landing path,
+/// batch id)` in `rows`.
+pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), LatestRun> {
     let mut latest: HashMap<(String, String), LatestRun> = HashMap::new();
-    for (run_id, (batch_id, paths, ok, error)) in runs {
-        let started = run_id
-            .rsplit_once('-')
-            .and_then(|(_, t)| t.parse::<i64>().ok())
-            .unwrap_or(0);
-        for lp in paths.iter().flat_map(|p| p.split(',')) {
-            let key = (lp.to_string(), batch_id.clone());
-            let newer = latest.get(&key).is_none_or(|l| started >= l.started);
+    for run in runs_of(rows) {
+        for lp in &run.landing_paths {
+            let key = (lp.clone(), run.batch_id.clone());
+            let newer = latest.get(&key).is_none_or(|l| run.started >= l.started);
             if newer {
-                let error = error.clone();
+                let (started, ok, error) = (run.started, run.ok, run.error.clone());
                 latest.insert(key, LatestRun { started, ok, error });
             }
         }
     }
     latest
+}
+
+/// The batch folders under a landing root and the latest run of each batch.
+pub(super) struct BacklogView {
+    pub(super) folders: Vec<PendingBatch>,
+    pub(super) runs: HashMap<(String, String), LatestRun>,
 }
 
 /// The batches whose latest run has no failed row, per landing path of that run.

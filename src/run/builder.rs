@@ -154,6 +154,12 @@ impl IngestBuilder {
         self.config.batch_lease = on;
         self
     }
+    /// How often a backlog in an object store lists each entity's folders in full
+    /// ([`IngestConfig::full_listing_every`]). Default 24 hours.
+    pub fn with_full_listing_every(mut self, every: std::time::Duration) -> Self {
+        self.config.full_listing_every = every;
+        self
+    }
     /// Resume from a complete staging table of an earlier run. Default `true`.
     pub fn with_resume(mut self, resume: bool) -> Self {
         self.config.resume = resume;

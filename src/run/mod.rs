@@ -34,6 +34,7 @@ use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, out
 mod backlog;
 mod builder;
 mod fanout;
+mod ledger;
 mod record;
 mod staging;
 mod status;

@@ -20,6 +20,10 @@ use crate::stage::CorruptLine;
 use crate::table::{Committed, Storage};
 use crate::validate::{TableWrite, run_control_batch};
 
+/// `_run_control`'s upkeep runs on every this many of its versions (its appends skip
+/// the file list in between).
+const RUN_CONTROL_UPKEEP_EVERY: u64 = 10;
+
 impl Ingest {
     /// Appends the run's rows to `_run_control` (once, after the parallel phase); when
     /// it could not, `_run_control`'s outcome in `tables` says why.
@@ -35,11 +39,17 @@ impl Ingest {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
                 // A blind append: only another writer's schema change conflicts with it.
-                self.replanned(&rc_table, || {
+                let appended = self.replanned(&rc_table, || {
                     self.runtime()
                         .block_on(storage.append(&rc_table, batch.clone(), key))
-                })
-                .err()
+                });
+                match appended {
+                    Ok(c) => {
+                        self.run_control_upkeep(storage, &rc_table, c);
+                        None
+                    }
+                    Err(e) => Some(e),
+                }
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
         };
@@ -51,6 +61,28 @@ impl Ingest {
                     ..Default::default()
                 },
             );
+        }
+    }
+
+    /// Every [`RUN_CONTROL_UPKEEP_EVERY`] versions of `_run_control`, with its lock held:
+    /// the upkeep of every table (missing properties added, small files compacted once
+    /// they pile up), so the table keeps a few files however many runs it records.
+    fn run_control_upkeep(&self, storage: &Storage, rc_table: &TableName, c: Committed) {
+        if c.version % RUN_CONTROL_UPKEEP_EVERY != 0 {
+            return;
+        }
+        match self.runtime().block_on(storage.open(rc_table)) {
+            Ok(Some(table)) => {
+                let written = crate::table::WrittenTable {
+                    table,
+                    pending: Default::default(),
+                };
+                self.after_commit(storage, rc_table, c, written);
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(table = %rc_table, error = %crate::error::chain(&e), "table maintenance after commit failed")
+            }
         }
     }
 

@@ -8,11 +8,10 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use super::Ingest;
-use super::backlog::{PendingBatch, latest_runs};
+use super::backlog::PendingBatch;
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
 use crate::lease::{Holder, LEASE_DIR, lease_file};
-use crate::run_control::run_control_rows;
 
 /// One entity (`<source>/<entity>`) of a landing zone.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -68,9 +67,8 @@ impl Ingest {
     /// Where the backlog under `root` stands (the folders [`Ingest::pending`] lists),
     /// one row per entity, in landing path order.
     pub fn status(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<EntityStatus>> {
-        let folders = self.batch_folders(root.as_ref())?;
+        let super::backlog::BacklogView { folders, runs } = self.backlog_view(root.as_ref())?;
         let storage = self.storage()?;
-        let runs = latest_runs(self.runtime().block_on(run_control_rows(&storage, None))?);
         let leases = self.held_leases(&storage)?;
         let ttl = self.config.lease_ttl.as_micros() as i64;
         let now = now_micros();

@@ -289,6 +289,11 @@ impl Storage {
         Ok(self.open_or_new(table).await?.1)
     }
 
+    /// The table's log store, nothing read: for reading its commits one by one.
+    pub(crate) fn log_store(&self, table: &TableName) -> Result<deltalake::logstore::LogStoreRef> {
+        Ok(self.handle(table)?.log_store())
+    }
+
     /// The table's handle, not loaded; its commits go through [`strict::StrictCommits`].
     fn handle(&self, table: &TableName) -> Result<DeltaTable> {
         let t = self

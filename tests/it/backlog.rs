@@ -644,3 +644,59 @@ fn batches_in_flight_overlap_across_entities_keep_order_within_one_and_share_the
     );
     assert_copies(&bounded, 3);
 }
+
+/// Each entity's ledger (`<schema>/_bronze_ledger/`) holds the latest run of its batches;
+/// the backlog reads it and the `_run_control` commits since. A ledger lost or garbled is
+/// rebuilt from `_run_control`; a rerun of an old batch that fails makes it pending again;
+/// a folder that lands late with an older batch id is pending at once (local landing zones
+/// are listed in full) and loads before the entity's newer batches.
+#[test]
+fn the_ledger_is_rebuilt_when_lost_and_follows_failed_reruns_and_late_folders() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a"], &["d2", "d3"]);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    let all = bronze::PendingOptions::default();
+    let outcomes = ingest.run_pending(&landing, &all).unwrap();
+    assert_eq!(outcomes.len(), 2, "{:?}", names(&outcomes));
+    let ledger = lake.schema_dir().join("_bronze_ledger/s+a.json");
+    assert!(ingest.pending(&landing).unwrap().is_empty());
+    let written: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
+    assert_eq!(written["landing_path"], "s/a");
+    assert_eq!(written["listed_through"], "d3");
+    assert!(written["batches"]["d2"]["ok"].as_bool().unwrap());
+    // Garbled, then lost: rebuilt, and nothing is pending.
+    std::fs::write(&ledger, b"{\"format\": 1, \"landing").unwrap();
+    assert!(ingest.pending(&landing).unwrap().is_empty());
+    let rebuilt: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
+    assert_eq!(rebuilt["batches"], written["batches"]);
+    std::fs::remove_file(&ledger).unwrap();
+    assert!(ingest.pending(&landing).unwrap().is_empty());
+    assert!(ledger.is_file());
+    // A rerun of the older batch that fails (its row accounting does not add up): the
+    // ledger, read before, follows `_run_control`.
+    let lossy = lake.ingest().with_failpoint("lose_a_row").build().unwrap();
+    let report = lossy.run(landing.join("s/a/batch_id=d2")).unwrap();
+    assert_eq!(report.exit_code(), 2);
+    let pending: Vec<String> = ingest
+        .pending(&landing)
+        .unwrap()
+        .into_iter()
+        .map(|b| b.batch_id)
+        .collect();
+    assert_eq!(pending, ["d2"]);
+    // A folder with an older id lands late: pending at once, loaded first.
+    bronze::testdata::copy_tree(&batch_dir(BATCH1), &landing.join("s/a/batch_id=d1")).unwrap();
+    let outcomes = ingest.run_pending(&landing, &all).unwrap();
+    let pair = |id: &str| ("s/a".to_string(), id.to_string(), BatchStatus::Loaded);
+    assert_eq!(names(&outcomes), [pair("d1"), pair("d2")]);
+    assert!(ingest.pending(&landing).unwrap().is_empty());
+    let status = ingest.status(&landing).unwrap();
+    assert_eq!(
+        (status[0].loaded, status[0].pending, status[0].failed),
+        (3, 0, 0)
+    );
+    assert_copies(&lake, 3);
+}

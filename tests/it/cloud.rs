@@ -818,9 +818,14 @@ fn object_path(
 /// The fixture folder copied as objects to `<root>/market/events/batch_id=<id>` (plus a
 /// sub-folder that is not read); that folder's path under `root`.
 fn upload_fixture(root: &str, options: &[(String, String)]) -> String {
+    upload_fixture_as(root, options, BATCH1)
+}
+
+/// [`upload_fixture`] as `<root>/market/events/batch_id=<id>`.
+fn upload_fixture_as(root: &str, options: &[(String, String)], id: &str) -> String {
     use deltalake::logstore::object_store::ObjectStoreExt as _;
     let (store, dir) = bronze::testdata::object_store_at(root, options).unwrap();
-    let folder = format!("market/events/batch_id={BATCH1}");
+    let folder = format!("market/events/batch_id={id}");
     let rt = tokio::runtime::Runtime::new().unwrap();
     for e in std::fs::read_dir(batch_dir(BATCH1)).unwrap() {
         let e = e.unwrap();
@@ -1127,4 +1132,82 @@ fn in_s3_a_pending_backlog_is_listed_and_loaded_once() {
         rows_per_table("s3://lake/lakehouse/bronze", &tables, &options),
         want
     );
+}
+
+/// A backlog in S3 lists an entity's folders from its last loaded batch on (its ledger
+/// says which): a no-op `--pending` makes as many requests after 6 loaded batches as
+/// after 3. A folder that lands late with an older batch id is not seen by those
+/// listings; the next full listing (`--full-listing-every`) finds and loads it.
+#[test]
+fn in_s3_a_no_op_pending_makes_the_same_requests_whatever_the_history_and_a_late_folder_loads() {
+    let s3 = moto();
+    create_bucket(&s3.endpoint, "landing");
+    create_bucket(&s3.endpoint, "lake");
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let log_path = log.path().to_str().unwrap().to_string();
+    let proxy = faulty_proxy(&s3.endpoint, &["--log", &log_path]);
+    let options = s3_options(&proxy.endpoint);
+    let requests = || std::fs::read_to_string(&log_path).unwrap().lines().count();
+    // `ingest --pending` with `args`: the batch ids it loaded, and the requests it made.
+    let pending = |args: &[&str]| -> (Vec<String>, usize) {
+        let before = requests();
+        let out = cli_with("ingest", &options)
+            .args(["--pending", "--json", "--catalog", "s3://lake/lakehouse"])
+            .args(args)
+            .arg("s3://landing/zone")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.code().is_some_and(|c| c < 2), "{stderr}");
+        let outcomes: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let ids = outcomes
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|o| {
+                assert_eq!(o["status"], "loaded", "{o}");
+                o["batch"]["batch_id"].as_str().unwrap().to_string()
+            })
+            .collect();
+        (ids, requests() - before)
+    };
+    let upload = |ids: &[&str]| {
+        for id in ids {
+            upload_fixture_as("s3://landing/zone", &options, id);
+        }
+    };
+    upload(&["d01", "d02", "d03"]);
+    assert_eq!(pending(&[]).0, ["d01", "d02", "d03"]);
+    // The first no-op folds the loads' `_run_control` commits into the ledger.
+    assert!(pending(&[]).0.is_empty());
+    let (none, after_3) = pending(&[]);
+    assert!(none.is_empty());
+    upload(&["d04", "d05", "d06"]);
+    assert_eq!(pending(&[]).0, ["d04", "d05", "d06"]);
+    assert!(pending(&[]).0.is_empty());
+    let (none, after_6) = pending(&[]);
+    assert!(none.is_empty());
+    assert_eq!(
+        after_6, after_3,
+        "requests of a no-op --pending after 6 batches and after 3"
+    );
+    // Late: an older id than the last loaded one.
+    upload(&["d00"]);
+    assert!(pending(&[]).0.is_empty());
+    let (late, _) = pending(&["--full-listing-every", "0s"]);
+    assert_eq!(late, ["d00"]);
+    assert!(pending(&["--full-listing-every", "0s"]).0.is_empty());
+    let out = cli_with("status", &options)
+        .args(["--json", "--catalog", "s3://lake/lakehouse"])
+        .arg("s3://landing/zone")
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entities: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(entities[0]["loaded"], 7, "{entities}");
+    assert_eq!(entities[0]["pending"], 0, "{entities}");
 }

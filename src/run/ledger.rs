@@ -1,0 +1,462 @@
+//! The ledger: per entity (landing path), the latest run of each of its batches as
+//! `_run_control` records them up to one version of that table, and how far the
+//! entity's folders were listed. A backlog (`ingest --pending`, `status`) reads the
+//! ledgers of its entities and the `_run_control` commits made since, never the whole
+//! table, and in an object store lists an entity's folders from its last loaded batch
+//! on: its cost stays the same however many batches were loaded before.
+//!
+//! Nothing depends on a ledger being current. Each one is `_run_control` folded up to
+//! the version it names, so any process may write one at any time (a plain put: of two
+//! written at once either is right) and a reader folds in the commits made after it. A
+//! ledger that is missing, unreadable, of another format, or older than the log kept
+//! (`delta.logRetentionDuration`) is rebuilt from one full read of `_run_control`.
+//!
+//! Files: `<schema>/_bronze_ledger/<source>+<entity>.json` ([`ledger_file`]).
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use deltalake::logstore::object_store::{
+    DynObjectStore, ObjectStoreExt as _, PutPayload, path::Path as StorePath,
+};
+use serde::{Deserialize, Serialize};
+
+use super::backlog::{LatestRun, Run, runs_of};
+use crate::error::{Error, Result};
+use crate::naming::TableName;
+use crate::run_control::{RunRow, rows_of, run_control_rows};
+use crate::schema::{LEDGER_DIR, RUN_CONTROL_TABLE};
+use crate::table::Storage;
+
+/// The ledger format this release reads and writes; another is rebuilt.
+const FORMAT: u32 = 1;
+
+/// More `_run_control` commits than this since a ledger: one full read costs less.
+const MAX_REPLAY: u64 = 500;
+
+/// The ledger file of an entity: `<source>+<entity>.json` (a name over 200 bytes is cut
+/// to a hash of the landing path).
+pub(crate) fn ledger_file(landing_path: &str) -> String {
+    let stem = landing_path.replace('/', "+");
+    if stem.len() <= 200 {
+        format!("{stem}.json")
+    } else {
+        let hash = crate::naming::stable_id(&[landing_path.as_bytes()]);
+        format!("{}.json", &hash[..32])
+    }
+}
+
+/// One entity's ledger.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct Ledger {
+    format: u32,
+    /// `<source>/<entity>`.
+    pub(super) landing_path: String,
+    /// The `_run_control` version folded in; `None` when that table did not exist.
+    run_control_version: Option<u64>,
+    /// The latest run of each batch id.
+    batches: BTreeMap<String, Entry>,
+    /// Every folder of the entity with a batch id up to this one was listed, and its
+    /// latest run loaded it: a listing in an object store starts after it.
+    pub(super) listed_through: Option<String>,
+    /// When the entity's folders in an object store were last listed in full,
+    /// microseconds since the Unix epoch (0: never).
+    pub(super) full_listing_micros: i64,
+}
+
+/// The latest run of one batch.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+struct Entry {
+    /// Its start, microseconds since the Unix epoch.
+    #[serde(rename = "s")]
+    started: i64,
+    /// No failed row.
+    ok: bool,
+    /// Its first failed row's `<table>: <error>`.
+    #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+impl Ledger {
+    fn new(landing_path: &str, run_control_version: Option<u64>) -> Ledger {
+        Ledger {
+            format: FORMAT,
+            landing_path: landing_path.to_string(),
+            run_control_version,
+            ..Default::default()
+        }
+    }
+
+    /// Folds one run of this entity in: it is the batch's latest when it started no
+    /// earlier than the one recorded (the rule of [`super::backlog::latest_runs`]).
+    fn fold(&mut self, run: &Run) {
+        let newer = self
+            .batches
+            .get(&run.batch_id)
+            .is_none_or(|e| run.started >= e.started);
+        if newer {
+            self.batches.insert(
+                run.batch_id.clone(),
+                Entry {
+                    started: run.started,
+                    ok: run.ok,
+                    error: run.error.clone(),
+                },
+            );
+        }
+    }
+
+    /// The latest run of each batch.
+    pub(super) fn latest_runs(&self) -> impl Iterator<Item = (&String, LatestRun)> {
+        self.batches.iter().map(|(id, e)| {
+            (
+                id,
+                LatestRun {
+                    started: e.started,
+                    ok: e.ok,
+                    error: e.error.clone(),
+                },
+            )
+        })
+    }
+
+    /// Whether the latest run of `batch_id` loaded it.
+    pub(super) fn is_loaded(&self, batch_id: &str) -> bool {
+        self.batches.get(batch_id).is_some_and(|e| e.ok)
+    }
+
+    /// Whether `batch_id` has any run.
+    pub(super) fn has_run(&self, batch_id: &str) -> bool {
+        self.batches.contains_key(batch_id)
+    }
+
+    /// The batch ids with a run, up to and including `through`.
+    pub(super) fn ids_through<'a>(&'a self, through: &'a str) -> impl Iterator<Item = &'a String> {
+        self.batches
+            .range::<str, _>((
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Included(through),
+            ))
+            .map(|(id, _)| id)
+    }
+}
+
+/// The ledgers of a schema: where they live and what a round read and changed.
+pub(super) struct Ledgers {
+    store: Arc<DynObjectStore>,
+    dir: StorePath,
+    /// The ledger files there, read once per round.
+    present: std::collections::HashSet<String>,
+    /// The ledgers read or made this round, by landing path, with the text they were
+    /// read as (`None`: new).
+    pub(super) by_path: BTreeMap<String, (Ledger, Option<Ledger>)>,
+}
+
+impl Ledgers {
+    /// The ledger files under `<schema>/_bronze_ledger/` (one listing).
+    pub(super) async fn open(store: Arc<DynObjectStore>, schema_dir: &StorePath) -> Result<Self> {
+        use futures::TryStreamExt as _;
+        let dir = schema_dir.clone().join(LEDGER_DIR);
+        let listed: Vec<_> = match store.list(Some(&dir)).try_collect().await {
+            Ok(listed) => listed,
+            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Vec::new(),
+            Err(e) => {
+                return Err(Error::Store {
+                    location: format!("{dir}"),
+                    reason: format!("could not list the backlog's ledgers: {e}"),
+                });
+            }
+        };
+        let present = listed
+            .iter()
+            .filter_map(|o| o.location.filename().map(str::to_string))
+            .collect();
+        Ok(Ledgers {
+            store,
+            dir,
+            present,
+            by_path: BTreeMap::new(),
+        })
+    }
+
+    /// The ledger of `landing_path` as stored, read once per round; `None` when there is
+    /// none, or it cannot be read or is of another format (it is rebuilt).
+    pub(super) async fn load(&mut self, landing_path: &str) -> Option<&Ledger> {
+        if !self.by_path.contains_key(landing_path) {
+            let name = ledger_file(landing_path);
+            if !self.present.contains(&name) {
+                return None;
+            }
+            let path = self.dir.clone().join(name.as_str());
+            let got = async { self.store.get(&path).await?.bytes().await };
+            let read = match got.await {
+                Ok(bytes) => serde_json::from_slice::<Ledger>(&bytes)
+                    .ok()
+                    .filter(|l| l.format == FORMAT && l.landing_path == landing_path),
+                Err(e) => {
+                    tracing::debug!(ledger = %path, error = %e, "ledger not read; rebuilt");
+                    None
+                }
+            };
+            let read = read?;
+            self.by_path
+                .insert(landing_path.to_string(), (read.clone(), Some(read)));
+        }
+        self.by_path.get(landing_path).map(|(l, _)| l)
+    }
+
+    /// The ledger of `landing_path` as this round has it.
+    pub(super) fn get(&self, landing_path: &str) -> Option<&Ledger> {
+        self.by_path.get(landing_path).map(|(l, _)| l)
+    }
+
+    pub(super) fn get_mut(&mut self, landing_path: &str) -> Option<&mut Ledger> {
+        self.by_path.get_mut(landing_path).map(|(l, _)| l)
+    }
+
+    /// Brings the ledgers of `landing_paths` up to `_run_control`'s latest version: the
+    /// commits since the oldest of them folded in, or one full read when a ledger is
+    /// missing, too old for the log kept, or `_run_control` changed otherwise than by
+    /// appends.
+    pub(super) async fn bring_up_to_date(
+        &mut self,
+        storage: &Storage,
+        landing_paths: &[String],
+    ) -> Result<()> {
+        for lp in landing_paths {
+            self.load(lp).await;
+        }
+        let all_read = landing_paths.iter().all(|lp| self.by_path.contains_key(lp));
+        if all_read {
+            let oldest = landing_paths
+                .iter()
+                .filter_map(|lp| self.by_path.get(lp))
+                .map(|(l, _)| l.run_control_version)
+                .min()
+                .flatten();
+            if self.replay(storage, oldest).await? {
+                return Ok(());
+            }
+        }
+        self.rebuild(storage, landing_paths).await
+    }
+
+    /// Folds the `_run_control` commits after `from` (every commit when `None`) into the
+    /// ledgers read; `false` when they cannot be replayed that way (a full read is due).
+    async fn replay(&mut self, storage: &Storage, from: Option<u64>) -> Result<bool> {
+        let rc = TableName::system(RUN_CONTROL_TABLE);
+        let log_store = storage.log_store(&rc)?;
+        let latest = match log_store.get_latest_version(from.unwrap_or(0)).await {
+            Ok(v) => v,
+            // No `_run_control` yet, and none when the ledgers were written.
+            Err(_) if from.is_none() && !self.exists(storage, &rc).await => return Ok(true),
+            // The commit the ledgers stopped at is gone (log clean-up): rebuilt.
+            Err(e) => {
+                tracing::debug!(error = %e, "ledgers older than _run_control's log; rebuilt");
+                return Ok(false);
+            }
+        };
+        let first = from.map_or(0, |v| v + 1);
+        if latest + 1 < first {
+            return Ok(false);
+        }
+        if latest + 1 - first > MAX_REPLAY {
+            return Ok(false);
+        }
+        for version in first..=latest {
+            let Some(rows) = commit_rows(storage, &log_store, version).await? else {
+                return Ok(false);
+            };
+            let runs = runs_of(rows);
+            for (ledger, _) in self.by_path.values_mut() {
+                if ledger.run_control_version.is_some_and(|v| v >= version) {
+                    continue;
+                }
+                let lp = ledger.landing_path.clone();
+                for run in runs.iter().filter(|r| r.is_of(&lp)) {
+                    ledger.fold(run);
+                }
+            }
+        }
+        for (ledger, _) in self.by_path.values_mut() {
+            ledger.run_control_version = Some(latest);
+        }
+        Ok(true)
+    }
+
+    /// Whether `_run_control` has a log.
+    async fn exists(&self, storage: &Storage, rc: &TableName) -> bool {
+        storage.open(rc).await.ok().flatten().is_some()
+    }
+
+    /// Ledgers for `landing_paths` and every entity `_run_control` names, from one full
+    /// read of it.
+    async fn rebuild(&mut self, storage: &Storage, landing_paths: &[String]) -> Result<()> {
+        let rc = TableName::system(RUN_CONTROL_TABLE);
+        // The version before the read: commits the read sees beyond it are folded in
+        // again by the next replay, which changes nothing (a run folds in once).
+        let version = match storage.open(&rc).await? {
+            Some(t) => t.version(),
+            None => None,
+        };
+        let rows = run_control_rows(storage, None).await?;
+        let runs = runs_of(rows);
+        let mut fresh: BTreeMap<String, Ledger> = landing_paths
+            .iter()
+            .map(|lp| (lp.clone(), Ledger::new(lp, version)))
+            .collect();
+        for run in &runs {
+            for lp in &run.landing_paths {
+                fresh
+                    .entry(lp.clone())
+                    .or_insert_with(|| Ledger::new(lp, version))
+                    .fold(run);
+            }
+        }
+        for (lp, mut ledger) in fresh {
+            let stored = self.by_path.remove(&lp).and_then(|(_, stored)| stored);
+            // What was listed is kept: the folders up to there have runs the read saw.
+            if let Some(s) = &stored {
+                ledger.listed_through.clone_from(&s.listed_through);
+                ledger.full_listing_micros = s.full_listing_micros;
+            }
+            self.by_path.insert(lp, (ledger, stored));
+        }
+        Ok(())
+    }
+
+    /// Writes the ledgers this round changed (a warning when one cannot be written: the
+    /// next round reads `_run_control` a little further back).
+    pub(super) async fn save(&self) {
+        for (lp, (ledger, stored)) in &self.by_path {
+            if stored.as_ref() == Some(ledger) {
+                continue;
+            }
+            let path = self.dir.clone().join(ledger_file(lp).as_str());
+            let written = match serde_json::to_vec(ledger) {
+                Ok(bytes) => self
+                    .store
+                    .put(&path, PutPayload::from(bytes))
+                    .await
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                Err(e) => Err(e.to_string()),
+            };
+            if let Err(e) = written {
+                tracing::warn!(ledger = %path, error = %e, "the backlog's ledger could not be written");
+            }
+        }
+    }
+}
+
+/// The `_run_control` rows added by commit `version` (rows of files added with
+/// `dataChange`); `None` when the commit is gone or removed rows (a full read is due).
+async fn commit_rows(
+    storage: &Storage,
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+) -> Result<Option<Vec<RunRow>>> {
+    let rc = RUN_CONTROL_TABLE;
+    let err = |e: &dyn std::fmt::Display| Error::Store {
+        location: format!("{}/{rc}", storage.schema_url),
+        reason: format!("could not read _run_control's commit {version}: {e}"),
+    };
+    let Some(bytes) = log_store
+        .read_commit_entry(version as _)
+        .await
+        .map_err(|e| err(&e))?
+    else {
+        return Ok(None);
+    };
+    let mut files = Vec::new();
+    for line in bytes.split(|b| *b == b'\n').filter(|l| !l.is_empty()) {
+        let action: serde_json::Value = serde_json::from_slice(line).map_err(|e| err(&e))?;
+        let data_change = |a: &serde_json::Value| a.get("dataChange").and_then(|d| d.as_bool());
+        if let Some(add) = action.get("add") {
+            if data_change(add) != Some(false) {
+                match add.get("path").and_then(|p| p.as_str()) {
+                    Some(p) => files.push(p.to_string()),
+                    None => return Ok(None),
+                }
+            }
+        } else if let Some(remove) = action.get("remove") {
+            if data_change(remove) != Some(false) {
+                return Ok(None);
+            }
+        }
+    }
+    let store = log_store.object_store(None);
+    let mut rows = Vec::new();
+    for file in files {
+        let path = StorePath::from_url_path(&file).map_err(|e| err(&e))?;
+        let bytes = match store.get(&path).await {
+            Ok(got) => got.bytes().await.map_err(|e| err(&e))?,
+            // Compacted and vacuumed since: a full read has its rows.
+            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => return Ok(None),
+            Err(e) => return Err(err(&e)),
+        };
+        let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)
+            .and_then(|b| b.build())
+            .map_err(|e| err(&e))?;
+        let batches: Vec<_> = reader
+            .collect::<std::result::Result<_, _>>()
+            .map_err(|e| err(&e))?;
+        rows.extend(rows_of(&batches)?);
+    }
+    Ok(Some(rows))
+}
+
+/// `(landing path, batch id)` → latest run, of the ledgers read.
+pub(super) fn latest_runs_of(ledgers: &Ledgers) -> HashMap<(String, String), LatestRun> {
+    let mut out = HashMap::new();
+    for (lp, (ledger, _)) in &ledgers.by_path {
+        for (id, run) in ledger.latest_runs() {
+            out.insert((lp.clone(), id.clone()), run);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(id: &str, started: i64, ok: bool) -> Run {
+        Run {
+            batch_id: id.into(),
+            landing_paths: vec!["s/e".into()],
+            started,
+            ok,
+            error: (!ok).then(|| "t: failed".to_string()),
+        }
+    }
+
+    #[test]
+    fn the_latest_run_of_a_batch_wins_whatever_order_runs_fold_in() {
+        let runs = [
+            run("b1", 10, false),
+            run("b1", 20, true),
+            run("b2", 5, true),
+        ];
+        let mut forward = Ledger::new("s/e", Some(1));
+        runs.iter().for_each(|r| forward.fold(r));
+        let mut backward = Ledger::new("s/e", Some(1));
+        runs.iter().rev().for_each(|r| backward.fold(r));
+        // Folding a run twice changes nothing.
+        runs.iter().for_each(|r| backward.fold(r));
+        assert_eq!(forward, backward);
+        assert!(forward.is_loaded("b1") && forward.is_loaded("b2"));
+        let mut failed_again = forward.clone();
+        failed_again.fold(&run("b1", 30, false));
+        assert!(!failed_again.is_loaded("b1") && failed_again.has_run("b1"));
+    }
+
+    #[test]
+    fn ledger_files_are_named_after_the_landing_path_and_stay_short() {
+        assert_eq!(ledger_file("market/events"), "market+events.json");
+        let long = format!("{}/{}", "s".repeat(150), "e".repeat(150));
+        let name = ledger_file(&long);
+        assert!(name.len() < 64, "{name}");
+        assert_ne!(name, ledger_file(&format!("{long}x")));
+    }
+}
