@@ -470,3 +470,119 @@ fn history_shows_an_append_a_replace_and_an_optimize_as_people_read_them() {
     assert_eq!(replace["action"], "replace");
     assert_eq!(replace["rows_removed"], replace["rows_added"]);
 }
+
+/// Bytes of every file under `dir`.
+fn bytes_under(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| {
+            let e = e.unwrap();
+            if e.file_type().unwrap().is_dir() {
+                bytes_under(&e.path())
+            } else {
+                e.metadata().unwrap().len()
+            }
+        })
+        .sum()
+}
+
+/// A simulated year: 365 daily batches, `bronze maintain` after every 7th with the clock
+/// a day further per batch (its VACUUM and log retention count from there), then the
+/// first batch and the last rerun. Every row is there once; each table's log keeps a
+/// few entries past its latest checkpoint, `_run_control` a few files, the catalog's
+/// bytes stay within 2x of what its live files and latest checkpoints hold, and `health`
+/// has nothing left to do.
+#[test]
+fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact() {
+    const DAY_MS: i64 = 86_400_000;
+    let landing = tempfile::tempdir().unwrap();
+    let root = landing.path().join("feed/daily");
+    let batches: Vec<(PathBuf, u64)> = (0..365)
+        .map(|i| {
+            let spec = GenSpec {
+                files: 1,
+                lines_per_file: 6,
+                topics: 3,
+                duplicates_per_mille: 0,
+                corrupt_per_10k: 0,
+                seed: i as u64 + 1,
+                ..Default::default()
+            };
+            let s = generate(&root, &format!("d{i:03}"), &spec).unwrap();
+            (s.dir, s.lines)
+        })
+        .collect();
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    let day0 = chrono::Utc::now().timestamp_millis();
+    let maintain = |day: i64| {
+        let report = ingest
+            .maintenance()
+            .maintain()
+            .with_clock(day0 + day * DAY_MS)
+            .execute()
+            .unwrap();
+        assert!(!report.failed(), "day {day}: {}", report.to_text());
+        report
+    };
+    let mut vacuumed = 0;
+    let mut logs_removed = 0;
+    for (i, (dir, _)) in batches.iter().enumerate() {
+        let r = ingest.run(dir).unwrap();
+        assert_eq!(r.exit_code(), 0, "{}", r.to_text());
+        if (i + 1) % 7 == 0 {
+            let report = maintain(i as i64 + 1);
+            vacuumed += report
+                .tables
+                .iter()
+                .filter_map(|t| t.vacuum.as_ref())
+                .map(|v| v.files.len())
+                .sum::<usize>();
+            logs_removed += report.tables.iter().map(|t| t.logs_removed).sum::<usize>();
+        }
+    }
+    assert!(vacuumed > 0 && logs_removed > 0, "{vacuumed} {logs_removed}");
+    // The first batch and the last, rerun: replaced, never duplicated.
+    for (dir, _) in [&batches[0], &batches[364]] {
+        let r = ingest.run(dir).unwrap();
+        assert_eq!(r.exit_code(), 0, "{}", r.to_text());
+    }
+    assert_readable_without_duplicates(&lake, "after a year");
+    let lines: u64 = batches.iter().map(|(_, l)| l).sum();
+    let rows: i64 = ["quote_00", "trade_01", "orderbook_02"]
+        .iter()
+        .map(|t| lake.count(&format!("SELECT count(*) FROM {t}")))
+        .sum();
+    assert_eq!(rows as u64, lines);
+    maintain(372);
+    let health = ingest.maintenance().health().unwrap();
+    for t in &health.tables {
+        assert_eq!(t.action, "none", "{t:?}");
+        let log = lake.schema_dir().join(&t.table).join("_delta_log");
+        let commits = std::fs::read_dir(&log)
+            .unwrap()
+            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".json"))
+            .count();
+        assert!(commits <= 12, "{}: {commits} commits in the log", t.table);
+    }
+    let rc = health.tables.iter().find(|t| t.table == "_run_control").unwrap();
+    assert!(rc.files <= 50, "{rc:?}");
+    let live: u64 = health.tables.iter().map(|t| t.bytes).sum();
+    let checkpoints: u64 = health
+        .tables
+        .iter()
+        .map(|t| {
+            std::fs::read_dir(lake.schema_dir().join(&t.table).join("_delta_log"))
+                .unwrap()
+                .map(|e| e.unwrap())
+                .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+                .map(|e| e.metadata().unwrap().len())
+                .sum::<u64>()
+        })
+        .sum();
+    let on_disk = bytes_under(&lake.schema_dir());
+    assert!(
+        on_disk <= 2 * (live + checkpoints),
+        "{on_disk} bytes on disk for {live} live and {checkpoints} of checkpoints"
+    );
+}
