@@ -541,7 +541,10 @@ fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact(
             logs_removed += report.tables.iter().map(|t| t.logs_removed).sum::<usize>();
         }
     }
-    assert!(vacuumed > 0 && logs_removed > 0, "{vacuumed} {logs_removed}");
+    assert!(
+        vacuumed > 0 && logs_removed > 0,
+        "{vacuumed} {logs_removed}"
+    );
     // The first batch and the last, rerun: replaced, never duplicated.
     for (dir, _) in [&batches[0], &batches[364]] {
         let r = ingest.run(dir).unwrap();
@@ -561,11 +564,21 @@ fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact(
         let log = lake.schema_dir().join(&t.table).join("_delta_log");
         let commits = std::fs::read_dir(&log)
             .unwrap()
-            .filter(|e| e.as_ref().unwrap().file_name().to_string_lossy().ends_with(".json"))
+            .filter(|e| {
+                e.as_ref()
+                    .unwrap()
+                    .file_name()
+                    .to_string_lossy()
+                    .ends_with(".json")
+            })
             .count();
         assert!(commits <= 12, "{}: {commits} commits in the log", t.table);
     }
-    let rc = health.tables.iter().find(|t| t.table == "_run_control").unwrap();
+    let rc = health
+        .tables
+        .iter()
+        .find(|t| t.table == "_run_control")
+        .unwrap();
     assert!(rc.files <= 50, "{rc:?}");
     let live: u64 = health.tables.iter().map(|t| t.bytes).sum();
     let checkpoints: u64 = health
@@ -585,4 +598,79 @@ fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact(
         on_disk <= 2 * (live + checkpoints),
         "{on_disk} bytes on disk for {live} live and {checkpoints} of checkpoints"
     );
+}
+
+/// `bronze maintain` does what `health` recommends: within `--max-tables 1` it visits the
+/// worst table alone and lists the others as not reached; two processes at once both
+/// finish and lose nothing; then `health` has nothing to do and every row is as before.
+#[test]
+fn maintain_does_what_health_recommends_within_its_bounds_and_two_at_once_lose_nothing() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 55);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    for (dir, _) in &batches {
+        assert_eq!(ingest.run(dir).unwrap().exit_code(), 0);
+    }
+    let before = snapshot(&lake);
+    let health = ingest.maintenance().health().unwrap();
+    let worst = health.tables[0].table.clone();
+    assert!(
+        health.tables[0].action.contains("optimize"),
+        "{:?}",
+        health.tables[0]
+    );
+    let json = |out: std::process::Output| -> serde_json::Value {
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{err}");
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let one = json(on_catalog(
+        &lake,
+        &["maintain", "--json", "--max-tables", "1"],
+    ));
+    assert_eq!(one["tables"].as_array().unwrap().len(), 1, "{one}");
+    assert_eq!(one["tables"][0]["table"], worst.as_str());
+    assert!(
+        one["tables"][0]["optimize"]["files_removed"]
+            .as_u64()
+            .unwrap()
+            > 50,
+        "{one}"
+    );
+    assert_eq!(
+        one["not_reached"].as_array().unwrap().len(),
+        health.tables.len() - 1,
+        "{one}"
+    );
+    // Two at once: each step under the table's lock, a lost race reported, never a loss.
+    let spawn = || {
+        crate::util::bronze_cli()
+            .args(["maintain", "--catalog"])
+            .arg(lake.catalog())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (a, b) = (spawn(), spawn());
+    for child in [a, b] {
+        let out = child.wait_with_output().unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        // A step that lost to the other process's commit is reported (exit 2); the next
+        // run does it.
+        assert!(
+            out.status.code().is_some_and(|c| c < 3),
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(text.contains("tables visited"), "{text}");
+    }
+    json(on_catalog(&lake, &["maintain", "--json"]));
+    let after = ingest.maintenance().health().unwrap();
+    for t in &after.tables {
+        assert_eq!(t.action, "none", "{t:?}");
+    }
+    assert_eq!(snapshot(&lake), before);
+    assert_readable_without_duplicates(&lake, "after maintain");
 }
