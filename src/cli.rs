@@ -336,6 +336,13 @@ pub struct IngestArgs {
     /// landing files (512MB, 20GiB); the batch that crosses it is finished, never cut.
     #[arg(long, value_name = "SIZE", requires = "pending", value_parser = parse_budget)]
     pub max_bytes: Option<u64>,
+    /// With --pending: load an entity's batches in any order, for a backfill spread over
+    /// every worker (with --max-batches-in-flight, several processes, or Spark tasks): a
+    /// failed, busy or unfinished batch holds none of its entity's later batches back,
+    /// and an entity's schema evolves in the order its batches commit, not batch id
+    /// order. `status` still shows the oldest pending batch.
+    #[arg(long, requires = "pending")]
+    pub unordered: bool,
     /// With --pending: load only folders holding a `_SUCCESS` marker (the copy step is
     /// done); an entity's later batches wait behind one without it.
     #[arg(long, requires = "pending")]

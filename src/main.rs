@@ -376,6 +376,7 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         .with_max_bytes(args.max_bytes)
         .with_require_success(args.require_success)
         .with_max_in_flight(usize::from(args.max_batches_in_flight))
+        .with_unordered(args.unordered)
         .with_stop(interrupt.as_ref().map(|(flag, _)| Arc::clone(flag)));
     let mut worst = 0;
     loop {

@@ -234,6 +234,7 @@ def ingest_pending(
     max_bytes: Union[None, int, str] = None,
     require_success: bool = False,
     max_in_flight: int = 1,
+    ordered: bool = True,
     max_parallel: Optional[int] = None,
     memory_budget: Union[None, int, str] = None,
     lease_ttl: Union[None, str, float] = None,
@@ -245,7 +246,8 @@ def ingest_pending(
     per batch; a failure is an outcome, not an exception. ``max_in_flight``: batches of
     different entities loaded at once (each with its own memory budget). Any number of
     processes may run this on the same landing zone and catalog: each batch is loaded by
-    one of them."""
+    one of them. ``ordered=False`` (``--unordered``): an entity's batches in any order,
+    several of one entity at once with ``max_in_flight``; a failure holds none back."""
     if isinstance(max_bytes, str):
         max_bytes = _size(max_bytes)
     settings = _settings(
@@ -259,7 +261,8 @@ def ingest_pending(
     )
     with _progress(progress) as callback:
         text = _bronze.ingest_pending(
-            os.fspath(landing_root), settings, max_batches, max_bytes, require_success, callback, max_in_flight
+            os.fspath(landing_root), settings, max_batches, max_bytes, require_success, callback, max_in_flight,
+            not ordered,
         )
     return from_json(list[Outcome], text)
 

@@ -9,13 +9,15 @@ if TYPE_CHECKING:
     from bronze import Batch
 
 
-def plan(batches: list[Batch], parallelism: int) -> list[list[dict[str, str]]]:
+def plan(batches: list[Batch], parallelism: int, ordered: bool = True) -> list[list[dict[str, str]]]:
     """The batches in ``parallelism`` groups (at most one per entity), each entity's
     batches together and in batch id order; entities with the most batches are placed
-    first, each onto the group with the fewest batches so far."""
+    first, each onto the group with the fewest batches so far. Not ``ordered``: each batch
+    is a unit of its own, dealt round the groups in batch id order (one entity's batches
+    spread over every group)."""
     by_entity: dict[str, list[Batch]] = {}
-    for b in batches:
-        by_entity.setdefault(b.landing_path, []).append(b)
+    for i, b in enumerate(sorted(batches, key=lambda b: (b.batch_id, b.landing_path))):
+        by_entity.setdefault(b.landing_path if ordered else f"{i:020}", []).append(b)
     groups: list[list[dict[str, str]]] = [[] for _ in range(max(1, min(parallelism, len(by_entity))))]
     for entity in sorted(by_entity, key=lambda e: (-len(by_entity[e]), e)):
         target = min(range(len(groups)), key=lambda i: (len(groups[i]), i))

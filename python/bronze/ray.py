@@ -33,6 +33,7 @@ def ingest_pending(
     parallelism: Optional[int] = None,
     max_batches: Optional[int] = None,
     require_success: bool = False,
+    ordered: bool = True,
     max_retries: int = 3,
     cpus_per_task: int = 1,
     progress: Optional[Callable[[str, int, int], Any]] = None,
@@ -53,7 +54,7 @@ def ingest_pending(
         if not ray.is_initialized():
             ray.init()
         parallelism = max(1, int(ray.cluster_resources().get("CPU", 1)))
-    tasks = plan(batches, parallelism)
+    tasks = plan(batches, parallelism, ordered)
 
     if "threads" not in config:
         # As many parsing threads as the task reserves CPUs, not one per core of the node.
@@ -63,7 +64,7 @@ def ingest_pending(
     def run(task: str) -> str:
         from bronze import _bronze
 
-        return _bronze.run_batches(task, settings, require_success, progress)
+        return _bronze.run_batches(task, settings, require_success, progress, not ordered)
 
     results = ray.get([run.remote(json.dumps(t)) for t in tasks])
     return [o for text in results for o in bronze.from_json(list[bronze.Outcome], text)]

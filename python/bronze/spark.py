@@ -77,6 +77,7 @@ def ingest_pending(
     parallelism: Optional[int] = None,
     max_batches: Optional[int] = None,
     require_success: bool = False,
+    ordered: bool = True,
     progress: Optional[Callable[[str, int, int], Any]] = None,
     **config: Any,
 ) -> Any:
@@ -90,11 +91,14 @@ def ingest_pending(
     executor; ``threads`` defaults to the task's CPUs (``spark.task.cpus``). ``progress``: a picklable callable ``(stage, done, total)`` run on the
     executors (for their logs). Statuses: as :class:`bronze.Outcome`; a failed batch holds
     its entity's later batches back (``waiting``) and is pending again next time.
+    ``ordered=False``: an entity's batches load in any order, spread over every task (a
+    backfill of one entity uses the whole cluster); a failed batch holds none back, and
+    the entity's schema evolves in the order its batches commit, not batch id order.
     """
     batches, settings = prepare(
         "ingest_pending", landing_root, catalog, schema, storage_options, max_batches, config
     )
-    tasks = plan(batches, parallelism if parallelism is not None else _default_parallelism(spark))
+    tasks = plan(batches, parallelism if parallelism is not None else _default_parallelism(spark), ordered)
     if not tasks:
         return spark.createDataFrame([], RESULT_SCHEMA)
     plans = [json.dumps(t) for t in tasks]
@@ -108,7 +112,7 @@ def ingest_pending(
         for frame in frames:
             for task in frame.column("id").to_pylist():
                 own = _task_settings(settings, TaskContext.get())
-                outcomes = _bronze.run_batches(plans[task], own, require_success, progress)
+                outcomes = _bronze.run_batches(plans[task], own, require_success, progress, not ordered)
                 yield pa.RecordBatch.from_pylist(_rows(task, outcomes), schema=arrow_schema())
 
     # One row, so one task, per group: `range` splits n rows into n partitions of one.

@@ -312,7 +312,7 @@ fn status(py: Python<'_>, root: String, settings: &str) -> PyResult<String> {
 
 /// Loads the backlog under a landing root; the outcomes as JSON.
 #[pyfunction]
-#[pyo3(signature = (root, settings, max_batches=None, max_bytes=None, require_success=false, progress=None, max_in_flight=1))]
+#[pyo3(signature = (root, settings, max_batches=None, max_bytes=None, require_success=false, progress=None, max_in_flight=1, unordered=false))]
 #[allow(clippy::too_many_arguments)]
 fn ingest_pending(
     py: Python<'_>,
@@ -323,12 +323,14 @@ fn ingest_pending(
     require_success: bool,
     progress: Option<Py<PyAny>>,
     max_in_flight: usize,
+    unordered: bool,
 ) -> PyResult<String> {
     let options = bronze::PendingOptions::default()
         .with_max_batches(max_batches)
         .with_max_bytes(max_bytes)
         .with_require_success(require_success)
-        .with_max_in_flight(max_in_flight);
+        .with_max_in_flight(max_in_flight)
+        .with_unordered(unordered);
     run(py, settings, progress, move |ingest| {
         ingest.run_pending(&root, &options)
     })
@@ -337,17 +339,20 @@ fn ingest_pending(
 /// Loads the given pending batches (JSON, as `pending` lists them) in order: one worker's
 /// share of a backlog (a Spark or Ray task); the outcomes as JSON.
 #[pyfunction]
-#[pyo3(signature = (batches, settings, require_success=false, progress=None))]
+#[pyo3(signature = (batches, settings, require_success=false, progress=None, unordered=false))]
 fn run_batches(
     py: Python<'_>,
     batches: &str,
     settings: &str,
     require_success: bool,
     progress: Option<Py<PyAny>>,
+    unordered: bool,
 ) -> PyResult<String> {
     let batches: Vec<bronze::PendingBatch> = serde_json::from_str(batches)
         .map_err(|e| ConfigError::new_err(format!("batches are not a list of batches: {e}")))?;
-    let options = bronze::PendingOptions::default().with_require_success(require_success);
+    let options = bronze::PendingOptions::default()
+        .with_require_success(require_success)
+        .with_unordered(unordered);
     run(py, settings, progress, move |ingest| {
         ingest.run_batches(batches, &options)
     })

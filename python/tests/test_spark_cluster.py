@@ -70,3 +70,46 @@ def test_a_batch_held_elsewhere_is_a_busy_row_and_loads_next_time(cluster, tmp_p
     again = {r.batch_id: r.status for r in ingest_pending(cluster, landing, catalog).collect()}
     assert again == {"2026-05-03_001": "loaded"}
     assert table_rows(catalog) == {t: len(made) * n for t, n in expected(FIRST).items()}
+
+
+def test_unordered_spreads_one_entitys_backfill_over_both_executors_and_loses_no_column(
+    cluster, tmp_path: Path
+) -> None:
+    """``ordered=False``: one entity's 40 batches, each adding a column to the child table
+    its two topics share, load over both executors at once; every batch exactly once, every
+    added column with exactly its batch's values."""
+    import json
+
+    from deltalake import DeltaTable
+
+    from bronze.spark import ingest_pending
+
+    landing, catalog = tmp_path / "landing", tmp_path / "lakehouse"
+    entity = landing / "feed" / "prices"
+    for k in range(1, 41):
+        folder = entity / f"batch_id=b{k:03d}"
+        folder.mkdir(parents=True)
+        lines = [
+            json.dumps(
+                {
+                    "topic": topic,
+                    "message_id": f"{topic}-{k}-{m}",
+                    "payload": {"symbol": "X", "currentprice": [{"px": k + m, f"extra_{k}": k}]},
+                }
+            )
+            for topic in ("quote", "trade")
+            for m in range(3)
+        ]
+        (folder / "part-00000.jsonl").write_text("\n".join(lines) + "\n")
+    rows = ingest_pending(cluster, landing, catalog, ordered=False, parallelism=2).collect()
+    assert sorted((r.batch_id, r.status) for r in rows) == [(f"b{k:03d}", "loaded") for k in range(1, 41)]
+    assert {r.task for r in rows} == {0, 1}, "both executors' tasks loaded batches"
+    prices = DeltaTable(str(catalog / "bronze" / "currentprice")).to_pyarrow_table()
+    assert prices.num_rows == 40 * 2 * 3
+    for k in range(1, 41):
+        values = [v for v in prices.column(f"extra_{k}").to_pylist() if v is not None]
+        assert values == [k] * 6, f"extra_{k}"
+    runs = DeltaTable(str(catalog / "bronze" / "_run_control")).to_pyarrow_table().to_pylist()
+    ok = sorted(r["_batch_id"] for r in runs if r["table"] == "(batch)" and r["status"] == "ok")
+    assert ok == [f"b{k:03d}" for k in range(1, 41)], "one successful run per batch"
+    assert ingest_pending(cluster, landing, catalog, ordered=False).count() == 0

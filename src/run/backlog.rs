@@ -71,6 +71,11 @@ pub struct PendingOptions {
     /// Batches loaded at once, each entity's still in order (default 1). Each batch in
     /// flight has its own pools and its own memory budget.
     pub max_in_flight: usize,
+    /// An entity's batches load in any order: a failed, busy or not yet ready batch
+    /// holds none of its entity's others back, and batches in flight may be of one
+    /// entity (a backfill spread over every worker). An entity's schema then evolves in
+    /// the order its batches commit, not in batch id order.
+    pub unordered: bool,
 }
 
 impl PendingOptions {
@@ -104,6 +109,12 @@ impl PendingOptions {
     /// At most `n` batches at once (of different entities).
     pub fn with_max_in_flight(mut self, n: usize) -> Self {
         self.max_in_flight = n;
+        self
+    }
+
+    /// An entity's batches in any order ([`PendingOptions::unordered`]).
+    pub fn with_unordered(mut self, on: bool) -> Self {
+        self.unordered = on;
         self
     }
 }
@@ -180,9 +191,15 @@ impl Ingest {
             .map(|(i, b)| ((b.landing_path.clone(), b.batch_id.clone()), i))
             .collect();
         let mut groups: Vec<Vec<PendingBatch>> = vec![Vec::new(); options.max_in_flight];
-        let mut by_entity: HashMap<String, Vec<PendingBatch>> = HashMap::new();
-        for b in pending {
-            by_entity.entry(b.landing_path.clone()).or_default().push(b);
+        let mut by_entity: BTreeMap<String, Vec<PendingBatch>> = BTreeMap::new();
+        for (i, b) in pending.into_iter().enumerate() {
+            // Unordered: every batch a unit of its own, dealt round the groups.
+            let unit = if options.unordered {
+                format!("{i:020}")
+            } else {
+                b.landing_path.clone()
+            };
+            by_entity.entry(unit).or_default().push(b);
         }
         let mut sized: Vec<Vec<PendingBatch>> = by_entity.into_values().collect();
         sized.sort_by(|a, b| {
@@ -262,7 +279,10 @@ impl Ingest {
         let mut held_up: HashMap<String, String> = HashMap::new();
         let mut outcomes = Vec::new();
         for batch in batches {
-            if let Some(first) = held_up.get(&batch.landing_path) {
+            if let Some(first) = held_up
+                .get(&batch.landing_path)
+                .filter(|_| !options.unordered)
+            {
                 outcomes.push(BacklogOutcome {
                     reason: Some(format!("waits for batch {first} of {}", batch.landing_path)),
                     batch,

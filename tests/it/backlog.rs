@@ -700,3 +700,56 @@ fn the_ledger_is_rebuilt_when_lost_and_follows_failed_reruns_and_late_folders() 
     );
     assert_copies(&lake, 3);
 }
+
+/// `--unordered`: one entity's batches load two at once (`--max-batches-in-flight 2`),
+/// and its failed first batch holds none of the later ones back; every batch once.
+#[test]
+fn unordered_loads_one_entitys_batches_at_once_and_a_failure_holds_none_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let landing = landing_zone(dir.path(), &["s/a"], &["d1", "d2", "d3", "d4"]);
+    std::fs::write(
+        landing.join("s/a/batch_id=d1/part-unreadable.jsonl"),
+        b"{\"topic\":\"t\",\"message_id\":\"m\"}\n",
+    )
+    .unwrap();
+    let lake = TempLake::new();
+    let failing = lake
+        .ingest()
+        .with_failpoint("unreadable_file")
+        .build()
+        .unwrap();
+    let unordered = bronze::PendingOptions::default()
+        .with_unordered(true)
+        .with_max_in_flight(2);
+    let outcomes = failing.run_pending(&landing, &unordered).unwrap();
+    let pair = |id: &str, s| ("s/a".to_string(), id.to_string(), s);
+    assert_eq!(
+        names(&outcomes),
+        [
+            pair("d1", BatchStatus::Failed),
+            pair("d2", BatchStatus::Loaded),
+            pair("d3", BatchStatus::Loaded),
+            pair("d4", BatchStatus::Loaded),
+        ]
+    );
+    let runs = runs(&lake);
+    let overlap = runs
+        .iter()
+        .any(|a| runs.iter().any(|b| a.1 != b.1 && a.2 < b.3 && b.2 < a.3));
+    assert!(overlap, "two batches of one entity at once: {runs:?}");
+    // The ordered default holds the entity behind the failed batch: nothing else left.
+    let outcomes = failing
+        .run_pending(&landing, &bronze::PendingOptions::default())
+        .unwrap();
+    assert_eq!(names(&outcomes), [pair("d1", BatchStatus::Failed)]);
+    assert_copies(&lake, 3);
+    std::fs::remove_file(landing.join("s/a/batch_id=d1/part-unreadable.jsonl")).unwrap();
+    let outcomes = lake
+        .ingest()
+        .build()
+        .unwrap()
+        .run_pending(&landing, &unordered)
+        .unwrap();
+    assert_eq!(names(&outcomes), [pair("d1", BatchStatus::Loaded)]);
+    assert_copies(&lake, 4);
+}
