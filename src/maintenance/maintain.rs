@@ -133,8 +133,11 @@ pub struct Maintain<'a> {
 }
 
 impl<'a> Maintenance<'a> {
-    /// Everything `health` recommends, for every table of the schema: see
-    /// [`super::maintain`](self). Runs on [`Maintain::execute`].
+    /// Everything `health` recommends, for every table of the schema, worst first:
+    /// OPTIMIZE where small files piled up, VACUUM past the retention, a checkpoint once
+    /// 10 commits followed the last, log entries past `delta.logRetentionDuration` and
+    /// before the latest checkpoint removed; each step under the table's lock. Runs on
+    /// [`Maintain::execute`].
     pub fn maintain(&self) -> Maintain<'_> {
         Maintain {
             maintenance: self,

@@ -379,10 +379,10 @@ async fn commit_rows(
                     None => return Ok(None),
                 }
             }
-        } else if let Some(remove) = action.get("remove") {
-            if data_change(remove) != Some(false) {
-                return Ok(None);
-            }
+        } else if let Some(remove) = action.get("remove")
+            && data_change(remove) != Some(false)
+        {
+            return Ok(None);
         }
     }
     let store = log_store.object_store(None);

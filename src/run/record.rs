@@ -68,7 +68,7 @@ impl Ingest {
     /// the upkeep of every table (missing properties added, small files compacted once
     /// they pile up), so the table keeps a few files however many runs it records.
     fn run_control_upkeep(&self, storage: &Storage, rc_table: &TableName, c: Committed) {
-        if c.version % RUN_CONTROL_UPKEEP_EVERY != 0 {
+        if !c.version.is_multiple_of(RUN_CONTROL_UPKEEP_EVERY) {
             return;
         }
         match self.runtime().block_on(storage.open(rc_table)) {
