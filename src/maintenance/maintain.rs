@@ -187,15 +187,7 @@ impl Maintain<'_> {
     pub fn execute(self) -> Result<MaintainReport> {
         let started = Instant::now();
         let m = self.maintenance;
-        if self.retention_hours < MIN_RETENTION_HOURS && !self.force {
-            return Err(Error::Config {
-                name: "retain",
-                reason: format!(
-                    "{}h is under the {MIN_RETENTION_HOURS}h minimum: readers of older versions would lose their files; pass --force if no reader or writer needs them",
-                    self.retention_hours
-                ),
-            });
-        }
+        super::check_retention(self.retention_hours, self.force)?;
         let order: Vec<String> = m.health()?.tables.into_iter().map(|t| t.table).collect();
         let mut report = MaintainReport::default();
         for table in order {

@@ -578,18 +578,24 @@ impl Vacuum<'_> {
     /// Runs the VACUUM under the table's lock.
     pub fn execute(self) -> Result<VacuumReport> {
         let hours = self.retention_hours;
-        if hours < MIN_RETENTION_HOURS && !self.force {
-            return Err(Error::Config {
-                name: "retain",
-                reason: format!(
-                    "{hours}h is under the {MIN_RETENTION_HOURS}h minimum: readers of older versions would lose their files; pass --force if no reader or writer needs them"
-                ),
-            });
-        }
+        check_retention(hours, self.force)?;
         let (table, dry_run, now) = (&self.table, self.dry_run, self.now_millis);
         self.maintenance
             .locked(table, |t| vacuum(table, t, hours, dry_run, now))
     }
+}
+
+/// A VACUUM retention under [`MIN_RETENTION_HOURS`] is refused unless forced.
+pub(crate) fn check_retention(hours: u64, force: bool) -> Result<()> {
+    if hours < MIN_RETENTION_HOURS && !force {
+        return Err(Error::Config {
+            name: "retain",
+            reason: format!(
+                "{hours}h is under the {MIN_RETENTION_HOURS}h minimum: readers of older versions would lose their files; pass --force if no reader or writer needs them"
+            ),
+        });
+    }
+    Ok(())
 }
 
 async fn table_health(

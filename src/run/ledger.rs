@@ -147,8 +147,8 @@ pub(super) struct Ledgers {
     dir: StorePath,
     /// The ledger files there, read once per round.
     present: std::collections::HashSet<String>,
-    /// The ledgers read or made this round, by landing path, with the text they were
-    /// read as (`None`: new).
+    /// The ledgers read or made by one backlog call, by landing path, each with the
+    /// ledger as stored (`None`: new).
     pub(super) by_path: BTreeMap<String, (Ledger, Option<Ledger>)>,
 }
 
@@ -205,7 +205,7 @@ impl Ledgers {
         self.by_path.get(landing_path).map(|(l, _)| l)
     }
 
-    /// The ledger of `landing_path` as this round has it.
+    /// The ledger of `landing_path` as this backlog call has it.
     pub(super) fn get(&self, landing_path: &str) -> Option<&Ledger> {
         self.by_path.get(landing_path).map(|(l, _)| l)
     }
@@ -325,8 +325,8 @@ impl Ledgers {
         Ok(())
     }
 
-    /// Writes the ledgers this round changed (a warning when one cannot be written: the
-    /// next round reads `_run_control` a little further back).
+    /// Writes the ledgers this backlog call changed (a warning when one cannot be
+    /// written: the next call reads `_run_control` a little further back).
     pub(super) async fn save(&self) {
         for (lp, (ledger, stored)) in &self.by_path {
             if stored.as_ref() == Some(ledger) {
