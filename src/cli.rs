@@ -134,9 +134,10 @@ pub struct ReportArgs {
     /// or an object store URL).
     #[arg(long, value_name = "ROOT")]
     pub landing: Option<String>,
-    /// A batch lease not renewed for this long counts as stale (with `--landing`).
-    #[arg(long, default_value = "10m", value_parser = parse_ttl)]
-    pub lease_ttl: std::time::Duration,
+    /// A batch lease not renewed for this long counts as stale (with `--landing`)
+    /// [default: `lease_ttl` in bronze.toml, else 10m].
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub lease_ttl: Option<std::time::Duration>,
     #[command(flatten)]
     pub location: Location,
 }
@@ -154,14 +155,15 @@ pub struct StatusArgs {
     /// a folder or an object store URL.
     pub root: String,
     /// A batch lease not renewed for this long is reported stale (as `bronze ingest
-    /// --lease-ttl`; `10m`, `90s`, `2h`).
-    #[arg(long, default_value = "10m", value_parser = parse_ttl)]
-    pub lease_ttl: std::time::Duration,
+    /// --lease-ttl`; `10m`, `90s`, `2h`) [default: `lease_ttl` in bronze.toml, else 10m].
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub lease_ttl: Option<std::time::Duration>,
     /// In an object store, list each entity's folders in full when the last full listing
     /// is this old (as `bronze ingest --full-listing-every`); in between only the folders
-    /// after its last loaded batch are listed.
-    #[arg(long, default_value = "24h", value_parser = parse_ttl, value_name = "DURATION")]
-    pub full_listing_every: std::time::Duration,
+    /// after its last loaded batch are listed [default: `full_listing_every` in
+    /// bronze.toml, else 24h].
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub full_listing_every: Option<std::time::Duration>,
     #[command(flatten)]
     pub location: Location,
 }

@@ -244,6 +244,23 @@ impl StorageOptions {
     }
 }
 
+/// Whether a listing of `url`'s store from an offset costs less than a full one and comes
+/// in key order: not in S3 Express One Zone (`aws_s3_express`, or a `--x-s3` bucket),
+/// whose listing has no `StartAfter` (object_store lists it whole, unsorted).
+pub(crate) fn lists_from_offset(url: &Url, options: &StorageOptions) -> bool {
+    if !matches!(url.scheme(), "s3" | "s3a") {
+        return true;
+    }
+    let on = |v: &str| v.trim().eq_ignore_ascii_case("true");
+    let express = options
+        .get("aws_s3_express")
+        .or(options.get("s3_express"))
+        .is_some_and(on)
+        || std::env::var("AWS_S3_EXPRESS").is_ok_and(|v| on(&v))
+        || url.host_str().is_some_and(|b| b.ends_with("--x-s3"));
+    !express
+}
+
 /// The object store of `url`'s bucket or container (rooted at its top, so paths are the
 /// URL's path), built by deltalake's registered factory for the scheme with `options`
 /// (standard environment variables fill what the options leave out).

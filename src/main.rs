@@ -180,7 +180,9 @@ fn maintain_all(args: &cli::MaintainArgs) -> ExitCode {
 /// `bronze report`: the overview as a page written to `--html`, or as `--json`.
 fn report(args: &cli::ReportArgs) -> ExitCode {
     let result = args.location.config().and_then(|mut c| {
-        c.lease_ttl = args.lease_ttl;
+        if let Some(t) = args.lease_ttl {
+            c.lease_ttl = t;
+        }
         let ingest = bronze::Ingest::from_config(c)?;
         let mut overview = ingest.maintenance().overview()?;
         if let Some(root) = &args.landing {
@@ -230,8 +232,12 @@ fn completions(shell: &str) -> ExitCode {
 /// `bronze status`: the backlog under the root, per entity.
 fn status(args: &cli::StatusArgs) -> ExitCode {
     let result = args.location.config().and_then(|mut c| {
-        c.lease_ttl = args.lease_ttl;
-        c.full_listing_every = args.full_listing_every;
+        if let Some(t) = args.lease_ttl {
+            c.lease_ttl = t;
+        }
+        if let Some(t) = args.full_listing_every {
+            c.full_listing_every = t;
+        }
         let entities = bronze::Ingest::from_config(c)?.status(&args.root)?;
         Ok((
             serde_json::to_value(&entities).unwrap_or_default(),

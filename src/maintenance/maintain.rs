@@ -183,51 +183,76 @@ impl Maintain<'_> {
         self
     }
 
-    /// Visits the tables, worst first (as `health` ranks them).
+    /// Visits the tables, worst first (as `health` ranks them). Ranking reads each
+    /// table's snapshot and counts toward [`Self::with_max_duration`]; a table that
+    /// cannot be opened is reported with its error, and the others go on.
     pub fn execute(self) -> Result<MaintainReport> {
         let started = Instant::now();
-        let m = self.maintenance;
         super::check_retention(self.retention_hours, self.force)?;
-        let order: Vec<String> = m.health()?.tables.into_iter().map(|t| t.table).collect();
+        let out_of_time = || self.max_duration.is_some_and(|d| started.elapsed() >= d);
         let mut report = MaintainReport::default();
-        for table in order {
-            let out_of_time = self.max_duration.is_some_and(|d| started.elapsed() >= d);
-            let out_of_tables = self.max_tables.is_some_and(|n| report.tables.len() >= n);
-            if out_of_time || out_of_tables {
+        let mut ranked = Vec::new();
+        for table in self.maintenance.tables()? {
+            if out_of_time() {
                 report.not_reached.push(table);
                 continue;
             }
-            report.tables.push(self.table(&table));
+            match self.rank(&table) {
+                Ok(rank) => ranked.push((rank, table)),
+                Err(e) => report.tables.push(MaintainedTable {
+                    table,
+                    error: Some(crate::error::chain(&e)),
+                    ..Default::default()
+                }),
+            }
+        }
+        ranked.sort_by(|(a, x), (b, y)| b.cmp(a).then(x.cmp(y)));
+        for (rank, table) in ranked {
+            let out_of_tables = self.max_tables.is_some_and(|n| report.tables.len() >= n);
+            if out_of_time() || out_of_tables {
+                report.not_reached.push(table);
+                continue;
+            }
+            report.tables.push(self.table(&table, rank));
         }
         report.seconds = started.elapsed().as_secs_f64();
         Ok(report)
     }
 
+    /// `health`'s order: flagged tables first, then by small files.
+    fn rank(&self, table: &str) -> Result<(bool, u64)> {
+        let m = self.maintenance;
+        let storage = m.storage()?;
+        let (_, t) = m.open(&storage, table)?;
+        let small = small_file_threshold(m.catalog.target_file_size());
+        let files = live_files(&t, table)?;
+        let n = files.len() as u64;
+        let bytes: u64 = files.iter().map(|(_, s)| s).sum();
+        let flagged = n > FLAG_MIN_FILES && bytes.checked_div(n).unwrap_or(0) < FLAG_MAX_AVG_BYTES;
+        let small_files = files.iter().filter(|(_, s)| *s < small).count() as u64;
+        Ok((flagged, small_files))
+    }
+
     /// The steps for one table; the first that fails ends its visit.
-    fn table(&self, table: &str) -> MaintainedTable {
+    fn table(&self, table: &str, rank: (bool, u64)) -> MaintainedTable {
         let mut done = MaintainedTable {
             table: table.to_string(),
             ..Default::default()
         };
-        if let Err(e) = self.steps(table, &mut done) {
+        if let Err(e) = self.steps(table, rank, &mut done) {
             done.error = Some(crate::error::chain(&e));
         }
         done
     }
 
-    fn steps(&self, table: &str, done: &mut MaintainedTable) -> Result<()> {
+    fn steps(
+        &self,
+        table: &str,
+        (flagged, small): (bool, u64),
+        done: &mut MaintainedTable,
+    ) -> Result<()> {
         let m = self.maintenance;
-        let target = m.catalog.target_file_size();
         let storage = m.storage()?;
-        let (_, t) = m.open(&storage, table)?;
-        let files = live_files(&t, table)?;
-        let small = files
-            .iter()
-            .filter(|(_, s)| *s < small_file_threshold(target))
-            .count() as u64;
-        let n = files.len() as u64;
-        let bytes: u64 = files.iter().map(|(_, s)| s).sum();
-        let flagged = n > FLAG_MIN_FILES && bytes.checked_div(n).unwrap_or(0) < FLAG_MAX_AVG_BYTES;
         if flagged || small > FLAG_MIN_FILES {
             done.optimize = Some(m.optimize_table(table).execute()?);
         }

@@ -396,24 +396,62 @@ impl Ingest {
     /// brought up to date as a side effect. In an object store an entity with a ledger is
     /// listed from its last loaded batch on, and in full every
     /// [`IngestConfig::full_listing_every`](crate::IngestConfig::full_listing_every);
-    /// its folders up to there are the ones its ledger has runs of.
+    /// its folders up to there are the ones its ledger has loaded, and those of its
+    /// failed batches that are still there.
     pub(super) fn backlog_view(&self, root: &std::path::Path) -> Result<BacklogView> {
         let storage = self.storage()?;
         let (store, schema_dir) = self.schema_folder(&storage)?;
+        let mut ledgers = self.runtime().block_on(Ledgers::open(store, &schema_dir))?;
+        let Listed {
+            mut folders,
+            after,
+            in_full,
+        } = self.list_backlog(root, &mut ledgers)?;
+        let mut entities: Vec<String> = folders.iter().map(|b| b.landing_path.clone()).collect();
+        entities.extend(ledgers.by_path.keys().cloned());
+        entities.sort();
+        entities.dedup();
+        if entities.is_empty() {
+            return Ok(BacklogView {
+                folders,
+                runs: HashMap::new(),
+            });
+        }
+        let through_before: HashMap<String, String> = ledgers
+            .by_path
+            .iter()
+            .filter_map(|(lp, (l, _))| Some((lp.clone(), l.listed_through.clone()?)))
+            .collect();
+        self.runtime()
+            .block_on(ledgers.bring_up_to_date(&storage, &entities))?;
+        for (lp, dir) in &after {
+            folders.extend(self.folders_listed_before(&ledgers, lp, dir, &folders)?);
+        }
+        advance_listings(&mut ledgers, &folders, &through_before, &in_full);
+        let runs = latest_runs_of(&ledgers);
+        self.runtime().block_on(ledgers.save());
+        Ok(BacklogView { folders, runs })
+    }
+
+    /// The batch folders under `root`, each entity in an object store whose ledger says
+    /// how far it was listed (and not longer ago than the full listing interval) listed
+    /// from there on; the ledgers read on the way are in `ledgers`.
+    fn list_backlog(&self, root: &std::path::Path, ledgers: &mut Ledgers) -> Result<Listed> {
         let rt = self.runtime();
-        let mut ledgers = rt.block_on(Ledgers::open(store, &schema_dir))?;
         let now = now_micros();
         let every = i64::try_from(self.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
-        // Entities listed from their last loaded batch on: landing path -> folder.
         let mut after: BTreeMap<String, String> = BTreeMap::new();
-        let mut listed_in_full: HashSet<String> = HashSet::new();
-        let mut folders = self.batch_folders_with(root, |dir| {
-            if !dir.contains("://") {
+        let mut in_full: HashSet<String> = HashSet::new();
+        let folders = self.batch_folders_with(root, |dir| {
+            let Ok(Location::Url(url)) = Location::parse(dir) else {
+                return None;
+            };
+            if !crate::location::lists_from_offset(&url, &self.config.storage_options) {
                 return None;
             }
             let lp = landing_path_of(&PathBuf::from(format!("{dir}/batch_id=x"))).ok()?;
-            let ledger = rt.block_on(ledgers.load(&lp));
-            let offset = ledger
+            let offset = rt
+                .block_on(ledgers.load(&lp))
                 .filter(|l| now.saturating_sub(l.full_listing_micros) < every)
                 .and_then(|l| l.listed_through.clone());
             match offset {
@@ -422,83 +460,74 @@ impl Ingest {
                     Some(offset)
                 }
                 None => {
-                    listed_in_full.insert(lp);
+                    in_full.insert(lp);
                     None
                 }
             }
         })?;
-        let mut entities: Vec<String> = folders.iter().map(|b| b.landing_path.clone()).collect();
-        entities.extend(after.keys().cloned());
-        entities.sort();
-        entities.dedup();
-        rt.block_on(ledgers.bring_up_to_date(&storage, &entities))?;
-        let listed_through_before: HashMap<String, Option<String>> = entities
+        Ok(Listed {
+            folders,
+            after,
+            in_full,
+        })
+    }
+
+    /// The folders of `lp` (under `dir`) up to where its ledger says it was listed, not
+    /// listed this time: the batches it loaded, and those of its batches whose latest run
+    /// failed that are still there (one listing of a key each).
+    fn folders_listed_before(
+        &self,
+        ledgers: &Ledgers,
+        lp: &str,
+        dir: &str,
+        listed: &[PendingBatch],
+    ) -> Result<Vec<PendingBatch>> {
+        let Some(ledger) = ledgers.get(lp) else {
+            return Ok(Vec::new());
+        };
+        let Some(through) = &ledger.listed_through else {
+            return Ok(Vec::new());
+        };
+        let seen: HashSet<&String> = listed
             .iter()
-            .map(|lp| {
-                (
-                    lp.clone(),
-                    ledgers.get(lp).and_then(|l| l.listed_through.clone()),
-                )
-            })
+            .filter(|b| b.landing_path == lp)
+            .map(|b| &b.batch_id)
             .collect();
-        // Folders up to an entity's offset: those its ledger has runs of.
-        for (lp, dir) in &after {
-            let Some(ledger) = ledgers.get(lp) else {
-                continue;
-            };
-            let Some(through) = &ledger.listed_through else {
-                continue;
-            };
-            let listed: HashSet<&String> = folders
-                .iter()
-                .filter(|b| &b.landing_path == lp)
-                .map(|b| &b.batch_id)
-                .collect();
-            let known: Vec<PendingBatch> = ledger
-                .ids_through(through)
-                .filter(|id| !listed.contains(id))
-                .map(|id| PendingBatch {
-                    folder: PathBuf::from(format!("{dir}/batch_id={id}")),
-                    landing_path: lp.clone(),
+        let mut out = Vec::new();
+        for id in ledger.ids_through(through).filter(|id| !seen.contains(id)) {
+            let folder = format!("{dir}/batch_id={id}");
+            if ledger.is_loaded(id) || self.has_files(&folder)? {
+                out.push(PendingBatch {
+                    folder: PathBuf::from(folder),
+                    landing_path: lp.to_string(),
                     batch_id: id.clone(),
-                })
-                .collect();
-            folders.extend(known);
-        }
-        let runs = latest_runs_of(&ledgers);
-        // Per entity: every folder up to the new offset is loaded; a folder listed in full
-        // below the old one that has no run landed late.
-        let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for b in &folders {
-            ids.entry(&b.landing_path).or_default().push(&b.batch_id);
-        }
-        for (lp, mut batch_ids) in ids {
-            batch_ids.sort_unstable();
-            let Some(ledger) = ledgers.get_mut(lp) else {
-                continue;
-            };
-            if let Some(Some(before)) = listed_through_before.get(lp) {
-                for id in batch_ids.iter().filter(|id| **id <= before.as_str()) {
-                    if !ledger.has_run(id) {
-                        tracing::warn!(
-                            landing_path = lp,
-                            batch_id = id,
-                            "late batch folder: its id sorts before {before}, a batch the entity loaded already; it is pending and loads before the entity's newer batches"
-                        );
-                    }
-                }
-            }
-            ledger.listed_through = batch_ids
-                .iter()
-                .take_while(|id| ledger.is_loaded(id))
-                .last()
-                .map(|id| id.to_string());
-            if listed_in_full.contains(lp) {
-                ledger.full_listing_micros = now;
+                });
             }
         }
-        rt.block_on(ledgers.save());
-        Ok(BacklogView { folders, runs })
+        Ok(out)
+    }
+
+    /// Whether the object store folder `folder` holds any file (one listing request).
+    fn has_files(&self, folder: &str) -> Result<bool> {
+        use futures::StreamExt as _;
+        let Location::Url(url) = Location::parse(folder)? else {
+            return Ok(PathBuf::from(folder).is_dir());
+        };
+        let store = self.store_of(&url)?;
+        let prefix = deltalake::logstore::object_store::path::Path::from_url_path(url.path())
+            .map_err(|e| Error::Config {
+                name: "landing root",
+                reason: format!("{folder}: {e}"),
+            })?;
+        let mut listing = store.list(Some(&prefix));
+        match self.runtime().block_on(listing.next()) {
+            None => Ok(false),
+            Some(Ok(_)) => Ok(true),
+            Some(Err(e)) => Err(Error::Store {
+                location: self.config().storage_options.mask(folder),
+                reason: e.to_string(),
+            }),
+        }
     }
 
     /// Every `batch_id=<id>` folder at most three levels under `root`; a folder for
@@ -555,8 +584,8 @@ impl Ingest {
     /// `after`, as `dir/<name>`, in a number of requests that does not grow with the
     /// folders before: a listing from `batch_id=<after>-` on until `after`'s own files
     /// (ids that extend `after` with `-` sort before them), then one from past `after`'s
-    /// files, started again past each new folder's files (S3 `StartAfter`, Azure
-    /// `marker`, GCS `startOffset`).
+    /// files, started again past each new folder's files (object_store's
+    /// `list_with_offset`: S3's and GCS's `start-after`, Azure's `startFrom`).
     fn batch_folders_after(&self, dir: &str, after: &str) -> Result<Vec<String>> {
         use deltalake::logstore::object_store::path::Path as StorePath;
         use futures::StreamExt as _;
@@ -705,6 +734,55 @@ impl Run {
     /// Whether it loaded a folder of `landing_path`.
     pub(super) fn is_of(&self, landing_path: &str) -> bool {
         self.landing_paths.iter().any(|lp| lp == landing_path)
+    }
+}
+
+/// A landing zone as listed for a backlog.
+struct Listed {
+    folders: Vec<PendingBatch>,
+    /// Entities listed from their last loaded batch on: landing path -> folder.
+    after: BTreeMap<String, String>,
+    /// Entities of an object store listed in full.
+    in_full: HashSet<String>,
+}
+
+/// Per entity: how far its folders are now listed and loaded (every folder up to there
+/// loaded), and when it was listed in full. A folder below where it was listed before
+/// that has no run landed late: it is said.
+fn advance_listings(
+    ledgers: &mut Ledgers,
+    folders: &[PendingBatch],
+    through_before: &HashMap<String, String>,
+    in_full: &HashSet<String>,
+) {
+    let now = now_micros();
+    let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    for b in folders {
+        ids.entry(&b.landing_path).or_default().push(&b.batch_id);
+    }
+    for (lp, mut batch_ids) in ids {
+        batch_ids.sort_unstable();
+        let Some(ledger) = ledgers.get_mut(lp) else {
+            continue;
+        };
+        if let Some(before) = through_before.get(lp) {
+            let late = batch_ids.iter().filter(|id| **id <= before.as_str());
+            for id in late.filter(|id| !ledger.has_run(id)) {
+                tracing::warn!(
+                    landing_path = lp,
+                    batch_id = id,
+                    "late batch folder: its id sorts before {before}, a batch the entity loaded already; it is pending and loads before the entity's newer batches"
+                );
+            }
+        }
+        ledger.listed_through = batch_ids
+            .iter()
+            .take_while(|id| ledger.is_loaded(id))
+            .last()
+            .map(|id| id.to_string());
+        if in_full.contains(lp) {
+            ledger.full_listing_micros = now;
+        }
     }
 }
 

@@ -130,6 +130,23 @@ impl Ledger {
         self.batches.contains_key(batch_id)
     }
 
+    /// Takes how far `stored` was listed when that still holds: every batch it had
+    /// loaded up to there is loaded here too. Otherwise (rows removed, a rerun failed)
+    /// the entity is listed in full next.
+    fn keep_listing_of(&mut self, stored: &Ledger) {
+        let Some(through) = &stored.listed_through else {
+            return;
+        };
+        let holds = stored
+            .ids_through(through)
+            .filter(|id| stored.is_loaded(id))
+            .all(|id| self.is_loaded(id));
+        if holds {
+            self.listed_through = Some(through.clone());
+            self.full_listing_micros = stored.full_listing_micros;
+        }
+    }
+
     /// The batch ids with a run, up to and including `through`.
     pub(super) fn ids_through<'a>(&'a self, through: &'a str) -> impl Iterator<Item = &'a String> {
         self.batches
@@ -228,9 +245,10 @@ impl Ledgers {
         }
         let all_read = landing_paths.iter().all(|lp| self.by_path.contains_key(lp));
         if all_read {
-            let oldest = landing_paths
-                .iter()
-                .filter_map(|lp| self.by_path.get(lp))
+            // Over every ledger read, not only these: the replay advances them all.
+            let oldest = self
+                .by_path
+                .values()
                 .map(|(l, _)| l.run_control_version)
                 .min()
                 .flatten();
@@ -249,7 +267,7 @@ impl Ledgers {
         let latest = match log_store.get_latest_version(from.unwrap_or(0)).await {
             Ok(v) => v,
             // No `_run_control` yet, and none when the ledgers were written.
-            Err(_) if from.is_none() && !self.exists(storage, &rc).await => return Ok(true),
+            Err(_) if from.is_none() && !self.exists(storage, &rc).await? => return Ok(true),
             // The commit the ledgers stopped at is gone (log clean-up): rebuilt.
             Err(e) => {
                 tracing::debug!(error = %e, "ledgers older than _run_control's log; rebuilt");
@@ -284,13 +302,13 @@ impl Ledgers {
         Ok(true)
     }
 
-    /// Whether `_run_control` has a log.
-    async fn exists(&self, storage: &Storage, rc: &TableName) -> bool {
-        storage.open(rc).await.ok().flatten().is_some()
+    /// Whether `_run_control` has a log (a store that cannot say is an error).
+    async fn exists(&self, storage: &Storage, rc: &TableName) -> Result<bool> {
+        Ok(storage.open(rc).await?.is_some())
     }
 
-    /// Ledgers for `landing_paths` and every entity `_run_control` names, from one full
-    /// read of it.
+    /// Ledgers for `landing_paths` (and the others this call read), from one full read
+    /// of `_run_control`.
     async fn rebuild(&mut self, storage: &Storage, landing_paths: &[String]) -> Result<()> {
         let rc = TableName::system(RUN_CONTROL_TABLE);
         // The version before the read: commits the read sees beyond it are folded in
@@ -303,22 +321,20 @@ impl Ledgers {
         let runs = runs_of(rows);
         let mut fresh: BTreeMap<String, Ledger> = landing_paths
             .iter()
+            .chain(self.by_path.keys())
             .map(|lp| (lp.clone(), Ledger::new(lp, version)))
             .collect();
         for run in &runs {
             for lp in &run.landing_paths {
-                fresh
-                    .entry(lp.clone())
-                    .or_insert_with(|| Ledger::new(lp, version))
-                    .fold(run);
+                if let Some(ledger) = fresh.get_mut(lp) {
+                    ledger.fold(run);
+                }
             }
         }
         for (lp, mut ledger) in fresh {
             let stored = self.by_path.remove(&lp).and_then(|(_, stored)| stored);
-            // What was listed is kept: the folders up to there have runs the read saw.
             if let Some(s) = &stored {
-                ledger.listed_through.clone_from(&s.listed_through);
-                ledger.full_listing_micros = s.full_listing_micros;
+                ledger.keep_listing_of(s);
             }
             self.by_path.insert(lp, (ledger, stored));
         }
@@ -449,6 +465,29 @@ mod tests {
         let mut failed_again = forward.clone();
         failed_again.fold(&run("b1", 30, false));
         assert!(!failed_again.is_loaded("b1") && failed_again.has_run("b1"));
+    }
+
+    #[test]
+    fn a_rebuilt_ledger_keeps_how_far_it_was_listed_only_while_that_holds() {
+        let mut stored = Ledger::new("s/e", Some(1));
+        for r in [run("b1", 1, true), run("b2", 2, true), run("b3", 3, true)] {
+            stored.fold(&r);
+        }
+        stored.listed_through = Some("b2".into());
+        stored.full_listing_micros = 7;
+        let read = |runs: &[Run]| {
+            let mut l = Ledger::new("s/e", Some(2));
+            runs.iter().for_each(|r| l.fold(r));
+            l.keep_listing_of(&stored);
+            (l.listed_through, l.full_listing_micros)
+        };
+        // Everything loaded up to b2 still is (b3 past it may have failed since).
+        let same = [run("b1", 1, true), run("b2", 2, true), run("b3", 4, false)];
+        assert_eq!(read(&same), (Some("b2".into()), 7));
+        // b1's rows removed, or its rerun failed: listed in full next.
+        assert_eq!(read(&[run("b2", 2, true)]), (None, 0));
+        let failed = [run("b1", 5, false), run("b2", 2, true)];
+        assert_eq!(read(&failed), (None, 0));
     }
 
     #[test]

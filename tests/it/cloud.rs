@@ -1210,4 +1210,50 @@ fn in_s3_a_no_op_pending_makes_the_same_requests_whatever_the_history_and_a_late
     let entities: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(entities[0]["loaded"], 7, "{entities}");
     assert_eq!(entities[0]["pending"], 0, "{entities}");
+    // A failed rerun of a batch the listing had passed: pending again, from the ledger.
+    let fail_rerun = |id: &str| {
+        let out = cli_with("ingest", &options)
+            .args(["--catalog", "s3://lake/lakehouse"])
+            .arg(format!("s3://landing/zone/market/events/batch_id={id}"))
+            .env("BRONZE_FAILPOINT", "lose_a_row")
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "the rerun of {id} fails");
+    };
+    fail_rerun("d02");
+    assert_eq!(pending(&[]).0, ["d02"]);
+    // A failed batch whose folder was deleted since: not pending, not counted.
+    fail_rerun("d03");
+    delete_prefix(&options, "market/events/batch_id=d03/");
+    for _ in 0..2 {
+        assert!(pending(&[]).0.is_empty());
+        let out = cli_with("status", &options)
+            .args(["--json", "--catalog", "s3://lake/lakehouse"])
+            .arg("s3://landing/zone")
+            .output()
+            .unwrap();
+        let entities: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let counts = &entities[0];
+        assert_eq!(
+            (&counts["loaded"], &counts["failed"], &counts["pending"]),
+            (&6.into(), &0.into(), &0.into()),
+            "{entities}"
+        );
+    }
+}
+
+/// Deletes every object under `s3://landing/zone/<rel>`.
+fn delete_prefix(options: &[(String, String)], rel: &str) {
+    use deltalake::logstore::object_store::ObjectStoreExt as _;
+    use futures::TryStreamExt as _;
+    let (store, dir) = bronze::testdata::object_store_at("s3://landing/zone", options).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let prefix = object_path(&dir, rel.trim_end_matches('/'));
+    let listed: Vec<_> = rt
+        .block_on(store.list(Some(&prefix)).try_collect())
+        .unwrap();
+    assert!(!listed.is_empty(), "{rel} holds objects");
+    for o in listed {
+        rt.block_on(store.delete(&o.location)).unwrap();
+    }
 }

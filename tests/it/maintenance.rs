@@ -673,4 +673,17 @@ fn maintain_does_what_health_recommends_within_its_bounds_and_two_at_once_lose_n
     }
     assert_eq!(snapshot(&lake), before);
     assert_readable_without_duplicates(&lake, "after maintain");
+    // A table that cannot be opened is reported (exit 2); every other one is visited.
+    let broken = lake.schema_dir().join("zz_broken/_delta_log");
+    std::fs::create_dir_all(&broken).unwrap();
+    std::fs::write(broken.join("00000000000000000000.json"), b"not a commit\n").unwrap();
+    let out = on_catalog(&lake, &["maintain", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let visited = report["tables"].as_array().unwrap();
+    assert_eq!(visited.len(), after.tables.len() + 1, "{report}");
+    let failed: Vec<&serde_json::Value> =
+        visited.iter().filter(|t| !t["error"].is_null()).collect();
+    assert_eq!(failed.len(), 1, "{report}");
+    assert_eq!(failed[0]["table"], "zz_broken", "{report}");
 }
