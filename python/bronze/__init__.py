@@ -18,6 +18,7 @@ backlog of batches over Spark executors.
 from __future__ import annotations
 
 import contextlib
+import datetime
 import json
 import os
 from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
@@ -46,6 +47,8 @@ from ._records import (
     Folder,
     HistoryEntry,
     InProgress,
+    MaintainedTable,
+    MaintainReport,
     OptimizeResult,
     Outcome,
     Report,
@@ -383,6 +386,40 @@ def checkpoint(
     return from_json(list[CheckpointResult], _bronze.checkpoint(_tables(tables), settings))
 
 
+def _duration(value: Union[None, str, float, datetime.timedelta]) -> Optional[float]:
+    if value is None or isinstance(value, (int, float)):
+        return value
+    if hasattr(value, "total_seconds"):
+        return value.total_seconds()
+    seconds = _bronze.parse_duration(value)
+    if seconds is None:
+        raise ConfigError(f"{value!r} is not a duration; write e.g. 90s, 10m, 2h or 1d")
+    return seconds
+
+
+def maintain(
+    catalog: PathLike,
+    *,
+    schema: str = "bronze",
+    storage_options: Optional[Mapping[str, str]] = None,
+    config: Union[None, PathLike, Mapping[str, Any]] = None,
+    max_tables: Optional[int] = None,
+    max_duration: Union[None, str, float, datetime.timedelta] = None,
+    retain_hours: Optional[int] = None,
+    force: bool = False,
+) -> MaintainReport:
+    """``bronze maintain``: what ``health`` recommends, done for every table, worst first:
+    OPTIMIZE where small files piled up, VACUUM past ``retain_hours`` (default and minimum
+    168 unless ``force``), a checkpoint once 10 commits followed the last, expired log
+    entries removed. Safe beside ingesting workers (each step under the table's lock).
+    ``max_tables`` and ``max_duration`` (seconds, a ``timedelta`` or ``"1h"``) bound one
+    run; the tables left are in ``report.not_reached``. A table whose step failed is in
+    ``report.failed_tables``; the others were still visited."""
+    settings = _catalog_settings(catalog, schema, storage_options, config)
+    text = _bronze.maintain(settings, max_tables, _duration(max_duration), retain_hours, force)
+    return from_json(MaintainReport, text)
+
+
 __all__ = [
     "AlreadyLoaded",
     "Batch",
@@ -401,6 +438,8 @@ __all__ = [
     "InProgress",
     "InvalidBatchId",
     "InvalidLandingPath",
+    "MaintainReport",
+    "MaintainedTable",
     "NoDataFiles",
     "NoSuchTable",
     "OptimizeResult",
@@ -417,6 +456,7 @@ __all__ = [
     "history",
     "ingest",
     "ingest_pending",
+    "maintain",
     "report",
     "optimize",
     "pending",

@@ -263,6 +263,33 @@ class CheckpointResult:
     version: int
 
 
+@dataclass(frozen=True)
+class MaintainedTable:
+    """What ``maintain`` did to one table (a step it did not need is ``None``)."""
+
+    table: str
+    optimize: Optional[OptimizeResult]
+    vacuum: Optional[VacuumResult]
+    checkpoint: Optional[int]
+    logs_removed: int
+    error: Optional[str]
+
+
+@dataclass(frozen=True)
+class MaintainReport:
+    """What ``maintain`` did: the tables visited (worst first), those the bounds left
+    for the next run, and the wall time."""
+
+    tables: list[MaintainedTable]
+    not_reached: list[str]
+    seconds: float
+
+    @property
+    def failed_tables(self) -> dict[str, str]:
+        """The tables a step failed in, with why (the other tables were still visited)."""
+        return {t.table: t.error for t in self.tables if t.error is not None}
+
+
 @functools.lru_cache(maxsize=None)
 def _fields(tp: Any) -> tuple[dict[str, Any], frozenset[str]]:
     """A dataclass's field types (its annotations resolved once) and field names."""

@@ -457,6 +457,47 @@ fn checkpoint(py: Python<'_>, tables: Option<Vec<String>>, settings: &str) -> Py
     })
 }
 
+/// `bronze maintain`: what `health` recommends, done for every table (worst first,
+/// within the bounds); the report as JSON.
+#[pyfunction]
+#[pyo3(signature = (settings, max_tables=None, max_duration_secs=None, retain_hours=None, force=false))]
+fn maintain(
+    py: Python<'_>,
+    settings: &str,
+    max_tables: Option<usize>,
+    max_duration_secs: Option<f64>,
+    retain_hours: Option<u64>,
+    force: bool,
+) -> PyResult<String> {
+    let max_duration = max_duration_secs
+        .map(|s| {
+            std::time::Duration::try_from_secs_f64(s).map_err(|_| {
+                ConfigError::new_err(format!(
+                    "max_duration: {s} is not a duration; give seconds >= 0 or e.g. \"1h\""
+                ))
+            })
+        })
+        .transpose()?;
+    run(py, settings, None, move |ingest| {
+        let m = ingest.maintenance();
+        let mut op = m
+            .maintain()
+            .with_max_tables(max_tables)
+            .with_max_duration(max_duration)
+            .with_force(force);
+        if let Some(h) = retain_hours {
+            op = op.with_retention_hours(h);
+        }
+        op.execute()
+    })
+}
+
+/// Seconds in a duration written as the CLI takes it (`90s`, `10m`, `2h`, `1d`).
+#[pyfunction]
+fn parse_duration(text: &str) -> Option<f64> {
+    bronze::parse_duration(text).map(|d| d.as_secs_f64())
+}
+
 /// Bytes in a size written as the CLI takes it (`512MB`, `2GiB`, a number of bytes).
 #[pyfunction]
 fn parse_size(text: &str) -> Option<u64> {
@@ -490,5 +531,7 @@ fn _bronze(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(optimize, m)?)?;
     m.add_function(wrap_pyfunction!(vacuum, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
+    m.add_function(wrap_pyfunction!(maintain, m)?)?;
+    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
     Ok(())
 }

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import json
 import shutil
 import threading
@@ -189,6 +190,31 @@ def test_maintenance_from_python(catalog: Path) -> None:
     assert history[0].action == "replace" and history[0].rows_removed == history[0].rows_added
     table = bronze.to_arrow(bronze.health(catalog))
     assert table.num_rows == len(health) and "small_files" in table.column_names
+    assert table_rows(catalog)["trade"] == expected(FIRST)["trade"]
+
+
+def test_maintain_from_python_within_its_bounds(catalog: Path) -> None:
+    for _ in range(11):  # versions 0..10; the loads checkpointed at 9 (interval 10)
+        bronze.ingest(FIRST, catalog)
+    tables = {h.table for h in bronze.health(catalog)}
+    with pytest.raises(bronze.ConfigError, match="168"):
+        bronze.maintain(catalog, retain_hours=1)
+    with pytest.raises(bronze.ConfigError, match="not a duration"):
+        bronze.maintain(catalog, max_duration="soon")
+    nothing = bronze.maintain(catalog, max_duration=0)
+    assert nothing.tables == [] and sorted(nothing.not_reached) == sorted(tables)
+    first = bronze.maintain(catalog, max_tables=2)
+    assert len(first.tables) == 2 and len(first.not_reached) == len(tables) - 2
+    rest = bronze.maintain(catalog, max_duration="1h")
+    assert rest.not_reached == [] and rest.failed_tables == {}
+    trade = next(t for t in first.tables + rest.tables if t.table == "trade")
+    assert trade.checkpoint is None and trade.optimize is None  # nothing due: 1 file, 1 commit since
+    assert trade.vacuum is not None and trade.vacuum.files == []  # all younger than 168 h
+    again = bronze.maintain(catalog, max_duration=datetime.timedelta(hours=1))
+    assert {t.table for t in again.tables} == tables
+    forced = bronze.maintain(catalog, retain_hours=0, force=True)
+    trade = next(t for t in forced.tables if t.table == "trade")
+    assert trade.vacuum is not None and len(trade.vacuum.files) == 10  # the files 10 reruns replaced
     assert table_rows(catalog)["trade"] == expected(FIRST)["trade"]
 
 

@@ -44,6 +44,7 @@ def test_the_notebook_example_runs_as_written(scratch: Path) -> None:
     assert "[('market/events', 2, 0)]" in out
     assert "16 ['table', 'version', 'files']" in out
     assert "\n22\n" in out, "the report's points: 2 runs in 3 charts, 16 tables"
+    assert "16 [] {}" in out, "maintain visited every table"
     assert (scratch / "lakehouse.html").read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
 
 
