@@ -32,6 +32,13 @@ pub const POINTS: &[&str] = &[
     "before_drop_staging",
 ];
 
+/// Points in table upkeep rather than in a batch run, each killing the process (with
+/// `BRONZE_FAILPOINT_ACTION=kill`): `run_control_compaction` at the commit of
+/// `_run_control`'s compaction (its compacted files written, the commit not made),
+/// `log_cleanup` once the clean-up of expired log entries after a checkpoint (of a load,
+/// or of a `maintain`) has deleted the first of a table (the others still there).
+pub const UPKEEP_POINTS: &[&str] = &["run_control_compaction", "log_cleanup"];
+
 /// `store_jitter` is neither: every put and get of the run's catalog store waits 0-4 ms,
 /// drawn from `BRONZE_FAILPOINT_SEED` (default 0), so concurrent workers interleave
 /// differently per seed (the backlog tests run their scenario under several seeds).
@@ -166,6 +173,139 @@ impl Hook for BeforeCommitStore {
             self.wrote_data.store(true, Ordering::SeqCst);
         }
         inner.put_multipart_opts(location, opts).await
+    }
+}
+
+/// Wraps the store of a run armed with `run_control_compaction`: a commit of
+/// `_run_control` after data files were written to it since its previous commit of the
+/// run (the compaction that follows the run's own append) kills the process.
+#[derive(Debug)]
+pub(crate) struct CompactionCommitStore {
+    commits: std::sync::atomic::AtomicU64,
+    wrote_data: AtomicBool,
+}
+
+impl CompactionCommitStore {
+    pub(crate) fn wrap(inner: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
+        Hooked::new(
+            inner,
+            CompactionCommitStore {
+                commits: std::sync::atomic::AtomicU64::new(0),
+                wrote_data: AtomicBool::new(false),
+            },
+        )
+    }
+
+    fn in_run_control(loc: &str) -> bool {
+        loc.contains(&format!("/{}/", crate::RUN_CONTROL_TABLE))
+    }
+
+    fn wrote(&self, loc: &str) {
+        if Self::in_run_control(loc) && loc.ends_with(".parquet") && !loc.contains("/_delta_log/") {
+            self.wrote_data.store(true, Ordering::SeqCst);
+        }
+    }
+}
+
+impl fmt::Display for CompactionCommitStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("CompactionCommitStore")
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for CompactionCommitStore {
+    async fn put(
+        &self,
+        inner: &DynObjectStore,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let loc = location.as_ref();
+        self.wrote(loc);
+        if Self::in_run_control(loc) && loc.contains("/_delta_log/") && loc.ends_with(".json") {
+            if self.commits.load(Ordering::SeqCst) > 0 && self.wrote_data.load(Ordering::SeqCst) {
+                kill_self("run_control_compaction");
+            }
+            self.commits.fetch_add(1, Ordering::SeqCst);
+            self.wrote_data.store(false, Ordering::SeqCst);
+        }
+        inner.put_opts(location, payload, opts).await
+    }
+    async fn put_multipart(
+        &self,
+        inner: &DynObjectStore,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.wrote(location.as_ref());
+        inner.put_multipart_opts(location, opts).await
+    }
+}
+
+/// Wraps the store of a run or a `maintain` armed with `log_cleanup`: the clean-up of
+/// expired log entries deletes one at a time, and the process is killed once the first
+/// (`_delta_log/<n>.json`) is deleted.
+#[derive(Debug)]
+pub(crate) struct LogCleanupStore;
+
+impl LogCleanupStore {
+    pub(crate) fn wrap(inner: Arc<DynObjectStore>) -> Arc<DynObjectStore> {
+        Hooked::new(inner, LogCleanupStore)
+    }
+}
+
+impl fmt::Display for LogCleanupStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LogCleanupStore")
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for LogCleanupStore {
+    fn delete_stream(
+        &self,
+        inner: Arc<DynObjectStore>,
+        locations: futures::stream::BoxStream<'static, Result<Path>>,
+    ) -> futures::stream::BoxStream<'static, Result<Path>> {
+        use futures::StreamExt as _;
+        // One delete at a time: the first log entry is gone when the second kills.
+        let seen = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        locations
+            .then(move |location| {
+                let (inner, seen) = (Arc::clone(&inner), Arc::clone(&seen));
+                async move {
+                    let location = location?;
+                    let log = location.as_ref().contains("/_delta_log/")
+                        && location.as_ref().ends_with(".json");
+                    if log && seen.fetch_add(1, Ordering::SeqCst) == 1 {
+                        kill_self("log_cleanup");
+                    }
+                    let one = futures::stream::iter([Ok(location.clone())]).boxed();
+                    match inner.delete_stream(one).next().await {
+                        Some(deleted) => deleted,
+                        None => Ok(location),
+                    }
+                }
+            })
+            .boxed()
+    }
+}
+
+/// The store wrapper of an armed upkeep point ([`UPKEEP_POINTS`]) with the kill action.
+pub(crate) fn upkeep_wrap(
+    armed: impl Fn(&str) -> bool,
+) -> Option<fn(Arc<DynObjectStore>) -> Arc<DynObjectStore>> {
+    if !kill_action() {
+        return None;
+    }
+    if armed("run_control_compaction") {
+        Some(CompactionCommitStore::wrap)
+    } else if armed("log_cleanup") {
+        Some(LogCleanupStore::wrap)
+    } else {
+        None
     }
 }
 

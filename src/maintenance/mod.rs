@@ -316,7 +316,17 @@ impl<'a> Maintenance<'a> {
         Maintenance { catalog }
     }
 
+    /// The catalog's storage (wrapped by an armed upkeep crash point,
+    /// [`crate::failpoint::UPKEEP_POINTS`], on a local catalog).
     fn storage(&self) -> Result<Storage> {
+        #[cfg(feature = "failpoints")]
+        if self.catalog.location().local().is_some() {
+            let armed = std::env::var("BRONZE_FAILPOINT").unwrap_or_default();
+            if let Some(wrap) = crate::failpoint::upkeep_wrap(|p| p == armed) {
+                let root = deltalake::logstore::object_store::local::LocalFileSystem::new();
+                return self.catalog.storage_with(Some(wrap(Arc::new(root))));
+            }
+        }
         self.catalog.storage()
     }
 

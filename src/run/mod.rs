@@ -249,7 +249,7 @@ impl Ingest {
                 } else if self.failpoint_hit(crate::failpoint::JITTER) {
                     Some(crate::failpoint::JitterStore::wrap)
                 } else {
-                    None
+                    crate::failpoint::upkeep_wrap(|p| self.failpoint_hit(p))
                 };
             let root = match (&self.config.object_store, self.config.catalog.local()) {
                 (Some(store), _) => Some(Arc::clone(store)),

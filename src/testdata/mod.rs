@@ -462,8 +462,8 @@ mod latency_impl {
     }
 }
 
-/// What a [`Hooked`] store does to its inner store's puts and gets (by default: passes
-/// them on); lists, deletes and copies always pass on. Tests use hooks to count, hold or
+/// What a [`Hooked`] store does to its inner store's puts, gets and deletes (by default:
+/// passes them on); lists and copies always pass on. Tests use hooks to count, hold or
 /// fail requests, the failpoints to kill the process before a commit.
 #[async_trait::async_trait]
 pub trait Hook: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static {
@@ -494,6 +494,14 @@ pub trait Hook: std::fmt::Debug + std::fmt::Display + Send + Sync + 'static {
         options: GetOptions,
     ) -> ObjectResult<GetResult> {
         inner.get_opts(location, options).await
+    }
+    /// Deletes of `locations`; the stream of those deleted.
+    fn delete_stream(
+        &self,
+        inner: Arc<DynObjectStore>,
+        locations: BoxStream<'static, ObjectResult<ObjectPath>>,
+    ) -> BoxStream<'static, ObjectResult<ObjectPath>> {
+        inner.delete_stream(locations)
     }
 }
 
@@ -553,7 +561,7 @@ impl<H: Hook> ObjectStore for Hooked<H> {
         &self,
         locations: BoxStream<'static, ObjectResult<ObjectPath>>,
     ) -> BoxStream<'static, ObjectResult<ObjectPath>> {
-        self.inner.delete_stream(locations)
+        self.hook.delete_stream(Arc::clone(&self.inner), locations)
     }
     fn list(&self, prefix: Option<&ObjectPath>) -> BoxStream<'static, ObjectResult<ObjectMeta>> {
         self.inner.list(prefix)

@@ -179,3 +179,167 @@ fn killed_at_any_point_with_persisted_staging_a_rerun_repairs_the_tables() {
 fn killed_at_any_point_over_the_memory_budget_a_rerun_repairs_the_tables() {
     every_point(OVER_BUDGET, false);
 }
+
+/// `_run_control`'s health row: (version, live files).
+fn run_control_state(lake: &TempLake) -> (u64, u64) {
+    let h = lake
+        .ingest()
+        .build()
+        .unwrap()
+        .maintenance()
+        .health()
+        .unwrap();
+    h.tables
+        .iter()
+        .find(|t| t.table == "_run_control")
+        .map_or((0, 0), |t| (t.version, t.files))
+}
+
+/// Parquet files in a table's folder, referenced or not.
+fn parquet_files(dir: &Path) -> usize {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".parquet"))
+        .count()
+}
+
+/// Rows of `_run_control` that repeat a (run, topic, table).
+fn run_control_repeats(lake: &TempLake) -> i64 {
+    lake.count(
+        "SELECT count(*) - count(DISTINCT concat(run_id, '/', topic, '/', \"table\")) FROM _run_control",
+    )
+}
+
+/// `_run_control`'s compaction (50 small files, one per run) killed at its commit, its
+/// compacted file written: every table reads, no run is recorded twice, the orphan file
+/// is no part of the table; the next run records itself and the one after compacts.
+#[test]
+fn a_run_control_compaction_killed_at_its_commit_loses_and_duplicates_nothing() {
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    // Runs until `_run_control`'s next commit is one its upkeep follows (every 10
+    // versions) with 50 small files to compact.
+    for _ in 0..100 {
+        let (version, files) = run_control_state(&lake);
+        if (version + 1).is_multiple_of(10) && files >= 50 {
+            break;
+        }
+        assert!(ingest.run(&batch_dir(BATCH2)).unwrap().exit_code() < 2);
+    }
+    let (version, files) = run_control_state(&lake);
+    assert!(files >= 50, "{version} {files}");
+    let runs_before = lake.count("SELECT count(DISTINCT run_id) FROM _run_control");
+    let dir = lake.schema_dir().join("_run_control");
+    let out = bronze_cli()
+        .arg("ingest")
+        .arg(batch_dir(BATCH1))
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .env("BRONZE_FAILPOINT", "run_control_compaction")
+        .env("BRONZE_FAILPOINT_ACTION", "kill")
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "killed at the compaction's commit: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The run's own append committed; the compaction did not.
+    assert_eq!(run_control_state(&lake), (version + 1, files + 1));
+    assert!(
+        parquet_files(&dir) > (files + 1) as usize,
+        "the compacted file was written"
+    );
+    assert_readable_without_duplicates(&lake, "compaction killed");
+    assert_eq!(run_control_repeats(&lake), 0);
+    assert_eq!(
+        lake.count("SELECT count(DISTINCT run_id) FROM _run_control"),
+        runs_before + 1
+    );
+    // The batch's data tables were committed before `_run_control` was written: a rerun
+    // finds nothing to change and records itself; upkeep comes again 10 versions on.
+    let report = load(&lake, BATCH1, &[]);
+    assert_accounted(&lake, &report);
+    for _ in 0..10 {
+        if run_control_state(&lake).1 < 10 {
+            break;
+        }
+        load(&lake, BATCH2, &[]);
+    }
+    assert!(run_control_state(&lake).1 < 10, "compacted later");
+    assert_eq!(run_control_repeats(&lake), 0);
+    assert_readable_without_duplicates(&lake, "after the compaction");
+}
+
+/// The clean-up of expired log entries after a load's checkpoint killed after it deleted
+/// the table's first entry: the table reads the same, a rerun replaces the batch's rows,
+/// and `maintain` finishes the clean-up.
+#[test]
+fn a_log_cleanup_killed_half_way_leaves_the_table_readable_and_maintain_finishes_it() {
+    let lake = TempLake::new();
+    load(&lake, BATCH1, &[]);
+    // Every entry before a checkpoint expires at once (set before a checkpoint exists,
+    // so this commit cleans nothing up itself).
+    set_property(
+        &lake,
+        "trade",
+        "delta.logRetentionDuration",
+        "interval 0 seconds",
+    );
+    for _ in 0..7 {
+        load(&lake, BATCH1, &[]); // versions 2..8 of `trade`
+    }
+    let before = snapshot(&lake);
+    let logs = lake.schema_dir().join("trade/_delta_log");
+    let commits = || {
+        std::fs::read_dir(&logs)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .filter(|e| {
+                let n = e.file_name().to_string_lossy().into_owned();
+                n.ends_with(".json") && !n.starts_with('_')
+            })
+            .count()
+    };
+    assert_eq!(commits(), 9);
+    // Version 9 is checkpointed (interval 10), then the entries before it are cleaned up.
+    let out = run(&lake, BATCH1, &[], Some("log_cleanup"));
+    assert_eq!(
+        out.status.signal(),
+        Some(9),
+        "killed in the clean-up: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(
+        commits(),
+        9,
+        "version 9 committed, one entry deleted, 8 still there"
+    );
+    assert_readable_without_duplicates(&lake, "clean-up killed");
+    let report = load(&lake, BATCH1, &[]);
+    assert_accounted(&lake, &report);
+    assert_eq!(snapshot(&lake), before);
+    let out = bronze_cli()
+        .args(["maintain", "--json", "--catalog"])
+        .arg(lake.catalog())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let done: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let trade = done["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["table"] == "trade")
+        .unwrap();
+    assert_eq!(trade["logs_removed"], 8, "{done}");
+    assert_eq!(commits(), 2, "versions 9 and 10 left");
+    assert_eq!(snapshot(&lake), before);
+    assert_readable_without_duplicates(&lake, "after maintain");
+}
