@@ -225,7 +225,7 @@ fn a_run_control_compaction_killed_at_its_commit_loses_and_duplicates_nothing() 
         if (version + 1).is_multiple_of(10) && files >= 50 {
             break;
         }
-        assert!(ingest.run(&batch_dir(BATCH2)).unwrap().exit_code() < 2);
+        assert!(ingest.run(batch_dir(BATCH2)).unwrap().exit_code() < 2);
     }
     let (version, files) = run_control_state(&lake);
     assert!(files >= 50, "{version} {files}");
