@@ -321,11 +321,7 @@ fn a_log_cleanup_killed_half_way_leaves_the_table_readable_and_maintain_finishes
     let report = load(&lake, BATCH1, &[]);
     assert_accounted(&lake, &report);
     assert_eq!(snapshot(&lake), before);
-    let out = bronze_cli()
-        .args(["maintain", "--json", "--catalog"])
-        .arg(lake.catalog())
-        .output()
-        .unwrap();
+    let out = on_catalog(&lake, &["maintain", "--json"]);
     assert!(
         out.status.success(),
         "{}",

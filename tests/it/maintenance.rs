@@ -305,16 +305,6 @@ fn concurrent_ingest_optimize_and_vacuum_lose_nothing() {
     }
 }
 
-/// `bronze ARGS --catalog <lake>`, run to its end.
-fn on_catalog(lake: &TempLake, args: &[&str]) -> std::process::Output {
-    crate::util::bronze_cli()
-        .args(args)
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .output()
-        .unwrap()
-}
-
 #[test]
 fn maintenance_commands_on_the_cli() {
     let lake = TempLake::new();

@@ -64,6 +64,16 @@ pub fn bronze_cli() -> std::process::Command {
     c
 }
 
+/// `bronze ARGS --catalog <lake>`, run to its end.
+pub fn on_catalog(lake: &TempLake, args: &[&str]) -> std::process::Output {
+    bronze_cli()
+        .args(args)
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .output()
+        .unwrap()
+}
+
 /// A CLI run paused at its `after_staging` failpoint, holding its lease; [`Paused::finish`]
 /// lets it go on and waits for it.
 pub struct Paused {
