@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use bronze::testdata::{GenSpec, generate};
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use deltalake::datafusion::prelude::SessionContext;
 
 const BATCHES: usize = 60; // 60 daily loads, no compaction: 60 small files per table
 const TABLE: &str = "quote_00";
@@ -65,19 +64,48 @@ fn files_for_filter(rt: &tokio::runtime::Runtime, lake: &tempfile::TempDir) -> (
     })
 }
 
-fn query(rt: &tokio::runtime::Runtime, lake: &tempfile::TempDir) -> usize {
-    rt.block_on(async {
+/// `count(*), avg(bid) WHERE symbol = 'ASML'` as a Delta reader runs it: the kernel's
+/// scan skips the files whose statistics rule the symbol out, then the rows are filtered.
+fn query(rt: &tokio::runtime::Runtime, lake: &tempfile::TempDir) -> (usize, f64) {
+    use arrow::array::{Array as _, AsArray as _};
+    use buoyant_kernel::expressions::{Expression, Predicate};
+    let engine = rt.block_on(async {
         let t = deltalake::open_table(table_url(lake)).await.unwrap();
-        let ctx = SessionContext::new();
-        t.update_datafusion_session(&ctx.state()).unwrap();
-        ctx.register_table("t", t.table_provider().await.unwrap())
-            .unwrap();
-        let df = ctx
-            .sql("SELECT count(*), avg(bid) FROM t WHERE symbol = 'ASML'")
-            .await
-            .unwrap();
-        df.collect().await.unwrap().len()
-    })
+        t.log_store().engine(None)
+    });
+    let snapshot = buoyant_kernel::Snapshot::builder_for(table_url(lake))
+        .build(engine.as_ref())
+        .unwrap();
+    let symbol = Predicate::eq(Expression::column(["symbol"]), Expression::literal("ASML"));
+    let scan = snapshot
+        .scan_builder()
+        .with_predicate(std::sync::Arc::new(symbol))
+        .build()
+        .unwrap();
+    let (mut n, mut sum) = (0usize, 0f64);
+    for data in scan.execute(engine).unwrap() {
+        let data = buoyant_kernel::engine::arrow_data::ArrowEngineData::try_from_engine_data(
+            data.unwrap(),
+        )
+        .unwrap();
+        let b = data.record_batch();
+        let symbols = b.column_by_name("symbol").unwrap().as_string::<i32>();
+        let bid = arrow::compute::cast(
+            b.column_by_name("bid").unwrap(),
+            &arrow::datatypes::DataType::Float64,
+        )
+        .unwrap();
+        let bid = bid.as_primitive::<arrow::datatypes::Float64Type>();
+        for i in 0..b.num_rows() {
+            if symbols.is_valid(i) && symbols.value(i) == "ASML" {
+                n += 1;
+                if bid.is_valid(i) {
+                    sum += bid.value(i);
+                }
+            }
+        }
+    }
+    (n, sum / n.max(1) as f64)
 }
 
 fn bench(c: &mut Criterion) {

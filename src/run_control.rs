@@ -32,17 +32,13 @@ pub(crate) async fn run_control_rows(
     storage: &Storage,
     batch_id: Option<&str>,
 ) -> Result<Vec<RunRow>> {
-    let filter = batch_id.map(|id| {
-        use deltalake::datafusion::prelude::{col, lit};
-        col("_batch_id").eq(lit(id.to_string()))
-    });
-    let batches = crate::table::read_rows(
-        storage,
-        &TableName::system(RUN_CONTROL_TABLE),
-        filter,
-        &RUN_ROW_COLUMNS,
-    )
-    .await?;
+    use crate::table::scan::{Equals, read_rows};
+    let filters: Vec<Equals> = batch_id
+        .map(|id| Equals::new("_batch_id", id))
+        .into_iter()
+        .collect();
+    let table = TableName::system(RUN_CONTROL_TABLE);
+    let batches = read_rows(storage, &table, &filters, &RUN_ROW_COLUMNS).await?;
     rows_of(&batches)
 }
 

@@ -190,8 +190,8 @@ impl Ingest {
         let in_memory = staged.memory.is_some();
         let memory = staged.memory.take().map(parking_lot::Mutex::new);
         // A topic's staged rows: one batch per group of files when staged in memory,
-        // DataFusion's batches (slices of a few thousand rows) when read back from the
-        // staging table.
+        // the kernel scan's batches (slices of a few thousand rows) when read back from
+        // the staging table.
         let topic_input = |topic: &str| -> Result<Vec<RecordBatch>> {
             #[cfg(feature = "testing")]
             if self.config.reread_per_topic {

@@ -14,8 +14,6 @@ use std::sync::Arc;
 use arrow::array::{ArrayRef, RecordBatch, StringArray};
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::datafusion::prelude::{SessionConfig, SessionContext, col, lit};
-use deltalake::protocol::SaveMode;
 use futures::{StreamExt as _, TryStreamExt as _};
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
@@ -25,6 +23,7 @@ use crate::error::{Error, Result};
 use crate::naming::{self, TableName};
 use crate::stage::staging_schema;
 use crate::table::Storage;
+use crate::table::scan::{Equals, stream_rows};
 
 /// Table property marking a staging table complete.
 const COMPLETE_KEY: &str = "bronze.staging.complete";
@@ -120,7 +119,6 @@ impl<'a> StagingTable<'a> {
         if batches.is_empty() {
             return Ok(());
         }
-        let handle = self.storage.create_handle(&self.table).await?;
         // Staging lives for one batch and is dropped at the end: compressing it costs CPU
         // and buys nothing, so its files are written uncompressed.
         // Nor dictionary-encoded: payloads are unique per row, and the dictionary
@@ -130,14 +128,9 @@ impl<'a> StagingTable<'a> {
             .set_compression(Compression::UNCOMPRESSED)
             .set_dictionary_enabled(false)
             .build();
-        handle
-            .write(batches)
-            .with_writer_properties(props)
-            .with_save_mode(SaveMode::Append)
-            .with_partition_columns(["_topic_hash"])
+        self.storage
+            .append_partitioned(&self.table, &batches, "_topic_hash", props)
             .await
-            .map_err(|e| Error::delta(self.table.as_str(), "write", e))?;
-        Ok(())
     }
 
     /// Marks the table complete, recording the batch's counts.
@@ -180,49 +173,30 @@ impl<'a> StagingTable<'a> {
 
     /// The staged rows of one topic, with the in-memory staging schema, as a stream of
     /// batches of a few thousand rows read one after the other (so an over-budget topic
-    /// never has to be in memory at once). Deterministic order: files in the log's order,
-    /// rows in file order.
+    /// never has to be in memory at once). Deterministic order: files in the kernel's
+    /// scan order, rows in file order.
     pub(crate) async fn topic_stream(
         &self,
         topic: &str,
     ) -> Result<impl futures::Stream<Item = Result<RecordBatch>> + Send + Unpin + use<'_>> {
-        let err = |e: deltalake::datafusion::error::DataFusionError| {
-            Error::delta(
-                self.table.as_str(),
-                "read",
-                deltalake::DeltaTableError::from(e),
-            )
-        };
         let t = self.loaded().await?;
-        // One partition: files are read one after the other in the log's order and rows
-        // keep their order within a file, so the read is deterministic without a sort
-        // (a sort would hold the whole topic twice). Plain strings, not views: flatten
-        // takes the staging schema's types, and a cast would copy every payload.
-        let mut config = SessionConfig::new().with_target_partitions(1);
-        config
-            .options_mut()
-            .execution
-            .parquet
-            .schema_force_view_types = false;
-        let ctx = SessionContext::new_with_config(config);
-        t.update_datafusion_session(&ctx.state())
-            .map_err(|e| Error::delta(self.table.as_str(), "read", e))?;
-        let provider = t.table_provider().await.map_err(err)?;
-        let stream = ctx
-            .read_table(provider)
-            .map_err(err)?
-            .filter(
-                col("_topic_hash")
-                    .eq(lit(topic_hash(topic)))
-                    .and(col("_topic").eq(lit(topic.to_string()))),
-            )
-            .map_err(err)?
-            .execute_stream()
-            .await
-            .map_err(err)?;
+        // Only the topic's partition is read; rows keep their order within a file, so
+        // the read is deterministic without a sort (a sort would hold the whole topic
+        // twice).
+        let filters = [
+            Equals::new("_topic_hash", &topic_hash(topic)),
+            Equals::new("_topic", topic),
+        ];
+        let schema = staging_schema();
+        let columns: Vec<&str> = schema
+            .fields()
+            .iter()
+            .map(|f| f.name().as_str())
+            .collect();
+        let stream = stream_rows(self.storage, &self.table, &t, &filters, &columns)?;
         let schema = staging_schema();
         Ok(stream.map(move |b| {
-            let b = b.map_err(err)?;
+            let b = b?;
             let mut columns = Vec::with_capacity(schema.fields().len());
             for field in schema.fields() {
                 let c = b

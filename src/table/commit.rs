@@ -1,21 +1,20 @@
 //! Commit strategies for one table: a plain append, a direct commit of new files, a
-//! whole-file replace, and the `WriteBuilder` replace-where (schema merge) when nothing
-//! cheaper applies.
+//! whole-file replace, and the rewrite of files that mix the batch's rows with others
+//! (and of schema changes, [`super::rewrite`]) when nothing cheaper applies.
 
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::{DataType, SchemaRef};
-use deltalake::datafusion::prelude::Expr;
-use deltalake::operations::write::SchemaMode;
+use arrow::datatypes::SchemaRef;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::files::{BatchFiles, batch_files, same_schema, topics_of, whole_removes};
-use super::files::{TOPICS_TAG, batch_predicate, batch_topics_predicate};
-use super::stats::{Pending, WrittenTable, committed};
-use super::strict::{READ_VERSION, read_version};
+use super::files::TOPICS_TAG;
+use super::files::{BatchFiles, BatchRows, batch_files, same_schema, topics_of, whole_removes};
+use super::rewrite::{Rewrite, StatsColumns, plain_type};
+use super::stats::{Pending, WrittenTable};
+use super::strict::READ_VERSION;
 use super::unloaded::{Unopened, with_batch_txns};
 use super::{
     Committed, Part, PartOutcome, Storage, Work, Written, arrow_schema, keyed, writer_properties,
@@ -45,7 +44,7 @@ impl Storage {
     /// Replaces the rows of `key` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
     /// appends take the direct paths ([`Storage::open_unloaded`] first, then
-    /// [`Storage::write_direct`]), a replace the `WriteBuilder`'s replace-where.
+    /// [`Storage::write_direct`]), a replace [`Storage::rewrite`].
     pub(crate) async fn replace(
         &self,
         table: &TableName,
@@ -83,14 +82,11 @@ impl Storage {
                 Direct::NotApplicable(existing) => existing,
             }
         };
-        let replace_where = existing
-            .as_ref()
-            .filter(|_| may_hold)
-            .map(|_| batch_predicate(key, keyed));
-        let written = self
-            .write_with_builder(table, handle, existing, vec![batch], replace_where, key)
+        let rows = may_hold.then(|| BatchRows::of(key, keyed));
+        let (c, _) = self
+            .write_rewrite(table, &handle, existing, &[batch], rows, key)
             .await?;
-        committed(table, &written).await
+        Ok(c)
     }
 
     /// Writes the parts several topics have for one table in one commit: each part is
@@ -164,24 +160,18 @@ impl Storage {
         };
         // A plain append (schemas merged) for a later slice of a topic whose first slice
         // already replaced its rows, or a table without rows of this batch.
-        let replace_where = existing
-            .as_ref()
-            .filter(|_| !plain_append)
-            .map(|_| batch_topics_predicate(key, &topics, keyed));
+        let rows = (!plain_append).then(|| BatchRows::of_topics(key, &topics, keyed));
         let t1 = std::time::Instant::now();
-        let written = self
-            .write_with_builder(table, handle, existing, batches, replace_where, key)
+        let (c, written) = self
+            .write_rewrite(table, &handle, existing, &batches, rows, key)
             .await?;
-        let t2 = std::time::Instant::now();
-        let c = committed(table, &written).await?;
         tracing::debug!(
             table = %table,
             open_and_fit_us = (t1 - t0).as_micros() as u64,
-            write_and_commit_us = (t2 - t1).as_micros() as u64,
-            read_back_us = t2.elapsed().as_micros() as u64,
+            rewrite_us = t1.elapsed().as_micros() as u64,
             "committed"
         );
-        Ok(((c, outcomes), Some(WrittenTable::current(written))))
+        Ok(((c, outcomes), written))
     }
 
     /// [`Storage::replace_parts`] on a table opened from its log alone
@@ -220,98 +210,93 @@ impl Storage {
         }
     }
 
-    /// The `WriteBuilder` path, for what the direct ones do not take (schema changes,
-    /// types outside the flattener's, replaces of files that mix batches or topics): the
-    /// rows matching `replace_where` are replaced, or without it `batches` are appended
-    /// (schemas merged); a new table is created with the table properties.
-    pub(super) async fn write_with_builder(
+    /// The path for what the direct ones do not take (schema changes, types outside the
+    /// flattener's, replaces of files that mix batches or topics): on an existing table
+    /// [`Storage::rewrite`] replaces the `rows` given (or appends, schemas merged); a new
+    /// table is created first ([`Storage::create_empty`]) and then written to.
+    pub(super) async fn write_rewrite(
         &self,
         table: &TableName,
-        handle: DeltaTable,
+        handle: &DeltaTable,
         existing: Option<DeltaTable>,
-        batches: Vec<RecordBatch>,
-        replace_where: Option<Expr>,
+        batches: &[RecordBatch],
+        rows: Option<BatchRows<'_>>,
         key: &BatchKey,
-    ) -> Result<DeltaTable> {
-        let read = existing.as_ref().and_then(DeltaTable::version);
-        let write = match (existing, replace_where) {
-            (Some(t), Some(predicate)) => t
-                .write(batches)
-                .with_save_mode(SaveMode::Overwrite)
-                .with_replace_where(predicate)
-                .with_schema_mode(SchemaMode::Merge),
-            (Some(t), None) => t
-                .write(batches)
-                .with_save_mode(SaveMode::Append)
-                .with_schema_mode(SchemaMode::Merge),
-            (None, _) => handle
-                .write(batches)
-                .with_save_mode(SaveMode::Append)
-                // Without `BATCH_TXN_PROPERTY`: the builder refuses keys it does not know.
-                // Such a table takes the loaded path.
-                .with_configuration(self.table_properties(false)),
+    ) -> Result<(Committed, Option<WrittenTable>)> {
+        let t = match existing {
+            Some(t) => t,
+            None => self.create_empty(table, handle, batches).await?,
         };
-        // A replace removes files: its read version lets `StrictCommits` check them.
-        let properties = with_batch_txns(
-            read_version(
-                deltalake::kernel::transaction::CommitProperties::default(),
-                read,
-            ),
-            key,
-        );
-        use std::future::IntoFuture as _;
-        let write = write
-            .with_commit_properties(properties)
-            .with_target_file_size(NonZeroU64::new(self.target_file_size))
-            .with_writer_properties(writer_properties(self.compression))
-            .into_future();
-        self.clock
-            .time(Work::Builder, write)
+        let what = Rewrite {
+            rows,
+            key: Some(key),
+        };
+        let (c, written) = self.rewrite(table, &t, batches, what).await?;
+        Ok((c, Some(written)))
+    }
+
+    /// Creates the table with the schema of `batches` and no rows, through deltalake's
+    /// create (which sets the protocol features their column types need), with the table
+    /// properties; the table as it is then (another writer's, if it created it first).
+    pub(super) async fn create_empty(
+        &self,
+        table: &TableName,
+        handle: &DeltaTable,
+        batches: &[RecordBatch],
+    ) -> Result<DeltaTable> {
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        let delta = |e| Error::delta(table.as_str(), "create", e);
+        self.ensure_local_dir(table)?;
+        let Some(first) = batches.first() else {
+            return Err(delta(DeltaTableError::Generic("nothing to write".into())));
+        };
+        let schema = super::rewrite::merged_schema(&first.schema(), batches);
+        let kernel: deltalake::kernel::StructType = schema
+            .as_ref()
+            .try_into_kernel()
+            .map_err(|e| Error::arrow(table.as_str(), e))?;
+        let created = handle
+            .create()
+            .with_columns(kernel.fields().cloned())
+            .with_configuration(self.table_properties(false))
+            .with_save_mode(SaveMode::Ignore)
             .await
-            .map_err(|e| Error::delta(table.as_str(), "write", e))
+            .map_err(delta)?;
+        drop(created);
+        self.open(table)
+            .await?
+            .ok_or_else(|| delta(DeltaTableError::NotInitialized))
     }
 
     /// Creates the table with `batches` in one commit (version 0): protocol, metadata with
     /// the table properties, and the data files written by delta-rs's file writer with
-    /// the statistics a new table's configuration asks for — what a `WriteBuilder` commits
-    /// for a new table, without its DataFusion plan and without loading the table it just
-    /// wrote (together ~3/4 of a small new table's cost; BENCHMARKS.md).
+    /// the statistics a new table's configuration asks for, without loading the table it
+    /// just wrote. Batches of different schemas are written in their merged schema.
     ///
-    /// [`Created::NotApplicable`] when the caller should use the `WriteBuilder`: the
-    /// batches differ in schema, or a column has a type outside the flattener's own and
-    /// `_corrupt_records`' binary (another could need a protocol feature, e.g.
-    /// `timestampNtz`).
+    /// [`Created::NotApplicable`] when a column has a type outside [`plain_type`]'s
+    /// (another could need a protocol feature, e.g. `timestampNtz`): the caller creates
+    /// the table through deltalake first ([`Storage::create_empty`]).
     pub(super) async fn create_with_files(
         &self,
         handle: &DeltaTable,
         batches: &[RecordBatch],
         key: Option<&BatchKey>,
     ) -> std::result::Result<Created, DeltaTableError> {
-        use arrow::datatypes::TimeUnit;
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
         use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
-        use deltalake::operations::write::configs::WriterStatsConfig;
 
         let Some(first) = batches.first() else {
             return Ok(Created::NotApplicable);
         };
-        let schema = first.schema();
-        let plain = |t: &DataType| {
-            matches!(
-                t,
-                DataType::Utf8
-                    | DataType::Binary
-                    | DataType::Int64
-                    | DataType::Float64
-                    | DataType::Boolean
-                    | DataType::Timestamp(TimeUnit::Microsecond, Some(_))
-            )
-        };
-        if batches.iter().any(|b| b.schema() != schema)
-            || !schema.fields().iter().all(|f| plain(f.data_type()))
-        {
+        let schema = super::rewrite::merged_schema(&first.schema(), batches);
+        if !schema.fields().iter().all(|f| plain_type(f.data_type())) {
             return Ok(Created::NotApplicable);
         }
+        let conformed: Vec<RecordBatch> = batches
+            .iter()
+            .map(|b| super::rewrite::conform(b, &schema))
+            .collect::<std::result::Result<_, _>>()?;
+        let batches = conformed.as_slice();
         let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
         let configuration: Vec<(String, String)> = self
             .table_properties(key.is_some())
@@ -326,9 +311,8 @@ impl Storage {
             "minWriterVersion": 2,
         }))?;
         // A new table's configuration sets no data-skipping property: statistics for the
-        // kernel's default number of leading columns (32), as `WriterStatsConfig::from_config`
-        // gives such a table.
-        let stats = WriterStatsConfig::new(Default::default(), None);
+        // kernel's default number of leading columns (32).
+        let stats = StatsColumns::new_table();
         let log_store = handle.log_store();
         let (adds, c, properties) = self
             .write_data_files(&log_store, schema, batches, stats, CommitNotes::of(key))
@@ -346,11 +330,11 @@ impl Storage {
         })
     }
 
-    /// The direct paths, without a DataFusion plan: a new table is created with
+    /// The direct paths, nothing read back: a new table is created with
     /// `batches` ([`Self::create_with_files`]); an existing one gets them appended when
     /// `append` allows it and they have the table's schema ([`Self::append_files`]).
-    /// Otherwise [`Direct::NotApplicable`] hands back the table for a `WriteBuilder`
-    /// (loaded anew when another writer created it meanwhile).
+    /// Otherwise [`Direct::NotApplicable`] hands back the table for
+    /// [`Storage::write_rewrite`] (loaded anew when another writer created it meanwhile).
     pub(super) async fn write_direct(
         &self,
         table: &TableName,
@@ -389,13 +373,13 @@ impl Storage {
         Ok(Direct::Done(c, Some(written)))
     }
 
-    /// The replace of `key`'s rows of `topics` without a DataFusion plan, for a table
-    /// whose files holding the batch hold only it and topics they name
-    /// ([`BatchFiles::Whole`]): those files go whole and the new files are added, in one
-    /// commit recording the same predicate as the replace-where. `Ok(None)` (nothing
-    /// written) when a file of the batch holds a topic written now beside one that is not
-    /// (the replace-where keeps the other topic's rows) or the rows need a schema change:
-    /// the caller's `WriteBuilder` replace-where handles those.
+    /// The replace of `key`'s rows of `topics` without reading a file, for a table whose
+    /// files holding the batch hold only it and topics they name ([`BatchFiles::Whole`]):
+    /// those files go whole and the new files are added, in one commit recording the
+    /// rows' predicate ([`BatchRows::sql`]). `Ok(None)` (nothing written) when a file of
+    /// the batch holds a topic written now beside one that is not (its other rows must
+    /// stay) or the rows need a schema change: the caller's [`Storage::write_rewrite`]
+    /// handles those.
     pub(super) async fn replace_whole_files(
         &self,
         table: &TableName,
@@ -406,7 +390,6 @@ impl Storage {
         whole: Vec<super::files::WholeFile>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
         use deltalake::kernel::Action;
-        use deltalake::operations::write::configs::WriterStatsConfig;
         use deltalake::protocol::DeltaOperation;
 
         let delta = |e| Error::delta(table.as_str(), "write", e);
@@ -417,15 +400,14 @@ impl Storage {
             return Ok(None);
         };
         let snapshot = t.snapshot().map_err(delta)?;
-        let predicate = batch_topics_predicate(key, topics, keyed);
-        let predicate =
-            deltalake::delta_datafusion::expr::fmt_expr_to_sql(&predicate).map_err(delta)?;
-        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let predicate = BatchRows::of_topics(key, topics, keyed).sql();
+        let stats = StatsColumns::of(snapshot);
         let log_store = t.log_store();
         let notes = CommitNotes {
             key: Some(key),
             read_version: Some(snapshot.version()),
             removed: Some((removes.len() as u64, removed_rows)),
+            rewritten_rows: 0,
         };
         let (adds, mut c, properties) = self
             .write_data_files(&log_store, schema, batches, stats, notes)
@@ -463,7 +445,7 @@ impl Storage {
         log_store: &deltalake::logstore::LogStoreRef,
         schema: SchemaRef,
         batches: &[RecordBatch],
-        stats: deltalake::operations::write::configs::WriterStatsConfig,
+        stats: StatsColumns,
         notes: CommitNotes<'_>,
     ) -> std::result::Result<
         (
@@ -483,8 +465,8 @@ impl Storage {
             Some(writer_properties(self.compression)),
             NonZeroU64::new(self.target_file_size),
             None,
-            stats.num_indexed_cols,
-            stats.stats_columns,
+            stats.num_indexed,
+            stats.columns,
         );
         let mut writer = DeltaWriter::new(log_store.object_store(None), config);
         for b in batches {
@@ -500,7 +482,9 @@ impl Storage {
                 )]));
             }
         }
-        let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum();
+        // Rows of removed files written again are not the writer's new rows.
+        let rows: u64 =
+            batches.iter().map(|b| b.num_rows() as u64).sum::<u64>() - notes.rewritten_rows;
         let c = Committed {
             files_added: adds.len() as u64,
             bytes_added: adds.iter().map(|a| a.size.max(0) as u64).sum(),
@@ -531,7 +515,7 @@ impl Storage {
 
     /// A plain append of rows in the table's own schema: data files written with
     /// delta-rs's file writer (same writer properties, same statistics) and committed on
-    /// the table's snapshot, without the DataFusion session and plan a `WriteBuilder`
+    /// the table's snapshot, nothing read back
     /// sets up, which were most of a small commit's cost (BENCHMARKS.md).
     pub(super) async fn append_files(
         &self,
@@ -540,11 +524,10 @@ impl Storage {
         key: Option<&BatchKey>,
     ) -> std::result::Result<(Committed, WrittenTable), DeltaTableError> {
         use deltalake::kernel::Action;
-        use deltalake::operations::write::configs::WriterStatsConfig;
         use deltalake::protocol::DeltaOperation;
 
         let snapshot = t.snapshot()?;
-        let stats = WriterStatsConfig::from_config(snapshot.snapshot().table_configuration());
+        let stats = StatsColumns::of(snapshot);
         let Some(first) = batches.first() else {
             return Err(DeltaTableError::Generic("nothing to append".into()));
         };
@@ -606,30 +589,14 @@ impl Storage {
             Direct::Done(c, _) => return Ok(c),
             Direct::NotApplicable(existing) => existing,
         };
-        let write = match existing {
-            Some(t) => t.write(vec![batch]).with_schema_mode(SchemaMode::Merge),
-            None => {
-                self.ensure_local_dir(table)?;
-                handle
-                    .write(vec![batch])
-                    .with_configuration(self.table_properties(false))
-            }
-        };
-        let properties = with_batch_txns(
-            deltalake::kernel::transaction::CommitProperties::default(),
-            key,
-        );
-        let written = write
-            .with_save_mode(SaveMode::Append)
-            .with_commit_properties(properties)
-            .with_writer_properties(writer_properties(self.compression))
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-        committed(table, &written).await
+        let (c, _) = self
+            .write_rewrite(table, &handle, existing, batches, None, key)
+            .await?;
+        Ok(c)
     }
 
-    /// Deletes the rows of `key` ([`batch_predicate`]), if the table exists. Returns the
-    /// version.
+    /// Deletes the rows of `key` ([`BatchRows::of`]), if the table exists. Returns the
+    /// version (unchanged when no file held them).
     pub(crate) async fn delete_batch(
         &self,
         table: &TableName,
@@ -638,15 +605,83 @@ impl Storage {
         let Some(t) = self.open(table).await? else {
             return Ok(None);
         };
-        let predicate = batch_predicate(key, keyed(arrow_schema(table, &t)?.as_ref()));
-        let read = t.version();
-        let (t, _metrics) = t
-            .delete()
-            .with_commit_properties(read_version(Default::default(), read))
-            .with_predicate(predicate)
+        let rows = BatchRows::of(key, keyed(arrow_schema(table, &t)?.as_ref()));
+        let what = Rewrite {
+            rows: Some(rows),
+            key: None,
+        };
+        let (c, _) = self.rewrite(table, &t, &[], what).await?;
+        Ok(Some(c.version))
+    }
+}
+
+impl Storage {
+    /// Appends `batches` to `table`, partitioned by the `partition` column, in one commit
+    /// put as the next version (created at version 0, without table properties, when
+    /// missing). For a table one run writes alone (its staging table): a version taken
+    /// meanwhile is an error.
+    pub(crate) async fn append_partitioned(
+        &self,
+        table: &TableName,
+        batches: &[RecordBatch],
+        partition: &str,
+        properties: parquet::file::properties::WriterProperties,
+    ) -> Result<()> {
+        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+        use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
+
+        let delta = |e: DeltaTableError| Error::delta(table.as_str(), "write", e);
+        let Some(first) = batches.first() else {
+            return Ok(());
+        };
+        let handle = self.create_handle(table).await?;
+        let version = handle.version().map_or(0, |v| v + 1);
+        let log_store = handle.log_store();
+        let schema = first.schema();
+        let stats = StatsColumns::new_table();
+        let config = WriterConfig::new(
+            Arc::clone(&schema),
+            vec![partition.to_string()],
+            Some(properties),
+            None,
+            None,
+            stats.num_indexed,
+            stats.columns,
+        );
+        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
+        for b in batches {
+            writer.write(b).await.map_err(delta)?;
+        }
+        let adds = writer.close().await.map_err(delta)?;
+        let mut actions = Vec::with_capacity(adds.len() + 2);
+        if version == 0 {
+            let kernel: StructType = schema
+                .as_ref()
+                .try_into_kernel()
+                .map_err(|e| Error::arrow(table.as_str(), e))?;
+            let metadata = new_metadata(&kernel, [partition], Vec::<(String, String)>::new())
+                .map_err(|e| delta(e.into()))?;
+            let protocol: Protocol = serde_json::from_value(serde_json::json!({
+                "minReaderVersion": 1,
+                "minWriterVersion": 2,
+            }))
+            .map_err(|e| delta(e.into()))?;
+            actions.push(Action::Protocol(protocol));
+            actions.push(Action::Metadata(metadata));
+        }
+        actions.extend(adds.into_iter().map(Action::Add));
+        let properties = deltalake::kernel::transaction::CommitProperties::default();
+        if put_commit(&log_store, version, properties, actions)
             .await
-            .map_err(|e| Error::delta(table.as_str(), "delete", e))?;
-        Ok(t.version())
+            .map_err(delta)?
+        {
+            Ok(())
+        } else {
+            Err(delta(DeltaTableError::Generic(format!(
+                "version {version} was written by another process meanwhile"
+            ))))
+        }
     }
 }
 
@@ -805,6 +840,8 @@ pub(super) struct CommitNotes<'a> {
     pub(super) read_version: Option<u64>,
     /// Files and rows it removes.
     pub(super) removed: Option<(u64, u64)>,
+    /// Rows of removed files among the rows it writes (a rewrite keeps them).
+    pub(super) rewritten_rows: u64,
 }
 
 impl<'a> CommitNotes<'a> {

@@ -1,10 +1,11 @@
 //! Which files and rows of a table belong to a batch: the batch's predicate, and the
 //! files a rerun can replace whole from their statistics and topic tags.
 
-use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::array::{Array as _, AsArray as _, BooleanArray, RecordBatch, StringArray};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, SchemaRef};
+use arrow::error::ArrowError;
 use deltalake::DeltaTable;
-use deltalake::datafusion::prelude::{Expr, col, lit};
 
 use super::arrow_schema;
 use crate::batch::BatchKey;
@@ -127,6 +128,36 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchF
     }
 }
 
+/// Whether file `f` may hold rows of `batch_id` by its `_batch_id` statistics (it may when
+/// it has none; a bound of 32 bytes or more may be truncated and does not rule it out).
+pub(super) fn may_hold_batch(f: &deltalake::kernel::LogicalFileView, batch_id: &str) -> bool {
+    let Some(stats) = f
+        .stats()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+    else {
+        return true;
+    };
+    let bound = |which: &str| {
+        stats
+            .get(which)
+            .and_then(|b| b.get("_batch_id"))
+            .and_then(|v| v.as_str())
+            .map(str::to_string)
+    };
+    let (Some(min), Some(max)) = (bound("minValues"), bound("maxValues")) else {
+        // No bounds: all null (no rows of any batch) when the null count says so.
+        let rows = stats.get("numRecords").and_then(|n| n.as_u64());
+        let nulls = stats
+            .get("nullCount")
+            .and_then(|n| n.get("_batch_id"))
+            .and_then(|n| n.as_u64());
+        return !(rows.is_some() && rows == nulls);
+    };
+    let below_max = max.len() >= 32 || batch_id <= max.as_str();
+    // A truncated minimum is a prefix of the real one, so below it is below the real one.
+    batch_id >= min.as_str() && below_max
+}
+
 /// The distinct `_topic` values of `batches`, in order; `None` when a batch has no
 /// `_topic` column of strings or a null in it.
 pub(super) fn topics_of(batches: &[RecordBatch]) -> Option<Vec<String>> {
@@ -198,40 +229,129 @@ pub(super) fn same_schema(
     Ok(same.then_some(schema))
 }
 
-/// `<batch> AND _topic IN (topics)` ([`batch_predicate`]): the rows this batch's folders'
-/// topics wrote to a table; rows of a topic that failed to flatten are left alone, and
-/// so are rows of other folders with the same batch id.
-pub(crate) fn batch_topics_predicate(key: &BatchKey, topics: &[String], keyed: bool) -> Expr {
-    let list = topics.iter().map(|t| lit(t.clone())).collect();
-    batch_predicate(key, keyed).and(col("_topic").in_list(list, false))
+/// The rows of one batch in a table, of some of its topics or all: `_batch_id = X AND
+/// (_landing_path IN (<its folders>) OR (_landing_path IS NULL AND <legacy>))`, where
+/// `<legacy>` matches rows written before landing paths (when the batch id was the whole
+/// key) by their `_source_file`: `_source_file LIKE '%/<suffix>/%'` for each folder's
+/// [`BatchKey::legacy_suffixes`]. In a table without the column (not `keyed`),
+/// `_batch_id = X AND <legacy>`. A key without landing paths (benches) is `_batch_id = X`.
+/// With topics, `AND _topic IN (topics)`: rows of a topic that failed to flatten are left
+/// alone, and so are rows of other folders with the same batch id. A null never matches,
+/// as in SQL.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct BatchRows<'a> {
+    key: &'a BatchKey,
+    keyed: bool,
+    topics: Option<&'a [String]>,
 }
 
-/// The rows of a batch: `_batch_id = X AND (_landing_path IN (<its folders>) OR
-/// (_landing_path IS NULL AND <legacy>))`, where `<legacy>` matches rows written before
-/// landing paths (when the batch id was the whole key) by their `_source_file`:
-/// `_source_file LIKE '%/<suffix>/%'` for each folder's [`BatchKey::legacy_suffixes`]. In
-/// a table without the column (not `keyed`), `_batch_id = X AND <legacy>`. A key without
-/// landing paths (benches) is `_batch_id = X`.
-pub(crate) fn batch_predicate(key: &BatchKey, keyed: bool) -> Expr {
-    let id = col("_batch_id").eq(lit(key.batch_id.clone()));
-    if key.landing_paths.is_empty() {
-        return id;
+impl<'a> BatchRows<'a> {
+    /// Every row of the batch.
+    pub(crate) fn of(key: &'a BatchKey, keyed: bool) -> Self {
+        BatchRows {
+            key,
+            keyed,
+            topics: None,
+        }
     }
-    let legacy = key
-        .legacy_suffixes
-        .iter()
-        .map(|s| col("_source_file").like(lit(format!("%/{}/%", like_escape(s)))))
-        .reduce(Expr::or)
-        .unwrap_or(lit(false));
-    if !keyed {
-        return id.and(legacy);
+
+    /// The batch's rows of `topics`.
+    pub(crate) fn of_topics(key: &'a BatchKey, topics: &'a [String], keyed: bool) -> Self {
+        BatchRows {
+            key,
+            keyed,
+            topics: Some(topics),
+        }
     }
-    let paths = key.landing_paths.iter().map(|p| lit(p.clone())).collect();
-    id.and(
-        col(LANDING_PATH)
-            .in_list(paths, false)
-            .or(col(LANDING_PATH).is_null().and(legacy)),
-    )
+
+    /// The batch id the rows have.
+    pub(crate) fn batch_id(&self) -> &str {
+        &self.key.batch_id
+    }
+
+    /// Which rows of `batch` are the batch's (a column `batch` lacks reads as null).
+    pub(crate) fn matches(
+        &self,
+        batch: &RecordBatch,
+    ) -> std::result::Result<BooleanArray, ArrowError> {
+        let text = |name: &str| -> std::result::Result<Option<StringArray>, ArrowError> {
+            match batch.column_by_name(name) {
+                Some(c) => Ok(Some(cast(c, &DataType::Utf8)?.as_string::<i32>().clone())),
+                None => Ok(None),
+            }
+        };
+        let value = |a: &Option<StringArray>, i: usize| -> Option<String> {
+            a.as_ref()
+                .filter(|a| a.is_valid(i))
+                .map(|a| a.value(i).to_string())
+        };
+        let (ids, paths) = (text("_batch_id")?, text(LANDING_PATH)?);
+        let (files, topics) = (text("_source_file")?, text("_topic")?);
+        let legacy: Vec<String> = self
+            .key
+            .legacy_suffixes
+            .iter()
+            .map(|s| format!("/{s}/"))
+            .collect();
+        let mask = (0..batch.num_rows()).map(|i| {
+            let id = ids
+                .as_ref()
+                .is_some_and(|a| a.is_valid(i) && a.value(i) == self.key.batch_id.as_str());
+            let is_legacy =
+                || value(&files, i).is_some_and(|f| legacy.iter().any(|s| f.contains(s.as_str())));
+            let folder = self.key.landing_paths.is_empty()
+                || if self.keyed {
+                    match value(&paths, i) {
+                        Some(p) => self.key.landing_paths.contains(&p),
+                        None => is_legacy(),
+                    }
+                } else {
+                    is_legacy()
+                };
+            let topic = self
+                .topics
+                .is_none_or(|ts| value(&topics, i).is_some_and(|t| ts.contains(&t)));
+            Some(id && folder && topic)
+        });
+        Ok(mask.collect())
+    }
+
+    /// The condition as SQL, for the commit's `predicate` (what a table's history shows).
+    pub(crate) fn sql(&self) -> String {
+        let quote = |v: &str| format!("'{}'", v.replace('\'', "''"));
+        let list = |vs: &[String]| vs.iter().map(|v| quote(v)).collect::<Vec<_>>().join(", ");
+        let mut sql = format!("_batch_id = {}", quote(&self.key.batch_id));
+        if !self.key.landing_paths.is_empty() {
+            let legacy = self
+                .key
+                .legacy_suffixes
+                .iter()
+                .map(|s| {
+                    format!(
+                        "_source_file LIKE {}",
+                        quote(&format!("%/{}/%", like_escape(s)))
+                    )
+                })
+                .collect::<Vec<_>>();
+            let legacy = match legacy.len() {
+                0 => "false".to_string(),
+                1 => legacy[0].clone(),
+                _ => format!("({})", legacy.join(" OR ")),
+            };
+            if self.keyed {
+                sql.push_str(&format!(
+                    " AND (_landing_path IN ({}) OR _landing_path IS NULL AND {legacy})",
+                    list(&self.key.landing_paths)
+                ));
+            } else {
+                sql.push_str(&format!(" AND {legacy}"));
+            }
+        }
+        if let Some(topics) = self.topics {
+            sql.push_str(&format!(" AND _topic IN ({})", list(topics)));
+        }
+        sql
+    }
 }
 
 /// `text` with LIKE's wildcards (`%`, `_`) and escape (`\`) escaped.

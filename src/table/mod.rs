@@ -2,8 +2,8 @@
 //!
 //! A write carries the parts (one topic's rows each) that one or several topics have for
 //! one table, and replaces this batch's rows of those topics in one commit
-//! ([`files::batch_topics_predicate`]: its batch id and landing paths and `_topic IN
-//! (…)`, built as a typed DataFusion expression, never pasted into SQL), so a rerun
+//! ([`files::BatchRows`]: its batch id and landing paths and `_topic IN (…)`, evaluated
+//! on the rows themselves, never pasted into SQL), so a rerun
 //! converges to the same rows and two topics feeding one child table never erase each
 //! other. New columns are added in the same commit (schema merge); where the table
 //! already has a column, its type wins when the new values can be cast losslessly
@@ -13,10 +13,13 @@
 //!   table properties, parquet writer properties;
 //! - [`commit`]: the commit strategies, cheapest first: an append to a table opened from
 //!   its log alone ([`unloaded`]), a direct commit of new files, a whole-file replace,
-//!   and the `WriteBuilder` replace-where when nothing cheaper applies;
+//!   and a rewrite of the files that mix the batch's rows with others ([`rewrite`]) when
+//!   nothing cheaper applies;
+//! - [`scan`]: a table's rows read back (`_run_control`, the staging table);
 //! - [`files`]: which files and rows of a table belong to a batch;
 //! - [`stats`]: what a commit did, read back from the table;
-//! - [`upkeep`]: after a commit, missing table properties and auto compaction.
+//! - [`upkeep`]: after a commit, missing table properties and auto compaction
+//!   (bin-packing and Z-order, [`upkeep::optimize`]).
 
 use std::sync::Arc;
 
@@ -34,8 +37,11 @@ use crate::flatten::LANDING_PATH;
 use crate::naming::TableName;
 
 mod commit;
+mod compact;
 mod files;
 mod preopen;
+mod rewrite;
+pub(crate) mod scan;
 mod stats;
 mod strict;
 mod unloaded;
@@ -454,40 +460,6 @@ fn keyed(schema: &arrow::datatypes::Schema) -> bool {
     schema.field_with_name(LANDING_PATH).is_ok()
 }
 
-/// `columns` of `table`'s rows matching `filter`, through DataFusion (none when the
-/// table does not exist yet).
-pub(crate) async fn read_rows(
-    storage: &Storage,
-    table: &TableName,
-    filter: Option<deltalake::datafusion::prelude::Expr>,
-    columns: &[&str],
-) -> Result<Vec<RecordBatch>> {
-    use futures::TryStreamExt as _;
-    let Some(t) = storage.open(table).await? else {
-        return Ok(Vec::new());
-    };
-    let err = |e: deltalake::datafusion::error::DataFusionError| {
-        Error::delta(table.as_str(), "read", e.into())
-    };
-    let ctx = deltalake::datafusion::prelude::SessionContext::new();
-    t.update_datafusion_session(&ctx.state())
-        .map_err(|e| Error::delta(table.as_str(), "read", e))?;
-    let provider = t.table_provider().await.map_err(err)?;
-    let mut frame = ctx.read_table(provider).map_err(err)?;
-    if let Some(filter) = filter {
-        frame = frame.filter(filter).map_err(err)?;
-    }
-    frame
-        .select_columns(columns)
-        .map_err(err)?
-        .execute_stream()
-        .await
-        .map_err(err)?
-        .try_collect()
-        .await
-        .map_err(err)
-}
-
 #[cfg(test)]
 mod tests {
     use super::commit::Created;
@@ -495,7 +467,6 @@ mod tests {
     use super::*;
     use crate::batch::BatchKey;
     use arrow::array::{ArrayRef, Int64Array, StringArray};
-    use deltalake::protocol::SaveMode;
 
     /// A key without landing paths: rows and predicates by batch id alone.
     fn k(id: &str) -> BatchKey {
@@ -698,8 +669,7 @@ mod tests {
     }
 
     /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
-    /// by the direct commit too (the `WriteBuilder` would set up a DataFusion session and
-    /// record its own metrics, e.g. `execution_time_ms`).
+    /// by the direct commit too (version 0 with its rows, nothing read back).
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_table_with_a_binary_column_is_created_in_one_direct_commit() {
         let dir = tempfile::tempdir().unwrap();
@@ -944,9 +914,9 @@ mod tests {
         let rerun = part_of("quote", 2, "b2").batches.remove(0);
         let handle = s.handle(&name).unwrap();
         let key = k("b2");
-        let replace = Some(files::batch_predicate(&key, false));
+        let replace = Some(files::BatchRows::of(&key, false));
         let Err(e) = s
-            .write_with_builder(&name, handle, Some(stale), vec![rerun], replace, &key)
+            .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
             .await
         else {
             panic!("a replace of files a compaction removed committed");
@@ -1117,7 +1087,7 @@ mod tests {
         assert_eq!(live_rows(&t), 3);
 
         // A shared table whose file mixes two topics: replacing one topic's rows goes
-        // through the replace-where, which keeps the other topic's rows.
+        // through the rewrite, which keeps the other topic's rows.
         let shared = TableName::for_topic("shared");
         let both = vec![part("quote", 5), part("trade", 4)];
         let c = load_then_rerun(&s, &shared, both, part("quote", 2)).await;
@@ -1129,7 +1099,7 @@ mod tests {
         assert_eq!(info["operation"], "WRITE");
         assert!(
             info["operationMetrics"].get("execution_time_ms").is_some(),
-            "the DataFusion write records its execution time: {info}"
+            "the rewrite records its execution time: {info}"
         );
 
         // A file of two topics rerun with both (as a child table's rerun is): its
@@ -1159,7 +1129,7 @@ mod tests {
         assert_eq!((count("remove"), count("add")), (1, 1));
         let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
         assert_eq!(info["operationParameters"]["mode"], "Overwrite");
-        // The direct commit (no DataFusion write) records what it removed, for `history`.
+        // The whole-file commit records what it removed, for `history`.
         let metrics = &info["operationMetrics"];
         assert_eq!(
             (&metrics["num_removed_files"], &metrics["num_removed_rows"]),
@@ -1242,13 +1212,14 @@ mod tests {
         // Created by another writer (or an older bronze): rows of b1, no `txn`, no
         // property. Never opened unloaded, and b1's rows are replaced, not duplicated.
         let name = TableName::for_topic("quote");
-        s.create_handle(&name)
-            .await
-            .unwrap()
-            .write(part("quote", 5).batches)
-            .with_save_mode(SaveMode::Append)
-            .await
-            .unwrap();
+        let handle = s.create_handle(&name).await.unwrap();
+        let rows = part("quote", 5).batches;
+        let t = s.create_empty(&name, &handle, &rows).await.unwrap();
+        let append = rewrite::Rewrite {
+            rows: None,
+            key: None,
+        };
+        s.rewrite(&name, &t, &rows, append).await.unwrap();
         assert!(s.open_unloaded(&name, &k("b1"), true).await.is_err());
         s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), true)
             .await

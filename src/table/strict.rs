@@ -19,21 +19,8 @@ use url::Url;
 use uuid::Uuid;
 
 /// The commit metadata key (Delta's `commitInfo.readVersion`) under which bronze records
-/// the version a commit that removes files was planned on ([`read_version`]).
+/// the version a commit that removes files was planned on.
 pub(crate) const READ_VERSION: &str = "readVersion";
-
-/// Commit properties recording `version` as the commit's read version: [`StrictCommits`]
-/// checks the commits after it when the commit removes files. Replaces the properties'
-/// other metadata, as `with_metadata` does: add it first.
-pub(crate) fn read_version(
-    properties: deltalake::kernel::transaction::CommitProperties,
-    version: Option<u64>,
-) -> deltalake::kernel::transaction::CommitProperties {
-    match version {
-        Some(v) => properties.with_metadata([(READ_VERSION.to_string(), serde_json::json!(v))]),
-        None => properties,
-    }
-}
 
 /// Wraps a table's log store: a commit entry that removes files and records its read
 /// version is written as version `v` only when no commit between its read version and

@@ -250,10 +250,9 @@ impl Storage {
         key: &BatchKey,
     ) -> std::result::Result<Option<Committed>, DeltaTableError> {
         use deltalake::kernel::Action;
-        use deltalake::operations::write::configs::WriterStatsConfig;
 
         // Default statistics columns: `open_unloaded` took only such tables.
-        let stats = WriterStatsConfig::new(Default::default(), None);
+        let stats = super::rewrite::StatsColumns::new_table();
         let (adds, mut c, properties) = self
             .write_data_files(
                 &u.log_store,

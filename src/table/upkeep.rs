@@ -3,12 +3,11 @@
 //! `optimize` command uses the same bin-packing.
 
 use std::collections::HashMap;
-use std::num::NonZeroU64;
 
 use deltalake::DeltaTable;
-use deltalake::operations::optimize::OptimizeType;
 use serde::Serialize;
 
+pub(crate) use super::compact::optimize;
 use super::{Storage, WrittenTable};
 use crate::error::{Error, Result};
 use crate::naming::TableName;
@@ -57,41 +56,6 @@ pub(crate) fn live_files(t: &DeltaTable, table: &str) -> Result<Vec<(String, u64
         .iter()
         .map(|f| (f.path().into_owned(), f.size().max(0) as u64))
         .collect())
-}
-
-pub(crate) async fn optimize(
-    name: &str,
-    t: DeltaTable,
-    target: u64,
-    zorder: &[String],
-    compression: super::Compression,
-) -> Result<OptimizeReport> {
-    let files_before = live_files(&t, name)?.len() as u64;
-    let kind = if zorder.is_empty() {
-        OptimizeType::Compact
-    } else {
-        OptimizeType::ZOrder(zorder.to_vec())
-    };
-    // Its removes are checked against other commits' by `StrictCommits`, which needs the
-    // version it was planned on.
-    let read = t.version();
-    let (t, metrics) = t
-        .optimize()
-        .with_commit_properties(super::strict::read_version(Default::default(), read))
-        .with_type(kind)
-        .with_target_size(NonZeroU64::new(target).unwrap_or(NonZeroU64::MIN))
-        .with_writer_properties(super::writer_properties(compression))
-        .await
-        .map_err(|e| Error::delta(name, "optimize", e))?;
-    let files_after = live_files(&t, name)?.len() as u64;
-    Ok(OptimizeReport {
-        table: name.to_string(),
-        files_before,
-        files_after,
-        files_added: metrics.num_files_added,
-        files_removed: metrics.num_files_removed,
-        version: t.version().unwrap_or_default(),
-    })
 }
 
 /// After a commit, under the table's lock: adds the default table properties the table

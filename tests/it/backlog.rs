@@ -41,11 +41,7 @@ fn names(outcomes: &[bronze::BacklogOutcome]) -> Vec<(String, String, BatchStatu
 /// Table rows equal `batches` copies of the fixture batch's.
 fn assert_copies(lake: &TempLake, batches: u64) {
     for (table, rows) in expected_tables(BATCH1) {
-        assert_eq!(
-            lake.count(&format!("SELECT count(*) FROM {table}")) as u64,
-            batches * rows,
-            "{table}"
-        );
+        assert_eq!(lake.count(&table) as u64, batches * rows, "{table}");
     }
 }
 
@@ -286,9 +282,10 @@ fn worker_processes_on_one_backlog_load_each_batch_once() {
     loaded += loaded_in(&sweep.stdout);
     assert_eq!(loaded, 8, "each batch loaded once");
     assert_eq!(
-        lake.count(
-            "SELECT count(*) FROM _run_control WHERE \"table\" = '(batch)' AND status = 'ok'"
-        ),
+        lake.rows("_run_control")
+            .eq("table", "(batch)")
+            .eq("status", "ok")
+            .len(),
         8,
         "one successful run per batch"
     );
@@ -564,22 +561,19 @@ fn watch_loads_a_batch_landed_after_it_started_skips_a_growing_one_and_stops_on_
 /// (landing path, batch id, started µs, ended µs) of each successful run, from
 /// `_run_control`.
 fn runs(lake: &TempLake) -> Vec<(String, String, i64, i64)> {
-    lake.strings(
-        "SELECT landing_paths || ' ' || _batch_id || ' ' || CAST(CAST(started_at AS BIGINT) AS VARCHAR) \
-         || ' ' || CAST(CAST(ended_at AS BIGINT) AS VARCHAR) FROM _run_control \
-         WHERE \"table\" = '(batch)' AND status = 'ok'",
-    )
-    .iter()
-    .map(|line| {
-        let f: Vec<&str> = line.split(' ').collect();
-        (
-            f[0].to_string(),
-            f[1].to_string(),
-            f[2].parse().unwrap(),
-            f[3].parse().unwrap(),
-        )
-    })
-    .collect()
+    lake.rows("_run_control")
+        .eq("table", "(batch)")
+        .eq("status", "ok")
+        .iter()
+        .map(|r| {
+            (
+                r.get("landing_paths").unwrap(),
+                r.get("_batch_id").unwrap(),
+                r.micros("started_at").unwrap(),
+                r.micros("ended_at").unwrap(),
+            )
+        })
+        .collect()
 }
 
 /// `--max-batches-in-flight 2` on 2 entities × 3 batches: the entities' batches load at

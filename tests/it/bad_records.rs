@@ -36,14 +36,11 @@ fn a_generated_gzip_batch_conserves_every_line() {
             || t.starts_with("reference_")
             || t.starts_with("news_")
         {
-            rows += lake.count(&format!("SELECT count(*) FROM {t}"));
+            rows += lake.count(&t);
         }
     }
     assert_eq!(rows as u64, report.messages);
-    assert_eq!(
-        lake.count("SELECT count(*) FROM _corrupt_records") as u64,
-        truth.corrupt
-    );
+    assert_eq!(lake.count("_corrupt_records") as u64, truth.corrupt);
 }
 
 #[test]
@@ -69,9 +66,16 @@ fn invalid_utf8_crlf_bom_and_missing_newline_are_kept_exactly() {
         (3, 2, 1)
     );
     assert_eq!(report.exit_code(), 1);
-    assert_eq!(lake.count("SELECT count(*) FROM a WHERE x IN (1, 3)"), 2);
-    let hex =
-        lake.strings("SELECT encode(_corrupt_bytes, 'hex') FROM _corrupt_records WHERE _line = 2");
+    assert_eq!(
+        lake.rows("a")
+            .filter(|r| matches!(r.get("x").as_deref(), Some("1" | "3")))
+            .len(),
+        2
+    );
+    let hex = lake
+        .rows("_corrupt_records")
+        .eq("_line", 2)
+        .values("_corrupt_bytes");
     let want: String = b"{\"topic\":\"a\",\"message_id\":\"2\",\"payload\":{\"x\":\"\xff\xfe\"}}\r"
         .iter()
         .map(|b| format!("{b:02x}"))

@@ -143,24 +143,23 @@ fn rows_of(lake: &TempLake, table: &str, landing_path: &str) -> i64 {
     if !lake.all_tables().iter().any(|t| t == table) {
         return 0;
     }
-    lake.count(&format!(
-        "SELECT count(*) FROM \"{table}\" WHERE _batch_id = '{ID}' AND _landing_path = '{landing_path}'"
-    ))
+    lake.rows(table)
+        .eq("_batch_id", ID)
+        .eq("_landing_path", landing_path)
+        .len() as i64
 }
 
 fn total_rows(lake: &TempLake, table: &str) -> i64 {
-    lake.count(&format!("SELECT count(*) FROM \"{table}\""))
+    lake.count(table) as i64
 }
 
 /// Row counts of every table, per landing path.
 fn counts(lake: &TempLake) -> BTreeMap<(String, String), i64> {
     let mut out = BTreeMap::new();
     for t in lake.tables() {
-        for row in lake.strings(&format!(
-            "SELECT concat(coalesce(_landing_path, '-'), ' ', CAST(count(*) AS VARCHAR)) FROM \"{t}\" GROUP BY _landing_path"
-        )) {
-            let (path, n) = row.rsplit_once(' ').unwrap();
-            out.insert((t.clone(), path.to_string()), n.parse().unwrap());
+        for path in lake.rows(&t).texts("_landing_path") {
+            let path = path.unwrap_or_else(|| "-".into());
+            *out.entry((t.clone(), path)).or_insert(0) += 1;
         }
     }
     out
@@ -196,9 +195,10 @@ fn ten_folders_sharing_a_batch_id_keep_every_folders_rows() {
             assert_eq!(rows_of(&lake, table, &path), *n, "{table} of {path}");
             *per_folder_sum.entry(table.clone()).or_default() += n;
         }
-        let corrupt = lake.count(&format!(
-            "SELECT count(*) FROM _corrupt_records WHERE _landing_path = '{path}'"
-        ));
+        let corrupt = lake
+            .rows("_corrupt_records")
+            .eq("_landing_path", &path)
+            .len() as i64;
         assert_eq!(
             corrupt,
             want.get("_corrupt").copied().unwrap_or(0),
@@ -240,14 +240,14 @@ fn ten_folders_sharing_a_batch_id_keep_every_folders_rows() {
     // several folders, and every row of the one-run catalog is in it.
     for (table, n) in tables_of(&want) {
         let extra = per_folder_sum[table] - n;
-        let copies = lake.count(&format!(
-            "SELECT coalesce(sum(c - 1), 0) FROM (SELECT count(*) AS c FROM \"{table}\" GROUP BY _id)"
-        ));
+        // Rows beyond the first of each `_id` (nulls one group, as in a GROUP BY).
+        let rows = lake.rows(table);
+        let groups: std::collections::BTreeSet<Option<String>> =
+            rows.texts("_id").into_iter().collect();
+        let copies = (rows.len() - groups.len()) as i64;
         assert_eq!(copies, extra, "{table}: cross-folder duplicates");
-        let ids = |l: &TempLake| -> std::collections::BTreeSet<String> {
-            l.strings(&format!("SELECT DISTINCT _id FROM \"{table}\""))
-                .into_iter()
-                .collect()
+        let ids = |l: &TempLake| -> std::collections::BTreeSet<Option<String>> {
+            l.rows(table).texts("_id").into_iter().collect()
         };
         assert_eq!(ids(&lake), ids(&together), "{table}: the same messages");
     }
@@ -353,9 +353,14 @@ fn hostile_landing_paths_are_refused_before_any_io_and_can_be_named() {
         .unwrap();
     let report = named.run(&dir).unwrap();
     assert_accounted(&lake, &report);
+    let paths: std::collections::BTreeSet<Option<String>> = lake
+        .rows("orders")
+        .texts("_landing_path")
+        .into_iter()
+        .collect();
     assert_eq!(
-        lake.strings("SELECT DISTINCT _landing_path FROM orders"),
-        ["feed/orders"]
+        paths,
+        std::collections::BTreeSet::from([Some("feed/orders".to_string())])
     );
     assert!(leases(&lake).is_empty());
 }
@@ -425,9 +430,10 @@ fn tables_written_before_landing_paths_keep_working() {
     load(&lake, std::slice::from_ref(&copy));
     assert!(lake.columns("trade").iter().any(|c| c == "_landing_path"));
     for (table, rows) in &expected {
-        let old = lake.count(&format!(
-            "SELECT count(*) FROM \"{table}\" WHERE _landing_path IS NULL"
-        ));
+        let old = lake
+            .rows(table)
+            .filter(|r| r.get("_landing_path").is_none())
+            .len() as i64;
         assert_eq!(old, *rows as i64, "{table}: the old rows stay");
         assert_eq!(total_rows(&lake, table), 2 * *rows as i64, "{table}");
     }
@@ -437,19 +443,19 @@ fn tables_written_before_landing_paths_keep_working() {
     for (table, rows) in &expected {
         assert_eq!(total_rows(&lake, table), 2 * *rows as i64, "{table}");
         for path in ["market/events", "other/events"] {
-            let n = lake.count(&format!(
-                "SELECT count(*) FROM \"{table}\" WHERE _landing_path = '{path}'"
-            ));
+            let n = lake.rows(table).eq("_landing_path", path).len() as i64;
             assert_eq!(n, *rows as i64, "{table} of {path}");
         }
     }
     assert_eq!(
-        lake.count("SELECT count(*) FROM _corrupt_records WHERE _landing_path IS NULL"),
+        lake.rows("_corrupt_records")
+            .filter(|r| r.get("_landing_path").is_none())
+            .len(),
         0,
         "old corrupt records replaced"
     );
     assert_eq!(
-        lake.count("SELECT count(*) FROM _corrupt_records"),
+        lake.count("_corrupt_records") as i64,
         2 * expected_corrupt(BATCH1)
     );
 
@@ -458,15 +464,11 @@ fn tables_written_before_landing_paths_keep_working() {
     load(&lake, &[batch_dir(BATCH1)]);
     load(&lake, &[batch_dir(BATCH2)]);
     for (table, rows) in &expected_tables(BATCH2) {
-        let n = lake.count(&format!(
-            "SELECT count(*) FROM \"{table}\" WHERE _batch_id = '{BATCH2}'"
-        ));
+        let n = lake.rows(table).eq("_batch_id", BATCH2).len() as i64;
         assert_eq!(n, *rows as i64, "{table} of {BATCH2}");
     }
     for (table, rows) in &expected {
-        let n = lake.count(&format!(
-            "SELECT count(*) FROM \"{table}\" WHERE _batch_id = '{BATCH1}'"
-        ));
+        let n = lake.rows(table).eq("_batch_id", BATCH1).len() as i64;
         assert_eq!(n, 2 * *rows as i64, "{table} of {BATCH1}");
     }
     assert_readable_without_duplicates(&lake, "legacy then new");

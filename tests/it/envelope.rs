@@ -40,24 +40,20 @@ fn topic_in_type_field_without_id_or_payload() {
         (report.duplicates, report.corrupt_lines, report.messages),
         (0, 0, 3)
     );
+    assert_eq!(lake.count("conn"), 2, "no id field: no dedup");
     assert_eq!(
-        lake.count("SELECT count(*) FROM conn"),
-        2,
-        "no id field: no dedup"
-    );
-    assert_eq!(
-        lake.count("SELECT count(DISTINCT _id) FROM conn"),
+        lake.rows("conn").distinct("_id"),
         2,
         "ids derived from file and line"
     );
     assert_eq!(
-        lake.count("SELECT count(*) FROM conn WHERE id__orig_p = 1234 AND uid = 'C1'"),
+        lake.rows("conn")
+            .eq("id__orig_p", 1234)
+            .eq("uid", "C1")
+            .len(),
         2
     );
-    assert_eq!(
-        lake.count("SELECT count(*) FROM answers WHERE _topic = 'dns'"),
-        2
-    );
+    assert_eq!(lake.rows("answers").eq("_topic", "dns").len(), 2);
     // Rerun: derived ids are stable, rows replaced.
     lake.ingest()
         .with_topic_field("_path")
@@ -67,7 +63,7 @@ fn topic_in_type_field_without_id_or_payload() {
         .unwrap()
         .run(&dir)
         .unwrap();
-    assert_eq!(lake.count("SELECT count(*) FROM conn"), 2);
+    assert_eq!(lake.count("conn"), 2);
 }
 
 #[test]
@@ -94,7 +90,9 @@ fn batch_id_flag_overrides_folder_and_hostile_topics_stay_inside() {
     assert_eq!(report.exit_code(), 0, "{}", report.to_text());
     assert_eq!(lake.tables(), ["t_______escape", "t__delta_log"]);
     assert_eq!(
-        lake.count("SELECT count(*) FROM t_______escape WHERE _topic = '../../escape'"),
+        lake.rows("t_______escape")
+            .eq("_topic", "../../escape")
+            .len(),
         1
     );
     // Nothing was written outside the schema folder.

@@ -49,7 +49,7 @@ fn health_flags_many_small_files_and_optimize_fixes_them() {
         .iter()
         .find(|t| t.table == "quote_00")
         .unwrap();
-    let with_quote = lake.count("SELECT count(DISTINCT _batch_id) FROM quote_00") as u64;
+    let with_quote = lake.rows("quote_00").distinct("_batch_id") as u64;
     assert!(with_quote > 50);
     assert_eq!(quote.files, with_quote, "one file per batch: no compaction");
     assert!(
@@ -138,18 +138,15 @@ fn auto_compaction_bounds_files_and_old_batches_still_replace_exactly() {
             files_of(&lake, t)
         );
     }
-    let total = |lake: &TempLake| lake.count("SELECT count(*) FROM quote_00");
-    let per_batch =
-        |lake: &TempLake| lake.count("SELECT count(*) FROM quote_00 WHERE _batch_id = 'd003'");
+    let total = |lake: &TempLake| lake.count("quote_00");
+    let per_batch = |lake: &TempLake| lake.rows("quote_00").eq("_batch_id", "d003").len();
     let (t0, b0) = (total(&lake), per_batch(&lake));
     assert!(b0 > 0);
     // Rerun an old batch whose rows now sit in compacted files with other batches' rows.
     ingest.run(&batches[3].0).unwrap();
     assert_eq!((total(&lake), per_batch(&lake)), (t0, b0));
     let messages: u64 = batches.iter().map(|(_, lines)| lines).sum();
-    let topic_rows = lake.count("SELECT count(*) FROM quote_00")
-        + lake.count("SELECT count(*) FROM trade_01")
-        + lake.count("SELECT count(*) FROM orderbook_02");
+    let topic_rows = lake.count("quote_00") + lake.count("trade_01") + lake.count("orderbook_02");
     assert_eq!(topic_rows as u64, messages);
 }
 
@@ -186,7 +183,7 @@ fn table_properties_are_set_kept_and_honoured() {
             .map(String::as_str),
         Some("false")
     );
-    let with_trade = lake.count("SELECT count(DISTINCT _batch_id) FROM trade_01") as u64;
+    let with_trade = lake.rows("trade_01").distinct("_batch_id") as u64;
     assert!(with_trade > 3);
     assert_eq!(files_of(&lake, "trade_01"), with_trade, "not compacted");
     assert!(files_of(&lake, "quote_00") <= 3, "compacted");
@@ -196,6 +193,49 @@ fn table_config(lake: &TempLake, table: &str) -> std::collections::HashMap<Strin
     lake.with_table(table, None, async |t| {
         t.snapshot().unwrap().metadata().configuration().clone()
     })
+}
+
+#[test]
+fn zorder_rewrites_every_file_in_the_order_of_its_columns_and_keeps_every_row() {
+    let landing = tempfile::tempdir().unwrap();
+    let batches = small_batches(landing.path(), 6);
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    for (dir, _) in &batches {
+        ingest.run(dir).unwrap();
+    }
+    let m = ingest.maintenance();
+    let before = lake.dump("quote_00");
+    let files = files_of(&lake, "quote_00");
+    assert!(files >= 3, "{files}");
+    // One column: the rows come out sorted by it.
+    let one = m.optimize("quote_00", None, &["symbol".into()]).unwrap();
+    assert_eq!(
+        (one.files_before, one.files_removed, one.files_after),
+        (files, files, 1)
+    );
+    assert_eq!(lake.dump("quote_00"), before, "Z-order changed the rows");
+    let symbols = lake.rows("quote_00").values("symbol");
+    let mut sorted = symbols.clone();
+    sorted.sort();
+    assert_eq!(symbols, sorted);
+    // Two columns, one file already: every file is still rewritten (in one commit).
+    let two = m
+        .optimize("quote_00", None, &["symbol".into(), "_line".into()])
+        .unwrap();
+    assert_eq!(
+        (two.files_removed, two.files_after, two.version),
+        (1, 1, one.version + 1)
+    );
+    assert_eq!(lake.dump("quote_00"), before);
+    // A column the table does not have: refused by name, nothing committed.
+    let err = m.optimize("quote_00", None, &["nope".into()]).unwrap_err();
+    let why = bronze::error_chain(&err);
+    assert!(why.contains("Z-order column `nope`"), "{why}");
+    assert_eq!(
+        m.history("quote_00", Some(1)).unwrap()[0].version,
+        two.version
+    );
 }
 
 #[test]
@@ -209,7 +249,7 @@ fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
     }
     let m = ingest.maintenance();
     let opt = m.optimize("quote_00", None, &[]).unwrap();
-    let with_quote = lake.count("SELECT count(DISTINCT _batch_id) FROM quote_00") as u64;
+    let with_quote = lake.rows("quote_00").distinct("_batch_id") as u64;
     assert!(with_quote >= 2);
     assert_eq!((opt.files_before, opt.files_after), (with_quote, 1));
     let before = lake.dump("quote_00");
@@ -292,14 +332,12 @@ fn concurrent_ingest_optimize_and_vacuum_lose_nothing() {
     });
     assert!(optimized > 0);
     let messages: u64 = batches.iter().map(|(_, lines)| lines).sum();
-    let topic_rows = lake.count("SELECT count(*) FROM quote_00")
-        + lake.count("SELECT count(*) FROM trade_01")
-        + lake.count("SELECT count(*) FROM orderbook_02");
+    let topic_rows = lake.count("quote_00") + lake.count("trade_01") + lake.count("orderbook_02");
     assert_eq!(topic_rows as u64, messages);
     for t in ["quote_00", "trade_01", "orderbook_02"] {
         assert_eq!(
-            lake.count(&format!("SELECT count(DISTINCT _id) FROM {t}")),
-            lake.count(&format!("SELECT count(*) FROM {t}")),
+            lake.rows(t).distinct("_id"),
+            lake.count(t),
             "no duplicates in {t}"
         );
     }
@@ -360,8 +398,8 @@ fn maintenance_commands_on_the_cli() {
     assert_eq!(code, Some(2));
     assert!(err.contains("no table"), "{err}");
     assert_eq!(
-        lake.count("SELECT count(*) FROM quote"),
-        expected_tables(BATCH2)["quote"] as i64
+        lake.count("quote"),
+        expected_tables(BATCH2)["quote"] as usize
     );
 }
 
@@ -542,9 +580,9 @@ fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact(
     }
     assert_readable_without_duplicates(&lake, "after a year");
     let lines: u64 = batches.iter().map(|(_, l)| l).sum();
-    let rows: i64 = ["quote_00", "trade_01", "orderbook_02"]
+    let rows: usize = ["quote_00", "trade_01", "orderbook_02"]
         .iter()
-        .map(|t| lake.count(&format!("SELECT count(*) FROM {t}")))
+        .map(|t| lake.count(t))
         .sum();
     assert_eq!(rows as u64, lines);
     maintain(372);

@@ -8,60 +8,70 @@ fn run_control_rows_account_for_every_write() {
     let ingest = lake.ingest().build().unwrap();
     let report = ingest.run(batch_dir(BATCH1)).unwrap();
     let want = expected_tables(BATCH1);
-    assert_eq!(
-        report.run_control.len(),
-        lake.count("SELECT count(*) FROM _run_control") as usize
-    );
+    let rc = lake.rows("_run_control");
+    assert_eq!(report.run_control.len(), rc.len());
     for (table, rows) in &want {
-        let written = lake.count(&format!(
-            "SELECT CAST(sum(rows_written) AS BIGINT) FROM _run_control WHERE \"table\" = '{table}' AND status = 'ok'"
-        ));
+        let written: i64 = rc
+            .eq("table", table)
+            .eq("status", "ok")
+            .iter()
+            .filter_map(|r| r.int("rows_written"))
+            .sum();
         assert_eq!(written as u64, *rows, "{table}");
     }
     // One row per topic for the shared child table, all three in one commit (one file).
+    let currentprice = rc.eq("table", "currentprice");
+    assert_eq!(currentprice.len(), 3);
+    assert_eq!(currentprice.distinct("version"), 1);
     assert_eq!(
-        lake.count("SELECT count(*) FROM _run_control WHERE \"table\" = 'currentprice'"),
-        3
-    );
-    assert_eq!(
-        lake.count(
-            "SELECT count(DISTINCT version) FROM _run_control WHERE \"table\" = 'currentprice'"
-        ),
-        1
-    );
-    assert_eq!(
-        lake.count("SELECT max(files_added) FROM _run_control WHERE \"table\" = 'currentprice'"),
-        1
+        currentprice
+            .iter()
+            .filter_map(|r| r.int("files_added"))
+            .max(),
+        Some(1)
     );
     // Topic tables: every staged message became a row.
     assert_eq!(
-        lake.count(
-            "SELECT count(*) FROM _run_control WHERE topic = \"table\" AND rows_in <> rows_written"
-        ),
+        rc.filter(|r| {
+            let same = |a: &str, b: &str| match (r.get(a), r.get(b)) {
+                (Some(a), Some(b)) => Some(a == b),
+                _ => None,
+            };
+            same("topic", "table") == Some(true) && same("rows_in", "rows_written") == Some(false)
+        })
+        .len(),
         0
     );
-    assert_eq!(lake.count("SELECT count(*) FROM _run_control WHERE \"table\" <> '(batch)' AND (status <> 'ok' OR files_added < 1 OR bytes_added < 1)"), 0);
+    assert_eq!(
+        rc.filter(|r| {
+            let below_one = |c: &str| r.int(c).is_some_and(|n| n < 1);
+            r.get("table").is_some_and(|t| t != "(batch)")
+                && (r.get("status").is_some_and(|s| s != "ok")
+                    || below_one("files_added")
+                    || below_one("bytes_added"))
+        })
+        .len(),
+        0
+    );
     // Optimize write: 20 landing files, one data file per table.
     assert_eq!(
-        lake.count(
-            "SELECT count(*) FROM _run_control WHERE files_added <> 1 AND \"table\" <> '(batch)'"
-        ),
+        rc.filter(|r| {
+            r.int("files_added").is_some_and(|n| n != 1)
+                && r.get("table").is_some_and(|t| t != "(batch)")
+        })
+        .len(),
         0
     );
     assert_eq!(
-        lake.count("SELECT count(*) FROM _run_control WHERE checks NOT LIKE '%ok'"),
+        rc.filter(|r| r.get("checks").is_some_and(|c| !c.ends_with("ok")))
+            .len(),
         0
     );
     // A rerun appends its own rows under a new run id; the first run's stay.
     ingest.run(batch_dir(BATCH1)).unwrap();
-    assert_eq!(
-        lake.count("SELECT count(DISTINCT run_id) FROM _run_control"),
-        2
-    );
-    assert_eq!(
-        lake.count("SELECT count(*) FROM _run_control") as usize,
-        2 * report.run_control.len()
-    );
+    let rc = lake.rows("_run_control");
+    assert_eq!(rc.distinct("run_id"), 2);
+    assert_eq!(rc.len(), 2 * report.run_control.len());
 }
 
 #[test]
@@ -81,7 +91,9 @@ fn the_library_checks_that_every_line_is_accounted_for() {
     );
     assert!(report.invariant.starts_with(&want), "{}", report.invariant);
     assert_eq!(
-        lake.strings("SELECT status FROM _run_control WHERE \"table\" = '(batch)'"),
+        lake.rows("_run_control")
+            .eq("table", "(batch)")
+            .values("status"),
         ["ok"]
     );
 
@@ -102,7 +114,9 @@ fn the_library_checks_that_every_line_is_accounted_for() {
         report.invariant
     );
     assert_eq!(
-        lake.strings("SELECT status FROM _run_control WHERE \"table\" = '(batch)'"),
+        lake.rows("_run_control")
+            .eq("table", "(batch)")
+            .values("status"),
         ["failed"]
     );
 }

@@ -1,0 +1,259 @@
+//! OPTIMIZE without a query engine: bin-packing small files toward the target size, or
+//! rewriting every file in Z-order of some columns. Files are read with the `parquet`
+//! crate and written with delta-rs's file writer; the commit removes and adds with
+//! `dataChange = false` and records the version it was planned on, which
+//! [`super::strict::StrictCommits`] checks its removes against.
+//!
+//! The bin-packing plans as delta-rs's OPTIMIZE does: files in the log's order, those of
+//! the target size or more left alone (and ending a bin: a bin holds neighbouring files
+//! only), a bin closed when the next file would take it past the target, bins of one file
+//! dropped. Z-order interleaves the bits of the first 16 bytes of each column's
+//! order-preserving row encoding, as delta-rs's `zorder_key` does.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BinaryArray, RecordBatch};
+use arrow::datatypes::SchemaRef;
+use arrow::row::{RowConverter, SortField};
+use deltalake::kernel::{Action, LogicalFileView};
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::rewrite::{StatsColumns, check_plain_layout, conform, read_file};
+use super::strict::READ_VERSION;
+use super::upkeep::OptimizeReport;
+use crate::error::{Error, Result};
+
+/// OPTIMIZE of `t` (named `name`): bin-packs toward `target` bytes per file, or Z-orders
+/// by `zorder` when it names columns; one commit, none when there is nothing to do.
+pub(crate) async fn optimize(
+    name: &str,
+    t: DeltaTable,
+    target: u64,
+    zorder: &[String],
+    compression: super::Compression,
+) -> Result<OptimizeReport> {
+    let delta = |e| Error::delta(name, "optimize", e);
+    let snapshot = t.snapshot().map_err(delta)?;
+    let files: Vec<LogicalFileView> = snapshot.log_data().iter().collect();
+    let files_before = files.len() as u64;
+    let version = snapshot.version();
+    let mut report = OptimizeReport {
+        table: name.to_string(),
+        files_before,
+        files_after: files_before,
+        version,
+        ..Default::default()
+    };
+    let schema = snapshot.snapshot().arrow_schema();
+    for c in zorder {
+        if schema.field_with_name(c).is_err() {
+            return Err(delta(DeltaTableError::Generic(format!(
+                "Z-order column `{c}` is not a column of the table"
+            ))));
+        }
+    }
+    let bins = if zorder.is_empty() {
+        compaction_bins(&files, target)
+    } else {
+        // Every file in one bin (files with deletion vectors stay as they are).
+        let all: Vec<usize> = (0..files.len())
+            .filter(|&i| files[i].deletion_vector_descriptor().is_none())
+            .collect();
+        if all.is_empty() {
+            Vec::new()
+        } else {
+            vec![all]
+        }
+    };
+    if bins.is_empty() {
+        return Ok(report);
+    }
+    check_plain_layout(name, snapshot)?;
+    let started = std::time::Instant::now();
+    let store = t.log_store().object_store(None);
+    let mut removes = Vec::new();
+    let mut adds = Vec::new();
+    let mut rows = 0u64;
+    let (mut bytes_removed, mut bytes_added) = (0u64, 0u64);
+    for bin in bins {
+        let mut batches = Vec::new();
+        for &i in &bin {
+            let f = &files[i];
+            for b in read_file(&store, &f.object_store_path())
+                .await
+                .map_err(delta)?
+            {
+                batches.push(conform(&b, &schema).map_err(|e| Error::arrow(name, e))?);
+            }
+            bytes_removed += f.size().max(0) as u64;
+            removes.push(f.remove_action(false));
+        }
+        rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+        if !zorder.is_empty() {
+            batches = zordered(&schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
+        }
+        let written = write(&t, &schema, &batches, target, compression, snapshot)
+            .await
+            .map_err(delta)?;
+        bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
+        adds.extend(written);
+    }
+    let metrics = serde_json::json!({
+        "numFilesAdded": adds.len(),
+        "numFilesRemoved": removes.len(),
+        "numBatches": rows,
+        "totalFilesSkipped": files_before as usize - removes.len(),
+        "filesAdded": { "totalSize": bytes_added },
+        "filesRemoved": { "totalSize": bytes_removed },
+        "executionTimeMs": started.elapsed().as_millis() as u64,
+    });
+    let properties = deltalake::kernel::transaction::CommitProperties::default().with_metadata([
+        ("operationMetrics".to_string(), metrics),
+        (READ_VERSION.to_string(), serde_json::json!(version)),
+    ]);
+    let (files_added, files_removed) = (adds.len() as u64, removes.len() as u64);
+    let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
+    actions.extend(adds.into_iter().map(Action::Add));
+    let operation = deltalake::protocol::DeltaOperation::Optimize {
+        predicate: None,
+        target_size: target.min(i64::MAX as u64) as i64,
+    };
+    let finalized = deltalake::kernel::transaction::CommitBuilder::from(properties)
+        .with_actions(actions)
+        .build(Some(snapshot), t.log_store(), operation)
+        .await
+        .map_err(delta)?;
+    report.files_added = files_added;
+    report.files_removed = files_removed;
+    report.files_after = files_before - files_removed + files_added;
+    report.version = finalized.version() as u64;
+    Ok(report)
+}
+
+/// The bins of file indexes a bin-packing rewrites (see the module's doc).
+fn compaction_bins(files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
+    let mut bins: Vec<Vec<usize>> = Vec::new();
+    let mut current: Vec<usize> = Vec::new();
+    let mut size = 0u64;
+    for (i, f) in files.iter().enumerate() {
+        let bytes = f.size().max(0) as u64;
+        if bytes > target || f.deletion_vector_descriptor().is_some() {
+            bins.push(std::mem::take(&mut current));
+            size = 0;
+            continue;
+        }
+        if !current.is_empty() && size + bytes > target {
+            bins.push(std::mem::take(&mut current));
+            size = 0;
+        }
+        current.push(i);
+        size += bytes;
+    }
+    bins.push(current);
+    bins.retain(|b| b.len() > 1);
+    bins
+}
+
+/// `batches` as one batch sorted by the Z-order key of `columns`.
+fn zordered(
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    columns: &[String],
+) -> std::result::Result<Vec<RecordBatch>, arrow::error::ArrowError> {
+    let all = arrow::compute::concat_batches(schema, batches)?;
+    let keyed: Vec<ArrayRef> = columns
+        .iter()
+        .map(|c| Arc::clone(all.column(schema.index_of(c).unwrap_or_default())))
+        .collect();
+    let key = zorder_key(&keyed)?;
+    let order = arrow::compute::sort_to_indices(&key, None, None)?;
+    let sorted = all
+        .columns()
+        .iter()
+        .map(|c| arrow::compute::take(c, &order, None))
+        .collect::<std::result::Result<Vec<_>, _>>()?;
+    Ok(vec![RecordBatch::try_new(Arc::clone(schema), sorted)?])
+}
+
+/// Per row, the bits of the first 16 bytes of each column's order-preserving row
+/// encoding (shorter encodings padded with zeros), interleaved: bit `b` of column `c`
+/// is bit `b * columns + c` of the key.
+pub(crate) fn zorder_key(
+    columns: &[ArrayRef],
+) -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    let width = columns.len() * 16;
+    let mut out = vec![0u8; rows * width];
+    for (pos, column) in columns.iter().enumerate() {
+        let converter = RowConverter::new(vec![SortField::new(column.data_type().clone())])?;
+        let encoded = converter.convert_columns(&[Arc::clone(column)])?;
+        for (row, value) in encoded.iter().enumerate() {
+            let bytes = value.as_ref();
+            for bit in 0..128 {
+                let set = bytes
+                    .get(bit / 8)
+                    .is_some_and(|byte| byte & (0x80 >> (bit % 8)) != 0);
+                if set {
+                    let at = row * width * 8 + bit * columns.len() + pos;
+                    out[at / 8] |= 0x80 >> (at % 8);
+                }
+            }
+        }
+    }
+    let values: Vec<&[u8]> = out.chunks(width.max(1)).collect();
+    Ok(Arc::new(BinaryArray::from(values)))
+}
+
+/// `batches` written as data files of `t` toward `target` bytes each (the table's
+/// statistics columns, bronze's writer properties); their adds, `dataChange = false`.
+async fn write(
+    t: &DeltaTable,
+    schema: &SchemaRef,
+    batches: &[RecordBatch],
+    target: u64,
+    compression: super::Compression,
+    snapshot: &deltalake::table::state::DeltaTableState,
+) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
+    use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+    let stats = StatsColumns::of(snapshot);
+    let config = WriterConfig::new(
+        Arc::clone(schema),
+        Vec::new(),
+        Some(super::writer_properties(compression)),
+        std::num::NonZeroU64::new(target),
+        None,
+        stats.num_indexed,
+        stats.columns,
+    );
+    let mut writer = DeltaWriter::new(t.log_store().object_store(None), config);
+    for b in batches {
+        writer.write(b).await?;
+    }
+    let mut adds = writer.close().await?;
+    for a in &mut adds {
+        a.data_change = false;
+    }
+    Ok(adds)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Int64Array, StringArray};
+
+    #[test]
+    fn zorder_keys_order_rows_by_both_columns_alike() {
+        // On a 2x2 grid the Z curve visits (0,0), (0,1), (1,0), (1,1) — with column 0's
+        // bit first in each pair, so rows sort by x's high bit, then y's, and so on.
+        let x: ArrayRef = Arc::new(Int64Array::from(vec![1, 0, 1, 0]));
+        let y: ArrayRef = Arc::new(Int64Array::from(vec![1, 1, 0, 0]));
+        let key = zorder_key(&[x, y]).unwrap();
+        let order = arrow::compute::sort_to_indices(&key, None, None).unwrap();
+        assert_eq!(order.values().to_vec(), vec![3, 1, 2, 0]);
+        // One column: the key orders as the column does.
+        let s: ArrayRef = Arc::new(StringArray::from(vec!["b", "a", "c"]));
+        let key = zorder_key(&[s]).unwrap();
+        let order = arrow::compute::sort_to_indices(&key, None, None).unwrap();
+        assert_eq!(order.values().to_vec(), vec![1, 0, 2]);
+    }
+}

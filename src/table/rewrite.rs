@@ -1,0 +1,360 @@
+//! Commits that read data files back, without a query engine: the replace of a batch's
+//! rows in files that hold other rows too (a file written before a compaction mixed
+//! batches or topics), the delete of a batch, and appends that add columns (schema
+//! merge). Files that may hold the batch's rows (by their `_batch_id` statistics) are
+//! read with the `parquet` crate; those that do are removed and their other rows written
+//! again beside the new ones, in one commit with the new schema.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, RecordBatch};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use deltalake::kernel::{Action, MetadataExt as _};
+use deltalake::logstore::ObjectStoreRef;
+use deltalake::{DeltaTable, DeltaTableError};
+
+use super::commit::{CommitNotes, commit_on};
+use super::files::BatchRows;
+use super::stats::{Pending, WrittenTable};
+use super::strict::READ_VERSION;
+use super::{Committed, Storage, Work};
+use crate::batch::BatchKey;
+use crate::error::{Error, Result};
+use crate::naming::TableName;
+
+/// Which columns of new data files get statistics: the table's
+/// `delta.dataSkippingNumIndexedCols` / `delta.dataSkippingStatsColumns` (the first 32
+/// columns when unset).
+#[derive(Clone, Debug)]
+pub(crate) struct StatsColumns {
+    pub(crate) num_indexed: buoyant_kernel::table_properties::DataSkippingNumIndexedCols,
+    pub(crate) columns: Option<Vec<String>>,
+}
+
+impl StatsColumns {
+    /// What a new table without data-skipping properties gets.
+    pub(crate) fn new_table() -> Self {
+        StatsColumns {
+            num_indexed: buoyant_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(
+                32,
+            ),
+            columns: None,
+        }
+    }
+
+    /// The table's own.
+    pub(crate) fn of(snapshot: &deltalake::table::state::DeltaTableState) -> Self {
+        use deltalake::kernel::transaction::TableReference as _;
+        use deltalake::table::config::TablePropertiesExt as _;
+        let config = snapshot.config();
+        StatsColumns {
+            num_indexed: config.num_indexed_cols(),
+            columns: config
+                .data_skipping_stats_columns
+                .as_ref()
+                .map(|cs| cs.iter().map(|c| c.to_string()).collect()),
+        }
+    }
+}
+
+/// The table features bronze's own reads and writes of data files do not handle: column
+/// mapping (physical column names differ from the schema's) and partitions (values in
+/// paths, not in files). An error naming the table and what to do.
+pub(crate) fn check_plain_layout(
+    table: &str,
+    snapshot: &deltalake::table::state::DeltaTableState,
+) -> Result<()> {
+    let config = snapshot.snapshot().table_configuration();
+    let mapping = config.column_mapping_mode();
+    if mapping != buoyant_kernel::table_features::ColumnMappingMode::None {
+        return Err(Error::delta(
+            table,
+            "rewrite",
+            DeltaTableError::Generic(format!(
+                "the table uses column mapping (mode {mapping:?}), whose data files bronze cannot \
+                 read back yet; load the batch into a table without it, or rewrite its files \
+                 with the engine that turned it on"
+            )),
+        ));
+    }
+    let partitions = snapshot.metadata().partition_columns();
+    if !partitions.is_empty() {
+        return Err(Error::delta(
+            table,
+            "rewrite",
+            DeltaTableError::Generic(format!(
+                "the table is partitioned by {partitions:?}; bronze writes unpartitioned tables \
+                 and cannot rewrite partitioned files: load into a table of its own"
+            )),
+        ));
+    }
+    Ok(())
+}
+
+/// The rows of one data file (`path` relative to the table), as the `parquet` crate
+/// reads them.
+pub(crate) async fn read_file(
+    store: &ObjectStoreRef,
+    path: &deltalake::Path,
+) -> std::result::Result<Vec<RecordBatch>, DeltaTableError> {
+    use deltalake::logstore::object_store::ObjectStoreExt as _;
+    let bytes = store.get(path).await?.bytes().await?;
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
+        .with_batch_size(8192)
+        .build()?;
+    Ok(reader.collect::<std::result::Result<Vec<_>, ArrowError>>()?)
+}
+
+/// `batch` in `schema`: columns by name, cast where the type differs, null where
+/// `batch` lacks the column (a file written before the column was added).
+pub(crate) fn conform(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> std::result::Result<RecordBatch, ArrowError> {
+    if batch.schema().fields() == schema.fields() {
+        return Ok(batch.clone());
+    }
+    let columns = schema
+        .fields()
+        .iter()
+        .map(|f| match batch.column_by_name(f.name()) {
+            Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
+            Some(c) => arrow::compute::cast(c, f.data_type()),
+            None => Ok(arrow::array::new_null_array(
+                f.data_type(),
+                batch.num_rows(),
+            )),
+        })
+        .collect::<std::result::Result<Vec<ArrayRef>, _>>()?;
+    let options = arrow::array::RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
+    RecordBatch::try_new_with_options(Arc::clone(schema), columns, &options)
+}
+
+/// The table's schema with the columns of `batches` it lacks appended, nullable (older
+/// files read them as null), in the order they first appear.
+pub(crate) fn merged_schema(table: &Schema, batches: &[RecordBatch]) -> SchemaRef {
+    let mut fields: Vec<Field> = table.fields().iter().map(|f| f.as_ref().clone()).collect();
+    for b in batches {
+        for f in b.schema().fields() {
+            if !fields.iter().any(|x| x.name() == f.name()) {
+                fields.push(f.as_ref().clone().with_nullable(true));
+            }
+        }
+    }
+    Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
+}
+
+/// Column types bronze writes into a new or widened schema without a protocol feature
+/// (the flattener's, `_corrupt_records`' binary, dates and decimals).
+pub(crate) fn plain_type(t: &DataType) -> bool {
+    use arrow::datatypes::TimeUnit;
+    matches!(
+        t,
+        DataType::Utf8
+            | DataType::Binary
+            | DataType::Int64
+            | DataType::Int32
+            | DataType::Float64
+            | DataType::Boolean
+            | DataType::Date32
+            | DataType::Decimal128(..)
+            | DataType::Timestamp(TimeUnit::Microsecond, Some(_))
+    )
+}
+
+/// What [`Storage::rewrite`] replaces: the rows `rows` selects, or nothing (an append).
+#[derive(Clone, Copy)]
+pub(super) struct Rewrite<'a> {
+    /// The rows to replace (`None`: an append that only merges schemas).
+    pub(super) rows: Option<BatchRows<'a>>,
+    /// The batch the new rows are of: its `txn` goes in the commit.
+    pub(super) key: Option<&'a BatchKey>,
+}
+
+impl Storage {
+    /// One commit on `t` that replaces the rows `what` selects with `batches` (an empty
+    /// `batches` deletes them): the files whose `_batch_id` statistics may hold such
+    /// rows are read, those that do are removed, and their other rows are written again
+    /// beside `batches`; columns of `batches` the table lacks are added to its schema in
+    /// the same commit. Committed as a `WRITE` (overwrite with the rows' SQL as its
+    /// predicate, or append), with the read version [`super::strict::StrictCommits`]
+    /// checks the removes against.
+    pub(super) async fn rewrite(
+        &self,
+        table: &TableName,
+        t: &DeltaTable,
+        batches: &[RecordBatch],
+        what: Rewrite<'_>,
+    ) -> Result<(Committed, WrittenTable)> {
+        let name = table.as_str();
+        let delta = |e: DeltaTableError| Error::delta(name, "write", e);
+        let arrow = |e| Error::arrow(name, e);
+        let snapshot = t.snapshot().map_err(delta)?;
+        check_plain_layout(name, snapshot)?;
+        let current = snapshot.snapshot().arrow_schema();
+        let schema = merged_schema(&current, batches);
+        let schema_changed = schema.fields() != current.fields();
+        if let Some(f) = schema
+            .fields()
+            .iter()
+            .skip(current.fields().len())
+            .find(|f| !plain_type(f.data_type()))
+        {
+            return Err(delta(DeltaTableError::Generic(format!(
+                "column `{}` has type {}, which bronze does not add to an existing table",
+                f.name(),
+                f.data_type()
+            ))));
+        }
+        let mut new: Vec<RecordBatch> = Vec::with_capacity(batches.len());
+        for b in batches {
+            new.push(conform(b, &schema).map_err(arrow)?);
+        }
+        let new_rows: u64 = new.iter().map(|b| b.num_rows() as u64).sum();
+        let started = std::time::Instant::now();
+        let (removes, kept, removed_rows) = match what.rows {
+            Some(rows) => self.split_files(table, t, snapshot, &rows, &schema).await?,
+            None => (Vec::new(), Vec::new(), 0),
+        };
+        self.clock.add(Work::Builder, started);
+        let kept_rows: u64 = kept.iter().map(|b| b.num_rows() as u64).sum();
+        let mut all = kept;
+        all.extend(new);
+        let notes = CommitNotes {
+            key: what.key,
+            read_version: Some(snapshot.version()),
+            removed: what
+                .rows
+                .map(|_| (removes.len() as u64, removed_rows + kept_rows)),
+            rewritten_rows: kept_rows,
+        };
+        let log_store = t.log_store();
+        let (adds, mut c, properties) = if all.is_empty() {
+            let properties = deltalake::kernel::transaction::CommitProperties::default()
+                .with_metadata([
+                    (
+                        "operationMetrics".to_string(),
+                        serde_json::json!({
+                            "num_added_rows": 0,
+                            "num_added_files": 0,
+                            "num_removed_files": removes.len(),
+                            "num_removed_rows": removed_rows,
+                        }),
+                    ),
+                    (
+                        READ_VERSION.to_string(),
+                        serde_json::json!(snapshot.version()),
+                    ),
+                ]);
+            (Vec::new(), Committed::default(), properties)
+        } else {
+            self.write_data_files(
+                &log_store,
+                Arc::clone(&schema),
+                &all,
+                StatsColumns::of(snapshot),
+                notes,
+            )
+            .await
+            .map_err(delta)?
+        };
+        c.rows_added = new_rows;
+        let pending = Pending {
+            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
+            removes: removes.iter().map(|r| r.path.clone()).collect(),
+        };
+        if !schema_changed && removes.is_empty() && adds.is_empty() {
+            c.version = snapshot.version();
+            return Ok((c, WrittenTable::current(t.clone())));
+        }
+        let mut actions: Vec<Action> = Vec::with_capacity(1 + removes.len() + adds.len());
+        if schema_changed {
+            use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+            let kernel: deltalake::kernel::StructType =
+                schema.as_ref().try_into_kernel().map_err(arrow)?;
+            let metadata = snapshot
+                .metadata()
+                .clone()
+                .with_schema(&kernel)
+                .map_err(|e| delta(e.into()))?;
+            actions.push(Action::Metadata(metadata));
+        }
+        let predicate = what.rows.map(|r| r.sql());
+        let mode = if predicate.is_some() {
+            deltalake::protocol::SaveMode::Overwrite
+        } else {
+            deltalake::protocol::SaveMode::Append
+        };
+        actions.extend(removes.into_iter().map(Action::Remove));
+        actions.extend(adds.into_iter().map(Action::Add));
+        let operation = deltalake::protocol::DeltaOperation::Write {
+            mode,
+            partition_by: None,
+            predicate,
+        };
+        let commit = commit_on(t, snapshot, properties, actions, operation, pending);
+        let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
+        c.version = version;
+        Ok((c, written))
+    }
+
+    /// The files of `t` holding rows `rows` selects: their removes, their other rows (in
+    /// `schema`) and how many rows of the selection they held. A file whose statistics
+    /// rule the batch out is not read.
+    async fn split_files(
+        &self,
+        table: &TableName,
+        t: &DeltaTable,
+        snapshot: &deltalake::table::state::DeltaTableState,
+        rows: &BatchRows<'_>,
+        schema: &SchemaRef,
+    ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
+        let name = table.as_str();
+        let store = t.log_store().object_store(None);
+        let mut removes = Vec::new();
+        let mut kept = Vec::new();
+        let mut matched = 0u64;
+        for f in snapshot.log_data().iter() {
+            if !super::files::may_hold_batch(&f, rows.batch_id()) {
+                continue;
+            }
+            if f.deletion_vector_descriptor().is_some() {
+                return Err(Error::delta(
+                    name,
+                    "rewrite",
+                    DeltaTableError::Generic(format!(
+                        "data file {} holds rows of batch {} and has a deletion vector, which \
+                         bronze cannot apply yet; purge it first (Spark/Databricks: `REORG TABLE \
+                         … APPLY (PURGE)`), then rerun",
+                        f.path(),
+                        rows.batch_id()
+                    )),
+                ));
+            }
+            let batches = read_file(&store, &f.object_store_path())
+                .await
+                .map_err(|e| Error::delta(name, "read", e))?;
+            let mut others = Vec::with_capacity(batches.len());
+            let mut hit = 0u64;
+            for b in batches {
+                let b = conform(&b, schema).map_err(|e| Error::arrow(name, e))?;
+                let mask = rows.matches(&b).map_err(|e| Error::arrow(name, e))?;
+                let n = mask.true_count() as u64;
+                hit += n;
+                let keep = arrow::compute::not(&mask).map_err(|e| Error::arrow(name, e))?;
+                let rest = arrow::compute::filter_record_batch(&b, &keep)
+                    .map_err(|e| Error::arrow(name, e))?;
+                if rest.num_rows() > 0 {
+                    others.push(rest);
+                }
+            }
+            if hit > 0 {
+                matched += hit;
+                removes.push(f.remove_action(true));
+                kept.extend(others);
+            }
+        }
+        Ok((removes, kept, matched))
+    }
+}
