@@ -233,7 +233,7 @@ impl Error {
         Error::Delta {
             table: table.into(),
             action,
-            source: Box::new(source),
+            source: Box::new(with_feature_hint(source)),
         }
     }
 
@@ -242,6 +242,28 @@ impl Error {
             table: table.into(),
             source: Box::new(source),
         }
+    }
+}
+
+/// A commit deltalake refused for table features it cannot write, with what they are and
+/// what to do: invariants, CHECK constraints, generated columns and the change data feed
+/// need values computed from SQL expressions, which bronze's writer (no query engine)
+/// does not evaluate.
+fn with_feature_hint(source: deltalake::DeltaTableError) -> deltalake::DeltaTableError {
+    use deltalake::kernel::transaction::TransactionError;
+    match source {
+        deltalake::DeltaTableError::Transaction {
+            source: TransactionError::UnsupportedTableFeatures(features),
+        } => deltalake::DeltaTableError::Generic(format!(
+            "the table's protocol requires writer features bronze does not support: \
+             {features:?} (invariants, CHECK constraints, generated columns and the change \
+             data feed need SQL expressions evaluated on every row, which bronze does not do; \
+             row tracking, domain metadata and identity columns it does not write yet); \
+             nothing was committed: drop the feature or constraint in the engine that added \
+             it (`ALTER TABLE … DROP CONSTRAINT`, `delta.enableChangeDataFeed = false`), or \
+             load into a table of bronze's own"
+        )),
+        other => other,
     }
 }
 

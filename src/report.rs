@@ -208,8 +208,8 @@ pub struct BatchReport {
     /// (which run in parallel, so a sum can exceed the stage's wall time): `flatten`
     /// (payloads into topic and child table rows), `open` (reading tables' logs),
     /// `write_files` (encoding and uploading Parquet), `commit` (putting the log entry),
-    /// `builder` (deltalake's `WriteBuilder`, for schema changes and replaces of mixed
-    /// files: encoding, uploading and committing together).
+    /// `builder` (reading back the data files a replace rewrites because they mix the
+    /// batch's rows with others).
     #[serde(default)]
     pub task_seconds: BTreeMap<String, f64>,
     /// Peak resident memory of the process so far (`VmHWM`), when the OS tells.

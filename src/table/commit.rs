@@ -501,6 +501,10 @@ impl Storage {
             metrics["num_removed_files"] = files.into();
             metrics["num_removed_rows"] = rows.into();
         }
+        if notes.rewritten_rows > 0 {
+            // delta-rs's name (DELETE, MERGE) for rows of removed files written again.
+            metrics["num_copied_rows"] = notes.rewritten_rows.into();
+        }
         let mut metadata = vec![("operationMetrics".to_string(), metrics)];
         if let Some(v) = notes.read_version {
             metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));

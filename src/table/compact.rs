@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BinaryArray, RecordBatch};
+use arrow::array::{ArrayRef, LargeBinaryArray, RecordBatch};
 use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use deltalake::kernel::{Action, LogicalFileView};
@@ -154,7 +154,8 @@ fn compaction_bins(files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
     bins
 }
 
-/// `batches` as one batch sorted by the Z-order key of `columns`.
+/// `batches` as one batch sorted by the Z-order key of `columns` (the table's rows in
+/// memory at once, with their key: delta-rs's DataFusion plan could spill its sort).
 fn zordered(
     schema: &SchemaRef,
     batches: &[RecordBatch],
@@ -201,7 +202,7 @@ pub(crate) fn zorder_key(
         }
     }
     let values: Vec<&[u8]> = out.chunks(width.max(1)).collect();
-    Ok(Arc::new(BinaryArray::from(values)))
+    Ok(Arc::new(LargeBinaryArray::from(values)))
 }
 
 /// `batches` written as data files of `t` toward `target` bytes each (the table's

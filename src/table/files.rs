@@ -83,7 +83,7 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchF
         }
         if !key.landing_paths.is_empty() {
             // Rows written before landing paths (null, or no column yet) are told apart
-            // by `_source_file` only: the replace-where decides.
+            // by `_source_file` only: the rewrite decides, row by row.
             if !keyed {
                 return BatchFiles::Mixed;
             }

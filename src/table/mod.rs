@@ -103,8 +103,8 @@ pub(crate) enum Work {
     /// Putting the commit into the log (and, when another writer committed meanwhile,
     /// the conflict check).
     Commit,
-    /// deltalake's `WriteBuilder` (schema changes, replace-where): encoding, uploading
-    /// and committing together.
+    /// Reading back the data files a replace rewrites because they mix the batch's rows
+    /// with others ([`rewrite`]); the report's name for it is `builder`.
     Builder,
 }
 
@@ -159,7 +159,7 @@ impl TaskClock {
 /// plain encoding.
 const NO_DICTIONARY: [&str; 5] = ["_id", "_parent_id", "_root_id", "_line", "_idx"];
 
-/// Columns readers filter on (replace-where, `history`, a user's `WHERE _batch_id =`):
+/// Columns readers filter on (a replace's file choice, `history`, a user's `WHERE _batch_id =`):
 /// the only ones that get parquet statistics beyond the file level.
 const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
 

@@ -106,21 +106,26 @@ pub(crate) async fn read_file(
     Ok(reader.collect::<std::result::Result<Vec<_>, ArrowError>>()?)
 }
 
-/// `batch` in `schema`: columns by name, cast where the type differs, null where
-/// `batch` lacks the column (a file written before the column was added).
+/// `batch` in `schema`: columns by name, cast where the type differs (an error, never a
+/// null, for a value the type cannot hold), null where `batch` lacks the column (a file
+/// written before the column was added).
 pub(crate) fn conform(
     batch: &RecordBatch,
     schema: &SchemaRef,
 ) -> std::result::Result<RecordBatch, ArrowError> {
-    if batch.schema().fields() == schema.fields() {
+    if batch.schema() == *schema {
         return Ok(batch.clone());
     }
+    let strict = arrow::compute::CastOptions {
+        safe: false,
+        ..Default::default()
+    };
     let columns = schema
         .fields()
         .iter()
         .map(|f| match batch.column_by_name(f.name()) {
             Some(c) if c.data_type() == f.data_type() => Ok(Arc::clone(c)),
-            Some(c) => arrow::compute::cast(c, f.data_type()),
+            Some(c) => arrow::compute::cast_with_options(c, f.data_type(), &strict),
             None => Ok(arrow::array::new_null_array(
                 f.data_type(),
                 batch.num_rows(),
@@ -224,9 +229,7 @@ impl Storage {
         let notes = CommitNotes {
             key: what.key,
             read_version: Some(snapshot.version()),
-            removed: what
-                .rows
-                .map(|_| (removes.len() as u64, removed_rows + kept_rows)),
+            removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
             rewritten_rows: kept_rows,
         };
         let log_store = t.log_store();
@@ -281,18 +284,21 @@ impl Storage {
             actions.push(Action::Metadata(metadata));
         }
         let predicate = what.rows.map(|r| r.sql());
-        let mode = if predicate.is_some() {
-            deltalake::protocol::SaveMode::Overwrite
-        } else {
-            deltalake::protocol::SaveMode::Append
+        let operation = match (&predicate, batches.is_empty()) {
+            (Some(_), true) => deltalake::protocol::DeltaOperation::Delete { predicate },
+            (Some(_), false) => deltalake::protocol::DeltaOperation::Write {
+                mode: deltalake::protocol::SaveMode::Overwrite,
+                partition_by: None,
+                predicate,
+            },
+            (None, _) => deltalake::protocol::DeltaOperation::Write {
+                mode: deltalake::protocol::SaveMode::Append,
+                partition_by: None,
+                predicate: None,
+            },
         };
         actions.extend(removes.into_iter().map(Action::Remove));
         actions.extend(adds.into_iter().map(Action::Add));
-        let operation = deltalake::protocol::DeltaOperation::Write {
-            mode,
-            partition_by: None,
-            predicate,
-        };
         let commit = commit_on(t, snapshot, properties, actions, operation, pending);
         let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
         c.version = version;
