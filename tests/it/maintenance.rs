@@ -27,6 +27,18 @@ fn small_batches(root: &std::path::Path, n: usize) -> Vec<(PathBuf, u64)> {
         .collect()
 }
 
+/// A lake that loaded `n` small batches with auto compaction off (a small file per batch
+/// and table), and its ingest.
+fn loaded_without_compaction(n: usize) -> (TempLake, bronze::Ingest) {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
+    for (dir, _) in small_batches(landing.path(), n) {
+        ingest.run(&dir).unwrap();
+    }
+    (lake, ingest)
+}
+
 fn files_of(lake: &TempLake, table: &str) -> u64 {
     let m = lake.ingest().build().unwrap();
     let h = m.maintenance().health().unwrap();
@@ -197,13 +209,7 @@ fn table_config(lake: &TempLake, table: &str) -> std::collections::HashMap<Strin
 
 #[test]
 fn zorder_rewrites_every_file_in_the_order_of_its_columns_and_keeps_every_row() {
-    let landing = tempfile::tempdir().unwrap();
-    let batches = small_batches(landing.path(), 6);
-    let lake = TempLake::new();
-    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
-    for (dir, _) in &batches {
-        ingest.run(dir).unwrap();
-    }
+    let (lake, ingest) = loaded_without_compaction(6);
     let m = ingest.maintenance();
     let before = lake.dump("quote_00");
     let files = files_of(&lake, "quote_00");
@@ -240,13 +246,7 @@ fn zorder_rewrites_every_file_in_the_order_of_its_columns_and_keeps_every_row() 
 
 #[test]
 fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
-    let landing = tempfile::tempdir().unwrap();
-    let batches = small_batches(landing.path(), 4);
-    let lake = TempLake::new();
-    let ingest = lake.ingest().with_auto_compact(false, 50).build().unwrap();
-    for (dir, _) in &batches {
-        ingest.run(dir).unwrap();
-    }
+    let (lake, ingest) = loaded_without_compaction(4);
     let m = ingest.maintenance();
     let opt = m.optimize("quote_00", None, &[]).unwrap();
     let with_quote = lake.rows("quote_00").distinct("_batch_id") as u64;
