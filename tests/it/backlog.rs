@@ -399,7 +399,7 @@ fn readme_status_example_prints_what_readme_shows() {
         .expect("README's landing zone section")..];
     let command = section
         .lines()
-        .find(|l| l.starts_with("cargo run --release -- status "))
+        .find(|l| l.starts_with("bronze status "))
         .expect("a status command");
     let shown = section
         .split("```text\n")
@@ -413,7 +413,7 @@ fn readme_status_example_prints_what_readme_shows() {
         .run(batch_dir(BATCH1))
         .unwrap();
     let args: Vec<String> = command
-        .trim_start_matches("cargo run --release -- ")
+        .trim_start_matches("bronze ")
         .split_whitespace()
         .map(|a| match a {
             "./lakehouse" => lake.catalog().display().to_string(),
