@@ -10,11 +10,11 @@ use deltalake::logstore::object_store::DynObjectStore;
 
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
-use crate::location::{Location, StorageOptions, store_for};
 use crate::locks::TableLocks;
-use crate::metered::CallCounter;
-use crate::single_writer::SingleWriter;
-use crate::store_retries::RetryCounter;
+use crate::store::location::{Location, StorageOptions, store_for};
+use crate::store::metered::CallCounter;
+use crate::store::retries::RetryCounter;
+use crate::store::single_writer::SingleWriter;
 use crate::table::{Compression, Storage};
 
 /// deltalake's S3 option by which its users accept the risks of a store without
@@ -203,7 +203,7 @@ impl Catalog {
     pub fn shown(&self) -> String {
         match &self.root {
             Location::Local(p) => p.display().to_string(),
-            Location::Url(u) => crate::location::redacted(u, &self.options),
+            Location::Url(u) => crate::store::location::redacted(u, &self.options),
         }
     }
 

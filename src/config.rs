@@ -1,12 +1,13 @@
 //! Settings of a run: where tables go and how envelopes are read.
 //!
-//! [`IngestConfig`] is plain data with documented defaults; [`IngestConfig::validate`]
-//! refuses contradictory or unusable settings before any I/O.
+//! [`IngestConfig`] is plain data with documented defaults, what [`crate::Settings`]
+//! resolve to; [`IngestConfig::validate`] refuses contradictory or unusable settings
+//! before any I/O.
 
 use std::path::PathBuf;
 
 use crate::error::{Error, Result};
-use crate::location::{Location, StorageOptions};
+use crate::store::location::{Location, StorageOptions};
 
 /// Names of the envelope fields of every line.
 ///
@@ -43,7 +44,7 @@ impl Default for EnvelopeConfig {
 }
 
 /// How leaf values get their column types.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum TypesMode {
     /// Per batch and column: all booleans → boolean, all integers → int64, integers and
@@ -57,7 +58,7 @@ pub enum TypesMode {
 }
 
 /// What happens to a field that has no column in an existing table.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Evolution {
     /// Add the column in the same commit (default).
@@ -70,7 +71,7 @@ pub enum Evolution {
 }
 
 /// How child tables (rows of nested arrays) are named.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ChildNaming {
     /// By the array's path in the payload, shared by every topic with an array at that
@@ -178,8 +179,8 @@ pub struct IngestConfig {
     pub landing_path: Option<String>,
     /// Envelope field names.
     pub envelope: EnvelopeConfig,
-    /// Topics processed at once; `Some(1)` is sequential. Default: 4 per thread (at most
-    /// 32) on a local catalog, 32 with an [`Self::object_store`].
+    /// Topics processed at once; `Some(1)` is sequential. Default: 2 per parse thread (2
+    /// to 32) on a local catalog, 32 on an object store or with an [`Self::object_store`].
     pub max_parallel: Option<usize>,
     /// Threads of the pool the library owns. Default: the machine's available parallelism.
     pub threads: Option<usize>,
@@ -240,6 +241,11 @@ pub struct IngestConfig {
     /// so a folder that lands late with an older batch id is found at the next full
     /// listing. Local landing zones are always listed in full. Default 24 hours.
     pub full_listing_every: std::time::Duration,
+    /// A Prometheus Pushgateway (`http://host:9091`) each batch run pushes its metrics to
+    /// (job `bronze`, grouped by landing path; [`crate::metrics`]). A gateway that is down
+    /// or slow costs a warning and at most [`crate::run::metrics::PUSH_TIMEOUT`], never the
+    /// batch. Default none.
+    pub metrics_push: Option<String>,
     /// Bench baseline: every topic task re-reads the landing files, as a notebook that
     /// reads the batch once per topic does (`testing` feature only).
     #[cfg(feature = "testing")]
@@ -281,6 +287,7 @@ impl Default for IngestConfig {
             lease_ttl: std::time::Duration::from_secs(600),
             full_listing_every: std::time::Duration::from_secs(24 * 3600),
             single_writer: false,
+            metrics_push: None,
             #[cfg(feature = "testing")]
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
@@ -298,252 +305,6 @@ pub fn default_memory_budget() -> u64 {
             .and_then(|n| n.parse::<u64>().ok())
     });
     total_kib.map_or(2 << 30, |kib| kib * 1024 / 4)
-}
-
-/// Parses a size like `512MB`, `2GiB`, `64k` or `1000` (bytes).
-pub fn parse_size(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let num: f64 = num.parse().ok()?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        _ => return None,
-    };
-    (num >= 0.0 && num.is_finite()).then_some((num * mult as f64) as u64)
-}
-
-/// Parses a duration like `10m`, `90s`, `2h`, `1d` or `500ms` (a bare number is seconds).
-pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num.parse().ok()?;
-    let secs = |k: u64| n.checked_mul(k).map(std::time::Duration::from_secs);
-    match unit.trim() {
-        "ms" => Some(std::time::Duration::from_millis(n)),
-        "" | "s" => secs(1),
-        "m" | "min" => secs(60),
-        "h" => secs(3600),
-        "d" => secs(86_400),
-        _ => None,
-    }
-}
-
-/// The file `bronze.toml`: every setting that describes a feed rather than one run.
-/// Unknown keys are an error naming them (a typo must not silently do nothing).
-///
-/// ```toml
-/// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
-/// schema = "bronze"
-/// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
-/// full_listing_every = "24h"    # object stores: list every entity in full this often
-/// single_writer = false         # true only for a store without put-if-absent
-///
-/// [storage]                     # object store options; `${VAR}` from the environment
-/// AWS_REGION = "eu-west-1"
-/// AZURE_STORAGE_ACCOUNT_KEY = "${AZURE_KEY}"
-///
-/// [envelope]
-/// topic_field = "topic"
-/// id_field = "message_id"      # "" for none
-/// payload_field = "payload"    # "" for none
-/// dedup_fields = ["message_id"] # top-level fields forming the dedup key
-///
-/// [flatten]
-/// max_depth = 16
-/// types = "infer"              # or "strings"
-/// evolution = "add"            # or "rescue", "fail"
-/// child_naming = "path"        # or "topic"
-///
-/// [flatten.child_tables]
-/// "payload.quotes[].currentprice" = "currentprice"
-///
-/// [topics."market.quote"]
-/// evolution = "fail"
-/// ```
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigFile {
-    /// Root of the lakehouse: a folder or an object store URL.
-    pub catalog: Option<String>,
-    /// Object store options (`KEY = "value"`); a value may be `${ENV_VAR}`.
-    pub storage: Option<std::collections::BTreeMap<String, String>>,
-    /// Schema holding the bronze tables.
-    pub schema: Option<String>,
-    /// How long a batch lease stays valid without renewal (`10m`, `90s`, `2h`).
-    pub lease_ttl: Option<String>,
-    /// How often a backlog in an object store lists each entity's folders in full
-    /// (`24h`, `1h`, `0s`).
-    pub full_listing_every: Option<String>,
-    /// One process at a time writes this catalog (see [`IngestConfig::single_writer`]).
-    pub single_writer: Option<bool>,
-    /// Envelope field names.
-    #[serde(default)]
-    pub envelope: EnvelopeFile,
-    /// Flattening settings.
-    #[serde(default)]
-    pub flatten: FlattenFile,
-    /// Per-topic settings.
-    #[serde(default)]
-    pub topics: std::collections::BTreeMap<String, TopicFile>,
-}
-
-/// `[envelope]` of `bronze.toml`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct EnvelopeFile {
-    /// See [`EnvelopeConfig::topic_field`].
-    pub topic_field: Option<String>,
-    /// See [`EnvelopeConfig::id_field`]; `""` for none.
-    pub id_field: Option<String>,
-    /// See [`EnvelopeConfig::payload_field`]; `""` for none.
-    pub payload_field: Option<String>,
-    /// See [`EnvelopeConfig::dedup_fields`].
-    pub dedup_fields: Option<Vec<String>>,
-}
-
-/// `[flatten]` of `bronze.toml`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct FlattenFile {
-    /// See [`FlattenConfig::max_depth`].
-    pub max_depth: Option<usize>,
-    /// See [`FlattenConfig::types`].
-    pub types: Option<TypesMode>,
-    /// See [`FlattenConfig::evolution`].
-    pub evolution: Option<Evolution>,
-    /// See [`FlattenConfig::child_naming`].
-    pub child_naming: Option<ChildNaming>,
-    /// See [`FlattenConfig::child_tables`].
-    #[serde(default)]
-    pub child_tables: std::collections::BTreeMap<String, String>,
-}
-
-/// `[topics."<topic>"]` of `bronze.toml`.
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct TopicFile {
-    /// This topic's evolution mode.
-    pub evolution: Option<Evolution>,
-}
-
-impl ConfigFile {
-    /// Reads and parses a config file; errors name the file, the line and the key.
-    pub fn load(path: &std::path::Path) -> Result<ConfigFile> {
-        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
-            name: "config",
-            reason: format!("cannot read {}: {e}", path.display()),
-        })?;
-        Self::parse(&text).map_err(|e| match e {
-            Error::Config { reason, .. } => Error::Config {
-                name: "config",
-                reason: format!("{}: {reason}", path.display()),
-            },
-            other => other,
-        })
-    }
-
-    /// Parses the text of a config file.
-    pub fn parse(text: &str) -> Result<ConfigFile> {
-        toml::from_str(text).map_err(|e| Error::Config {
-            name: "config",
-            reason: e.to_string().trim_end().replace('\n', " "),
-        })
-    }
-
-    /// Applies the file's settings over `c` (flags are applied after, and win). Fails on
-    /// a catalog that is not a location or a `${VAR}` that is not set.
-    pub fn apply(self, c: &mut IngestConfig) -> Result<()> {
-        let non_empty = |s: String| (!s.is_empty()).then_some(s);
-        if let Some(v) = self.catalog {
-            c.catalog = Location::parse(&v)?;
-        }
-        for (key, value) in self.storage.unwrap_or_default() {
-            c.storage_options.insert(key, expand_env(&value)?);
-        }
-        if let Some(v) = self.schema {
-            c.schema = v;
-        }
-        if let Some(v) = self.single_writer {
-            c.single_writer = v;
-        }
-        if let Some(v) = self.lease_ttl {
-            c.lease_ttl = parse_duration(&v).ok_or_else(|| Error::Config {
-                name: "lease_ttl",
-                reason: format!("{v:?} is not a duration; write e.g. 10m, 90s or 2h"),
-            })?;
-        }
-        if let Some(v) = self.full_listing_every {
-            c.full_listing_every = parse_duration(&v).ok_or_else(|| Error::Config {
-                name: "full_listing_every",
-                reason: format!("{v:?} is not a duration; write e.g. 24h, 1h or 0s"),
-            })?;
-        }
-        let e = self.envelope;
-        if let Some(v) = e.topic_field {
-            c.envelope.topic_field = v;
-        }
-        if let Some(v) = e.id_field {
-            c.envelope.id_field = non_empty(v);
-        }
-        if let Some(v) = e.payload_field {
-            c.envelope.payload_field = non_empty(v);
-        }
-        if let Some(v) = e.dedup_fields {
-            c.envelope.dedup_fields = Some(v);
-        }
-        let f = self.flatten;
-        if let Some(v) = f.max_depth {
-            c.flatten.max_depth = v;
-        }
-        if let Some(v) = f.types {
-            c.flatten.types = v;
-        }
-        if let Some(v) = f.evolution {
-            c.flatten.evolution = v;
-        }
-        if let Some(v) = f.child_naming {
-            c.flatten.child_naming = v;
-        }
-        c.flatten.child_tables.extend(f.child_tables);
-        for (topic, t) in self.topics {
-            if let Some(v) = t.evolution {
-                c.flatten.topic_evolution.insert(topic, v);
-            }
-        }
-        Ok(())
-    }
-}
-
-/// A `[storage]` value with `${VAR}` references replaced by the environment's values.
-fn expand_env(value: &str) -> Result<String> {
-    let mut out = String::with_capacity(value.len());
-    let mut rest = value;
-    while let Some(start) = rest.find("${") {
-        out.push_str(&rest[..start]);
-        let Some(len) = rest[start + 2..].find('}') else {
-            return Err(Error::Config {
-                name: "storage",
-                reason: "a `${` without its `}`".into(),
-            });
-        };
-        let var = &rest[start + 2..start + 2 + len];
-        let v = std::env::var(var).map_err(|_| Error::Config {
-            name: "storage",
-            reason: format!("the environment variable `{var}` it refers to is not set"),
-        })?;
-        out.push_str(&v);
-        rest = &rest[start + 3 + len..];
-    }
-    out.push_str(rest);
-    Ok(out)
 }
 
 /// Longest field name accepted for the envelope settings.
@@ -604,6 +365,14 @@ impl IngestConfig {
                 reason: format!("{} is outside 1..=64", self.flatten.max_depth),
             });
         }
+        if let Some(url) = &self.metrics_push
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            return Err(Error::Config {
+                name: "metrics-push",
+                reason: format!("{url:?} is not a gateway URL; write e.g. http://pushgateway:9091"),
+            });
+        }
         for (path, table) in &self.flatten.child_tables {
             if path.is_empty() || crate::naming::sanitize(table).is_empty() {
                 return Err(Error::Config {
@@ -635,92 +404,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn storage_values_take_environment_variables_and_an_unset_one_is_named() {
-        let home = std::env::var("HOME").expect("HOME is set");
-        let f = ConfigFile::parse(
-            "catalog = \"s3://lake/lakehouse\"\n[storage]\nAWS_REGION = \"eu-west-1\"\nAWS_PROFILE = \"p-${HOME}-q\"\n",
-        )
-        .unwrap();
-        let mut c = IngestConfig::default();
-        f.apply(&mut c).unwrap();
-        assert!(matches!(c.catalog, Location::Url(_)));
-        let mut want = StorageOptions::default();
-        want.insert("AWS_REGION", "eu-west-1");
-        want.insert("AWS_PROFILE", format!("p-{home}-q"));
-        assert_eq!(c.storage_options, want);
-        let f =
-            ConfigFile::parse("[storage]\nKEY = \"${BRONZE_TEST_SURELY_UNSET_7F3A}\"\n").unwrap();
-        let err = crate::error::chain(&f.apply(&mut IngestConfig::default()).unwrap_err());
-        assert!(err.contains("BRONZE_TEST_SURELY_UNSET_7F3A"), "{err}");
-        let f = ConfigFile::parse("catalog = \"ftp://x/y\"\n").unwrap();
-        assert!(f.apply(&mut IngestConfig::default()).is_err());
-    }
-
-    #[test]
     fn defaults_are_valid() {
         IngestConfig::default().validate().unwrap();
-    }
-
-    #[test]
-    fn sizes_parse() {
-        assert_eq!(parse_size("512MB"), Some(512 << 20));
-        assert_eq!(parse_size("2GiB"), Some(2 << 30));
-        assert_eq!(parse_size("1.5k"), Some(1536));
-        assert_eq!(parse_size("1000"), Some(1000));
-        assert_eq!(parse_size("12 parsecs"), None);
-        assert_eq!(parse_size(""), None);
-        assert!(default_memory_budget() >= 1 << 20);
-    }
-
-    #[test]
-    fn config_file_sets_everything_and_names_unknown_keys() {
-        let f = ConfigFile::parse(
-            r#"
-schema = "raw"
-[envelope]
-topic_field = "type"
-id_field = ""
-dedup_fields = ["source", "seq"]
-[flatten]
-max_depth = 4
-types = "strings"
-evolution = "rescue"
-child_naming = "topic"
-[flatten.child_tables]
-"payload.quotes[].currentprice" = "currentprice"
-[topics."market.quote"]
-evolution = "fail"
-"#,
-        )
-        .unwrap();
-        let mut c = IngestConfig::default();
-        f.apply(&mut c).unwrap();
-        c.validate().unwrap();
-        assert_eq!(c.schema, "raw");
-        assert_eq!(c.envelope.topic_field, "type");
-        assert_eq!(c.envelope.id_field, None);
-        assert_eq!(
-            c.envelope.dedup_fields,
-            Some(vec!["source".to_string(), "seq".to_string()])
-        );
-        assert_eq!(c.flatten.max_depth, 4);
-        assert_eq!(c.flatten.types, TypesMode::Strings);
-        assert_eq!(c.flatten.evolution_for("other"), Evolution::Rescue);
-        assert_eq!(c.flatten.evolution_for("market.quote"), Evolution::Fail);
-        assert_eq!(c.flatten.child_naming, ChildNaming::Topic);
-        assert_eq!(
-            c.flatten.mapped_child("quotes[].currentprice"),
-            Some("currentprice")
-        );
-        for (bad, key) in [
-            ("shema = \"x\"", "shema"),
-            ("[flatten]\nevolutoin = \"add\"", "evolutoin"),
-            ("[topics.q]\ntypes = \"strings\"", "types"),
-            ("[flatten]\nevolution = \"sometimes\"", "sometimes"),
-        ] {
-            let err = ConfigFile::parse(bad).unwrap_err().to_string();
-            assert!(err.contains(key), "{bad:?}: {err}");
-        }
     }
 
     #[test]

@@ -100,6 +100,15 @@ pub enum Error {
         /// Why it was refused.
         reason: String,
     },
+    /// A value of a settings layer (Python's keyword arguments, a `config=` dict) that its
+    /// key cannot take, or a key that does not exist.
+    #[error("invalid setting `{key}`: {reason}")]
+    Setting {
+        /// The key, dotted below its section (`flatten.max_depth`).
+        key: String,
+        /// Why it was refused.
+        reason: String,
+    },
     /// Building Arrow arrays failed (a bug in flattening if it ever happens).
     #[error("table `{table}`: could not build Arrow data")]
     Arrow {

@@ -51,18 +51,17 @@ pub mod failpoint;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub mod fuzzing;
-mod location;
 mod locks;
 pub mod maintenance;
 mod mem;
-mod metered;
+
 mod report;
 mod run;
 mod run_control;
 mod schema;
-mod single_writer;
+mod settings;
 mod source;
-mod store_retries;
+mod store;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use source::{discover, read};
@@ -74,19 +73,24 @@ mod validate;
 
 pub use catalog::Catalog;
 pub use config::{
-    ChildNaming, CommitPer, ConfigFile, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig,
-    LockPolicy, TypesMode, default_memory_budget, parse_duration, parse_size,
+    ChildNaming, CommitPer, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig, LockPolicy,
+    TypesMode, default_memory_budget,
 };
 pub use error::{Error, Result, chain as error_chain};
-pub use location::{Location, SCHEMES, StorageOptions};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
 pub use report::{
     BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
 };
+pub use run::metrics;
 pub use run::{
     BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, EntityStatus, Failure,
     IN_MEMORY_PER_LANDING_BYTE, INVARIANT_ROW, InProgress, Ingest, IngestBuilder, MemoryRelease,
     MemoryReleaseFn, PendingBatch, PendingOptions, Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
+pub use settings::{
+    Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size, TopicSettings,
+    parse_duration, parse_size,
+};
 pub use source::discover::expand_folders;
+pub use store::location::{Location, SCHEMES, StorageOptions};

@@ -157,7 +157,7 @@ pub(crate) fn outcomes(
     writes: Vec<TableWrite>,
     run_id: &str,
     key: &BatchKey,
-    options: &crate::location::StorageOptions,
+    options: &crate::store::location::StorageOptions,
 ) -> (BTreeMap<String, TableOutcome>, Vec<RunControlRow>) {
     let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
     let mut run_control = Vec::with_capacity(writes.len());

@@ -81,9 +81,12 @@ class BatchFailed(BronzeError):
 
 
 def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
-    """The JSON settings object of the Rust side; ``None`` values are left out."""
+    """The JSON settings of the Rust side: the keyword arguments by their names in
+    ``bronze.toml`` (``storage_options`` is its ``[storage]``; ``None`` values are left out;
+    a duration may be a ``timedelta``), over ``config`` (a ``bronze.toml`` path as
+    ``config_file``, or a dict of its keys)."""
     config = kw.pop("config", None)
-    settings: dict[str, Any] = {"catalog": os.fspath(catalog) if catalog is not None else None}
+    settings: dict[str, Any] = {} if catalog is None else {"catalog": os.fspath(catalog)}
     if isinstance(config, Mapping):
         settings["config"] = dict(config)
     elif config is not None:
@@ -91,8 +94,10 @@ def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
     for key, value in kw.items():
         if value is None:
             continue
-        if key == "lease_ttl" and hasattr(value, "total_seconds"):
+        if isinstance(value, datetime.timedelta):
             value = value.total_seconds()
+        if key == "metrics_push":  # `[metrics] push_url`, the CLI's --metrics-push
+            key, value = "metrics", {"push_url": value}
         settings[key] = value
     if settings.get("storage_options") is not None:
         settings["storage_options"] = {str(k): str(v) for k, v in settings["storage_options"].items()}
@@ -151,7 +156,7 @@ def ingest(
     batch: Union[PathLike, Sequence[PathLike]],
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     max_parallel: Optional[int] = None,
@@ -162,6 +167,7 @@ def ingest(
     lease_ttl: Union[None, str, float] = None,
     progress: ProgressArg = None,
     raise_on_failure: bool = True,
+    **settings: Any,
 ) -> Report:
     """Loads one batch folder (or several folders of one batch id) into ``catalog``.
 
@@ -171,6 +177,11 @@ def ingest(
     Corrupt lines are kept in ``_corrupt_records`` and counted (``report.exit_code`` 1);
     a table that could not be written raises :class:`BatchFailed` (with the report) unless
     ``raise_on_failure=False``. Another run holding the batch raises :class:`BatchBusy`.
+    Every other key of ``bronze.toml`` is a keyword argument too, under the same name
+    (``envelope={"topic_field": "type"}``, ``flatten={"max_depth": 4}``,
+    ``persist_staging=True``, ``resume=False``, ``single_writer=True``); an unknown one
+    raises :class:`ConfigError` naming it. ``metrics_push="http://pushgateway:9091"``
+    pushes the run's metrics to a Prometheus Pushgateway (``--metrics-push``).
     """
     folders = [os.fspath(batch)] if isinstance(batch, (str, os.PathLike)) else [os.fspath(b) for b in batch]
     settings = _settings(
@@ -184,6 +195,7 @@ def ingest(
         batch_id=batch_id,
         landing_path=landing_path,
         lease_ttl=lease_ttl,
+        **settings,
     )
     with _progress(progress) as callback:
         report = from_json(Report, _bronze.ingest(folders, settings, callback))
@@ -196,7 +208,7 @@ def pending(
     landing_root: PathLike,
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
 ) -> list[Batch]:
@@ -212,16 +224,17 @@ def status(
     landing_root: PathLike,
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     lease_ttl: Union[None, str, float] = None,
+    **settings: Any,
 ) -> list[EntityStatus]:
     """The landing zone per entity, as ``bronze status``: batches loaded, pending and
     failed, the ones in progress (lease holder, heartbeat age, stale or not), the oldest
     pending and the last failure with its reason."""
     settings = _settings(
-        catalog, schema=schema, storage_options=storage_options, config=config, lease_ttl=lease_ttl
+        catalog, schema=schema, storage_options=storage_options, config=config, lease_ttl=lease_ttl, **settings
     )
     return from_json(list[EntityStatus], _bronze.status(os.fspath(landing_root), settings))
 
@@ -230,7 +243,7 @@ def ingest_pending(
     landing_root: PathLike,
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     max_batches: Optional[int] = None,
@@ -242,6 +255,7 @@ def ingest_pending(
     memory_budget: Union[None, int, str] = None,
     lease_ttl: Union[None, str, float] = None,
     progress: ProgressArg = None,
+    **settings: Any,
 ) -> list[Outcome]:
     """``bronze ingest --pending``: loads the pending batches under ``landing_root`` one by
     one, oldest first, each entity's in batch id order (a failed, busy or still-copying
@@ -250,7 +264,8 @@ def ingest_pending(
     different entities loaded at once (each with its own memory budget). Any number of
     processes may run this on the same landing zone and catalog: each batch is loaded by
     one of them. ``ordered=False`` (``--unordered``): an entity's batches in any order,
-    several of one entity at once with ``max_in_flight``; a failure holds none back."""
+    several of one entity at once with ``max_in_flight``; a failure holds none back.
+    Every other key of ``bronze.toml`` is a keyword argument too, as for :func:`ingest`."""
     if isinstance(max_bytes, str):
         max_bytes = _size(max_bytes)
     settings = _settings(
@@ -261,6 +276,7 @@ def ingest_pending(
         max_parallel=max_parallel,
         memory_budget=memory_budget,
         lease_ttl=lease_ttl,
+        **settings,
     )
     with _progress(progress) as callback:
         text = _bronze.ingest_pending(
@@ -277,14 +293,14 @@ def _size(text: str) -> int:
     return size
 
 
-def _catalog_settings(catalog: PathLike, schema: str, storage_options: Optional[Mapping[str, str]], config: Any) -> str:
+def _catalog_settings(catalog: PathLike, schema: Optional[str], storage_options: Optional[Mapping[str, str]], config: Any) -> str:
     return _settings(catalog, schema=schema, storage_options=storage_options, config=config)
 
 
 def health(
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
 ) -> list[TableHealth]:
@@ -299,7 +315,7 @@ def history(
     table: str,
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     limit: Optional[int] = None,
@@ -314,7 +330,7 @@ def report(
     *,
     html: Optional[PathLike] = None,
     landing: Optional[PathLike] = None,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
 ) -> str:
@@ -340,7 +356,7 @@ def optimize(
     catalog: PathLike,
     tables: Union[None, str, Sequence[str]] = None,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     target_size: Union[None, int, str] = None,
@@ -359,7 +375,7 @@ def vacuum(
     catalog: PathLike,
     tables: Union[None, str, Sequence[str]] = None,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     retain_hours: Optional[int] = None,
@@ -376,7 +392,7 @@ def checkpoint(
     catalog: PathLike,
     tables: Union[None, str, Sequence[str]] = None,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
 ) -> list[CheckpointResult]:
@@ -400,7 +416,7 @@ def _duration(value: Union[None, str, float, datetime.timedelta]) -> Optional[fl
 def maintain(
     catalog: PathLike,
     *,
-    schema: str = "bronze",
+    schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     max_tables: Optional[int] = None,

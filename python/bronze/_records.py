@@ -193,6 +193,7 @@ class EntityStatus:
     in_progress: list[InProgress]
     oldest_pending: Optional[str]
     last_failure: Optional[Failure]
+    last_loaded_micros: Optional[int] = None
 
 
 @dataclass(frozen=True)

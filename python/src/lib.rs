@@ -1,7 +1,7 @@
 //! `bronze._bronze`: the Rust side of the `bronze` Python package.
 //!
 //! Every function takes the run's settings as one JSON object (built by
-//! `bronze/_settings.py` from the keyword arguments) and returns its result as JSON, which
+//! `bronze._settings` from the keyword arguments) and returns its result as JSON, which
 //! the Python side turns into dataclasses: the field names are those of the CLI's
 //! `--json`, by construction. Each call detaches from the interpreter (releases the GIL)
 //! while it works; errors become exceptions of one class per kind, with the CLI's
@@ -17,10 +17,11 @@ use pyo3::exceptions::PyException;
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// The binary's jemalloc options (see `src/main.rs`): one arena per CPU, extents and
+/// The binary's jemalloc options (see `src/bin/bronze/main.rs`): one arena per CPU, extents and
 /// metadata in transparent huge pages where the system offers them. Read by the
 /// extension's jemalloc when it initialises; `_RJEM_MALLOC_CONF` still overrides it.
 #[cfg(not(target_env = "msvc"))]
+#[allow(unsafe_code)]
 // SAFETY: jemalloc declares this symbol weak and reads it once, as a NUL-terminated
 // option string that lives for the whole program.
 #[unsafe(export_name = "_rjem_malloc_conf")]
@@ -109,7 +110,7 @@ fn to_py(e: &bronze::Error, options: &bronze::StorageOptions) -> PyErr {
         E::InvalidLandingPath { .. } => InvalidLandingPath::new_err,
         E::NoDataFiles { .. } => NoDataFiles::new_err,
         E::FileChanged { .. } => BatchChanging::new_err,
-        E::Config { .. } => ConfigError::new_err,
+        E::Config { .. } | E::Setting { .. } => ConfigError::new_err,
         E::Io { .. } | E::Store { .. } => StorageError::new_err,
         E::Arrow { .. } | E::Delta { .. } | E::SchemaEvolution { .. } => TableError::new_err,
         E::NoSuchTable { .. } => NoSuchTable::new_err,
@@ -119,84 +120,38 @@ fn to_py(e: &bronze::Error, options: &bronze::StorageOptions) -> PyErr {
     kind(message)
 }
 
-/// The settings the Python side passes, as JSON (`bronze/_settings.py`).
+/// The settings the Python side passes, as JSON (`bronze._settings`).
 #[derive(Default)]
 struct Settings {
     config: bronze::IngestConfig,
 }
 
 impl Settings {
-    /// Builds the configuration: `bronze.toml` (a file, or the same keys as a dict), then
-    /// the keyword arguments over it.
+    /// The run's configuration: the keyword arguments (the keys of `bronze.toml`) over
+    /// `config_file` (a `bronze.toml`) or `config` (a dict of its keys).
     fn parse(json: &str) -> Result<Settings, PyErr> {
-        let config_err = |reason: String| ConfigError::new_err(reason);
-        let v: serde_json::Value = serde_json::from_str(json)
-            .map_err(|e| config_err(format!("settings are not JSON: {e}")))?;
-        let mut c = bronze::IngestConfig::default();
-        let masked = |e: bronze::Error, c: &bronze::IngestConfig| to_py(&e, &c.storage_options);
-        if let Some(path) = v.get("config_file").and_then(|p| p.as_str()) {
-            bronze::ConfigFile::load(std::path::Path::new(path))
-                .and_then(|f| f.apply(&mut c))
-                .map_err(|e| masked(e, &c))?;
-        }
-        if let Some(table) = v.get("config").filter(|t| !t.is_null()) {
-            let file: bronze::ConfigFile = serde_json::from_value(table.clone())
-                .map_err(|e| config_err(format!("invalid setting in `config`: {e}")))?;
-            file.apply(&mut c).map_err(|e| masked(e, &c))?;
-        }
-        if let Some(catalog) = v.get("catalog").and_then(|p| p.as_str()) {
-            c.catalog = bronze::Location::parse(catalog).map_err(|e| masked(e, &c))?;
-        }
-        if let Some(options) = v.get("storage_options").and_then(|o| o.as_object()) {
-            for (key, value) in options {
-                let value = match value {
-                    serde_json::Value::String(s) => s.clone(),
-                    other => other.to_string(),
-                };
-                c.storage_options.insert(key.clone(), value);
+        let serde_json::Value::Object(mut args) = serde_json::from_str(json)
+            .map_err(|e| ConfigError::new_err(format!("settings are not JSON: {e}")))?
+        else {
+            return Err(ConfigError::new_err("settings are not a JSON object"));
+        };
+        let plain = |e: bronze::Error| to_py(&e, &bronze::StorageOptions::default());
+        let file = match (args.remove("config_file"), args.remove("config")) {
+            (Some(serde_json::Value::String(path)), _) => {
+                bronze::Settings::load(std::path::Path::new(&path))
             }
+            (_, Some(table)) if !table.is_null() => {
+                bronze::Settings::from_json(table).and_then(bronze::Settings::with_env)
+            }
+            _ => Ok(bronze::Settings::default()),
         }
-        let text = |key: &str| v.get(key).and_then(|x| x.as_str()).map(str::to_string);
-        let number = |key: &str| v.get(key).and_then(|x| x.as_u64());
-        if let Some(schema) = text("schema") {
-            c.schema = schema;
-        }
-        c.batch_id = text("batch_id").or(c.batch_id);
-        c.landing_path = text("landing_path").or(c.landing_path);
-        if let Some(n) = number("max_parallel") {
-            c.max_parallel = Some(n as usize);
-        }
-        if let Some(n) = number("threads") {
-            c.threads = Some(n as usize);
-        }
-        if let Some(b) = number("memory_budget") {
-            c.memory_budget = b;
-        } else if let Some(b) = text("memory_budget") {
-            c.memory_budget = bronze::parse_size(&b).ok_or_else(|| {
-                config_err(format!(
-                    "invalid setting `memory_budget`: {b:?} is not a size; write e.g. 512MB or 2GiB"
-                ))
-            })?;
-        }
-        if let Some(ttl) = v.get("lease_ttl").and_then(|t| t.as_f64()) {
-            c.lease_ttl = std::time::Duration::try_from_secs_f64(ttl).map_err(|e| {
-                config_err(format!("invalid setting `lease_ttl`: {ttl} seconds: {e}"))
-            })?;
-        } else if let Some(ttl) = text("lease_ttl") {
-            c.lease_ttl = bronze::parse_duration(&ttl).ok_or_else(|| {
-                config_err(format!(
-                    "invalid setting `lease_ttl`: {ttl:?} is not a duration; write e.g. 10m, 90s or 2h"
-                ))
-            })?;
-        }
-        if let Some(resume) = v.get("resume").and_then(|r| r.as_bool()) {
-            c.resume = resume;
-        }
-        if v.get("single_writer").and_then(|r| r.as_bool()) == Some(true) {
-            c.single_writer = true;
-        }
-        c.validate().map_err(|e| masked(e, &c))?;
-        Ok(Settings { config: c })
+        .map_err(plain)?;
+        let merged = bronze::Settings::from_json(serde_json::Value::Object(args))
+            .map_err(plain)?
+            .over(file);
+        let options = merged.storage.clone();
+        let config = merged.resolve().map_err(|e| to_py(&e, &options))?;
+        Ok(Settings { config })
     }
 
     fn options(&self) -> bronze::StorageOptions {
@@ -238,6 +193,7 @@ fn report_progress(callback: &Py<PyAny>, p: &bronze::Progress) {
 /// Hands freed memory back to the OS after a run freed much of it, as the binary does:
 /// glibc's free heap pages (CPython's side) always, and between the phases of an
 /// over-budget batch every jemalloc arena's unused dirty pages.
+#[allow(unsafe_code)]
 fn trim(when: bronze::MemoryRelease) {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]
     // SAFETY: `malloc_trim` takes no pointers and only walks glibc's own arenas under

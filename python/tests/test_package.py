@@ -74,6 +74,21 @@ def test_errors_are_exceptions_of_their_kind(tmp_path: Path, catalog: Path) -> N
     assert issubclass(bronze.BatchBusy, bronze.BronzeError)
 
 
+def test_every_setting_of_bronze_toml_is_a_keyword_argument(catalog: Path) -> None:
+    # A section as a dict, a file's key as a keyword; `config=`'s schema is not overridden.
+    report = bronze.ingest(
+        FIRST, catalog, config={"schema": "raw"}, envelope={"topic_field": "topic"}, flatten={"max_depth": 8}
+    )
+    assert report.tables["trade"].rows_written == expected(FIRST)["trade"]
+    assert table_rows(catalog, "raw") == expected(FIRST)
+    with pytest.raises(bronze.ConfigError, match="`flatten.max_depth`"):
+        bronze.ingest(FIRST, catalog, flatten={"max_depth": "deep"})
+    with pytest.raises(bronze.ConfigError, match="unknown field `no_such_setting`"):
+        bronze.ingest(FIRST, catalog, no_such_setting=1)
+    with pytest.raises(bronze.ConfigError, match=r"write e\.g\. http://pushgateway:9091"):
+        bronze.ingest(FIRST, catalog, metrics_push="pushgateway:9091")
+
+
 def test_a_held_lease_raises_batch_busy(catalog: Path) -> None:
     """A run paused inside its progress callback holds the batch's lease; a second run of
     the same batch from another thread meanwhile gets BatchBusy (the CLI's exit 3)."""

@@ -22,7 +22,7 @@ def spark():
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
+    started = (
         SparkSession.builder.master("local[2,4]")  # 2 threads; a task may fail 4 times
         .appName("bronze-tests")
         .config("spark.ui.enabled", "false")
@@ -30,8 +30,8 @@ def spark():
         .config("spark.sql.execution.arrow.pyspark.enabled", "true")
         .getOrCreate()
     )
-    yield session
-    session.stop()
+    yield started
+    started.stop()
 
 
 def test_a_backlog_over_spark_executors_loads_each_batch_once(spark, tmp_path: Path) -> None:

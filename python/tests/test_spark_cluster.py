@@ -23,14 +23,14 @@ def cluster():
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    session = (
+    started = (
         SparkSession.builder.master("local-cluster[2,1,1024]")  # 2 workers, 1 core each
         .appName("bronze-tests-cluster")
         .config("spark.ui.enabled", "false")
         .getOrCreate()
     )
-    yield session
-    session.stop()
+    yield started
+    started.stop()
 
 
 def test_a_batch_held_elsewhere_is_a_busy_row_and_loads_next_time(cluster, tmp_path: Path) -> None:

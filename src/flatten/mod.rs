@@ -1078,7 +1078,7 @@ fn fill_strings<'a>(
 /// Cells ahead of the one being appended whose text is prefetched. A column's values lie
 /// a payload apart in the staged text (hundreds of bytes), so once a run of rows has been
 /// parsed each value is a cache miss the hardware prefetcher cannot predict; asking for
-/// the text a few cells early overlaps the misses (BENCHMARKS.md, session 9).
+/// the text a few cells early overlaps the misses (BENCHMARKS.md, "Per stage").
 const PREFETCH_AHEAD: usize = 16;
 
 /// A hint to load the cache line at `p`.

@@ -14,8 +14,8 @@ use super::ledger::{Ledgers, latest_runs_of};
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
-use crate::location::Location;
 use crate::report::BatchReport;
+use crate::store::location::Location;
 use crate::table::Storage;
 
 /// A batch folder of a landing zone.
@@ -374,11 +374,7 @@ impl Ingest {
             Location::Url(url) => {
                 use deltalake::logstore::object_store::ObjectStoreExt as _;
                 let store = self.store_of(&url)?;
-                let path = deltalake::logstore::object_store::path::Path::from_url_path(url.path())
-                    .map_err(|e| Error::Config {
-                        name: "landing root",
-                        reason: format!("{marker}: {e}"),
-                    })?;
+                let path = object_path(&url, &marker)?;
                 match self.runtime().block_on(store.head(&path)) {
                     Ok(_) => Ok(true),
                     Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(false),
@@ -446,7 +442,7 @@ impl Ingest {
             let Ok(Location::Url(url)) = Location::parse(dir) else {
                 return None;
             };
-            if !crate::location::lists_from_offset(&url, &self.config.storage_options) {
+            if !crate::store::location::lists_from_offset(&url, &self.config.storage_options) {
                 return None;
             }
             let lp = landing_path_of(&PathBuf::from(format!("{dir}/batch_id=x"))).ok()?;
@@ -514,11 +510,7 @@ impl Ingest {
             return Ok(PathBuf::from(folder).is_dir());
         };
         let store = self.store_of(&url)?;
-        let prefix = deltalake::logstore::object_store::path::Path::from_url_path(url.path())
-            .map_err(|e| Error::Config {
-                name: "landing root",
-                reason: format!("{folder}: {e}"),
-            })?;
+        let prefix = object_path(&url, folder)?;
         let mut listing = store.list(Some(&prefix));
         match self.runtime().block_on(listing.next()) {
             None => Ok(false),
@@ -528,6 +520,43 @@ impl Ingest {
                 reason: e.to_string(),
             }),
         }
+    }
+
+    /// When the newest file of the batch folder `folder` landed (its modification time),
+    /// microseconds since the epoch; `None` for an empty folder. One listing in an object
+    /// store.
+    pub(super) fn landed_micros(&self, folder: &str) -> Result<Option<i64>> {
+        use futures::StreamExt as _;
+        let micros = |t: std::time::SystemTime| {
+            t.duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_micros() as i64)
+        };
+        let Location::Url(url) = Location::parse(folder)? else {
+            let read = |e: std::io::Error| Error::Io {
+                path: PathBuf::from(folder),
+                source: e,
+            };
+            let mut newest = None;
+            for entry in std::fs::read_dir(folder).map_err(read)? {
+                let modified = entry.and_then(|e| e.metadata()?.modified()).map_err(read)?;
+                newest = newest.max(Some(micros(modified)));
+            }
+            return Ok(newest);
+        };
+        let store = self.store_of(&url)?;
+        let prefix = object_path(&url, folder)?;
+        let listed: Vec<_> = self
+            .runtime()
+            .block_on(store.list(Some(&prefix)).collect::<Vec<_>>());
+        let mut newest = None;
+        for object in listed {
+            let object = object.map_err(|e| Error::Store {
+                location: self.config().storage_options.mask(folder),
+                reason: e.to_string(),
+            })?;
+            newest = newest.max(Some(object.last_modified.timestamp_micros()));
+        }
+        Ok(newest)
     }
 
     /// Every `batch_id=<id>` folder at most three levels under `root`; a folder for
@@ -847,4 +876,17 @@ fn loaded_from(rows: Vec<RunRow>) -> HashSet<(String, String)> {
         .into_iter()
         .filter_map(|(k, run)| run.ok.then_some(k))
         .collect()
+}
+
+/// The object store path of `url` (`shown` names it in the error).
+fn object_path(
+    url: &url::Url,
+    shown: &str,
+) -> Result<deltalake::logstore::object_store::path::Path> {
+    deltalake::logstore::object_store::path::Path::from_url_path(url.path()).map_err(|e| {
+        Error::Config {
+            name: "landing root",
+            reason: format!("{shown}: {e}"),
+        }
+    })
 }

@@ -5,7 +5,7 @@ use std::sync::Arc;
 use super::{Ingest, MemoryRelease, MemoryReleaseFn, Progress, ProgressFn};
 use crate::config::{CommitPer, IngestConfig, LockPolicy};
 use crate::error::Result;
-use crate::location::Location;
+use crate::store::location::Location;
 
 /// Builds an [`Ingest`]; every setting has a default (see [`IngestConfig`]).
 #[derive(Clone)]

@@ -21,13 +21,13 @@ use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
 use crate::lease::Lease;
-use crate::location::Location;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
 use crate::report::{BatchReport, MAX_LISTED_CORRUPT};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
+use crate::store::location::Location;
 use crate::table::Storage;
 use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, outcomes};
 
@@ -35,6 +35,7 @@ mod backlog;
 mod builder;
 mod fanout;
 mod ledger;
+pub mod metrics;
 mod record;
 mod staging;
 mod status;
@@ -47,7 +48,7 @@ pub use status::{EntityStatus, Failure, InProgress};
 
 /// Default cap on topics processed at once with an object store
 /// ([`IngestConfig::object_store`]), where each commit waits on the network: 32 in flight
-/// overlap those waits (BENCHMARKS.md, storage with latency).
+/// overlap those waits (BENCHMARKS.md, "End to end on storage with 20 ms per request").
 pub const DEFAULT_MAX_PARALLEL: usize = 32;
 
 /// Default topics in flight per core on a local catalog, where a commit is CPU and
@@ -160,7 +161,7 @@ pub use crate::schema::INVARIANT_ROW;
 fn pool(
     threads: usize,
     name: &'static str,
-    retries: &crate::store_retries::RetryCounter,
+    retries: &crate::store::retries::RetryCounter,
 ) -> Result<rayon::ThreadPool> {
     let retries = retries.clone();
     rayon::ThreadPoolBuilder::new()
@@ -339,17 +340,85 @@ impl Ingest {
     /// folders replaces exactly their rows. Folders with different batch ids are an
     /// error ([`Error::MixedBatchIds`]).
     pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
-        self.catalog
+        let mut result = self
+            .catalog
             .retry_counter()
-            .counting(|| self.load(batch_dirs, false))
+            .counting(|| self.load(batch_dirs, false));
+        self.push_metrics(batch_dirs, &mut result);
+        result
     }
 
     /// [`Ingest::run_folders`], unless the batch's latest run, read once its lease is
     /// held, loaded it ([`Error::AlreadyLoaded`]): for workers of one backlog.
     fn run_folders_unless_loaded(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
-        self.catalog
+        let mut result = self
+            .catalog
             .retry_counter()
-            .counting(|| self.load(batch_dirs, true))
+            .counting(|| self.load(batch_dirs, true));
+        self.push_metrics(batch_dirs, &mut result);
+        result
+    }
+
+    /// With [`IngestConfig::metrics_push`]: the run's metrics to the gateway (the whole
+    /// group replaced), or `bronze_batch_success 0` alone for a run that failed before its
+    /// report. Not for a batch another run holds or loaded: that run pushes. A gateway
+    /// that cannot take them costs a warning, on the report when there is one.
+    fn push_metrics(&self, batch_dirs: &[impl AsRef<Path>], result: &mut Result<BatchReport>) {
+        use self::metrics::Replace;
+        let Some(url) = &self.config.metrics_push else {
+            return;
+        };
+        let (landing_path, body, replace) = match result {
+            Ok(report) => (
+                metrics::landing_path_of(report),
+                metrics::batch_metrics(report, std::time::SystemTime::now()),
+                Replace::Group,
+            ),
+            Err(Error::AlreadyLoaded { .. } | Error::BatchLeased { .. }) => return,
+            Err(_) => {
+                let Some((landing_path, batch_id)) = self.folder_identity(batch_dirs) else {
+                    return;
+                };
+                let body = metrics::failed_run_metrics(&landing_path, &batch_id);
+                (landing_path, body, Replace::Metrics)
+            }
+        };
+        let pushed = self.runtime().block_on(metrics::push(
+            url,
+            ("landing_path", &landing_path),
+            body,
+            replace,
+        ));
+        if let Err(warning) = pushed {
+            tracing::warn!("{warning}");
+            if let Ok(report) = result {
+                report.warnings.push(warning);
+            }
+        }
+    }
+
+    /// The landing path and batch id a failed run's folders name (the settings' when
+    /// given), for its metrics; `None` when the folders name none.
+    fn folder_identity(&self, batch_dirs: &[impl AsRef<Path>]) -> Option<(String, String)> {
+        let dir = batch_dirs.first()?.as_ref();
+        let name = dir.file_name()?.to_str()?;
+        let batch_id = match &self.config.batch_id {
+            Some(id) => id.clone(),
+            None => name.strip_prefix("batch_id=")?.to_string(),
+        };
+        let landing_path = match &self.config.landing_path {
+            Some(p) => p.clone(),
+            None => {
+                let entity = dir.parent()?;
+                let source = entity.parent()?;
+                format!(
+                    "{}/{}",
+                    source.file_name()?.to_str()?,
+                    entity.file_name()?.to_str()?
+                )
+            }
+        };
+        Some((landing_path, batch_id))
     }
 
     /// [`Ingest::run_folders`], with the store client's retries counted.
@@ -581,7 +650,7 @@ impl Ingest {
         if let Some(store) = self.landing_stores.get(&key) {
             return Ok(Arc::clone(&store));
         }
-        let store = self.catalog.meter(crate::location::store_for(
+        let store = self.catalog.meter(crate::store::location::store_for(
             url,
             &self.config.storage_options,
         )?);

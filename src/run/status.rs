@@ -1,7 +1,7 @@
 //! Where a landing zone's backlog stands, per entity ([`Ingest::status`], `bronze
 //! status`): batches loaded, pending, failed and in progress (lease holder and age), the
-//! oldest batch not loaded, and the last failure's reason. Read-only: the batch folders,
-//! `_run_control` and the lease files, nothing taken or written.
+//! oldest batch not loaded, and the last failure's reason; the same as Prometheus metrics.
+//! Reads the batch folders, `_run_control` and the lease files; takes no lease.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -32,6 +32,10 @@ pub struct EntityStatus {
     pub oldest_pending: Option<String>,
     /// The most recent failed run of a batch not loaded since.
     pub last_failure: Option<Failure>,
+    /// When the latest run that loaded one of its batches started, microseconds since
+    /// the epoch (UTC).
+    #[serde(default)]
+    pub last_loaded_micros: Option<i64>,
 }
 
 /// A batch whose lease is held.
@@ -67,7 +71,52 @@ impl Ingest {
     /// Where the backlog under `root` stands (the folders [`Ingest::pending`] lists),
     /// one row per entity, in landing path order.
     pub fn status(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<EntityStatus>> {
-        let super::backlog::BacklogView { folders, runs } = self.backlog_view(root.as_ref())?;
+        Ok(self.status_and_oldest(root.as_ref())?.0)
+    }
+
+    /// [`Ingest::status`] as Prometheus metrics (`bronze status --metrics`): per entity,
+    /// the batches pending, failed and in progress, the age of its oldest batch not loaded
+    /// (since its folder's newest file landed: one listing of that folder), and when a
+    /// batch last loaded.
+    pub fn backlog_metrics(&self, root: impl AsRef<std::path::Path>) -> Result<String> {
+        let (entities, oldest) = self.status_and_oldest(root.as_ref())?;
+        let now = now_micros();
+        let mut ages = BTreeMap::new();
+        for (landing_path, folder) in oldest {
+            if let Some(landed) = self.landed_micros(&folder)? {
+                ages.insert(landing_path, (now - landed).max(0) as f64 / 1e6);
+            }
+        }
+        Ok(crate::run::metrics::backlog_metrics(&entities, &ages))
+    }
+
+    /// With [`crate::IngestConfig::metrics_push`]: [`Ingest::backlog_metrics`] of `root`
+    /// pushed to the gateway (job `bronze`, group `backlog=<root>`, replaced), as
+    /// `ingest --pending --watch` does after each round. `Ok(Some(warning))` when the
+    /// gateway could not take them.
+    pub fn push_backlog_metrics(
+        &self,
+        root: impl AsRef<std::path::Path>,
+    ) -> Result<Option<String>> {
+        let Some(url) = &self.config.metrics_push else {
+            return Ok(None);
+        };
+        let root = root.as_ref();
+        let body = self.backlog_metrics(root)?;
+        let shown = root.to_string_lossy();
+        let group = ("backlog", shown.as_ref());
+        let pushed =
+            crate::run::metrics::push(url, group, body, crate::run::metrics::Replace::Group);
+        Ok(self.runtime().block_on(pushed).err())
+    }
+
+    /// The statuses, and the folder of each entity's oldest batch not loaded.
+    fn status_and_oldest(
+        &self,
+        root: &std::path::Path,
+    ) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
+        let super::backlog::BacklogView { folders, runs } = self.backlog_view(root)?;
+        let mut oldest: BTreeMap<String, String> = BTreeMap::new();
         let storage = self.storage()?;
         let leases = self.held_leases(&storage)?;
         let ttl = self.config.lease_ttl.as_micros() as i64;
@@ -76,7 +125,7 @@ impl Ingest {
         for PendingBatch {
             landing_path,
             batch_id,
-            ..
+            folder,
         } in folders
         {
             let (e, failed_at) = entities.entry(landing_path.clone()).or_insert_with(|| {
@@ -88,6 +137,9 @@ impl Ingest {
             });
             let run = runs.get(&(landing_path.clone(), batch_id.clone()));
             let loaded = run.is_some_and(|r| r.ok);
+            if let Some(r) = run.filter(|r| r.ok) {
+                e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
+            }
             if let Some(h) = leases.get(&lease_file(&landing_path, &batch_id)) {
                 let renewed = h.renewed_micros.unwrap_or(h.since_micros);
                 e.in_progress.push(InProgress {
@@ -115,9 +167,11 @@ impl Ingest {
             }
             if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
                 e.oldest_pending = Some(batch_id);
+                oldest.insert(landing_path, folder.to_string_lossy().into_owned());
             }
         }
-        Ok(entities.into_values().map(|(e, _)| e).collect())
+        let entities = entities.into_values().map(|(e, _)| e).collect();
+        Ok((entities, oldest))
     }
 
     /// The lease files of the catalog's schema and their holders, by file name.

@@ -360,7 +360,7 @@ fn parse_line(
 ) -> Result<Message, String> {
     // One validating pass over the whole line (UTF-8, then bronze's strict reader with
     // only the top level materialised) gives the members' exact spans; nested values
-    // stay unparsed text (BENCHMARKS.md, session 9: 35 % less CPU than a simd-json tape
+    // stay unparsed text (BENCHMARKS.md, "Per stage": 35 % less CPU than a simd-json tape
     // followed by a structural scan).
     // SIMD validation: std's scalar check was 4-5 % of a dense load's CPU (non-ASCII
     // text; BENCHMARKS.md).

@@ -55,15 +55,7 @@ pub(crate) async fn optimize(
     let bins = if zorder.is_empty() {
         compaction_bins(&files, target)
     } else {
-        // Every file in one bin (files with deletion vectors stay as they are).
-        let all: Vec<usize> = (0..files.len())
-            .filter(|&i| files[i].deletion_vector_descriptor().is_none())
-            .collect();
-        if all.is_empty() {
-            Vec::new()
-        } else {
-            vec![all]
-        }
+        zorder_bins(&files)
     };
     if bins.is_empty() {
         return Ok(report);
@@ -107,13 +99,47 @@ pub(crate) async fn optimize(
         "filesRemoved": { "totalSize": bytes_removed },
         "executionTimeMs": started.elapsed().as_millis() as u64,
     });
-    let properties = deltalake::kernel::transaction::CommitProperties::default().with_metadata([
-        ("operationMetrics".to_string(), metrics),
-        (READ_VERSION.to_string(), serde_json::json!(version)),
-    ]);
     let (files_added, files_removed) = (adds.len() as u64, removes.len() as u64);
     let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
     actions.extend(adds.into_iter().map(Action::Add));
+    report.version = commit(&t, snapshot, actions, metrics, target)
+        .await
+        .map_err(delta)?;
+    report.files_added = files_added;
+    report.files_removed = files_removed;
+    report.files_after = files_before - files_removed + files_added;
+    Ok(report)
+}
+
+/// The one bin a Z-order rewrites: every file but those with deletion vectors (they
+/// stay as they are); none when no file is left.
+fn zorder_bins(files: &[LogicalFileView]) -> Vec<Vec<usize>> {
+    let all: Vec<usize> = (0..files.len())
+        .filter(|&i| files[i].deletion_vector_descriptor().is_none())
+        .collect();
+    if all.is_empty() {
+        Vec::new()
+    } else {
+        vec![all]
+    }
+}
+
+/// Commits an OPTIMIZE's removes and adds on the version it was planned on, with its
+/// metrics; the new version.
+async fn commit(
+    t: &DeltaTable,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    actions: Vec<Action>,
+    metrics: serde_json::Value,
+    target: u64,
+) -> std::result::Result<u64, DeltaTableError> {
+    let properties = deltalake::kernel::transaction::CommitProperties::default().with_metadata([
+        ("operationMetrics".to_string(), metrics),
+        (
+            READ_VERSION.to_string(),
+            serde_json::json!(snapshot.version()),
+        ),
+    ]);
     let operation = deltalake::protocol::DeltaOperation::Optimize {
         predicate: None,
         target_size: target.min(i64::MAX as u64) as i64,
@@ -121,13 +147,8 @@ pub(crate) async fn optimize(
     let finalized = deltalake::kernel::transaction::CommitBuilder::from(properties)
         .with_actions(actions)
         .build(Some(snapshot), t.log_store(), operation)
-        .await
-        .map_err(delta)?;
-    report.files_added = files_added;
-    report.files_removed = files_removed;
-    report.files_after = files_before - files_removed + files_added;
-    report.version = finalized.version() as u64;
-    Ok(report)
+        .await?;
+    Ok(finalized.version() as u64)
 }
 
 /// The bins of file indexes a bin-packing rewrites (see the module's doc).

@@ -69,7 +69,7 @@ pub(crate) struct Storage {
     /// whose tables hold its `txn`).
     pub(crate) unloaded_appends: bool,
     /// Object store options (credentials, endpoints) for deltalake's log stores.
-    pub(crate) options: crate::location::StorageOptions,
+    pub(crate) options: crate::store::location::StorageOptions,
     /// Tables opened ahead of their first write ([`Storage::preopen`]).
     pub(crate) preopened: preopen::Preopened,
     /// Time the run's table tasks spent in each kind of work ([`TaskClock`]).
@@ -166,7 +166,7 @@ const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
 /// A column chunk's dictionary is dropped for plain encoding once it passes this size
 /// (parquet's default: 1 MiB). A 16,000-row topic's column of mostly distinct values
 /// then stops hashing every value into a dictionary a few thousand rows in; columns
-/// with few distinct values stay far below it (BENCHMARKS.md, session 10).
+/// with few distinct values stay far below it (BENCHMARKS.md, "Per stage").
 pub const DICTIONARY_PAGE_LIMIT: usize = 64 << 10;
 
 /// Lineage columns with one value per landing file (`_source_file`) or folder

@@ -168,6 +168,70 @@ pub(crate) fn plain_type(t: &DataType) -> bool {
     )
 }
 
+/// `current` widened by the columns of `batches` it lacks; a new column of a type bronze
+/// does not add to an existing table ([`plain_type`]) is refused by name.
+fn widened_schema(
+    current: &SchemaRef,
+    batches: &[RecordBatch],
+) -> std::result::Result<SchemaRef, DeltaTableError> {
+    let schema = merged_schema(current, batches);
+    match schema
+        .fields()
+        .iter()
+        .skip(current.fields().len())
+        .find(|f| !plain_type(f.data_type()))
+    {
+        Some(f) => Err(DeltaTableError::Generic(format!(
+            "column `{}` has type {}, which bronze does not add to an existing table",
+            f.name(),
+            f.data_type()
+        ))),
+        None => Ok(schema),
+    }
+}
+
+/// The commit's metrics when it only removes files (a batch deleted, no rows written).
+fn delete_properties(
+    removed_files: usize,
+    removed_rows: u64,
+    read_version: u64,
+) -> deltalake::kernel::transaction::CommitProperties {
+    deltalake::kernel::transaction::CommitProperties::default().with_metadata([
+        (
+            "operationMetrics".to_string(),
+            serde_json::json!({
+                "num_added_rows": 0,
+                "num_added_files": 0,
+                "num_removed_files": removed_files,
+                "num_removed_rows": removed_rows,
+            }),
+        ),
+        (READ_VERSION.to_string(), serde_json::json!(read_version)),
+    ])
+}
+
+/// The operation a rewrite records: DELETE of the rows' predicate when no rows are
+/// written, an overwrite with it when some are, an append when no rows are replaced.
+fn operation_of(
+    predicate: Option<String>,
+    nothing_written: bool,
+) -> deltalake::protocol::DeltaOperation {
+    use deltalake::protocol::{DeltaOperation, SaveMode};
+    match (predicate, nothing_written) {
+        (Some(p), true) => DeltaOperation::Delete { predicate: Some(p) },
+        (Some(p), false) => DeltaOperation::Write {
+            mode: SaveMode::Overwrite,
+            partition_by: None,
+            predicate: Some(p),
+        },
+        (None, _) => DeltaOperation::Write {
+            mode: SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        },
+    }
+}
+
 /// What [`Storage::rewrite`] replaces: the rows `rows` selects, or nothing (an append).
 #[derive(Clone, Copy)]
 pub(super) struct Rewrite<'a> {
@@ -198,20 +262,8 @@ impl Storage {
         let snapshot = t.snapshot().map_err(delta)?;
         check_plain_layout(name, snapshot)?;
         let current = snapshot.snapshot().arrow_schema();
-        let schema = merged_schema(&current, batches);
+        let schema = widened_schema(&current, batches).map_err(delta)?;
         let schema_changed = schema.fields() != current.fields();
-        if let Some(f) = schema
-            .fields()
-            .iter()
-            .skip(current.fields().len())
-            .find(|f| !plain_type(f.data_type()))
-        {
-            return Err(delta(DeltaTableError::Generic(format!(
-                "column `{}` has type {}, which bronze does not add to an existing table",
-                f.name(),
-                f.data_type()
-            ))));
-        }
         let mut new: Vec<RecordBatch> = Vec::with_capacity(batches.len());
         for b in batches {
             new.push(conform(b, &schema).map_err(arrow)?);
@@ -234,22 +286,7 @@ impl Storage {
         };
         let log_store = t.log_store();
         let (adds, mut c, properties) = if all.is_empty() {
-            let properties = deltalake::kernel::transaction::CommitProperties::default()
-                .with_metadata([
-                    (
-                        "operationMetrics".to_string(),
-                        serde_json::json!({
-                            "num_added_rows": 0,
-                            "num_added_files": 0,
-                            "num_removed_files": removes.len(),
-                            "num_removed_rows": removed_rows,
-                        }),
-                    ),
-                    (
-                        READ_VERSION.to_string(),
-                        serde_json::json!(snapshot.version()),
-                    ),
-                ]);
+            let properties = delete_properties(removes.len(), removed_rows, snapshot.version());
             (Vec::new(), Committed::default(), properties)
         } else {
             self.write_data_files(
@@ -283,20 +320,7 @@ impl Storage {
                 .map_err(|e| delta(e.into()))?;
             actions.push(Action::Metadata(metadata));
         }
-        let predicate = what.rows.map(|r| r.sql());
-        let operation = match (&predicate, batches.is_empty()) {
-            (Some(_), true) => deltalake::protocol::DeltaOperation::Delete { predicate },
-            (Some(_), false) => deltalake::protocol::DeltaOperation::Write {
-                mode: deltalake::protocol::SaveMode::Overwrite,
-                partition_by: None,
-                predicate,
-            },
-            (None, _) => deltalake::protocol::DeltaOperation::Write {
-                mode: deltalake::protocol::SaveMode::Append,
-                partition_by: None,
-                predicate: None,
-            },
-        };
+        let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
         actions.extend(removes.into_iter().map(Action::Remove));
         actions.extend(adds.into_iter().map(Action::Add));
         let commit = commit_on(t, snapshot, properties, actions, operation, pending);

@@ -673,7 +673,7 @@ pub fn object_store_at(
     for (k, v) in options {
         o.insert(k.clone(), v.clone());
     }
-    let store = crate::location::store_for(&u, &o)?;
+    let store = crate::store::location::store_for(&u, &o)?;
     let path = ObjectPath::from_url_path(u.path()).map_err(|e| crate::Error::Config {
         name: "url",
         reason: e.to_string(),

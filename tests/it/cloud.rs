@@ -39,7 +39,7 @@ fn venv_bin(name: &str) -> PathBuf {
     bin
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -50,7 +50,7 @@ fn free_port() -> u16 {
 /// A command running `program` that the kernel kills when the test process dies, even
 /// by SIGKILL (a CI timeout), which no destructor survives: `setpriv --pdeathsig KILL`
 /// (util-linux) when the machine has it.
-fn emulator_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
+pub(crate) fn emulator_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
     if std::path::Path::new("/usr/bin/setpriv").exists() {
         let mut c = Command::new("/usr/bin/setpriv");
         c.args(["--pdeathsig", "KILL", "--"]).arg(program);
@@ -62,7 +62,12 @@ fn emulator_command(program: impl AsRef<std::ffi::OsStr>) -> Command {
 
 /// Starts `cmd` and returns once a line of its output contains `ready` (the rest of its
 /// output is drained in the background so the process never blocks on a full pipe).
-fn start(mut cmd: Command, ready: &str, endpoint: String, from_stderr: bool) -> Emulator {
+pub(crate) fn start(
+    mut cmd: Command,
+    ready: &str,
+    endpoint: String,
+    from_stderr: bool,
+) -> Emulator {
     let mut child = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())

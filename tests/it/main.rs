@@ -17,6 +17,7 @@ mod idempotency;
 mod ingest_basic;
 mod interop;
 mod maintenance;
+mod metrics;
 mod report;
 mod run_control;
 mod staging;

@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand};
 
-use bronze::{IngestConfig, Result};
+use bronze::{IngestConfig, Result, Settings};
 
 /// Load landed batches of multi-topic JSON Lines files into Delta Lake bronze tables.
 ///
@@ -136,8 +136,8 @@ pub struct ReportArgs {
     pub landing: Option<String>,
     /// A batch lease not renewed for this long counts as stale (with `--landing`)
     /// [default: `lease_ttl` in bronze.toml, else 10m].
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
-    pub lease_ttl: Option<std::time::Duration>,
+    #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
+    pub lease_ttl: Option<bronze::Duration>,
     #[command(flatten)]
     pub location: Location,
 }
@@ -156,14 +156,22 @@ pub struct StatusArgs {
     pub root: String,
     /// A batch lease not renewed for this long is reported stale (as `bronze ingest
     /// --lease-ttl`; `10m`, `90s`, `2h`) [default: `lease_ttl` in bronze.toml, else 10m].
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
-    pub lease_ttl: Option<std::time::Duration>,
+    #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
+    pub lease_ttl: Option<bronze::Duration>,
     /// In an object store, list each entity's folders in full when the last full listing
     /// is this old (as `bronze ingest --full-listing-every`); in between only the folders
     /// after its last loaded batch are listed [default: `full_listing_every` in
     /// bronze.toml, else 24h].
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
-    pub full_listing_every: Option<std::time::Duration>,
+    #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
+    pub full_listing_every: Option<bronze::Duration>,
+    /// Print the backlog as Prometheus metrics (the text exposition format, for the
+    /// node_exporter textfile collector or a scrape): per `landing_path`, batches
+    /// pending, failed and in progress, the age of the oldest batch not loaded (since
+    /// its folder's newest file landed) and when a batch last loaded.
+    ///
+    /// Example: bronze status landing/ --metrics > /var/lib/node_exporter/bronze.prom
+    #[arg(long, conflicts_with = "json")]
+    pub metrics: bool,
     #[command(flatten)]
     pub location: Location,
 }
@@ -172,50 +180,86 @@ pub struct StatusArgs {
 #[derive(Debug, Args)]
 pub struct Location {
     /// Root of the lakehouse: a folder, or an object store URL (s3://bucket/lake,
-    /// abfss://container@account.dfs.core.windows.net/lake, gs://bucket/lake).
-    #[arg(long, default_value = "./lakehouse")]
-    pub catalog: String,
+    /// abfss://container@account.dfs.core.windows.net/lake, gs://bucket/lake)
+    /// [default: `catalog` in bronze.toml, else ./lakehouse].
+    #[arg(long)]
+    pub catalog: Option<String>,
     /// Object store option KEY=VALUE (credentials, endpoint, region), repeatable; over the
-    /// standard environment variables (AWS_*, AZURE_STORAGE_*, GOOGLE_*). Never shown.
+    /// standard environment variables (AWS_*, AZURE_STORAGE_*, GOOGLE_*) and the settings
+    /// file's [storage] section. Never shown.
     #[arg(long = "storage-option", value_name = "KEY=VALUE")]
     pub storage_options: Vec<String>,
-    /// Schema (sub-folder of the catalog) holding the tables.
-    #[arg(long, default_value = "bronze")]
-    pub schema: String,
+    /// Schema (sub-folder of the catalog) holding the tables [default: `schema` in
+    /// bronze.toml, else bronze].
+    #[arg(long)]
+    pub schema: Option<String>,
     /// Only one process ever writes this catalog: needed on an S3-compatible store
     /// without put-if-absent (refused otherwise); two writers at once could then lose
     /// commits.
     #[arg(long)]
     pub single_writer: bool,
+    /// Settings file (TOML) with the catalog, schema, storage options and lease settings
+    /// (the keys `bronze ingest --config` reads). Default: `./bronze.toml` when it exists.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
     /// Print JSON on stdout instead of a table.
     #[arg(long)]
     pub json: bool,
 }
 
 impl Location {
-    /// The `--storage-option`s.
-    pub fn options(&self) -> Result<bronze::StorageOptions> {
-        let mut options = bronze::StorageOptions::default();
-        for pair in &self.storage_options {
-            options.insert_pair(pair)?;
-        }
-        Ok(options)
+    /// The settings these flags give (a layer over the settings file's).
+    fn settings(&self) -> Result<Settings> {
+        Ok(Settings {
+            catalog: self.catalog.clone(),
+            storage: storage_options(&self.storage_options)?,
+            schema: self.schema.clone(),
+            single_writer: self.single_writer.then_some(true),
+            ..Settings::default()
+        })
+    }
+
+    /// The configuration of this catalog and schema: `more` over these flags over the
+    /// settings file.
+    pub fn config_with(&self, more: Settings) -> Result<IngestConfig> {
+        more.over(self.settings()?)
+            .over(settings_file(self.config.as_deref())?)
+            .resolve()
     }
 
     /// The configuration of this catalog and schema.
     pub fn config(&self) -> Result<IngestConfig> {
-        let mut c = IngestConfig::default();
-        c.catalog = bronze::Location::parse(&self.catalog)?;
-        c.storage_options = self.options()?;
-        c.schema = self.schema.clone();
-        c.single_writer = self.single_writer;
-        Ok(c)
+        self.config_with(Settings::default())
+    }
+
+    /// The storage options (to mask their values out of what is printed).
+    pub fn options(&self) -> bronze::StorageOptions {
+        self.config().map(|c| c.storage_options).unwrap_or_default()
     }
 
     /// An `Ingest` for maintenance on this catalog and schema.
     pub fn ingest(&self) -> Result<bronze::Ingest> {
         bronze::Ingest::from_config(self.config()?)
     }
+}
+
+/// The settings file: `--config FILE`, else `./bronze.toml` when it exists, else none.
+fn settings_file(path: Option<&std::path::Path>) -> Result<Settings> {
+    let default_file = std::path::Path::new("bronze.toml");
+    match path {
+        Some(path) => Settings::load(path),
+        None if default_file.is_file() => Settings::load(default_file),
+        None => Ok(Settings::default()),
+    }
+}
+
+/// `--storage-option KEY=VALUE`s.
+fn storage_options(pairs: &[String]) -> Result<bronze::StorageOptions> {
+    let mut options = bronze::StorageOptions::default();
+    for pair in pairs {
+        options.insert_pair(pair)?;
+    }
+    Ok(options)
 }
 
 #[derive(Debug, Args)]
@@ -394,6 +438,11 @@ pub struct IngestArgs {
     /// payload) [default: payload].
     #[arg(long)]
     pub payload_field: Option<String>,
+    /// Top-level fields whose values together form the dedup key, instead of the id
+    /// field (`--dedup-fields source,seq`); a line missing one of them is never a
+    /// duplicate [default: the id field].
+    #[arg(long, value_delimiter = ',', value_name = "FIELD,...")]
+    pub dedup_fields: Option<Vec<String>>,
     /// How leaf values are typed: `infer` (bool/int64/float64/string per column, mixed
     /// columns as JSON text) or `strings` (every leaf as text) [default: infer].
     #[arg(long, value_parser = parse_enum::<bronze::TypesMode>)]
@@ -402,6 +451,15 @@ pub struct IngestArgs {
     /// commit, `rescue` it into `_rescued_data`, or `fail` the topic's write [default: add].
     #[arg(long, value_parser = parse_enum::<bronze::Evolution>)]
     pub evolution: Option<bronze::Evolution>,
+    /// A field with no column in an existing table of one topic: `TOPIC=add|rescue|fail`
+    /// (`[topics."<topic>"] evolution` in bronze.toml), repeatable.
+    #[arg(long, value_name = "TOPIC=MODE", value_parser = parse_topic_evolution)]
+    pub topic_evolution: Vec<(String, bronze::Evolution)>,
+    /// The child table of an array path: `PATH=TABLE` (`--child-table
+    /// 'payload.quotes[].currentprice=currentprice'`; `[flatten.child_tables]` in
+    /// bronze.toml), repeatable.
+    #[arg(long, value_name = "PATH=TABLE", value_parser = parse_child_table)]
+    pub child_table: Vec<(String, String)>,
     /// Child tables named by array `path` (shared across topics: `currentprice`) or
     /// qualified by `topic` (`quote__currentprice`) [default: path].
     #[arg(long, value_parser = parse_enum::<bronze::ChildNaming>)]
@@ -425,8 +483,8 @@ pub struct IngestArgs {
     /// ids (~40 bytes each, kept to drop duplicates) count against it: a batch of millions
     /// of short messages needs ~90 MB for them. Default: a quarter of the machine's
     /// memory.
-    #[arg(long, value_parser = parse_budget)]
-    pub memory_budget: Option<u64>,
+    #[arg(long, value_parser = str::parse::<bronze::Size>)]
+    pub memory_budget: Option<bronze::Size>,
     /// Re-read the landing files even if a complete staging table of an earlier run of this
     /// batch exists (by default the run resumes from it).
     #[arg(long)]
@@ -440,86 +498,83 @@ pub struct IngestArgs {
     /// How long the batch lease stays valid without renewal (e.g. 10m, 90s, 2h). A run
     /// renews it every quarter of this; a lease not renewed within it (its run was
     /// killed or its host lost) is taken over by the next run of the batch [default: 10m].
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
-    pub lease_ttl: Option<std::time::Duration>,
+    #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
+    pub lease_ttl: Option<bronze::Duration>,
     /// With `--pending` on an object store: list each entity's folders in full when the
     /// last full listing is this old (e.g. 24h, 1h, 0s for every round). In between, only
     /// the folders after the entity's last loaded batch are listed, a few requests
     /// however many batches were loaded before; a folder that lands late with an older
     /// batch id is found, warned about and loaded at the next full listing. Local
     /// landing zones are always listed in full [default: 24h].
-    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
-    pub full_listing_every: Option<std::time::Duration>,
+    #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
+    pub full_listing_every: Option<bronze::Duration>,
+    /// Push each batch run's metrics to this Prometheus Pushgateway (job `bronze`,
+    /// grouped by landing path; `[metrics] push_url` in bronze.toml): rows per table,
+    /// messages, corrupt lines, duplicates, stage times, store requests, success and the
+    /// last success's time. A gateway that is down or slow costs a warning and at most
+    /// 5 s, never the batch or the exit code.
+    ///
+    /// Example: bronze ingest --pending landing/ --metrics-push http://pushgateway:9091
+    #[arg(long, value_name = "URL")]
+    pub metrics_push: Option<String>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
 }
 
 impl IngestArgs {
-    /// The library settings these flags describe (validated by the library).
-    pub fn to_config(&self) -> Result<IngestConfig> {
-        let mut c = IngestConfig::default();
-        let default_file = PathBuf::from("bronze.toml");
-        match &self.config {
-            Some(path) => bronze::ConfigFile::load(path)?.apply(&mut c)?,
-            None if default_file.is_file() => {
-                bronze::ConfigFile::load(&default_file)?.apply(&mut c)?
-            }
-            None => {}
-        }
-        if let Some(v) = &self.catalog {
-            c.catalog = bronze::Location::parse(v)?;
-        }
-        for pair in &self.storage_options {
-            c.storage_options.insert_pair(pair)?;
-        }
-        if let Some(v) = &self.schema {
-            c.schema = v.clone();
-        }
-        c.batch_id = self.batch_id.clone();
-        c.landing_path = self.landing_path.clone();
-        if let Some(v) = &self.topic_field {
-            c.envelope.topic_field = v.clone();
-        }
-        if let Some(v) = &self.id_field {
-            c.envelope.id_field = non_empty(v);
-        }
-        if let Some(v) = &self.payload_field {
-            c.envelope.payload_field = non_empty(v);
-        }
-        if let Some(v) = self.types {
-            c.flatten.types = v;
-        }
-        if let Some(v) = self.evolution {
-            c.flatten.evolution = v;
-        }
-        if let Some(v) = self.child_naming {
-            c.flatten.child_naming = v;
-        }
-        if let Some(v) = self.max_depth {
-            c.flatten.max_depth = v;
-        }
-        c.max_parallel = self.max_parallel;
-        c.threads = self.threads;
-        c.persist_staging = self.persist_staging;
-        if let Some(b) = self.memory_budget {
-            c.memory_budget = b;
-        }
-        c.resume = !self.no_resume;
-        if let Some(t) = self.lease_ttl {
-            c.lease_ttl = t;
-        }
-        if let Some(t) = self.full_listing_every {
-            c.full_listing_every = t;
-        }
-        c.single_writer |= self.single_writer;
-        c.validate()?;
-        Ok(c)
+    /// The settings these flags give, by their names in bronze.toml.
+    pub fn settings(&self) -> Result<Settings> {
+        Ok(Settings {
+            catalog: self.catalog.clone(),
+            storage: storage_options(&self.storage_options)?,
+            schema: self.schema.clone(),
+            batch_id: self.batch_id.clone(),
+            landing_path: self.landing_path.clone(),
+            max_parallel: self.max_parallel,
+            threads: self.threads,
+            memory_budget: self.memory_budget,
+            persist_staging: self.persist_staging.then_some(true),
+            resume: self.no_resume.then_some(false),
+            lease_ttl: self.lease_ttl,
+            full_listing_every: self.full_listing_every,
+            single_writer: self.single_writer.then_some(true),
+            envelope: bronze::EnvelopeSettings {
+                topic_field: self.topic_field.clone(),
+                id_field: self.id_field.clone(),
+                payload_field: self.payload_field.clone(),
+                dedup_fields: self.dedup_fields.clone(),
+            },
+            flatten: bronze::FlattenSettings {
+                max_depth: self.max_depth,
+                types: self.types,
+                evolution: self.evolution,
+                child_naming: self.child_naming,
+                child_tables: self.child_table.iter().cloned().collect(),
+            },
+            metrics: bronze::MetricsSettings {
+                push_url: self.metrics_push.clone(),
+            },
+            topics: self
+                .topic_evolution
+                .iter()
+                .map(|(topic, mode)| {
+                    let settings = bronze::TopicSettings {
+                        evolution: Some(*mode),
+                    };
+                    (topic.clone(), settings)
+                })
+                .collect(),
+        })
     }
-}
 
-fn non_empty(s: &str) -> Option<String> {
-    (!s.is_empty()).then(|| s.to_string())
+    /// The library settings these flags describe, over the settings file's (validated by
+    /// the library).
+    pub fn to_config(&self) -> Result<IngestConfig> {
+        self.settings()?
+            .over(settings_file(self.config.as_deref())?)
+            .resolve()
+    }
 }
 
 /// Parses a lower-case setting value the way `bronze.toml` spells it.
@@ -528,13 +583,31 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> std::result::Result<T,
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
-fn parse_budget(s: &str) -> std::result::Result<u64, String> {
-    bronze::parse_size(s).ok_or_else(|| format!("{s:?} is not a size; write e.g. 512MB or 2GiB"))
+/// `TOPIC=MODE` of `--topic-evolution`.
+fn parse_topic_evolution(s: &str) -> std::result::Result<(String, bronze::Evolution), String> {
+    let (topic, mode) = s
+        .rsplit_once('=')
+        .filter(|(topic, _)| !topic.is_empty())
+        .ok_or_else(|| format!("{s:?} is not TOPIC=MODE (e.g. trade=fail)"))?;
+    Ok((topic.to_string(), parse_enum(mode)?))
 }
 
+/// `PATH=TABLE` of `--child-table`.
+fn parse_child_table(s: &str) -> std::result::Result<(String, String), String> {
+    s.rsplit_once('=')
+        .filter(|(path, table)| !path.is_empty() && !table.is_empty())
+        .map(|(path, table)| (path.to_string(), table.to_string()))
+        .ok_or_else(|| format!("{s:?} is not PATH=TABLE (e.g. quotes[].currentprice=currentprice)"))
+}
+
+/// A size flag, with the settings' text for a bad one.
+fn parse_budget(s: &str) -> std::result::Result<u64, String> {
+    s.parse::<bronze::Size>().map(|s| s.0)
+}
+
+/// A duration flag, with the settings' text for a bad one.
 fn parse_ttl(s: &str) -> std::result::Result<std::time::Duration, String> {
-    bronze::parse_duration(s)
-        .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 10m, 90s or 2h"))
+    s.parse::<bronze::Duration>().map(|d| d.0)
 }
 
 /// `168h`, `7d`, `90m` (rounded up to whole hours) or a bare number of hours.
@@ -556,6 +629,192 @@ pub fn parse_hours(s: &str) -> std::result::Result<u64, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `bronze ingest DIR <flags>`'s configuration, without a settings file.
+    fn from_flags(flags: &[&str]) -> String {
+        let mut argv = vec!["bronze", "ingest", "landing/s/e/batch_id=1"];
+        argv.extend(flags);
+        let Command::Ingest(args) = Cli::try_parse_from(argv).unwrap().command else {
+            unreachable!("an ingest command")
+        };
+        format!("{:?}", args.settings().unwrap().resolve().unwrap())
+    }
+
+    /// Every setting, set through `bronze.toml`, the CLI's flags and Python's keyword
+    /// arguments (the JSON `bronze._settings` sends, read by the function the extension
+    /// calls), gives the same configuration, and not the default one.
+    #[test]
+    fn every_setting_is_reachable_by_one_name_from_the_file_the_flags_and_python() {
+        let cases: &[(&str, &[&str], serde_json::Value)] = &[
+            (
+                "catalog = \"/data/lake\"",
+                &["--catalog", "/data/lake"],
+                serde_json::json!({"catalog": "/data/lake"}),
+            ),
+            (
+                "schema = \"raw\"",
+                &["--schema", "raw"],
+                serde_json::json!({"schema": "raw"}),
+            ),
+            (
+                "[storage]\nAWS_REGION = \"eu-west-1\"",
+                &["--storage-option", "AWS_REGION=eu-west-1"],
+                serde_json::json!({"storage_options": {"AWS_REGION": "eu-west-1"}}),
+            ),
+            (
+                "batch_id = \"b1\"",
+                &["--batch-id", "b1"],
+                serde_json::json!({"batch_id": "b1"}),
+            ),
+            (
+                "landing_path = \"s/e\"",
+                &["--landing-path", "s/e"],
+                serde_json::json!({"landing_path": "s/e"}),
+            ),
+            (
+                "max_parallel = 3",
+                &["--max-parallel", "3"],
+                serde_json::json!({"max_parallel": 3}),
+            ),
+            (
+                "threads = 3",
+                &["--threads", "3"],
+                serde_json::json!({"threads": 3}),
+            ),
+            (
+                "memory_budget = \"64MiB\"",
+                &["--memory-budget", "64MiB"],
+                serde_json::json!({"memory_budget": 67108864}),
+            ),
+            (
+                "persist_staging = true",
+                &["--persist-staging"],
+                serde_json::json!({"persist_staging": true}),
+            ),
+            (
+                "resume = false",
+                &["--no-resume"],
+                serde_json::json!({"resume": false}),
+            ),
+            (
+                "lease_ttl = \"90s\"",
+                &["--lease-ttl", "90s"],
+                serde_json::json!({"lease_ttl": 90.0}),
+            ),
+            (
+                "full_listing_every = 3600",
+                &["--full-listing-every", "1h"],
+                serde_json::json!({"full_listing_every": "1h"}),
+            ),
+            (
+                "single_writer = true",
+                &["--single-writer"],
+                serde_json::json!({"single_writer": true}),
+            ),
+            (
+                "[envelope]\ntopic_field = \"type\"",
+                &["--topic-field", "type"],
+                serde_json::json!({"envelope": {"topic_field": "type"}}),
+            ),
+            (
+                "[envelope]\nid_field = \"\"",
+                &["--id-field", ""],
+                serde_json::json!({"envelope": {"id_field": ""}}),
+            ),
+            (
+                "[envelope]\npayload_field = \"\"",
+                &["--payload-field", ""],
+                serde_json::json!({"envelope": {"payload_field": ""}}),
+            ),
+            (
+                "[envelope]\ndedup_fields = [\"source\", \"seq\"]",
+                &["--dedup-fields", "source,seq"],
+                serde_json::json!({"envelope": {"dedup_fields": ["source", "seq"]}}),
+            ),
+            (
+                "[flatten]\nmax_depth = 4",
+                &["--max-depth", "4"],
+                serde_json::json!({"flatten": {"max_depth": 4}}),
+            ),
+            (
+                "[flatten]\ntypes = \"strings\"",
+                &["--types", "strings"],
+                serde_json::json!({"flatten": {"types": "strings"}}),
+            ),
+            (
+                "[flatten]\nevolution = \"rescue\"",
+                &["--evolution", "rescue"],
+                serde_json::json!({"flatten": {"evolution": "rescue"}}),
+            ),
+            (
+                "[flatten]\nchild_naming = \"topic\"",
+                &["--child-naming", "topic"],
+                serde_json::json!({"flatten": {"child_naming": "topic"}}),
+            ),
+            (
+                "[flatten.child_tables]\n\"quotes[].currentprice\" = \"prices\"",
+                &["--child-table", "quotes[].currentprice=prices"],
+                serde_json::json!({"flatten": {"child_tables": {"quotes[].currentprice": "prices"}}}),
+            ),
+            (
+                "[topics.\"market.quote\"]\nevolution = \"fail\"",
+                &["--topic-evolution", "market.quote=fail"],
+                serde_json::json!({"topics": {"market.quote": {"evolution": "fail"}}}),
+            ),
+            (
+                "[metrics]\npush_url = \"http://gw:9091\"",
+                &["--metrics-push", "http://gw:9091"],
+                serde_json::json!({"metrics": {"push_url": "http://gw:9091"}}),
+            ),
+        ];
+        let default = from_flags(&[]);
+        for (toml, flags, python) in cases {
+            let file = format!(
+                "{:?}",
+                Settings::from_toml(toml).unwrap().resolve().unwrap()
+            );
+            let python = format!(
+                "{:?}",
+                Settings::from_json(python.clone())
+                    .unwrap()
+                    .resolve()
+                    .unwrap()
+            );
+            assert_ne!(file, default, "{toml}");
+            assert_eq!(from_flags(flags), file, "{flags:?} and {toml}");
+            assert_eq!(python, file, "{python} and {toml}");
+        }
+    }
+
+    /// A bad value reads the same whichever layer gave it.
+    #[test]
+    fn a_bad_value_has_one_text_in_every_layer() {
+        for (flag, key, text) in [
+            (
+                "--lease-ttl",
+                "lease_ttl",
+                "\"soon\" is not a duration; write e.g. 10m, 90s or 2h",
+            ),
+            (
+                "--memory-budget",
+                "memory_budget",
+                "\"soon\" is not a size; write e.g. 512MB or 2GiB",
+            ),
+        ] {
+            let flag = Cli::try_parse_from(["bronze", "ingest", "d", flag, "soon"])
+                .unwrap_err()
+                .to_string();
+            let file = Settings::from_toml(&format!("{key} = \"soon\""))
+                .unwrap_err()
+                .to_string();
+            let python = Settings::from_json(serde_json::json!({key: "soon"}))
+                .unwrap_err()
+                .to_string();
+            for got in [flag, file, python] {
+                assert!(got.contains(text), "{got}");
+            }
+        }
+    }
 
     #[test]
     fn durations_parse() {

@@ -175,7 +175,8 @@ fn dir_url(u: &Url) -> Url {
 /// `KEY=VALUE` pairs, with the names `object_store` and deltalake take
 /// (`AWS_ENDPOINT_URL`, `AZURE_STORAGE_ACCOUNT_KEY`, `GOOGLE_SERVICE_ACCOUNT`, …). Their
 /// values are never shown: `Debug` lists the keys only.
-#[derive(Clone, Default, PartialEq, Eq)]
+#[derive(Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(transparent)]
 pub struct StorageOptions(BTreeMap<String, String>);
 
 impl std::fmt::Debug for StorageOptions {
@@ -216,6 +217,16 @@ impl StorageOptions {
             .iter()
             .find(|(k, _)| k.eq_ignore_ascii_case(key))
             .map(|(_, v)| v.as_str())
+    }
+
+    /// Every option of `other` set here too (`other`'s value wins).
+    pub(crate) fn extend(&mut self, other: StorageOptions) {
+        self.0.extend(other.0);
+    }
+
+    /// The values, to rewrite in place.
+    pub(crate) fn values_mut(&mut self) -> impl Iterator<Item = &mut String> {
+        self.0.values_mut()
     }
 
     /// Whether no option is set.

@@ -12,7 +12,7 @@ use clap::Parser;
 use cli::{Cli, Command};
 
 /// jemalloc, not glibc's malloc: measured faster on the historical batch at a lower peak
-/// RSS (BENCHMARKS.md, session 6), with one arena per CPU (see [`JEMALLOC_CONF`]).
+/// RSS (BENCHMARKS.md, "From Python"), with one arena per CPU (see [`JEMALLOC_CONF`]).
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[global_allocator]
 static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
@@ -23,10 +23,10 @@ static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// peak RSS. Its extents and metadata in transparent huge pages where the system offers
 /// them (`madvise` mode): a short-lived process touches every page of its heap fresh,
 /// and a 200-file batch spent ~15 % of its CPU in page faults; with huge pages it takes
-/// 12 % less CPU, the historical batch 3 % less, at 10-40 MB more peak RSS
-/// (BENCHMARKS.md, session 11). On a system whose huge pages are `always`, the setting
-/// makes no difference beyond noise (BENCHMARKS.md, "Huge pages on `madvise` and
-/// `always` systems"), so it is not made to depend on the system's mode.
+/// 12 % less CPU, the historical batch 3 % less, at 10-40 MB more peak RSS. On a system
+/// whose huge pages are `always`, the setting makes no difference beyond noise
+/// (BENCHMARKS.md, "Huge pages on `madvise` and `always` systems"), so it is not made
+/// to depend on the system's mode.
 /// `_RJEM_MALLOC_CONF` still overrides it per run.
 #[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
 #[allow(unsafe_code)]
@@ -179,10 +179,11 @@ fn maintain_all(args: &cli::MaintainArgs) -> ExitCode {
 
 /// `bronze report`: the overview as a page written to `--html`, or as `--json`.
 fn report(args: &cli::ReportArgs) -> ExitCode {
-    let result = args.location.config().and_then(|mut c| {
-        if let Some(t) = args.lease_ttl {
-            c.lease_ttl = t;
-        }
+    let settings = bronze::Settings {
+        lease_ttl: args.lease_ttl,
+        ..Default::default()
+    };
+    let result = args.location.config_with(settings).and_then(|c| {
         let ingest = bronze::Ingest::from_config(c)?;
         let mut overview = ingest.maintenance().overview()?;
         if let Some(root) = &args.landing {
@@ -231,14 +232,17 @@ fn completions(shell: &str) -> ExitCode {
 
 /// `bronze status`: the backlog under the root, per entity.
 fn status(args: &cli::StatusArgs) -> ExitCode {
-    let result = args.location.config().and_then(|mut c| {
-        if let Some(t) = args.lease_ttl {
-            c.lease_ttl = t;
+    let settings = bronze::Settings {
+        lease_ttl: args.lease_ttl,
+        full_listing_every: args.full_listing_every,
+        ..Default::default()
+    };
+    let result = args.location.config_with(settings).and_then(|c| {
+        let ingest = bronze::Ingest::from_config(c)?;
+        if args.metrics {
+            return Ok((serde_json::Value::Null, ingest.backlog_metrics(&args.root)?));
         }
-        if let Some(t) = args.full_listing_every {
-            c.full_listing_every = t;
-        }
-        let entities = bronze::Ingest::from_config(c)?.status(&args.root)?;
+        let entities = ingest.status(&args.root)?;
         Ok((
             serde_json::to_value(&entities).unwrap_or_default(),
             bronze::EntityStatus::to_text(&entities),
@@ -250,7 +254,7 @@ fn status(args: &cli::StatusArgs) -> ExitCode {
 /// Prints a command's output as text or `--json` (option values masked), or its error
 /// (exit 2).
 fn print_output(location: &cli::Location, result: bronze::Result<Output>) -> ExitCode {
-    let options = location.options().unwrap_or_default();
+    let options = location.options();
     match result {
         Ok((json, text)) => {
             if location.json {
@@ -402,6 +406,14 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         let Some((flag, interrupted)) = &interrupt else {
             break;
         };
+        match ingest.push_backlog_metrics(&root) {
+            Ok(None) => {}
+            Ok(Some(warning)) => eprintln!("warning: {}", options.mask(&warning)),
+            Err(e) => eprintln!(
+                "warning: backlog metrics not pushed: {}",
+                options.mask(&bronze::error_chain(&e))
+            ),
+        }
         // Until the next round, or Ctrl-C.
         let waited = interrupted.recv_timeout(args.interval);
         if flag.load(Ordering::Relaxed)

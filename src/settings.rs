@@ -1,0 +1,647 @@
+//! Every setting of a run, under one name.
+//!
+//! `bronze.toml`, the CLI's flags and Python's keyword arguments all become a
+//! [`Settings`]: the file as TOML, Python's arguments as JSON with the file's keys, the
+//! flags by name. Layers override each other key by key ([`Settings::over`]: flags over
+//! the file, keyword arguments over a `config=`), and [`Settings::resolve`] turns the
+//! result into the [`IngestConfig`] of a run, with one validation. A value a layer cannot
+//! take is refused with one text whichever layer gave it (`"soon" is not a duration;
+//! write e.g. 10m, 90s or 2h`).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use crate::config::{ChildNaming, Evolution, IngestConfig, TypesMode};
+use crate::error::{Error, Result};
+use crate::store::location::{Location, StorageOptions};
+
+/// The settings of a run as `bronze.toml` spells them; an unset key keeps the default
+/// (or the value of the layer below). Unknown keys are an error naming them: a typo must
+/// not silently do nothing.
+///
+/// ```toml
+/// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
+/// schema = "bronze"
+/// max_parallel = 8              # topics at once (default: 2 per core locally, 32 in a store)
+/// threads = 4                   # parsing threads (default: every core)
+/// memory_budget = "2GiB"        # default: a quarter of the machine's memory
+/// persist_staging = false       # keep the staging table even when the batch fits in memory
+/// resume = true                 # resume from a complete staging table of an earlier run
+/// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
+/// full_listing_every = "24h"    # object stores: list every entity in full this often
+/// single_writer = false         # true only for a store without put-if-absent
+///
+/// [storage]                     # object store options; `${VAR}` from the environment
+/// AWS_REGION = "eu-west-1"
+/// AZURE_STORAGE_ACCOUNT_KEY = "${AZURE_KEY}"
+///
+/// [envelope]
+/// topic_field = "topic"
+/// id_field = "message_id"      # "" for none
+/// payload_field = "payload"    # "" for none
+/// dedup_fields = ["message_id"] # top-level fields forming the dedup key
+///
+/// [flatten]
+/// max_depth = 16
+/// types = "infer"              # or "strings"
+/// evolution = "add"            # or "rescue", "fail"
+/// child_naming = "path"        # or "topic"
+///
+/// [flatten.child_tables]
+/// "payload.quotes[].currentprice" = "currentprice"
+///
+/// [topics."market.quote"]
+/// evolution = "fail"
+///
+/// [metrics]
+/// push_url = "http://pushgateway:9091" # each batch run's metrics (--metrics-push)
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Settings {
+    /// Root of the lakehouse: a folder or an object store URL ([`IngestConfig::catalog`]).
+    pub catalog: Option<String>,
+    /// Object store options (`KEY = "value"`); a value may be `${ENV_VAR}`
+    /// ([`IngestConfig::storage_options`]). Python's `storage_options=`.
+    #[serde(alias = "storage_options")]
+    pub storage: StorageOptions,
+    /// Schema holding the bronze tables ([`IngestConfig::schema`]).
+    pub schema: Option<String>,
+    /// Batch id instead of the folder's ([`IngestConfig::batch_id`]).
+    pub batch_id: Option<String>,
+    /// Landing path instead of the folders' ([`IngestConfig::landing_path`]).
+    pub landing_path: Option<String>,
+    /// Topics processed at once ([`IngestConfig::max_parallel`]).
+    pub max_parallel: Option<usize>,
+    /// Threads of the run's pool ([`IngestConfig::threads`]).
+    pub threads: Option<usize>,
+    /// Memory a run may use, bytes or a size (`512MB`) ([`IngestConfig::memory_budget`]).
+    pub memory_budget: Option<Size>,
+    /// Persist the staging table ([`IngestConfig::persist_staging`]).
+    pub persist_staging: Option<bool>,
+    /// Resume from a complete staging table ([`IngestConfig::resume`]).
+    pub resume: Option<bool>,
+    /// How long a batch lease stays valid without renewal, seconds or a duration (`10m`)
+    /// ([`IngestConfig::lease_ttl`]).
+    pub lease_ttl: Option<Duration>,
+    /// How often a backlog in an object store lists each entity's folders in full
+    /// ([`IngestConfig::full_listing_every`]).
+    pub full_listing_every: Option<Duration>,
+    /// One process at a time writes this catalog ([`IngestConfig::single_writer`]).
+    pub single_writer: Option<bool>,
+    /// `[envelope]`: the envelope's field names.
+    pub envelope: EnvelopeSettings,
+    /// `[flatten]`: how payloads become columns and child tables.
+    pub flatten: FlattenSettings,
+    /// `[topics."<topic>"]`: settings of one topic.
+    pub topics: BTreeMap<String, TopicSettings>,
+    /// `[metrics]`: where each batch run's metrics go.
+    pub metrics: MetricsSettings,
+}
+
+/// `[metrics]` of [`Settings`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsSettings {
+    /// The Pushgateway each batch run pushes to ([`IngestConfig::metrics_push`]).
+    pub push_url: Option<String>,
+}
+
+/// `[envelope]` of [`Settings`] ([`crate::EnvelopeConfig`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct EnvelopeSettings {
+    /// See [`crate::EnvelopeConfig::topic_field`].
+    pub topic_field: Option<String>,
+    /// See [`crate::EnvelopeConfig::id_field`]; `""` for none.
+    pub id_field: Option<String>,
+    /// See [`crate::EnvelopeConfig::payload_field`]; `""` for none.
+    pub payload_field: Option<String>,
+    /// See [`crate::EnvelopeConfig::dedup_fields`].
+    pub dedup_fields: Option<Vec<String>>,
+}
+
+/// `[flatten]` of [`Settings`] ([`crate::FlattenConfig`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct FlattenSettings {
+    /// See [`crate::FlattenConfig::max_depth`].
+    pub max_depth: Option<usize>,
+    /// See [`crate::FlattenConfig::types`].
+    pub types: Option<TypesMode>,
+    /// See [`crate::FlattenConfig::evolution`].
+    pub evolution: Option<Evolution>,
+    /// See [`crate::FlattenConfig::child_naming`].
+    pub child_naming: Option<ChildNaming>,
+    /// See [`crate::FlattenConfig::child_tables`].
+    pub child_tables: BTreeMap<String, String>,
+}
+
+/// `[topics."<topic>"]` of [`Settings`].
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TopicSettings {
+    /// This topic's evolution mode ([`crate::FlattenConfig::topic_evolution`]).
+    pub evolution: Option<Evolution>,
+}
+
+impl Settings {
+    /// Reads `bronze.toml` (or another settings file); errors name the file, the line and
+    /// the key.
+    pub fn load(path: &Path) -> Result<Settings> {
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Config {
+            name: "config",
+            reason: format!("cannot read {}: {e}", path.display()),
+        })?;
+        Self::from_toml(&text).map_err(|e| match e {
+            Error::Config { reason, .. } => Error::Config {
+                name: "config",
+                reason: format!("{}: {reason}", path.display()),
+            },
+            other => other,
+        })
+    }
+
+    /// Parses the text of a settings file, with `${VAR}` in `[storage]` values replaced by
+    /// the environment's values ([`Settings::with_env`]).
+    pub fn from_toml(text: &str) -> Result<Settings> {
+        let settings: Settings = toml::from_str(text).map_err(|e| Error::Config {
+            name: "config",
+            reason: e.to_string().trim_end().replace('\n', " "),
+        })?;
+        settings.with_env()
+    }
+
+    /// These settings with every `${VAR}` of a `[storage]` value replaced by the
+    /// environment's value, as a settings file (or Python's `config=` dict) means them;
+    /// fails naming a variable that is not set.
+    pub fn with_env(mut self) -> Result<Settings> {
+        for value in self.storage.values_mut() {
+            *value = expand_env(value)?;
+        }
+        Ok(self)
+    }
+
+    /// Parses settings given as JSON with the file's keys (Python's keyword arguments, a
+    /// `config=` dict); errors name the key (`flatten.max_depth`).
+    pub fn from_json(value: serde_json::Value) -> Result<Settings> {
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            // An unknown key is refused before it is a path segment: the path is the root.
+            let key = match e.path().to_string() {
+                root if root == "." => "settings".to_string(),
+                key => key,
+            };
+            Error::Setting {
+                key,
+                reason: e.into_inner().to_string(),
+            }
+        })
+    }
+
+    /// These settings over `base`: every key set here wins, every key unset here keeps
+    /// `base`'s value (tables such as `[storage]` merge key by key).
+    pub fn over(self, base: Settings) -> Settings {
+        let mut merged = to_json(&base);
+        merge(&mut merged, to_json(&self));
+        serde_json::from_value(merged).expect("two valid settings merge into valid settings")
+    }
+
+    /// The run's configuration: the defaults with these settings applied, validated.
+    /// Fails on a catalog that is not a location or a value out of range
+    /// ([`IngestConfig::validate`]).
+    pub fn resolve(self) -> Result<IngestConfig> {
+        let mut c = IngestConfig::default();
+        self.apply(&mut c)?;
+        c.validate()?;
+        Ok(c)
+    }
+
+    /// Sets every key these settings give on `c`.
+    fn apply(self, c: &mut IngestConfig) -> Result<()> {
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        if let Some(v) = self.catalog {
+            c.catalog = Location::parse(&v)?;
+        }
+        c.storage_options.extend(self.storage);
+        set(&mut c.schema, self.schema);
+        c.batch_id = self.batch_id.or(c.batch_id.take());
+        c.landing_path = self.landing_path.or(c.landing_path.take());
+        c.max_parallel = self.max_parallel.or(c.max_parallel);
+        c.threads = self.threads.or(c.threads);
+        set(&mut c.memory_budget, self.memory_budget.map(|s| s.0));
+        set(&mut c.persist_staging, self.persist_staging);
+        set(&mut c.resume, self.resume);
+        set(&mut c.lease_ttl, self.lease_ttl.map(|d| d.0));
+        set(
+            &mut c.full_listing_every,
+            self.full_listing_every.map(|d| d.0),
+        );
+        set(&mut c.single_writer, self.single_writer);
+        let e = self.envelope;
+        set(&mut c.envelope.topic_field, e.topic_field);
+        if let Some(v) = e.id_field {
+            c.envelope.id_field = non_empty(v);
+        }
+        if let Some(v) = e.payload_field {
+            c.envelope.payload_field = non_empty(v);
+        }
+        c.envelope.dedup_fields = e.dedup_fields.or(c.envelope.dedup_fields.take());
+        let f = self.flatten;
+        set(&mut c.flatten.max_depth, f.max_depth);
+        set(&mut c.flatten.types, f.types);
+        set(&mut c.flatten.evolution, f.evolution);
+        set(&mut c.flatten.child_naming, f.child_naming);
+        c.flatten.child_tables.extend(f.child_tables);
+        c.metrics_push = self.metrics.push_url.or(c.metrics_push.take());
+        for (topic, t) in self.topics {
+            if let Some(v) = t.evolution {
+                c.flatten.topic_evolution.insert(topic, v);
+            }
+        }
+        Ok(())
+    }
+}
+
+fn set<T>(slot: &mut T, value: Option<T>) {
+    if let Some(v) = value {
+        *slot = v;
+    }
+}
+
+fn to_json(settings: &Settings) -> serde_json::Value {
+    serde_json::to_value(settings).expect("settings are plain data")
+}
+
+/// `over` merged into `base`: objects key by key, a null (an unset key) keeps `base`'s.
+fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
+    use serde_json::Value;
+    match (base, over) {
+        (_, Value::Null) => {}
+        (Value::Object(b), Value::Object(o)) => {
+            for (k, v) in o {
+                merge(b.entry(k).or_insert(Value::Null), v);
+            }
+        }
+        (b, o) => *b = o,
+    }
+}
+
+/// A `[storage]` value with `${VAR}` references replaced by the environment's values.
+fn expand_env(value: &str) -> Result<String> {
+    let mut out = String::with_capacity(value.len());
+    let mut rest = value;
+    while let Some(start) = rest.find("${") {
+        out.push_str(&rest[..start]);
+        let Some(len) = rest[start + 2..].find('}') else {
+            return Err(Error::Config {
+                name: "storage",
+                reason: "a `${` without its `}`".into(),
+            });
+        };
+        let var = &rest[start + 2..start + 2 + len];
+        let v = std::env::var(var).map_err(|_| Error::Config {
+            name: "storage",
+            reason: format!("the environment variable `{var}` it refers to is not set"),
+        })?;
+        out.push_str(&v);
+        rest = &rest[start + 3 + len..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// A duration setting: a number of seconds, or text such as `10m`, `90s`, `2h`, `1d`,
+/// `500ms` ([`parse_duration`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Duration(pub std::time::Duration);
+
+impl std::str::FromStr for Duration {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        parse_duration(s)
+            .map(Duration)
+            .ok_or_else(|| format!("{s:?} is not a duration; write e.g. 10m, 90s or 2h"))
+    }
+}
+
+impl Serialize for Duration {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_f64(self.0.as_secs_f64())
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Duration;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a duration (seconds, or text such as 10m, 90s or 2h)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Duration, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Duration, E> {
+                Ok(Duration(std::time::Duration::from_secs(v)))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Duration, E> {
+                u64::try_from(v)
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "{v} seconds is not a duration; give seconds >= 0 or e.g. 10m"
+                        ))
+                    })
+                    .and_then(|v| self.visit_u64(v))
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Duration, E> {
+                std::time::Duration::try_from_secs_f64(v)
+                    .map(Duration)
+                    .map_err(|_| {
+                        E::custom(format!(
+                            "{v} seconds is not a duration; give seconds >= 0 or e.g. 10m"
+                        ))
+                    })
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// A size setting: a number of bytes, or text such as `512MB`, `2GiB`, `64k`
+/// ([`parse_size`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Size(pub u64);
+
+impl std::str::FromStr for Size {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        parse_size(s)
+            .map(Size)
+            .ok_or_else(|| format!("{s:?} is not a size; write e.g. 512MB or 2GiB"))
+    }
+}
+
+impl Serialize for Size {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.serialize_u64(self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Size;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a size (bytes, or text such as 512MB or 2GiB)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Size, E> {
+                v.parse().map_err(E::custom)
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> std::result::Result<Size, E> {
+                Ok(Size(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Size, E> {
+                u64::try_from(v)
+                    .map(Size)
+                    .map_err(|_| E::custom(format!("{v} is not a size; write e.g. 512MB or 2GiB")))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// Parses a size like `512MB`, `2GiB`, `64k` or `1000` (bytes).
+pub fn parse_size(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (num, unit) = s.split_at(split);
+    let num: f64 = num.parse().ok()?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        _ => return None,
+    };
+    (num >= 0.0 && num.is_finite()).then_some((num * mult as f64) as u64)
+}
+
+/// Parses a duration like `10m`, `90s`, `2h`, `1d` or `500ms` (a bare number is seconds).
+pub fn parse_duration(s: &str) -> Option<std::time::Duration> {
+    let t = s.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let n: u64 = num.parse().ok()?;
+    let secs = |k: u64| n.checked_mul(k).map(std::time::Duration::from_secs);
+    match unit.trim() {
+        "ms" => Some(std::time::Duration::from_millis(n)),
+        "" | "s" => secs(1),
+        "m" | "min" => secs(60),
+        "h" => secs(3600),
+        "d" => secs(86_400),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::default_memory_budget;
+
+    #[test]
+    fn storage_values_take_environment_variables_and_an_unset_one_is_named() {
+        let home = std::env::var("HOME").expect("HOME is set");
+        let c = Settings::from_toml(
+            "catalog = \"s3://lake/lakehouse\"\n[storage]\nAWS_REGION = \"eu-west-1\"\nAWS_PROFILE = \"p-${HOME}-q\"\n",
+        )
+        .unwrap()
+        .resolve()
+        .unwrap();
+        assert!(matches!(c.catalog, Location::Url(_)));
+        let mut want = StorageOptions::default();
+        want.insert("AWS_REGION", "eu-west-1");
+        want.insert("AWS_PROFILE", format!("p-{home}-q"));
+        assert_eq!(c.storage_options, want);
+        let err = Settings::from_toml("[storage]\nKEY = \"${BRONZE_TEST_SURELY_UNSET_7F3A}\"\n")
+            .unwrap_err();
+        let err = crate::error::chain(&err);
+        assert!(err.contains("BRONZE_TEST_SURELY_UNSET_7F3A"), "{err}");
+        let f = Settings::from_toml("catalog = \"ftp://x/y\"\n").unwrap();
+        assert!(f.resolve().is_err());
+    }
+
+    #[test]
+    fn sizes_and_durations_parse() {
+        assert_eq!(parse_size("512MB"), Some(512 << 20));
+        assert_eq!(parse_size("2GiB"), Some(2 << 30));
+        assert_eq!(parse_size("1.5k"), Some(1536));
+        assert_eq!(parse_size("1000"), Some(1000));
+        assert_eq!(parse_size("12 parsecs"), None);
+        assert_eq!(parse_size(""), None);
+        assert!(default_memory_budget() >= 1 << 20);
+        assert_eq!(
+            parse_duration("500ms"),
+            Some(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(
+            parse_duration("2h"),
+            Some(std::time::Duration::from_secs(7200))
+        );
+        assert_eq!(parse_duration("soon"), None);
+    }
+
+    #[test]
+    fn a_settings_file_sets_everything_and_names_unknown_keys() {
+        let c = Settings::from_toml(
+            r#"
+schema = "raw"
+[envelope]
+topic_field = "type"
+id_field = ""
+dedup_fields = ["source", "seq"]
+[flatten]
+max_depth = 4
+types = "strings"
+evolution = "rescue"
+child_naming = "topic"
+[flatten.child_tables]
+"payload.quotes[].currentprice" = "currentprice"
+[topics."market.quote"]
+evolution = "fail"
+"#,
+        )
+        .unwrap()
+        .resolve()
+        .unwrap();
+        assert_eq!(c.schema, "raw");
+        assert_eq!(c.envelope.topic_field, "type");
+        assert_eq!(c.envelope.id_field, None);
+        assert_eq!(
+            c.envelope.dedup_fields,
+            Some(vec!["source".to_string(), "seq".to_string()])
+        );
+        assert_eq!(c.flatten.max_depth, 4);
+        assert_eq!(c.flatten.types, TypesMode::Strings);
+        assert_eq!(c.flatten.evolution_for("other"), Evolution::Rescue);
+        assert_eq!(c.flatten.evolution_for("market.quote"), Evolution::Fail);
+        assert_eq!(c.flatten.child_naming, ChildNaming::Topic);
+        assert_eq!(
+            c.flatten.mapped_child("quotes[].currentprice"),
+            Some("currentprice")
+        );
+        for (bad, key) in [
+            ("shema = \"x\"", "shema"),
+            ("[flatten]\nevolutoin = \"add\"", "evolutoin"),
+            ("[topics.q]\ntypes = \"strings\"", "types"),
+            ("[flatten]\nevolution = \"sometimes\"", "sometimes"),
+            (
+                "lease_ttl = \"soon\"",
+                "is not a duration; write e.g. 10m, 90s or 2h",
+            ),
+            (
+                "memory_budget = \"lots\"",
+                "is not a size; write e.g. 512MB or 2GiB",
+            ),
+        ] {
+            let err = Settings::from_toml(bad).unwrap_err().to_string();
+            assert!(err.contains(key), "{bad:?}: {err}");
+        }
+    }
+
+    /// README's `bronze.toml` holds every key, and this module's example too.
+    #[test]
+    fn the_documented_files_parse_and_set_every_key() {
+        let readme = include_str!("../README.md");
+        let section = &readme[readme.find("### `bronze.toml`").unwrap()..];
+        let block = section.split("```toml\n").nth(1).unwrap();
+        let block = block.split("```").next().unwrap();
+        let readme: Settings = toml::from_str(block).unwrap();
+        let module = include_str!("settings.rs");
+        let doc: String = module[module.find("/// ```toml").unwrap() + 11..]
+            .lines()
+            .take_while(|l| !l.contains("/// ```"))
+            .map(|l| {
+                l.trim_start()
+                    .trim_start_matches("///")
+                    .trim_start_matches(' ')
+            })
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let doc: Settings = toml::from_str(&doc).unwrap();
+        for settings in [readme, doc] {
+            let set = to_json(&settings);
+            let unset: Vec<_> = set
+                .as_object()
+                .unwrap()
+                .iter()
+                .filter(|(_, v)| v.is_null())
+                .map(|(k, _)| k.clone())
+                .collect();
+            // The batch's identity is per run, never a feed's setting.
+            assert_eq!(unset, ["batch_id", "landing_path"]);
+        }
+    }
+
+    #[test]
+    fn json_settings_name_the_key_and_say_the_files_text() {
+        let err = Settings::from_json(serde_json::json!({"flatten": {"max_depth": "deep"}}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`flatten.max_depth`"), "{err}");
+        let err = Settings::from_json(serde_json::json!({"lease_ttl": "soon"}))
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            "invalid setting `lease_ttl`: \"soon\" is not a duration; write e.g. 10m, 90s or 2h"
+        );
+        let err = Settings::from_json(serde_json::json!({"no_such_setting": 1}))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unknown field `no_such_setting`"), "{err}");
+    }
+
+    #[test]
+    fn a_layer_over_another_wins_key_by_key() {
+        let file = Settings::from_toml(
+            "schema = \"raw\"\nthreads = 2\n[storage]\nA = \"1\"\nB = \"2\"\n[envelope]\ntopic_field = \"type\"\n",
+        )
+        .unwrap();
+        let flags = Settings::from_json(serde_json::json!({
+            "threads": 3, "storage": {"B": "3"}, "envelope": {"id_field": "id"}
+        }))
+        .unwrap();
+        let c = flags.over(file).resolve().unwrap();
+        assert_eq!(c.schema, "raw");
+        assert_eq!(c.threads, Some(3));
+        assert_eq!(c.envelope.topic_field, "type");
+        assert_eq!(c.envelope.id_field.as_deref(), Some("id"));
+        let mut want = StorageOptions::default();
+        want.insert("A", "1");
+        want.insert("B", "3");
+        assert_eq!(c.storage_options, want);
+    }
+
+    #[test]
+    fn durations_and_sizes_take_numbers_or_text_and_round_trip() {
+        let s = Settings::from_json(serde_json::json!({
+            "lease_ttl": 0.5, "full_listing_every": "1h", "memory_budget": "1KiB"
+        }))
+        .unwrap();
+        let back = Settings::from_json(to_json(&s)).unwrap();
+        assert_eq!(back, s);
+        let c = s.resolve().unwrap();
+        assert_eq!(c.lease_ttl, std::time::Duration::from_millis(500));
+        assert_eq!(c.full_listing_every, std::time::Duration::from_secs(3600));
+        assert_eq!(c.memory_budget, 1024);
+        assert!(Settings::from_json(serde_json::json!({"lease_ttl": -1})).is_err());
+    }
+}
