@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::cloud::{Emulator, emulator_command, free_port, start};
-use crate::util::{BATCH1, TempLake, batch_dir, bronze_cli, repo};
+use crate::util::{BATCH1, TempLake, batch_dir, bronze_cli, on_catalog, repo};
 
 fn debian_bin(name: &str) -> &'static Path {
     let path: &'static Path = Box::leak(Path::new("/usr/bin").join(name).into_boxed_path());
@@ -68,16 +68,10 @@ fn one(text: &str, name: &str) -> (BTreeMap<String, String>, f64) {
     s.remove(0)
 }
 
-/// `bronze ingest DIR --catalog LAKE --metrics-push URL --json`: exit code and report.
+/// `bronze ingest DIR --metrics-push URL --json` on the lake: exit code, report, stderr.
 fn ingest_pushing(lake: &TempLake, dir: &Path, url: &str) -> (i32, serde_json::Value, String) {
-    let out = bronze_cli()
-        .arg("ingest")
-        .arg(dir)
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .args(["--metrics-push", url, "--json"])
-        .output()
-        .unwrap();
+    let dir = dir.to_str().unwrap();
+    let out = on_catalog(lake, &["ingest", dir, "--metrics-push", url, "--json"]);
     let report = serde_json::from_slice(&out.stdout).unwrap_or(serde_json::Value::Null);
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     (out.status.code().unwrap(), report, stderr)
@@ -167,14 +161,14 @@ fn a_gateway_that_is_down_costs_a_warning_not_the_batch() {
         "{warnings}"
     );
     assert!(lake.count("trade") > 0);
-    let bad = bronze_cli()
-        .arg("ingest")
-        .arg(batch_dir(BATCH1))
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .args(["--metrics-push", "pushgateway:9091"])
-        .output()
-        .unwrap();
+    let batch = batch_dir(BATCH1);
+    let args = [
+        "ingest",
+        batch.to_str().unwrap(),
+        "--metrics-push",
+        "pushgateway:9091",
+    ];
+    let bad = on_catalog(&lake, &args);
     assert_eq!(bad.status.code(), Some(2));
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(err.contains("write e.g. http://pushgateway:9091"), "{err}");
@@ -293,22 +287,10 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
         )
         .unwrap();
     }
-    let loaded = bronze_cli()
-        .args(["ingest", "--pending", "--max-batches", "1"])
-        .arg(&landing)
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .output()
-        .unwrap();
+    let root = landing.to_str().unwrap();
+    let loaded = on_catalog(&lake, &["ingest", "--pending", root, "--max-batches", "1"]);
     assert_eq!(loaded.status.code(), Some(1));
-    let status = bronze_cli()
-        .arg("status")
-        .arg(&landing)
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .arg("--metrics")
-        .output()
-        .unwrap();
+    let status = on_catalog(&lake, &["status", root, "--metrics"]);
     assert!(
         status.status.success(),
         "{}",
