@@ -256,6 +256,16 @@ fn the_shipped_alert_rules_check_and_pass_their_unit_tests() {
     }
 }
 
+/// A `--watch` run, killed if the test fails before it stops it.
+struct Watching(std::process::Child);
+
+impl Drop for Watching {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Polls the gateway's `/metrics` until `done` holds for it (the push comes after the
 /// line the test waited for); the text.
 fn gateway_until(gateway: &Emulator, done: impl Fn(&str) -> bool) -> String {
@@ -315,23 +325,25 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
     assert!(last <= now && now - last < 600.0, "{last} vs {now}");
 
     // --watch pushes the backlog after its round: d2 loaded, nothing pending.
-    let mut child = bronze_cli()
-        .args(["ingest", "--pending"])
-        .arg(&landing)
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .args([
-            "--watch",
-            "--interval",
-            "200ms",
-            "--metrics-push",
-            &gateway.endpoint,
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let mut child = Watching(
+        bronze_cli()
+            .args(["ingest", "--pending"])
+            .arg(&landing)
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .args([
+                "--watch",
+                "--interval",
+                "200ms",
+                "--metrics-push",
+                &gateway.endpoint,
+            ])
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
     for line in lines {
         if line.unwrap().contains("s/a/batch_id=d2") {
             break;
@@ -343,11 +355,11 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
             .any(|(labels, v)| labels["landing_path"] == "s/a" && *v == 0.0)
     });
     let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args(["-INT", &child.0.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());
-    assert_eq!(child.wait().unwrap().code(), Some(1));
+    assert_eq!(child.0.wait().unwrap().code(), Some(1));
     let (labels, _) = samples(&pushed, "bronze_backlog_pending_batches").remove(0);
     assert_eq!(labels["job"], "bronze");
     assert_eq!(labels["backlog"], landing.display().to_string());
