@@ -35,7 +35,8 @@ def s3() -> Iterator[dict[str, str]]:
     saved = {k: os.environ.pop(k) for k in list(os.environ) if k.startswith(("AWS_", "AZURE_", "GOOGLE_"))}
     port = free_port()
     server = subprocess.Popen(
-        [str(Path(sys.executable).parent / "moto_server"), "-H", "127.0.0.1", "-p", str(port)],
+        # moto with conditional writes that hold (the script says why).
+        [sys.executable, str(Path(__file__).parents[2] / "scripts" / "moto_server.py"), "-H", "127.0.0.1", "-p", str(port)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,

@@ -126,6 +126,29 @@ fn bad_input_exits_2_with_an_error_that_says_what_to_do() {
     assert!(!lake.schema_dir().exists(), "nothing written");
 }
 
+/// A reader that went away (`bronze ingest … | head -c0`): the batch is committed, the
+/// process ends quietly with 141 (as one killed by SIGPIPE), no panic.
+#[test]
+fn a_closed_stdout_ends_the_run_quietly_after_the_commit() {
+    let lake = TempLake::new();
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let out = bronze()
+        .args(["ingest", "--json", "--catalog"])
+        .arg(lake.catalog())
+        .arg(batch_dir(BATCH1))
+        .stdout(writer)
+        .stderr(std::process::Stdio::piped())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(141), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    for (table, rows) in expected_tables(BATCH1) {
+        assert_eq!(lake.count(&table) as u64, rows, "{table}");
+    }
+}
+
 #[test]
 fn help_teaches_the_command() {
     let out = bronze().args(["ingest", "--help"]).output().unwrap();

@@ -267,8 +267,9 @@ impl Drop for Watching {
 }
 
 /// Polls the gateway's `/metrics` until `done` holds for it (the push comes after the
-/// line the test waited for); the text.
-fn gateway_until(gateway: &Emulator, done: impl Fn(&str) -> bool) -> String {
+/// line the test waited for); the text. A failure shows `log`, what the pusher wrote to
+/// stderr.
+fn gateway_until(gateway: &Emulator, log: &Path, done: impl Fn(&str) -> bool) -> String {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
         let text = get(&format!("{}/metrics", gateway.endpoint));
@@ -277,7 +278,8 @@ fn gateway_until(gateway: &Emulator, done: impl Fn(&str) -> bool) -> String {
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "never pushed:\n{text}"
+            "never pushed; stderr:\n{}\nthe gateway:\n{text}",
+            std::fs::read_to_string(log).unwrap_or_default()
         );
         // The pause between two polls (the condition above is what is waited for).
         std::thread::sleep(std::time::Duration::from_millis(100));
@@ -325,6 +327,7 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
     assert!(last <= now && now - last < 600.0, "{last} vs {now}");
 
     // --watch pushes the backlog after its round: d2 loaded, nothing pending.
+    let log = lake.catalog().with_file_name("watch.stderr");
     let mut child = Watching(
         bronze_cli()
             .args(["ingest", "--pending"])
@@ -339,17 +342,39 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
                 &gateway.endpoint,
             ])
             .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::piped())
+            .stderr(std::fs::File::create(&log).unwrap())
             .spawn()
             .unwrap(),
     );
-    let lines = std::io::BufReader::new(child.0.stdout.take().unwrap()).lines();
-    for line in lines {
-        if line.unwrap().contains("s/a/batch_id=d2") {
+    // Its stdout read to the end on a thread (a closed pipe would end the watch), each
+    // line sent here.
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, printed) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    // The round that loaded d2 (an earlier one may have printed it otherwise).
+    let mut before = Vec::new();
+    loop {
+        let line = printed
+            .recv_timeout(std::time::Duration::from_secs(120))
+            .unwrap_or_else(|e| {
+                panic!(
+                    "no line of d2 loaded ({e}): {before:?}; stderr:\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                )
+            });
+        if line.starts_with("loaded") && line.contains("s/a/batch_id=d2") {
             break;
         }
+        before.push(line);
     }
-    let pushed = gateway_until(&gateway, |t| {
+    let pushed = gateway_until(&gateway, &log, |t| {
         samples(t, "bronze_backlog_pending_batches")
             .iter()
             .any(|(labels, v)| labels["landing_path"] == "s/a" && *v == 0.0)

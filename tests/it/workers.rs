@@ -288,6 +288,7 @@ fn check(lake: &TempLake, expected: &Expected, loads: Vec<(String, String)>, see
 /// `(batch)` run per batch, no lease or staging object left.
 fn check_in_store(target: &Target<'_>, expected: &Expected, loads: Vec<(String, String)>) {
     check_loads(loads, 0);
+    let batches = (ENTITIES * BATCHES) as u64;
     let options: BTreeMap<String, String> = target
         .env
         .iter()
@@ -314,6 +315,25 @@ s3 = boto3.client("s3", endpoint_url=opts["aws_endpoint_url"], aws_access_key_id
                   aws_secret_access_key=opts["aws_secret_access_key"], region_name=opts["aws_region"])
 keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/bronze/").get("Contents", [])]
 out["left"] = [k for k in keys if "/_bronze_leases/" in k or "/_tmp_raw_load_" in k]
+# What a failed check prints: rows per batch, and each table's log.
+out["per_batch"] = {}
+out["log"] = {}
+for t in spec["tables"]:
+    counts = {}
+    for r in table(t).select(["_landing_path", "_batch_id"]).to_pylist():
+        key = f'{r["_landing_path"]}/{r["_batch_id"]}'
+        counts[key] = counts.get(key, 0) + 1
+    out["per_batch"][t] = counts
+    log = []
+    for k in sorted(k for k in keys if k.startswith(f"{prefix}/bronze/{t}/_delta_log/") and k.endswith(".json")):
+        actions = [json.loads(l) for l in s3.get_object(Bucket=bucket, Key=k)["Body"].read().splitlines() if l.strip()]
+        info = next((a["commitInfo"] for a in actions if "commitInfo" in a), {})
+        log.append({"v": k.rsplit("/", 1)[1], "op": info.get("operation"), "read": info.get("readVersion"),
+                    "params": info.get("operationParameters"),
+                    "adds": [a["add"]["path"][-20:] for a in actions if "add" in a],
+                    "removes": [(a["remove"]["path"][-20:], a["remove"].get("dataChange")) for a in actions if "remove" in a],
+                    "txns": [a["txn"] for a in actions if "txn" in a]})
+    out["log"][t] = log
 print(json.dumps(out))
 "#,
         &[
@@ -324,7 +344,20 @@ print(json.dumps(out))
     );
     let found: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
     for (table, rows) in &expected.rows {
-        assert_eq!(found["rows"][*table], *rows, "rows of {table}");
+        let per_batch = rows / batches as i64;
+        let off: BTreeMap<&String, &serde_json::Value> = found["per_batch"][*table]
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, n)| n.as_i64() != Some(per_batch))
+            .collect();
+        assert_eq!(
+            found["rows"][*table],
+            *rows,
+            "rows of {table}; {} batches hold rows, those without {per_batch}: {off:?}; the log:\n{}",
+            found["per_batch"][*table].as_object().unwrap().len(),
+            serde_json::to_string_pretty(&found["log"][*table]).unwrap()
+        );
     }
     for ((table, column), rows) in &expected.columns {
         assert_eq!(
@@ -333,7 +366,6 @@ print(json.dumps(out))
             "{table}.{column}"
         );
     }
-    let batches = (ENTITIES * BATCHES) as u64;
     assert_eq!(found["ok_runs"], batches, "one successful run per batch");
     assert_eq!(found["ok_batches"], batches);
     assert_eq!(

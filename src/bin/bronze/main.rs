@@ -66,6 +66,31 @@ fn colour_logs() -> bool {
     std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
 }
 
+/// `print!`, but a closed stdout (`bronze status | head -1`, a `--watch` whose reader
+/// went away) ends the process quietly with 141 (128 + SIGPIPE, what a shell reports of a
+/// tool its pipe's reader left) instead of Rust's panic. What is printed is already
+/// committed, its lease released.
+macro_rules! out {
+    ($($arg:tt)*) => { write_out(format_args!($($arg)*)) };
+}
+
+/// [`out!`] with a newline.
+macro_rules! outln {
+    ($($arg:tt)*) => { write_out(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
+fn write_out(args: std::fmt::Arguments<'_>) {
+    use std::io::Write as _;
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout.write_fmt(args).and_then(|()| stdout.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(141);
+        }
+        eprintln!("error: cannot write to stdout: {e}");
+        std::process::exit(2);
+    }
+}
+
 fn main() -> ExitCode {
     alloc::tune_allocator();
     let cli = Cli::parse();
@@ -259,11 +284,11 @@ fn print_output(location: &cli::Location, result: bronze::Result<Output>) -> Exi
         Ok((json, text)) => {
             if location.json {
                 let json = serde_json::to_string_pretty(&json).unwrap_or_default();
-                println!("{}", options.mask(&json));
+                outln!("{}", options.mask(&json));
             } else {
-                print!("{}", options.mask(&text));
+                out!("{}", options.mask(&text));
                 if !text.ends_with('\n') {
-                    println!();
+                    outln!("");
                 }
             }
             ExitCode::SUCCESS
@@ -325,11 +350,11 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
         Ok(report) => {
             if args.json {
                 match serde_json::to_string_pretty(&report) {
-                    Ok(s) => println!("{}", options.mask(&s)),
+                    Ok(s) => outln!("{}", options.mask(&s)),
                     Err(e) => eprintln!("error: cannot print the report as JSON: {e}"),
                 }
             } else {
-                print!("{}", options.mask(&report.to_text()));
+                out!("{}", options.mask(&report.to_text()));
             }
             ExitCode::from(report.exit_code())
         }
@@ -483,7 +508,7 @@ fn print_outcomes(
             serde_json::to_string_pretty(&outcomes).unwrap_or_default()
         };
         if !text.is_empty() {
-            println!("{}", options.mask(&text));
+            outln!("{}", options.mask(&text));
         }
         return;
     }
@@ -509,10 +534,10 @@ fn print_outcomes(
         if let Some(why) = &o.reason {
             line.push_str(&format!("  ({why})"));
         }
-        println!("{}", options.mask(&line));
+        outln!("{}", options.mask(&line));
     }
     let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
-    println!(
+    outln!(
         "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} not ready, {} already loaded",
         outcomes.len(),
         count(bronze::BatchStatus::Loaded),
