@@ -12,6 +12,12 @@ batches; then, medians of --repeat: the next batch (`ingest <folder>` of a new
 folder, which then joins the history), a no-op `ingest --pending`, and `status`. Also
 printed: `_run_control`'s live files and the catalog's size on disk. Prints one
 Markdown table row per point.
+
+With --s3 the landing zone and the catalog are in moto's S3 (`scripts/moto_server.py`,
+started here, behind `scripts/faulty_proxy.py --log` which counts requests): each new
+batch is uploaded to `s3://landing/zone/src/entity/`, the catalog is `s3://lake/hist`,
+and every measured command's requests are printed beside its time. Needs the repo's venv
+(boto3, moto): run it with `.venv/bin/python`.
 """
 import argparse
 import json
@@ -19,6 +25,8 @@ import os
 import pathlib
 import statistics
 import subprocess
+import sys
+import threading
 import time
 
 ap = argparse.ArgumentParser()
@@ -27,13 +35,62 @@ ap.add_argument("gen_batch")
 ap.add_argument("workdir")
 ap.add_argument("--points", default="10,1000")
 ap.add_argument("--repeat", type=int, default=3)
+ap.add_argument("--s3", action="store_true")
 args = ap.parse_args()
 
 work = pathlib.Path(args.workdir)
 entity = work / "landing" / "src" / "entity"
-catalog = work / "lakehouse"
 entity.mkdir(parents=True, exist_ok=True)
 made = len(list(entity.glob("batch_id=*")))
+repo = pathlib.Path(__file__).resolve().parents[1]
+env = dict(os.environ)
+if args.s3:
+    import atexit
+    import socket
+
+    import boto3
+
+    def start(cmd, ready):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        atexit.register(proc.kill)
+        for line in proc.stdout:
+            if ready in line:
+                threading.Thread(target=proc.stdout.read, daemon=True).start()
+                return line
+        raise SystemExit(f"{cmd[1]} exited before it was ready")
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        moto_port = sock.getsockname()[1]
+    python = sys.executable
+    start([python, str(repo / "scripts/moto_server.py"), "-H", "127.0.0.1", "-p", str(moto_port)],
+          "Running on")
+    request_log = work / "requests.log"
+    request_log.write_text("")
+    said = start([python, str(repo / "scripts/faulty_proxy.py"), f"http://127.0.0.1:{moto_port}",
+                  "--log", str(request_log)], "listening on")
+    endpoint = f"http://127.0.0.1:{said.split()[-1]}"
+    env.update(AWS_ENDPOINT_URL=endpoint, AWS_ALLOW_HTTP="true", AWS_ACCESS_KEY_ID="testing",
+               AWS_SECRET_ACCESS_KEY="testing", AWS_REGION="us-east-1")
+    s3 = boto3.client("s3", endpoint_url=f"http://127.0.0.1:{moto_port}", aws_access_key_id="testing",
+                      aws_secret_access_key="testing", region_name="us-east-1")
+    for bucket in ("landing", "lake"):
+        s3.create_bucket(Bucket=bucket)
+    catalog = "s3://lake/hist"
+    landing = "s3://landing/zone"
+    entity_root = "s3://landing/zone/src/entity"
+else:
+    catalog = str(work / "lakehouse")
+    landing = str(work / "landing")
+    entity_root = str(entity)
+
+
+def requests():
+    """Requests the proxy has forwarded so far (0 on a local catalog)."""
+    if not args.s3:
+        return 0
+    with open(request_log) as f:
+        return sum(1 for _ in f)
 
 
 def batch_id(n):
@@ -48,24 +105,33 @@ def make(upto):
             [args.gen_batch, "--files", "4", "--lines-per-file", "30", "--topics", "36",
              "--seed", str(made), "--batch-id", batch_id(made), "--out", str(entity)],
             check=True, stdout=subprocess.DEVNULL)
+        if args.s3:
+            folder = entity / f"batch_id={batch_id(made)}"
+            for f in folder.iterdir():
+                s3.upload_file(str(f), "landing", f"zone/src/entity/{folder.name}/{f.name}")
 
 
 def bronze(*a):
+    """Runs `bronze *a --catalog CATALOG`: its seconds, requests and stdout."""
+    before = requests()
     t = time.perf_counter()
-    out = subprocess.run([args.bronze, *a, "--catalog", str(catalog)],
+    out = subprocess.run([args.bronze, *a, "--catalog", catalog], env=env,
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     took = time.perf_counter() - t
     if out.returncode >= 2:
         raise SystemExit(f"bronze {' '.join(a)} failed:\n{out.stderr.decode()}")
-    return took, out.stdout
+    return took, requests() - before, out.stdout
 
 
-def du(path):
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+def catalog_bytes():
+    if not args.s3:
+        return sum(f.stat().st_size for f in pathlib.Path(catalog).rglob("*") if f.is_file())
+    pages = s3.get_paginator("list_objects_v2").paginate(Bucket="lake", Prefix="hist/")
+    return sum(o["Size"] for page in pages for o in page.get("Contents", []))
 
 
 def live_files(table):
-    out = subprocess.run([args.bronze, "health", "--json", "--catalog", str(catalog)],
+    out = subprocess.run([args.bronze, "health", "--json", "--catalog", catalog], env=env,
                          stdout=subprocess.PIPE, check=True).stdout
     parsed = json.loads(out)
     tables = parsed if isinstance(parsed, list) else parsed.get("tables", [])
@@ -75,20 +141,24 @@ def live_files(table):
     return None
 
 
-print("| history | next batch | no-op `--pending` | `status` | `_run_control` live files | catalog on disk |")
+def cell(runs):
+    """Median seconds (and requests, on S3) of `bronze()` results."""
+    took = f"{statistics.median(r[0] for r in runs):.3f} s"
+    return f"{took}, {int(statistics.median(r[1] for r in runs))} req" if args.s3 else took
+
+
+print("| history | next batch | no-op `--pending` | `status` | `_run_control` live files | catalog |")
 print("|---|---|---|---|---|---|")
 for point in [int(p) for p in args.points.split(",")]:
     make(point)
-    bronze("ingest", "--pending", str(work / "landing"))
+    bronze("ingest", "--pending", landing)
     nexts = []
     for _ in range(args.repeat):
         make(made + 1)
-        took, _ = bronze("ingest", str(entity / f"batch_id={batch_id(made)}"))
-        nexts.append(took)
+        nexts.append(bronze("ingest", f"{entity_root}/batch_id={batch_id(made)}"))
     # One round folds the new runs into the ledger; the no-ops after it are measured.
-    bronze("ingest", "--pending", str(work / "landing"))
-    noop = [bronze("ingest", "--pending", str(work / "landing"))[0] for _ in range(args.repeat)]
-    status = [bronze("status", str(work / "landing"))[0] for _ in range(args.repeat)]
-    med = statistics.median
-    print(f"| {point:,} | {med(nexts):.3f} s | {med(noop):.3f} s | {med(status):.3f} s "
-          f"| {live_files('_run_control')} | {du(catalog) / 1e6:.0f} MB |", flush=True)
+    bronze("ingest", "--pending", landing)
+    noop = [bronze("ingest", "--pending", landing) for _ in range(args.repeat)]
+    status = [bronze("status", landing) for _ in range(args.repeat)]
+    print(f"| {point:,} | {cell(nexts)} | {cell(noop)} | {cell(status)} "
+          f"| {live_files('_run_control')} | {catalog_bytes() / 1e6:.0f} MB |", flush=True)
