@@ -991,17 +991,7 @@ type Options = Vec<(String, String)>;
 /// their leading `VAR=value` assignments, as (environment, arguments); `export` lines
 /// give the environment of the commands after them.
 fn readme_cloud_commands() -> Vec<(Options, Vec<String>)> {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = &readme[readme
-        .find("## In the cloud")
-        .expect("README has 'In the cloud'")..];
-    let block = section
-        .split("```sh\n")
-        .nth(1)
-        .unwrap()
-        .split("```")
-        .next()
-        .unwrap();
+    let block = crate::util::readme_sh_block("## In the cloud");
     let text = block.replace("\\\n", " ");
     let mut exported = Vec::new();
     let mut commands = Vec::new();

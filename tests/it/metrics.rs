@@ -398,15 +398,7 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
 /// `/metrics` holds `bronze_batch_rows`, and promtool passes the rules' tests.
 #[test]
 fn readme_metrics_commands_run_as_written() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = &readme[readme.find("## Metrics and alerts").expect("the section")..];
-    let block = section
-        .split("```sh\n")
-        .nth(1)
-        .unwrap()
-        .split("```")
-        .next()
-        .unwrap();
+    let block = crate::util::readme_sh_block("## Metrics and alerts");
     let lines: Vec<&str> = block.lines().collect();
     assert_eq!(lines.len(), 4, "{block}");
     assert_eq!(

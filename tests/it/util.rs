@@ -18,6 +18,16 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The first ```` ```sh ```` block after the README's `heading`, as written.
+pub fn readme_sh_block(heading: &str) -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let at = readme
+        .find(heading)
+        .unwrap_or_else(|| panic!("README has no {heading:?}"));
+    let block = readme[at..].split("```sh\n").nth(1).expect("an sh block");
+    block.split("```").next().unwrap().to_string()
+}
+
 pub fn batch_dir(batch: &str) -> PathBuf {
     repo().join(format!("fixtures/landing/market/events/batch_id={batch}"))
 }
