@@ -456,7 +456,6 @@ impl Storage {
         DeltaTableError,
     > {
         use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-        use deltalake::kernel::transaction::CommitProperties;
 
         let started = std::time::Instant::now();
         let config = WriterConfig::new(
@@ -509,7 +508,7 @@ impl Storage {
         if let Some(v) = notes.read_version {
             metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
         }
-        let mut properties = CommitProperties::default().with_metadata(metadata);
+        let mut properties = super::commit_properties().with_metadata(metadata);
         if let Some(key) = notes.key {
             properties = with_batch_txns(properties, key);
         }
@@ -675,7 +674,7 @@ impl Storage {
             actions.push(Action::Metadata(metadata));
         }
         actions.extend(adds.into_iter().map(Action::Add));
-        let properties = deltalake::kernel::transaction::CommitProperties::default();
+        let properties = super::commit_properties();
         if put_commit(&log_store, version, properties, actions)
             .await
             .map_err(delta)?
@@ -691,9 +690,9 @@ impl Storage {
 
 /// Commits `actions` on `snapshot` (`t`'s). delta-rs's post-commit step replays the log
 /// to the new version (one more listing and read of the log, and the files listed again
-/// when next asked for), then writes a checkpoint when one is due and cleans up expired
-/// log files (one more listing). Only a commit that is due a checkpoint needs it
-/// (expired logs are cleaned then too, as Spark does at checkpoints); otherwise the
+/// when next asked for), then writes a checkpoint when one is due (expired log entries
+/// are left to `bronze maintain`: [`super::commit_properties`]). Only a commit that is
+/// due a checkpoint needs it; otherwise the
 /// state from before the commit serves the maintenance, with `pending` alongside. On an
 /// object store that is 2-3 requests less on each table's write.
 pub(super) async fn commit_on(

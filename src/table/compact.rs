@@ -133,7 +133,7 @@ async fn commit(
     metrics: serde_json::Value,
     target: u64,
 ) -> std::result::Result<u64, DeltaTableError> {
-    let properties = deltalake::kernel::transaction::CommitProperties::default().with_metadata([
+    let properties = super::commit_properties().with_metadata([
         ("operationMetrics".to_string(), metrics),
         (
             READ_VERSION.to_string(),

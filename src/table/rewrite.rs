@@ -196,7 +196,7 @@ fn delete_properties(
     removed_rows: u64,
     read_version: u64,
 ) -> deltalake::kernel::transaction::CommitProperties {
-    deltalake::kernel::transaction::CommitProperties::default().with_metadata([
+    super::commit_properties().with_metadata([
         (
             "operationMetrics".to_string(),
             serde_json::json!({
