@@ -46,7 +46,11 @@ repo = pathlib.Path(__file__).resolve().parents[1]
 env = dict(os.environ)
 if args.s3:
     import atexit
+    import signal
     import socket
+
+    # Killed (a timeout's SIGTERM): exit normally, so atexit stops the servers started here.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     import boto3
 

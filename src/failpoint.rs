@@ -35,8 +35,8 @@ pub const POINTS: &[&str] = &[
 /// Points in table upkeep rather than in a batch run, each killing the process (with
 /// `BRONZE_FAILPOINT_ACTION=kill`): `run_control_compaction` at the commit of
 /// `_run_control`'s compaction (its compacted files written, the commit not made),
-/// `log_cleanup` once the clean-up of expired log entries after a checkpoint (of a load,
-/// or of a `maintain`) has deleted the first of a table (the others still there).
+/// `log_cleanup` once `maintain`'s clean-up of expired log entries has deleted the first
+/// of a table (the others still there; loads clean up no log entry).
 pub const UPKEEP_POINTS: &[&str] = &["run_control_compaction", "log_cleanup"];
 
 /// `store_jitter` is neither: every put and get of the run's catalog store waits 0-4 ms,
@@ -244,7 +244,7 @@ impl Hook for CompactionCommitStore {
     }
 }
 
-/// Wraps the store of a run or a `maintain` armed with `log_cleanup`: the clean-up of
+/// Wraps the store of a `maintain` armed with `log_cleanup`: the clean-up of
 /// expired log entries deletes one at a time, and the process is killed once the first
 /// (`_delta_log/<n>.json`) is deleted.
 #[derive(Debug)]

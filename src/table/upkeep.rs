@@ -97,6 +97,7 @@ pub(crate) async fn after_commit(
         t = t
             .set_tbl_properties()
             .with_properties(missing)
+            .with_commit_properties(super::commit_properties())
             .with_raise_if_not_exists(false)
             .await
             .map_err(|e| Error::delta(table.as_str(), "set properties of", e))?;
