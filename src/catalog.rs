@@ -296,6 +296,7 @@ impl Catalog {
             compression: self.compression,
             auto_compact_at: self.auto_compact_at,
             unloaded_appends: true,
+            batch_txns: true,
             preopened: Default::default(),
             warm: Default::default(),
             clock: Default::default(),

@@ -4,9 +4,17 @@
 //! where their commits interleave (an over-budget topic committed in slices, say) the
 //! tables could end with rows of both. So a run first creates, for each folder of its
 //! batch, `<schema>/_bronze_leases/<source>+<entity>+<batch_id>.json` ([`lease_file`])
-//! with a create-if-absent put (atomic on a local disk and on S3, ADLS and GCS) and
-//! deletes it when it ends, failed or not. A second run finds the file and stops with
-//! [`Error::BatchLeased`], naming the holder.
+//! with a create-if-absent put (atomic on a local disk and on S3, ADLS and GCS), and
+//! deletes it when it ends with its outcome recorded in `_run_control`. A second run
+//! finds the file and stops with [`Error::BatchLeased`], naming the holder.
+//!
+//! A run that ends after writing rows of the batch to its tables but before
+//! `_run_control` recorded them (an error, or the `_run_control` write failed) leaves
+//! the lease released ([`Holder::released_micros`]) instead: the
+//! next run of the batch takes it over at once and, like a run taking over a dead run's
+//! lease, replaces the batch's rows in every table, since the tables may hold rows of
+//! it that no `_run_control` row tells of. That is what lets appends skip the tables'
+//! per-batch `txn`s ([`crate::table::Storage::open_unloaded`]).
 //!
 //! While it runs, a heartbeat thread renews the lease every quarter of the TTL with a
 //! conditional update (`If-Match` on S3 and Azure, the object generation on GCS), so a
@@ -60,11 +68,16 @@ impl Holder {
             pid_start: process_start(pid),
             since_micros: now_micros,
             renewed_micros: None,
+            released_micros: None,
         }
     }
 
-    /// Whether the holder is provably gone (or its lease was not renewed within `ttl`).
+    /// Whether the holder is provably gone: it released the lease unrecorded, or did
+    /// not renew it within `ttl`, or is no longer running on this host.
     fn is_stale(&self, now_micros: i64, ttl: Duration) -> bool {
+        if self.released_micros.is_some() {
+            return true;
+        }
         let last = self.renewed_micros.unwrap_or(self.since_micros);
         let age = now_micros.saturating_sub(last);
         if age > i64::try_from(ttl.as_micros()).unwrap_or(i64::MAX) {
@@ -235,10 +248,16 @@ impl Held {
     }
 }
 
-/// A held lease, renewed by a heartbeat thread; released (deleted) on drop unless
-/// another run took it over.
+/// A held lease, renewed by a heartbeat thread. On drop, unless another run took it
+/// over: deleted while no write is unrecorded ([`Lease::writing`], [`Lease::recorded`]),
+/// else left released ([`Holder::released_micros`]), so the next run of the batch knows
+/// the tables may hold rows of it that `_run_control` does not tell of.
 pub(crate) struct Lease {
     held: Arc<Held>,
+    /// Whether the tables may hold rows of the batch that `_run_control` does not tell
+    /// of: from [`Lease::writing`] (or the takeover of a run that left them) until
+    /// [`Lease::recorded`].
+    unrecorded: std::sync::atomic::AtomicBool,
     /// The claim file of a takeover on a store without conditional update.
     claim: Option<StorePath>,
     heartbeat: Option<(mpsc::Sender<()>, std::thread::JoinHandle<()>)>,
@@ -355,10 +374,24 @@ impl Lease {
         };
         Lease {
             held,
+            unrecorded: took_over.is_some().into(),
             claim,
             heartbeat,
             took_over,
         }
+    }
+
+    /// Says the run is about to write rows of the batch to its tables: dropped before
+    /// [`Lease::recorded`], the lease is left released.
+    pub(crate) fn writing(&self) {
+        self.unrecorded
+            .store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Says `_run_control` records the run's writes: dropped, the lease is deleted.
+    pub(crate) fn recorded(&self) {
+        self.unrecorded
+            .store(false, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Fails with [`Error::LeaseLost`] once another run has taken the lease over.
@@ -449,11 +482,21 @@ impl Drop for Lease {
             // Another run holds it now.
             return;
         }
+        let unrecorded = self.unrecorded.load(std::sync::atomic::Ordering::Relaxed);
+        if unrecorded {
+            // Kept, released: the tables may hold rows `_run_control` does not tell of.
+            self.held.me.lock().released_micros = Some(crate::clock::now_micros());
+            if !self.held.renew() || self.held.lost.lock().is_some() {
+                return;
+            }
+        }
         let held = Arc::clone(&self.held);
         let claim = self.claim.take();
         // Dropped on a pool or caller thread, never inside the runtime.
         let released = self.held.runtime.block_on(async move {
-            held.store.delete(&held.path).await?;
+            if !unrecorded {
+                held.store.delete(&held.path).await?;
+            }
             if let Some(claim) = claim {
                 held.store.delete(&claim).await?;
             }
@@ -507,6 +550,7 @@ mod tests {
             pid_start: process_start(1),
             since_micros: now,
             renewed_micros: None,
+            released_micros: None,
         };
         assert!(!live.is_stale(now, ttl));
         let reused_pid = Holder {
@@ -533,6 +577,11 @@ mod tests {
             ..elsewhere
         };
         assert!(old.is_stale(now, ttl));
+        let released = Holder {
+            released_micros: Some(now),
+            ..live
+        };
+        assert!(released.is_stale(now, ttl), "released: the run is over");
     }
 
     use deltalake::logstore::object_store::{local::LocalFileSystem, memory::InMemory};
@@ -587,6 +636,7 @@ mod tests {
             pid_start: Some(1),
             since_micros: 0,
             renewed_micros: Some(1),
+            released_micros: None,
         };
         rt.block_on(store.put(&lease_path(), serde_json::to_vec(&old).unwrap().into()))
             .unwrap();
@@ -640,6 +690,8 @@ mod tests {
                         );
                     }
                 }
+                // Recorded (as after the run's `_run_control` write): deleted.
+                winners[0].recorded();
                 drop(outcomes);
                 // Released, claim files too: nothing left in the lease folder.
                 let left = rt.block_on(async {
@@ -651,6 +703,41 @@ mod tests {
                 });
                 assert_eq!(left.unwrap().len(), 0, "{name}: all released");
             }
+        }
+    }
+
+    #[test]
+    fn a_lease_dropped_unrecorded_is_left_released_and_taken_over_at_once() {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        let hour = Duration::from_secs(3600);
+        for (name, store, _dir) in stores() {
+            let first = acquire(&store, "failed-run", hour, &rt).unwrap();
+            first.writing();
+            drop(first);
+            let left = read_holder(store.as_ref(), &rt);
+            assert_eq!(left.run_id, "failed-run", "{name}");
+            assert!(left.released_micros.is_some(), "{name}: {left:?}");
+            // Within the TTL, on the same host and in a live process: taken over, and
+            // the new run is told whose rows it replaces.
+            let second = acquire(&store, "rerun", hour, &rt).unwrap();
+            assert_eq!(
+                second.took_over.as_ref().map(|h| h.run_id.as_str()),
+                Some("failed-run"),
+                "{name}"
+            );
+            assert_eq!(read_holder(store.as_ref(), &rt).released_micros, None);
+            // It has to rewrite what the first run left: failed before it could, the
+            // lease is left released again.
+            drop(second);
+            assert!(read_holder(store.as_ref(), &rt).released_micros.is_some());
+            let third = acquire(&store, "rerun", hour, &rt).unwrap();
+            third.recorded();
+            drop(third);
+            let gone = rt.block_on(store.head(&lease_path()));
+            assert!(
+                matches!(gone, Err(object_store::Error::NotFound { .. })),
+                "{name}: a recorded run deletes its lease: {gone:?}"
+            );
         }
     }
 

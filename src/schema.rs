@@ -74,4 +74,9 @@ pub struct Holder {
     /// epoch; absent in a lease not renewed yet (and in leases of bronze 0.1).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewed_micros: Option<i64>,
+    /// When the holder ended without recording its outcome in `_run_control` (it failed
+    /// before, or that write failed), microseconds since the Unix epoch: the next run of
+    /// the batch takes the lease over at once and replaces whatever rows the run wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_micros: Option<i64>,
 }

@@ -439,10 +439,12 @@ impl Ingest {
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
-        let (seen, _preopen) = self.seen_then_preopen(&mut storage, &found.key, landed);
+        let unrecorded = self.unrecorded_run(&storage, &found.key, &leases);
+        let (seen, _preopen) = self.seen_then_preopen(&mut storage, &found.key, unrecorded, landed);
         // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
         // seen is checked against its runs in `_run_control`.
-        if unless_loaded && seen && self.loaded(&storage, &found.key)? {
+        // A run that took over rows of a run that ended unrecorded rewrites them.
+        if unless_loaded && seen && !unrecorded && self.loaded(&storage, &found.key)? {
             return Err(Error::AlreadyLoaded {
                 batch: found.key.to_string(),
             });
@@ -473,6 +475,7 @@ impl Ingest {
         );
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
+        leases.iter().for_each(Lease::writing);
         let in_memory = staged.memory.is_some();
         writes.extend(self.process_topics(
             &storage,
@@ -498,7 +501,9 @@ impl Ingest {
             &found.key,
             (started_micros, counters.retries(&self.catalog)),
         ));
-        self.write_run_control(&storage, &run_control, &found.key, &mut tables);
+        if self.write_run_control(&storage, &run_control, &found.key, &mut tables) {
+            leases.iter().for_each(Lease::recorded);
+        }
         counters.mark("run_control", &self.catalog);
         self.failpoint("before_drop_staging")?;
         let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
@@ -520,20 +525,48 @@ impl Ingest {
         Ok(report)
     }
 
+    /// Whether a run of the batch ended before `_run_control` recorded it, so that its
+    /// tables may hold rows of it no record tells of: this run took over the lease that
+    /// run left ([`Lease`]); without leases, a lease file of the batch is there (left by
+    /// a run that held one), or else only the tables' `txn`s tell
+    /// ([`Storage::batch_txns`]).
+    fn unrecorded_run(&self, storage: &Storage, key: &BatchKey, leases: &[Lease]) -> bool {
+        if self.config.batch_lease {
+            return leases.iter().any(|l| l.took_over.is_some());
+        }
+        let Ok((store, dir)) = self.schema_folder(storage) else {
+            return true;
+        };
+        use deltalake::logstore::object_store::ObjectStoreExt as _;
+        key.landing_paths.iter().any(|landing_path| {
+            let path = dir
+                .clone()
+                .join(crate::lease::LEASE_DIR)
+                .join(crate::lease::lease_file(landing_path, &key.batch_id).as_str());
+            !matches!(
+                self.runtime().block_on(store.head(&path)),
+                Err(deltalake::logstore::object_store::Error::NotFound { .. })
+            )
+        })
+    }
+
     /// Whether the batch was loaded before (its `txn` is in `_run_control`: it has rows
-    /// in its tables, whose appends would find its `txn` there and take the loaded path
-    /// anyway); then the catalog's tables opened while the batch is parsed
-    /// ([`Storage::preopen`], stopped when the returned guard drops).
+    /// in its tables); then the catalog's tables opened while the batch is parsed
+    /// ([`Storage::preopen`], stopped when the returned guard drops). Appends skip the
+    /// file list only for a batch neither seen nor `unrecorded` (its tables hold no row
+    /// of it).
     fn seen_then_preopen(
         &self,
         storage: &mut Storage,
         key: &BatchKey,
+        unrecorded: bool,
         landed: tokio::sync::watch::Receiver<bool>,
     ) -> (bool, crate::table::AbortOnDrop) {
         let seen = self
             .runtime()
             .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), key));
-        storage.unloaded_appends = !seen;
+        storage.unloaded_appends = !seen && !unrecorded;
+        storage.batch_txns = !self.config.batch_lease;
         let guard = crate::table::AbortOnDrop(storage.preopened.clone());
         self.runtime()
             .spawn(storage.clone().preopen(key.clone(), landed));

@@ -25,16 +25,23 @@ use crate::validate::{TableWrite, run_control_batch};
 const RUN_CONTROL_UPKEEP_EVERY: u64 = 10;
 
 impl Ingest {
-    /// Appends the run's rows to `_run_control` (once, after the parallel phase); when
-    /// it could not, `_run_control`'s outcome in `tables` says why.
+    /// Appends the run's rows to `_run_control` (once, after the parallel phase) and
+    /// says whether it did; when it could not, `_run_control`'s outcome in `tables` says
+    /// why.
     pub(super) fn write_run_control(
         &self,
         storage: &Storage,
         rows: &[RunControlRow],
         key: &BatchKey,
         tables: &mut BTreeMap<String, TableOutcome>,
-    ) {
+    ) -> bool {
         let rc_table = TableName::system(RUN_CONTROL_TABLE);
+        // The batch's `txn` in `_run_control` is what tells the next run of it that it
+        // was loaded before ([`Ingest::seen_then_preopen`]).
+        let storage = &Storage {
+            batch_txns: true,
+            ..storage.clone()
+        };
         let failed = match run_control_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
@@ -53,15 +60,17 @@ impl Ingest {
             }
             Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
         };
-        if let Some(e) = failed {
-            tables.insert(
-                RUN_CONTROL_TABLE.to_string(),
-                TableOutcome {
-                    error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
-                    ..Default::default()
-                },
-            );
-        }
+        let Some(e) = failed else {
+            return true;
+        };
+        tables.insert(
+            RUN_CONTROL_TABLE.to_string(),
+            TableOutcome {
+                error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
+                ..Default::default()
+            },
+        );
+        false
     }
 
     /// Every [`RUN_CONTROL_UPKEEP_EVERY`] versions of `_run_control`, with its lock held:

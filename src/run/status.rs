@@ -140,7 +140,11 @@ impl Ingest {
             if let Some(r) = run.filter(|r| r.ok) {
                 e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
             }
-            if let Some(h) = leases.get(&lease_file(&landing_path, &batch_id)) {
+            // A lease left released by a run that ended unrecorded: nothing runs.
+            let held = leases
+                .get(&lease_file(&landing_path, &batch_id))
+                .filter(|h| h.released_micros.is_none());
+            if let Some(h) = held {
                 let renewed = h.renewed_micros.unwrap_or(h.since_micros);
                 e.in_progress.push(InProgress {
                     batch_id: batch_id.clone(),

@@ -439,7 +439,7 @@ impl Storage {
     /// Writes `batches` as data files of the table behind `log_store` (our writer
     /// properties, `stats` for the statistics); returns their add actions, what they add,
     /// and commit properties that record the writer's own row count and, for rows of
-    /// `key`, the batch's `txn` ([`BATCH_TXN_PROPERTY`]).
+    /// `key`, the batch's `txn` when [`Storage::batch_txns`] ([`BATCH_TXN_PROPERTY`]).
     pub(super) async fn write_data_files(
         &self,
         log_store: &deltalake::logstore::LogStoreRef,
@@ -509,7 +509,7 @@ impl Storage {
             metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
         }
         let mut properties = super::commit_properties().with_metadata(metadata);
-        if let Some(key) = notes.key {
+        if let Some(key) = notes.key.filter(|_| self.batch_txns) {
             properties = with_batch_txns(properties, key);
         }
         self.clock.add(Work::WriteFiles, started);
@@ -836,7 +836,8 @@ async fn put_entry(
 /// ([`Storage::write_data_files`]).
 #[derive(Clone, Copy, Default)]
 pub(super) struct CommitNotes<'a> {
-    /// The batch whose rows it writes: its `txn` ([`BATCH_TXN_PROPERTY`]).
+    /// The batch whose rows it writes: its `txn` when [`Storage::batch_txns`]
+    /// ([`BATCH_TXN_PROPERTY`]).
     pub(super) key: Option<&'a BatchKey>,
     /// The version it was planned on, for a commit that removes files
     /// ([`super::strict::StrictCommits`]).

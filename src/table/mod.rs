@@ -66,8 +66,16 @@ pub(crate) struct Storage {
     /// Auto compaction's small-file trigger; `None` when auto compaction is off.
     pub(crate) auto_compact_at: Option<u64>,
     /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
-    /// whose tables hold its `txn`).
+    /// or one a run wrote rows of without recording them in `_run_control`).
     pub(crate) unloaded_appends: bool,
+    /// Whether a write of a batch's rows records the batch's `txn` in every table it
+    /// writes ([`BATCH_TXN_PROPERTY`]), and [`Storage::open_unloaded`] trusts a table
+    /// without one to hold no rows of the batch only while its `txn`s never expire. Off
+    /// for loads that hold the batch lease: a run that ends without recording its rows
+    /// in `_run_control` leaves its lease behind, which tells the next run instead, so
+    /// only `_run_control` records the `txn` (each table's set would grow by one per
+    /// batch forever).
+    pub(crate) batch_txns: bool,
     /// Object store options (credentials, endpoints) for deltalake's log stores.
     pub(crate) options: crate::store::location::StorageOptions,
     /// Tables opened ahead of their first write ([`Storage::preopen`]).
@@ -491,6 +499,7 @@ mod tests {
             compression: Compression::SNAPPY,
             auto_compact_at: None,
             unloaded_appends: true,
+            batch_txns: true,
             options: Default::default(),
             preopened: Default::default(),
             clock: Default::default(),
@@ -676,6 +685,15 @@ mod tests {
         assert!(s.batch_seen(&name, &k("b2")).await);
         assert!(!s.batch_seen(&name, &k("b3")).await);
         assert!(!s.batch_seen(&TableName::for_topic("none"), &k("b2")).await);
+        // A log that cannot be read may hold it: seen.
+        let torn = TableName::for_topic("torn");
+        std::fs::create_dir_all(dir.path().join("torn/_delta_log")).unwrap();
+        std::fs::write(
+            dir.path().join("torn/_delta_log/00000000000000000000.json"),
+            b"{\"protocol\": not json",
+        )
+        .unwrap();
+        assert!(s.batch_seen(&torn, &k("b2")).await);
     }
 
     /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
@@ -1258,6 +1276,23 @@ mod tests {
             s.open_unloaded(&trade, &k("b2"), true).await.err(),
             Some(Unopened::Other)
         );
+        // Unless the run's lease and `_run_control` tell instead (writes record no
+        // `txn`): then the property alone, never on another writer's table.
+        let leased = Storage {
+            batch_txns: false,
+            ..storage(dir.path())
+        };
+        assert!(leased.open_unloaded(&trade, &k("b2"), true).await.is_ok());
+        assert!(leased.open_unloaded(&name, &k("b2"), true).await.is_err());
+        leased
+            .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), true)
+            .await
+            .unwrap();
+        assert!(
+            !leased.batch_seen(&trade, &k("b4")).await,
+            "no `txn` written"
+        );
+        assert!(s.batch_seen(&trade, &k("b1")).await);
         // No table yet: a folder without a log, or a log without a commit (a create that
         // was killed). The caller creates it without looking again.
         let none = TableName::for_topic("none");

@@ -1,5 +1,5 @@
 //! Appends that open a table from its log alone: protocol, metadata and the `txn`
-//! actions bronze records per batch ([`BATCH_TXN_PROPERTY`]), no file list.
+//! actions of the batches, no file list.
 
 use std::sync::Arc;
 
@@ -14,10 +14,12 @@ use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
-/// Table property bronze sets on the tables it creates for batches: every commit that
-/// writes rows of a batch carries a Delta `txn` action for it ([`batch_app_id`]), so a
-/// table whose log has no `txn` of a batch holds no row of it, which an append can
-/// tell from the log's protocol, metadata and `txn` actions alone, without the file list
+/// Table property bronze sets on the tables it creates for batches: only bronze writes
+/// rows of batches there, each such commit with a Delta `txn` action for the batch
+/// ([`BatchKey::app_ids`]) when the run records them ([`Storage::batch_txns`]). So a
+/// batch that `_run_control` has not seen, no run of which left its lease, and whose
+/// `txn` is not in the log has no row in the table, which an append can tell from the
+/// log's protocol, metadata and `txn` actions alone, without the file list
 /// ([`Storage::open_unloaded`]).
 pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
 
@@ -64,9 +66,12 @@ impl Storage {
     /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
     /// full load, BENCHMARKS.md), when that is safe:
     ///
-    /// - bronze created the table with [`BATCH_TXN_PROPERTY`] and no `txn` expires, so the
-    ///   log holds a `txn` of every batch with rows in the table; there is none of
-    ///   `key` (not checked when `replace` is off: the rows are appended anyway);
+    /// - the table holds no rows of `key` (not checked when `replace` is off: the rows
+    ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
+    ///   found no record of the batch in `_run_control` and no lease a run of it left
+    ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
+    ///   record the `txn`s instead ([`Storage::batch_txns`]), only while none expires, so
+    ///   that the log holds one of every batch with rows in the table;
     /// - the kernel may write to the table, and nothing about it asks more of a writer
     ///   than data files with statistics: no column mapping, row tracking, in-commit
     ///   timestamps, constraints, invariants or generated columns, default statistics
@@ -112,18 +117,21 @@ impl Storage {
 
         let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
+        let batch_txns = self.batch_txns;
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
             let props = snapshot.table_properties();
             let interval = props.checkpoint_interval().get();
             let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
-            // The `txn` of every batch is in the log (needed only to replace).
-            let txns_kept = props
+            // Rows of `key` in a table only bronze writes batches to are told (needed
+            // only to replace) by `_run_control` and the batch's lease, or, when writes
+            // record `txn`s, by its `txn` in the log while none expires.
+            let told = props
                 .unknown_properties
                 .get(BATCH_TXN_PROPERTY)
                 .map(String::as_str)
                 == Some("true")
-                && props.set_transaction_retention_duration.is_none();
-            let plain = (txns_kept || !replace)
+                && (!batch_txns || props.set_transaction_retention_duration.is_none());
+            let plain = (told || !replace)
                     && props.column_mapping_mode.is_none_or(|m| {
                         m == buoyant_kernel::table_features::ColumnMappingMode::None
                     })
@@ -166,14 +174,20 @@ impl Storage {
     }
 
     /// Whether `table`'s log holds a `txn` of `key` (a write of its rows committed
-    /// there); `false` too when the table does not exist or cannot be read.
+    /// there): `false` when the table does not exist, `true` when its log cannot be read
+    /// (the batch may have been seen: its rows are looked for, never assumed absent).
     pub(crate) async fn batch_seen(&self, table: &TableName, key: &BatchKey) -> bool {
         let app_ids = seen_ids(key);
-        self.kernel_snapshot(table, move |snapshot, engine| {
-            txn_seen(&app_ids, snapshot, engine)?.then_some(())
-        })
-        .await
-        .is_ok()
+        let seen = self
+            .kernel_snapshot(table, move |snapshot, engine| {
+                txn_seen(&app_ids, snapshot, engine)
+            })
+            .await;
+        match seen {
+            Ok((seen, _)) => seen,
+            Err(Unopened::Absent) => false,
+            Err(Unopened::Other) => true,
+        }
     }
 
     /// `look` at the table's latest kernel snapshot (protocol, metadata and the log's

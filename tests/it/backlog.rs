@@ -319,6 +319,7 @@ fn status_counts_loaded_pending_failed_and_in_progress_batches_per_entity() {
         pid_start: None,
         since_micros: at,
         renewed_micros: Some(at),
+        released_micros: None,
     };
     for (landing_path, id, h) in [
         ("s/a", "d2", holder("d2-live", now - 5_000_000)),

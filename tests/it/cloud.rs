@@ -433,6 +433,7 @@ fn leases_hold_in(catalog: &str, options: &[(String, String)]) {
             pid_start: Some(1),
             since_micros: renewed_micros - 1,
             renewed_micros: Some(renewed_micros),
+            released_micros: None,
         };
         rt.block_on(store.put(&lease, serde_json::to_vec(&holder).unwrap().into()))
             .unwrap();

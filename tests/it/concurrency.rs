@@ -79,14 +79,7 @@ fn the_lease_of_a_killed_run_is_taken_over_by_the_rerun() {
     let out = ingest_cmd(&lake, BATCH1).output().unwrap();
     let report = report_of(&out);
     assert!(report.exit_code() < 2, "{}", report.to_text());
-    assert!(
-        report
-            .warnings
-            .iter()
-            .any(|w| w.contains("took over the lease")),
-        "{:?}",
-        report.warnings
-    );
+    assert_took_over_a_lease(&report);
     assert_accounted(&lake, &report);
     assert!(leases(&lake).is_empty());
 }
@@ -103,6 +96,7 @@ fn a_lease_of_another_host_blocks_until_it_expires() {
         pid_start: Some(1),
         since_micros: chrono::Utc::now().timestamp_micros(),
         renewed_micros: None,
+        released_micros: None,
     };
     std::fs::write(
         dir.join(bronze::lease::lease_file("market/events", BATCH1)),

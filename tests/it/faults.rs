@@ -114,7 +114,7 @@ fn strike_each(
             );
         }
         assert_readable_without_duplicates(&lake, &context);
-        assert!(leases(&lake).is_empty(), "{context}: lease left");
+        assert_no_live_lease(&lake, &context);
         let report = lake
             .ingest()
             .build()
@@ -127,6 +127,7 @@ fn strike_each(
             "{context}: the rerun did not converge"
         );
         assert!(staging_dirs(&lake).is_empty(), "{context}: staging left");
+        assert!(leases(&lake).is_empty(), "{context}: lease left");
     }
     // For RELIABILITY.md's figures (`cargo test faults -- --nocapture`).
     eprintln!(

@@ -81,3 +81,63 @@ fn sequential_and_parallel_runs_give_identical_tables() {
         assert_eq!(seq.dump(&t), par.dump(&t), "{t}");
     }
 }
+
+/// Only `_run_control` records a `txn` per batch; the topic tables' sets never grow. A
+/// run that dies after writing the second batch's topic tables but before
+/// `_run_control` recorded it leaves its lease released, and that lease, not a `txn`,
+/// tells the next run the tables hold rows of the batch: it replaces them, and the
+/// catalog ends as a clean load of both batches.
+#[test]
+fn a_run_that_ends_before_recording_leaves_its_lease_and_its_rerun_replaces_the_rows() {
+    let lake = TempLake::new();
+    let ingest = lake.ingest().build().unwrap();
+    ingest.run(batch_dir(BATCH1)).unwrap();
+    let failing = lake
+        .ingest()
+        .with_failpoint("before_run_control")
+        .build()
+        .unwrap();
+    let err = failing.run(batch_dir(BATCH2)).unwrap_err();
+    assert!(
+        bronze::error_chain(&err).contains("before_run_control"),
+        "{err}"
+    );
+    let (table, rows) = expected_tables(BATCH2).into_iter().next().unwrap();
+    assert_eq!(lake.rows(&table).eq("_batch_id", BATCH2).len() as u64, rows);
+    let app_id = |batch: &str| format!("bronze/market/events/{batch}");
+    for t in lake.tables() {
+        for batch in [BATCH1, BATCH2] {
+            assert_eq!(txn_version(&lake, &t, &app_id(batch)), None, "{t}: {batch}");
+        }
+    }
+    assert!(txn_version(&lake, "_run_control", &app_id(BATCH1)).is_some());
+    assert_eq!(txn_version(&lake, "_run_control", &app_id(BATCH2)), None);
+    // Left released: `status` shows the batch pending, not in progress.
+    let left = leases(&lake);
+    assert_eq!(left.len(), 1, "{left:?}");
+    let lease = lake
+        .schema_dir()
+        .join(bronze::lease::LEASE_DIR)
+        .join(&left[0]);
+    let holder: bronze::lease::Holder =
+        serde_json::from_slice(&std::fs::read(lease).unwrap()).unwrap();
+    assert!(holder.released_micros.is_some(), "{holder:?}");
+    let status = ingest.status(repo().join("fixtures/landing")).unwrap();
+    let events = status
+        .iter()
+        .find(|e| e.landing_path == "market/events")
+        .unwrap();
+    assert!(events.in_progress.is_empty(), "{events:?}");
+    assert!(events.pending >= 1, "{events:?}");
+
+    let report = ingest.run(batch_dir(BATCH2)).unwrap();
+    assert_accounted(&lake, &report);
+    assert_took_over_a_lease(&report);
+    assert!(leases(&lake).is_empty());
+    assert_readable_without_duplicates(&lake, "rerun after a run that ended unrecorded");
+    let reference = TempLake::new();
+    let clean = reference.ingest().build().unwrap();
+    clean.run(batch_dir(BATCH1)).unwrap();
+    clean.run(batch_dir(BATCH2)).unwrap();
+    assert!(snapshot(&lake) == snapshot(&reference), "as a clean load");
+}

@@ -579,6 +579,14 @@ fn a_simulated_year_of_daily_batches_with_weekly_maintain_stays_small_and_exact(
         assert_eq!(r.exit_code(), 0, "{}", r.to_text());
     }
     assert_readable_without_duplicates(&lake, "after a year");
+    // Only `_run_control` records the batches' `txn`s: the data tables' sets stay empty.
+    let first = "bronze/feed/daily/d000";
+    for t in ["quote_00", "trade_01", "orderbook_02", "_corrupt_records"] {
+        if lake.schema_dir().join(t).is_dir() {
+            assert_eq!(txn_version(&lake, t, first), None, "{t}");
+        }
+    }
+    assert!(txn_version(&lake, "_run_control", first).is_some());
     let lines: u64 = batches.iter().map(|(_, l)| l).sum();
     let rows: usize = ["quote_00", "trade_01", "orderbook_02"]
         .iter()

@@ -498,6 +498,44 @@ pub fn leases(lake: &TempLake) -> Vec<String> {
     }
 }
 
+/// The `txn` a table's log holds for `app_id`, if any.
+pub fn txn_version(lake: &TempLake, table: &str, app_id: &str) -> Option<i64> {
+    lake.with_table(table, None, async |t| {
+        let log_store = t.log_store();
+        t.snapshot()
+            .unwrap()
+            .transaction_version(log_store.as_ref(), app_id)
+            .await
+            .unwrap()
+    })
+}
+
+/// The run took over a lease a run of its batch left, and says so.
+pub fn assert_took_over_a_lease(report: &bronze::BatchReport) {
+    assert!(
+        report
+            .warnings
+            .iter()
+            .any(|w| w.contains("took over the lease")),
+        "{:?}",
+        report.warnings
+    );
+}
+
+/// Every lease left under the schema folder is released (by a run that ended before
+/// `_run_control` recorded its writes): none names a run as still going.
+pub fn assert_no_live_lease(lake: &TempLake, context: &str) {
+    for name in leases(lake) {
+        let path = lake.schema_dir().join(bronze::lease::LEASE_DIR).join(&name);
+        let holder: bronze::lease::Holder =
+            serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        assert!(
+            holder.released_micros.is_some(),
+            "{context}: a live lease left: {holder:?}"
+        );
+    }
+}
+
 /// Both catalogs hold the same data tables with the same rows (`_loaded_at` aside).
 pub fn assert_same_tables(a: &TempLake, b: &TempLake) {
     assert_eq!(a.tables(), b.tables());
