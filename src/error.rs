@@ -193,6 +193,13 @@ pub enum Error {
         /// What happened.
         reason: String,
     },
+    /// Tables of the batch bronze will not write (a table feature or property another
+    /// engine set), found before any write: nothing of the batch was written.
+    #[error("not written: {tables}; no table of the batch was written")]
+    Refused {
+        /// Each refused table with the feature in the way and what to do, `; `-joined.
+        tables: String,
+    },
     /// A worker of a backlog found, once it held the batch's lease, that another worker
     /// had loaded the batch since it listed the backlog; nothing was done.
     #[error("batch {batch} was loaded by another worker meanwhile")]

@@ -16,13 +16,17 @@ pub const MAX_NAME_LEN: usize = 128;
 /// The column holding the landing path (`<source>/<entity>`) of a row's batch folder.
 pub const LANDING_PATH: &str = "_landing_path";
 
+/// The column of a child table's rows holding the `_id` of the row their array is in:
+/// only child tables have it.
+pub const PARENT_ID: &str = "_parent_id";
+
 /// The column holding values that did not fit their column.
 pub const RESCUED: &str = "_rescued_data";
 
 /// System columns: payload fields can never take these names.
 pub const SYSTEM_COLUMNS: &[&str] = &[
     "_id",
-    "_parent_id",
+    PARENT_ID,
     "_root_id",
     "_idx",
     "_batch_id",

@@ -474,16 +474,22 @@ impl Ingest {
             "staged"
         );
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
+        // First, every table the batch may write is one bronze writes: else none is.
         still_held()?;
-        leases.iter().for_each(Lease::writing);
         let in_memory = staged.memory.is_some();
-        writes.extend(self.process_topics(
-            &storage,
-            &mut staged,
-            &staging_table,
-            &lineage,
-            &found,
-        )?);
+        match self.refused(&storage, &staged.summary, &found.key) {
+            Some(refused) => writes.extend(refused),
+            None => {
+                leases.iter().for_each(Lease::writing);
+                writes.extend(self.process_topics(
+                    &storage,
+                    &mut staged,
+                    &staging_table,
+                    &lineage,
+                    &found,
+                )?);
+            }
+        }
         self.failpoint("before_run_control")?;
         counters.mark("tables", &self.catalog);
         still_held()?;
@@ -523,6 +529,53 @@ impl Ingest {
         counters.finish(&self.catalog, &mut report);
         report.task_seconds = storage.clock.seconds();
         Ok(report)
+    }
+
+    /// The batch's writes when a table it may write is one bronze will not write
+    /// ([`Storage::refusals`]): each topic's fails with one error naming every such
+    /// table, what is in the way and the fix, and nothing is written.
+    fn refused(
+        &self,
+        storage: &Storage,
+        summary: &crate::stage::spill::StagingSummary,
+        key: &BatchKey,
+    ) -> Option<Vec<TableWrite>> {
+        let topics: Vec<TableName> = summary
+            .topics
+            .iter()
+            .map(|(t, _)| TableName::for_topic(t))
+            .collect();
+        let refused =
+            self.runtime()
+                .block_on(storage.refusals(&topics, summary.corrupt_lines > 0, key));
+        if refused.is_empty() {
+            return None;
+        }
+        let tables = refused
+            .iter()
+            .map(|(t, r)| format!("`{t}` has {}: {}", r.feature, r.fix))
+            .collect::<Vec<_>>()
+            .join("; ");
+        tracing::error!(%tables, "the batch's tables refused before any write");
+        let now = now_micros();
+        let error = Arc::new(Error::Refused { tables });
+        Some(
+            summary
+                .topics
+                .iter()
+                .map(|(topic, n)| TableWrite {
+                    table: TableName::for_topic(topic),
+                    topic: topic.clone(),
+                    rows_in: *n,
+                    rows_planned: 0,
+                    started_micros: now,
+                    ended_micros: now,
+                    result: Err(Error::Shared(Arc::clone(&error))),
+                    added: Vec::new(),
+                    rescued: 0,
+                })
+                .collect(),
+        )
     }
 
     /// Whether a run of the batch ended before `_run_control` recorded it, so that its

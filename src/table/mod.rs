@@ -46,6 +46,7 @@ mod stats;
 mod strict;
 mod unloaded;
 pub(crate) mod upkeep;
+pub(crate) mod writable;
 
 pub(crate) use preopen::AbortOnDrop;
 pub(crate) use stats::WrittenTable;

@@ -10,6 +10,7 @@ use deltalake::DeltaTable;
 
 use super::Storage;
 use super::unloaded::{Unloaded, Unopened};
+use super::writable::Look;
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::{CORRUPT_TABLE, TableName};
@@ -18,12 +19,13 @@ use crate::schema::RUN_CONTROL_TABLE;
 /// A schema with more tables than this is not pre-opened ([`Storage::preopen`]): each
 /// table costs 3 + (commits since its last checkpoint) GET requests, wasted on those the
 /// batch does not write (a schema shared by many entities).
-const MAX_PREOPEN: usize = 256;
+pub(super) const MAX_PREOPEN: usize = 256;
 
 /// A table opened ahead of its first write.
 pub(super) enum Ahead {
-    /// For an append from its log alone ([`Storage::open_unloaded`]).
-    Unloaded(std::result::Result<Unloaded, Unopened>),
+    /// For an append from its log alone ([`Storage::open_unloaded`]), with what its
+    /// protocol and metadata allow (`None`: its log could not be read).
+    Unloaded(std::result::Result<Unloaded, Unopened>, Option<Look>),
     /// Loaded with its file list, for a replace of a batch seen before
     /// ([`Storage::open_or_new`]).
     Loaded(Result<(DeltaTable, Option<DeltaTable>)>),
@@ -76,6 +78,18 @@ impl Preopened {
         };
         // A pre-open that panicked or was aborted: the write opens the table itself.
         task?.task.await.ok()
+    }
+
+    /// Leaves `ahead`, opened for `table`'s first write (of that kind, `loaded` or not),
+    /// for that write to take, in place of any pre-open of the table.
+    pub(super) fn put(&self, table: TableName, loaded: bool, ahead: Ahead) {
+        let opening = Opening {
+            loaded,
+            task: tokio::spawn(async move { ahead }),
+        };
+        if let Some(Some(replaced)) = self.0.lock().insert(table, Some(opening)) {
+            replaced.task.abort();
+        }
     }
 
     /// Whether a pre-open of `table` was started and not taken.
@@ -131,45 +145,27 @@ impl Storage {
         key: BatchKey,
         mut landed: tokio::sync::watch::Receiver<bool>,
     ) {
-        let Some(store) = self.root_store.clone() else {
+        if self.root_store.is_none() {
             return;
-        };
-        let Ok(dir) = deltalake::Path::from_url_path(self.schema_url.path()) else {
-            return;
-        };
-        let listed = match store.list_with_delimiter(Some(&dir)).await {
-            Ok(listed) => listed,
+        }
+        let tables = match self.schema_tables().await {
+            Ok(tables) => tables,
             Err(e) => {
                 tracing::debug!(error = %e, "no pre-open: the schema folder cannot be listed");
                 return;
             }
         };
-        if listed.common_prefixes.len() > MAX_PREOPEN {
+        if tables.len() > MAX_PREOPEN {
             tracing::debug!(
-                tables = listed.common_prefixes.len(),
+                tables = tables.len(),
                 "no pre-open: more tables than a batch is likely to write"
             );
             return;
         }
         // Err: no landing fetch (a local landing folder), or it stopped.
         let _ = landed.wait_for(|done| *done).await;
-        for folder in listed.common_prefixes {
-            let Some(name) = folder.filename() else {
-                continue;
-            };
-            // Of the folders bronze keeps (`_`), only its system tables are written.
-            let (table, appended) = if name == RUN_CONTROL_TABLE {
-                (TableName::system(RUN_CONTROL_TABLE), true)
-            } else if name == CORRUPT_TABLE {
-                (TableName::system(CORRUPT_TABLE), false)
-            } else if name.starts_with('_') {
-                continue;
-            } else {
-                match TableName::existing(name) {
-                    Ok(t) => (t, false),
-                    Err(_) => continue,
-                }
-            };
+        for table in tables {
+            let appended = table.as_str() == RUN_CONTROL_TABLE;
             let loaded = !appended && !self.unloaded_appends;
             let (storage, key, name) = (self.clone(), key.clone(), table.clone());
             self.preopened.offer(table, loaded, move || {
@@ -177,10 +173,63 @@ impl Storage {
                     if loaded {
                         Ahead::Loaded(storage.open_or_new_now(&name).await)
                     } else {
-                        Ahead::Unloaded(storage.open_unloaded_now(&name, &key, !appended).await)
+                        let (opened, look) =
+                            storage.open_unloaded_looked(&name, &key, !appended).await;
+                        Ahead::Unloaded(opened, look)
                     }
                 })
             });
         }
+    }
+
+    /// The tables of the schema folder a run may write: its data tables and bronze's
+    /// system tables (`_corrupt_records`, `_run_control`), from one listing.
+    pub(super) async fn schema_tables(&self) -> Result<Vec<TableName>> {
+        let names: Vec<String> = match &self.root_store {
+            Some(store) => {
+                let failed = |reason: String| crate::error::Error::Store {
+                    location: self.schema_url.to_string(),
+                    reason,
+                };
+                let dir = deltalake::Path::from_url_path(self.schema_url.path())
+                    .map_err(|e| failed(e.to_string()))?;
+                let listed = store
+                    .list_with_delimiter(Some(&dir))
+                    .await
+                    .map_err(|e| failed(format!("cannot list the schema folder: {e}")))?;
+                listed
+                    .common_prefixes
+                    .iter()
+                    .filter_map(|p| p.filename().map(str::to_string))
+                    .collect()
+            }
+            None => {
+                let dir = self.schema_url.to_file_path().unwrap_or_default();
+                match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries
+                        .filter_map(|e| e.ok())
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .collect(),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                    Err(e) => return Err(crate::error::Error::io(&dir, e)),
+                }
+            }
+        };
+        Ok(names
+            .iter()
+            .filter_map(|name| {
+                // Of the folders bronze keeps (`_`), only its system tables are written.
+                if name == RUN_CONTROL_TABLE {
+                    Some(TableName::system(RUN_CONTROL_TABLE))
+                } else if name == CORRUPT_TABLE {
+                    Some(TableName::system(CORRUPT_TABLE))
+                } else if name.starts_with('_') {
+                    None
+                } else {
+                    TableName::existing(name).ok()
+                }
+            })
+            .collect())
     }
 }

@@ -9,6 +9,7 @@ use deltalake::DeltaTableError;
 
 use super::commit::put_commit;
 use super::preopen::Ahead;
+use super::writable::Look;
 use super::{Committed, Storage};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
@@ -99,7 +100,7 @@ impl Storage {
         if self.is_warm(table) {
             return Err(Unopened::Other);
         }
-        if let Some(Ahead::Unloaded(opened)) = self.preopened.take(table, false).await {
+        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
             return opened;
         }
         self.open_unloaded_now(table, key, replace).await
@@ -112,65 +113,38 @@ impl Storage {
         key: &BatchKey,
         replace: bool,
     ) -> std::result::Result<Unloaded, Unopened> {
-        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
-        use deltalake::table::config::TablePropertiesExt as _;
+        self.open_unloaded_looked(table, key, replace).await.0
+    }
 
+    /// [`Storage::open_unloaded_now`], and what the table's protocol and metadata allow
+    /// ([`super::writable::look`]; `None` when its log could not be read). A table bronze
+    /// will not write is never opened this way.
+    pub(super) async fn open_unloaded_looked(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+        replace: bool,
+    ) -> (std::result::Result<Unloaded, Unopened>, Option<Look>) {
         let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
         let batch_txns = self.batch_txns;
+        let removes = !self.unloaded_appends;
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
-            let props = snapshot.table_properties();
-            let interval = props.checkpoint_interval().get();
-            let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
-            // Rows of `key` in a table only bronze writes batches to are told (needed
-            // only to replace) by `_run_control` and the batch's lease, or, when writes
-            // record `txn`s, by its `txn` in the log while none expires.
-            let told = props
-                .unknown_properties
-                .get(BATCH_TXN_PROPERTY)
-                .map(String::as_str)
-                == Some("true")
-                && (!batch_txns || props.set_transaction_retention_duration.is_none());
-            let plain = (told || !replace)
-                    && props.column_mapping_mode.is_none_or(|m| {
-                        m == buoyant_kernel::table_features::ColumnMappingMode::None
-                    })
-                    && props.enable_row_tracking != Some(true)
-                    && props.enable_in_commit_timestamps != Some(true)
-                    && props.data_skipping_num_indexed_cols.is_none()
-                    && props.data_skipping_stats_columns.is_none()
-                    && !props
-                        .unknown_properties
-                        .keys()
-                        .any(|k| k.starts_with("delta.constraints."))
-                    // The commit after this one is due the post-commit work (the
-                    // checkpoint check of delta-rs's post-commit hook, as in
-                    // `Storage::append_files`).
-                    && !(snapshot.version() + 2).is_multiple_of(every);
-            if !plain {
-                return None;
-            }
-            let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
-            Arc::clone(snapshot).transaction(committer, engine).ok()?;
-            if replace && txn_seen(&app_ids, snapshot, engine)? {
-                return None;
-            }
-            Some(Arc::clone(snapshot))
+            let look = super::writable::look(snapshot.table_configuration(), removes);
+            let plain = look.refusal.is_none()
+                && plain_append(
+                    snapshot,
+                    engine,
+                    (compact_at, batch_txns, replace),
+                    &app_ids,
+                );
+            Some((plain.then(|| Arc::clone(snapshot)), look))
         });
-        let (snapshot, log_store) = self.clock.time(super::Work::Open, opened).await?;
-        let schema: Schema = snapshot
-            .schema()
-            .as_ref()
-            .try_into_arrow()
-            .map_err(|_| Unopened::Other)?;
-        if schema.fields().iter().any(|f| writer_metadata(f)) {
-            return Err(Unopened::Other);
+        match self.clock.time(super::Work::Open, opened).await {
+            Ok(((Some(snapshot), look), log_store)) => (unloaded(&snapshot, log_store), Some(look)),
+            Ok(((None, look), _)) => (Err(Unopened::Other), Some(look)),
+            Err(unopened) => (Err(unopened), None),
         }
-        Ok(Unloaded {
-            version: snapshot.version(),
-            log_store,
-            schema: Arc::new(schema),
-        })
     }
 
     /// Whether `table`'s log holds a `txn` of `key` (a write of its rows committed
@@ -285,6 +259,75 @@ impl Storage {
         c.version = version;
         Ok(Some(c))
     }
+}
+
+/// Whether an append to `snapshot`'s table may commit from its log alone: nothing about
+/// the table asks more of a writer than data files with statistics, the next commit is
+/// due no checkpoint or auto compaction check, and (for a replacing write) no rows of the
+/// batch (`app_ids`) are there. `(compact_at, batch_txns, replace)` as
+/// [`Storage::open_unloaded_looked`] has them.
+fn plain_append(
+    snapshot: &buoyant_kernel::SnapshotRef,
+    engine: &dyn buoyant_kernel::Engine,
+    (compact_at, batch_txns, replace): (Option<u64>, bool, bool),
+    app_ids: &[String],
+) -> bool {
+    use deltalake::table::config::TablePropertiesExt as _;
+
+    let props = snapshot.table_properties();
+    let interval = props.checkpoint_interval().get();
+    let every = compact_at.map_or(interval, |n| n.clamp(1, interval));
+    // Rows of `key` in a table only bronze writes batches to are told (needed only to
+    // replace) by `_run_control` and the batch's lease, or, when writes record `txn`s, by
+    // its `txn` in the log while none expires.
+    let told = props
+        .unknown_properties
+        .get(BATCH_TXN_PROPERTY)
+        .map(String::as_str)
+        == Some("true")
+        && (!batch_txns || props.set_transaction_retention_duration.is_none());
+    let plain = (told || !replace)
+        && props
+            .column_mapping_mode
+            .is_none_or(|m| m == buoyant_kernel::table_features::ColumnMappingMode::None)
+        && props.enable_row_tracking != Some(true)
+        && props.enable_in_commit_timestamps != Some(true)
+        && props.data_skipping_num_indexed_cols.is_none()
+        && props.data_skipping_stats_columns.is_none()
+        // The commit after this one is due the post-commit work (the checkpoint check of
+        // delta-rs's post-commit hook, as in `Storage::append_files`).
+        && !(snapshot.version() + 2).is_multiple_of(every);
+    if !plain {
+        return false;
+    }
+    let committer = Box::new(buoyant_kernel::committer::FileSystemCommitter::new());
+    if Arc::clone(snapshot).transaction(committer, engine).is_err() {
+        return false;
+    }
+    !replace || txn_seen(app_ids, snapshot, engine) == Some(false)
+}
+
+/// The [`Unloaded`] table of `snapshot`; [`Unopened::Other`] when a column carries
+/// metadata a writer must act on ([`writer_metadata`]).
+fn unloaded(
+    snapshot: &buoyant_kernel::SnapshotRef,
+    log_store: deltalake::logstore::LogStoreRef,
+) -> std::result::Result<Unloaded, Unopened> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+
+    let schema: Schema = snapshot
+        .schema()
+        .as_ref()
+        .try_into_arrow()
+        .map_err(|_| Unopened::Other)?;
+    if schema.fields().iter().any(|f| writer_metadata(f)) {
+        return Err(Unopened::Other);
+    }
+    Ok(Unloaded {
+        version: snapshot.version(),
+        log_store,
+        schema: Arc::new(schema),
+    })
 }
 
 /// Why [`Storage::open_unloaded`] did not open a table.

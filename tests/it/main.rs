@@ -18,6 +18,7 @@ mod ingest_basic;
 mod interop;
 mod maintenance;
 mod metrics;
+mod other_engines;
 mod report;
 mod run_control;
 mod staging;

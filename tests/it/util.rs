@@ -160,6 +160,14 @@ impl TempLake {
     pub fn ingest(&self) -> bronze::IngestBuilder {
         bronze::Ingest::builder(self.catalog()).with_threads(test_threads())
     }
+    /// One run of a fixture batch with the default settings, its report.
+    pub fn load(&self, batch: &str) -> bronze::BatchReport {
+        self.ingest()
+            .build()
+            .unwrap()
+            .run(batch_dir(batch))
+            .unwrap()
+    }
     /// Names of the data tables (every Delta table but the `_run_control` log).
     pub fn tables(&self) -> Vec<String> {
         let mut t = self.all_tables();

@@ -1,0 +1,316 @@
+//! Whether bronze may write a table another engine may have changed (turned on row
+//! tracking, liquid clustering, column mapping, a CHECK constraint…): the table's
+//! protocol and properties against what bronze's writes do. [`Storage::refusals`] checks
+//! every table a batch would write before the batch's first commit, so a table bronze
+//! cannot write fails the whole batch up front rather than its own commit half way
+//! through the batch.
+
+use buoyant_kernel::table_configuration::TableConfiguration;
+use buoyant_kernel::table_features::TableFeature;
+
+use super::Storage;
+use super::preopen::Ahead;
+use crate::batch::BatchKey;
+use crate::naming::{CORRUPT_TABLE, TableName};
+use crate::schema::RUN_CONTROL_TABLE;
+
+/// Why bronze will not write a table, and what to do about it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Refusal {
+    /// The feature or property in the way (`rowTracking`, `delta.appendOnly`, …).
+    pub(crate) feature: String,
+    /// Why bronze does not write it, and the fix.
+    pub(crate) fix: String,
+}
+
+/// What a look at a table's protocol and metadata found ([`look`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Look {
+    /// Why bronze will not write it, if it will not.
+    pub(crate) refusal: Option<Refusal>,
+    /// A child table (it has `_parent_id`): every topic with its array path writes it.
+    pub(crate) child: bool,
+}
+
+/// Writer features bronze's writes handle: what deltalake's commits accept without its
+/// query engine (appends and whole-file replaces need nothing more of them).
+fn writes_feature(feature: &TableFeature) -> bool {
+    match feature {
+        TableFeature::AppendOnly
+        | TableFeature::TimestampWithoutTimezone
+        | TableFeature::VariantType
+        | TableFeature::VariantTypePreview
+        | TableFeature::V2Checkpoint
+        | TableFeature::DeletionVectors => true,
+        TableFeature::Unknown(name) => name == "checkpointProtection",
+        _ => false,
+    }
+}
+
+/// Reader features bronze's reads handle.
+fn reads_feature(feature: &TableFeature) -> bool {
+    matches!(
+        feature,
+        TableFeature::TimestampWithoutTimezone
+            | TableFeature::DeletionVectors
+            | TableFeature::VariantType
+            | TableFeature::VariantTypePreview
+            | TableFeature::V2Checkpoint
+    )
+}
+
+/// What a writer of a legacy writer version (3 to 6) must support beyond version 2's.
+fn legacy_writer_features(version: i32) -> &'static str {
+    match version {
+        3 => "CHECK constraints and invariants",
+        4 => "CHECK constraints, invariants, the change data feed and generated columns",
+        5 => {
+            "CHECK constraints, invariants, the change data feed, generated columns and column \
+             mapping"
+        }
+        _ => {
+            "CHECK constraints, invariants, the change data feed, generated columns, column \
+             mapping and identity columns"
+        }
+    }
+}
+
+/// Why bronze does not write tables with `feature`, and what to do.
+fn feature_fix(feature: &str) -> String {
+    let why = match feature {
+        "rowTracking" => "bronze does not assign row ids yet",
+        "domainMetadata" | "clustering" => {
+            "bronze does not write domain metadata (liquid clustering keeps its columns there) yet"
+        }
+        "identityColumns" => "bronze does not generate identity values yet",
+        "columnMapping" => "bronze does not write column-mapped data files yet",
+        "checkConstraints" | "invariants" | "generatedColumns" | "changeDataFeed" => {
+            "it asks for SQL expressions evaluated on every row written, and bronze has no query \
+             engine"
+        }
+        _ => "bronze does not know this table feature",
+    };
+    format!(
+        "{why}; drop the feature where its engine allows it (`ALTER TABLE … DROP FEATURE \
+         {feature}`), or load the topic into a table without it (another `--schema`)"
+    )
+}
+
+/// Why bronze will not write the table of `config` (`None`: it will); `removes` when
+/// the write may remove files (a rerun replacing the batch's rows).
+pub(crate) fn refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
+    let refuse = |feature: &str, fix: String| {
+        Some(Refusal {
+            feature: feature.to_string(),
+            fix,
+        })
+    };
+    let properties = config.table_properties();
+    // The constraint's own fix before the feature it brings.
+    let mut constraints: Vec<_> = properties
+        .unknown_properties
+        .iter()
+        .filter_map(|(k, v)| Some((k.strip_prefix("delta.constraints.")?, v)))
+        .collect();
+    constraints.sort();
+    if let Some((name, expression)) = constraints.first() {
+        return refuse(
+            &format!("CHECK constraint `{name}` ({expression})"),
+            format!(
+                "bronze does not evaluate SQL expressions on the rows it writes; drop it \
+                 (`ALTER TABLE … DROP CONSTRAINT {name}`) or load the topic into a table \
+                 without it"
+            ),
+        );
+    }
+    let schema = config.metadata().schema_string();
+    for (key, what) in [
+        ("delta.invariants", "a column invariant"),
+        ("delta.generationExpression", "a generated column"),
+        ("delta.identity.", "an identity column"),
+    ] {
+        if schema.contains(key) {
+            return refuse(
+                what,
+                format!(
+                    "the table's schema has {what} (`{key}`), whose values bronze does not \
+                     compute or check; load the topic into a table without it"
+                ),
+            );
+        }
+    }
+    let protocol = config.protocol();
+    match protocol.min_reader_version() {
+        2 => return refuse("columnMapping", feature_fix("columnMapping")),
+        3 => {
+            let unread = protocol
+                .reader_features()
+                .into_iter()
+                .flatten()
+                .find(|f| !reads_feature(f));
+            if let Some(f) = unread {
+                let name = f.to_string();
+                return refuse(&name, feature_fix(&name));
+            }
+        }
+        _ => {}
+    }
+    match protocol.min_writer_version() {
+        v @ 3..=6 => {
+            return refuse(
+                &format!("writer version {v}"),
+                format!(
+                    "a writer of protocol writer version {v} must support {}, which bronze does \
+                     not (it has no query engine to evaluate their SQL expressions); load the \
+                     topic into a table of bronze's own",
+                    legacy_writer_features(v)
+                ),
+            );
+        }
+        v if v >= 7 => {
+            let unwritten = protocol
+                .writer_features()
+                .into_iter()
+                .flatten()
+                .find(|f| !writes_feature(f));
+            if let Some(f) = unwritten {
+                let name = f.to_string();
+                return refuse(&name, feature_fix(&name));
+            }
+        }
+        _ => {}
+    }
+    let append_only = properties.append_only == Some(true)
+        && (protocol.min_writer_version() < 7
+            || config.is_feature_supported(&TableFeature::AppendOnly));
+    if removes && append_only {
+        return refuse(
+            "delta.appendOnly",
+            "a rerun replaces the batch's rows, which removes files, and the table is \
+             append-only; to rerun, `ALTER TABLE … SET TBLPROPERTIES ('delta.appendOnly' = \
+             'false')`, or leave the batch as it was loaded"
+                .to_string(),
+        );
+    }
+    None
+}
+
+/// [`refusal`] and whether the table is a child table, from its protocol and metadata.
+pub(crate) fn look(config: &TableConfiguration, removes: bool) -> Look {
+    Look {
+        refusal: refusal(config, removes),
+        child: config
+            .logical_schema()
+            .field(crate::schema::PARENT_ID)
+            .is_some(),
+    }
+}
+
+impl Storage {
+    /// The tables of the schema a batch of `topics` (their topic tables) may write that
+    /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
+    /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
+    /// `_run_control`. Each table's log is read once (its protocol and metadata, or the
+    /// whole table for a batch seen before), by its pre-open if one started
+    /// ([`Storage::preopen`]), and the result is left for its write, so a table costs no
+    /// more reads than without the check. A schema of more than
+    /// [`super::preopen::MAX_PREOPEN`] tables has only its topic and system tables
+    /// checked here (the others at their commit).
+    pub(crate) async fn refusals(
+        &self,
+        topics: &[TableName],
+        corrupt: bool,
+        key: &BatchKey,
+    ) -> Vec<(TableName, Refusal)> {
+        use futures::StreamExt as _;
+
+        let mut tables = self.schema_tables().await.unwrap_or_default();
+        if tables.len() > super::preopen::MAX_PREOPEN {
+            tables.clear();
+        }
+        for t in topics.iter().cloned().chain([
+            TableName::system(CORRUPT_TABLE),
+            TableName::system(RUN_CONTROL_TABLE),
+        ]) {
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        let named = |t: &TableName| {
+            topics.contains(t) || t.as_str() == RUN_CONTROL_TABLE || t.as_str() == CORRUPT_TABLE
+        };
+        let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
+            .map(|table| async move {
+                let look = self.look_ahead(&table, key, named(&table)).await;
+                (table, look)
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        let mut refused: Vec<(TableName, Refusal)> = looks
+            .into_iter()
+            .filter_map(|(table, look)| {
+                let look = look?;
+                let written = topics.contains(&table)
+                    || table.as_str() == RUN_CONTROL_TABLE
+                    || (table.as_str() == CORRUPT_TABLE && corrupt)
+                    || look.child;
+                Some((table, look.refusal.filter(|_| written)?))
+            })
+            .collect();
+        refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        refused
+    }
+
+    /// Says what `table`'s protocol and metadata allow; `None` when it does not exist or
+    /// cannot be read (its write then says why). A table the batch `writes` by name is
+    /// opened as its first write will open it (from its log alone, or loaded for a batch
+    /// seen before), and what was opened is left for that write; any other (a child
+    /// table, or another topic's) from its log alone.
+    async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
+        let appended = table.as_str() == RUN_CONTROL_TABLE;
+        let loaded = writes && !appended && !self.unloaded_appends;
+        let ahead = match self.preopened.take(table, loaded).await {
+            Some(ahead) => ahead,
+            None if loaded => Ahead::Loaded(self.open_or_new_now(table).await),
+            None => {
+                let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
+                Ahead::Unloaded(opened, look)
+            }
+        };
+        let look = match &ahead {
+            Ahead::Unloaded(_, look) => look.clone(),
+            Ahead::Loaded(Ok((t, _))) => t
+                .snapshot()
+                .ok()
+                .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
+            Ahead::Loaded(Err(_)) => None,
+        };
+        self.preopened.put(table.clone(), loaded, ahead);
+        look
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_feature_bronze_does_not_write_has_a_fix_naming_it() {
+        for f in [
+            "rowTracking",
+            "domainMetadata",
+            "clustering",
+            "identityColumns",
+        ] {
+            let fix = feature_fix(f);
+            assert!(fix.contains(&format!("DROP FEATURE {f}")), "{fix}");
+        }
+        assert!(writes_feature(&TableFeature::DeletionVectors));
+        assert!(!writes_feature(&TableFeature::RowTracking));
+        assert!(writes_feature(&TableFeature::Unknown(
+            "checkpointProtection".into()
+        )));
+        assert!(!reads_feature(&TableFeature::ColumnMapping));
+    }
+}

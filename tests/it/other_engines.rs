@@ -1,0 +1,132 @@
+//! Tables other engines changed: a table a batch would write that bronze will not write
+//! (a table feature it does not handle, an append-only table on a rerun) fails the
+//! batch before any table is written, with one error naming each such table, what is
+//! in the way and the fix; the other tables keep their versions.
+
+use deltalake::kernel::TableFeatures;
+
+use crate::util::*;
+
+/// Turns `feature` on in `table`, as another engine would.
+fn add_feature(lake: &TempLake, table: &str, feature: TableFeatures) {
+    lake.with_table(table, None, async |t| {
+        t.add_feature()
+            .with_feature(feature)
+            .with_allow_protocol_versions_increase(true)
+            .await
+            .unwrap();
+    });
+}
+
+/// Every table's version, by table.
+fn versions(lake: &TempLake) -> Vec<(String, Option<u64>)> {
+    lake.all_tables()
+        .into_iter()
+        .map(|t| {
+            let v = lake.with_table(&t, None, async |d| d.version());
+            (t, v)
+        })
+        .collect()
+}
+
+/// Runs `batch`, which must be refused before any write: exit 2, every topic's table
+/// failed with the one error, which has each of `says`; no table changed.
+fn assert_refused(lake: &TempLake, batch: &str, says: &[&str]) -> String {
+    let before = versions(lake);
+    let report = lake
+        .ingest()
+        .build()
+        .unwrap()
+        .run(batch_dir(batch))
+        .unwrap();
+    assert_eq!(report.exit_code(), 2, "{}", report.to_text());
+    let errors: Vec<&String> = report
+        .tables
+        .values()
+        .filter_map(|t| t.error.as_ref())
+        .collect();
+    assert!(!errors.is_empty(), "{}", report.to_text());
+    for e in &errors {
+        for s in says {
+            assert!(e.contains(s), "{s:?} not in {e}");
+        }
+        assert!(e.contains("no table of the batch was written"), "{e}");
+    }
+    let mut after = versions(lake);
+    // Only `_run_control` records the refused run.
+    let rc = after.iter().position(|(t, _)| t == "_run_control").unwrap();
+    let (_, v) = after.remove(rc);
+    let mut expected = before.clone();
+    let (_, was) = expected.remove(
+        before
+            .iter()
+            .position(|(t, _)| t == "_run_control")
+            .unwrap(),
+    );
+    assert_eq!(after, expected, "no table written");
+    assert_eq!(v, was.map(|v| v + 1));
+    let recorded = lake
+        .rows("_run_control")
+        .eq("_batch_id", batch)
+        .eq("status", "failed");
+    assert!(recorded.len() >= 1, "the refusal is in `_run_control`");
+    assert!(
+        leases(lake).is_empty(),
+        "nothing written: the lease is gone"
+    );
+    errors[0].clone()
+}
+
+#[test]
+fn a_feature_bronze_does_not_write_refuses_the_batch_before_any_table_is_written() {
+    let lake = TempLake::new();
+    lake.load(BATCH1);
+    // In a topic table: row tracking; in a child table shared by topics: domain metadata;
+    // also in the table of a topic the batch does not have, and in `_corrupt_records`
+    // (the batch has no corrupt line).
+    add_feature(&lake, "quote", TableFeatures::RowTracking);
+    add_feature(&lake, "currentprice", TableFeatures::DomainMetadata);
+    add_feature(&lake, "news", TableFeatures::RowTracking);
+    add_feature(&lake, "_corrupt_records", TableFeatures::RowTracking);
+    let e = assert_refused(
+        &lake,
+        BATCH2,
+        &[
+            "`quote` has rowTracking",
+            "DROP FEATURE rowTracking",
+            "`currentprice` has domainMetadata",
+        ],
+    );
+    // Tables this batch does not write: not named.
+    assert!(
+        !e.contains("`news`") && !e.contains("`_corrupt_records`"),
+        "{e}"
+    );
+    for (table, _) in expected_tables(BATCH2) {
+        if lake.schema_dir().join(&table).is_dir() {
+            assert_eq!(
+                lake.rows(&table).eq("_batch_id", BATCH2).len(),
+                0,
+                "{table}"
+            );
+        }
+    }
+}
+
+#[test]
+fn an_append_only_table_refuses_a_rerun_before_any_write_and_takes_new_batches() {
+    let lake = TempLake::new();
+    lake.load(BATCH1);
+    set_property(&lake, "trade", "delta.appendOnly", "true");
+    let report = lake.load(BATCH2);
+    assert_accounted(&lake, &report);
+    assert_refused(
+        &lake,
+        BATCH1,
+        &[
+            "`trade` has delta.appendOnly",
+            "'delta.appendOnly' = 'false'",
+        ],
+    );
+    assert_both_fixture_batches_landed(&lake);
+}
