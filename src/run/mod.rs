@@ -442,8 +442,8 @@ impl Ingest {
         let unrecorded = self.unrecorded_run(&storage, &found.key, &leases);
         let (seen, _preopen) = self.seen_then_preopen(&mut storage, &found.key, unrecorded, landed);
         // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
-        // seen is checked against its runs in `_run_control`.
-        // A run that took over rows of a run that ended unrecorded rewrites them.
+        // seen is checked against its runs in `_run_control` (unless a run of it ended
+        // unrecorded: this run rewrites what that one left).
         if unless_loaded && seen && !unrecorded && self.loaded(&storage, &found.key)? {
             return Err(Error::AlreadyLoaded {
                 batch: found.key.to_string(),
@@ -465,31 +465,16 @@ impl Ingest {
         self.failpoint("after_staging")?;
         warnings.append(&mut staged.warnings);
         counters.mark("stage", &self.catalog);
-        tracing::info!(
-            mode = staged.mode.as_str(),
-            lines = staged.summary.lines,
-            corrupt = staged.summary.corrupt_lines,
-            duplicates = staged.summary.duplicates,
-            topics = staged.summary.topics.len(),
-            "staged"
-        );
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
-        // First, every table the batch may write is one bronze writes: else none is.
         still_held()?;
         let in_memory = staged.memory.is_some();
-        match self.refused(&storage, &staged.summary, &found.key) {
-            Some(refused) => writes.extend(refused),
-            None => {
-                leases.iter().for_each(Lease::writing);
-                writes.extend(self.process_topics(
-                    &storage,
-                    &mut staged,
-                    &staging_table,
-                    &lineage,
-                    &found,
-                )?);
-            }
-        }
+        writes.extend(self.write_tables(
+            &storage,
+            &mut staged,
+            (&staging_table, &lineage),
+            &found,
+            &leases,
+        )?);
         self.failpoint("before_run_control")?;
         counters.mark("tables", &self.catalog);
         still_held()?;
@@ -529,6 +514,31 @@ impl Ingest {
         counters.finish(&self.catalog, &mut report);
         report.task_seconds = storage.clock.seconds();
         Ok(report)
+    }
+
+    /// Writes every topic of the staged batch ([`Ingest::process_topics`]), once every
+    /// table it may write is one bronze writes; else none ([`Ingest::refused`]).
+    fn write_tables(
+        &self,
+        storage: &Storage,
+        staged: &mut StagedBatch,
+        (staging_table, lineage): (&StagingTable, &Lineage),
+        found: &discover::Discovery,
+        leases: &[Lease],
+    ) -> Result<Vec<TableWrite>> {
+        tracing::info!(
+            mode = staged.mode.as_str(),
+            lines = staged.summary.lines,
+            corrupt = staged.summary.corrupt_lines,
+            duplicates = staged.summary.duplicates,
+            topics = staged.summary.topics.len(),
+            "staged"
+        );
+        if let Some(refused) = self.refused(storage, &staged.summary, &found.key) {
+            return Ok(refused);
+        }
+        leases.iter().for_each(Lease::writing);
+        self.process_topics(storage, staged, staging_table, lineage, found)
     }
 
     /// The batch's writes when a table it may write is one bronze will not write

@@ -96,103 +96,116 @@ fn feature_fix(feature: &str) -> String {
     )
 }
 
-/// Why bronze will not write the table of `config` (`None`: it will); `removes` when
-/// the write may remove files (a rerun replacing the batch's rows).
-pub(crate) fn refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
-    let refuse = |feature: &str, fix: String| {
-        Some(Refusal {
+impl Refusal {
+    fn of(feature: &str, fix: String) -> Refusal {
+        Refusal {
             feature: feature.to_string(),
             fix,
-        })
-    };
-    let properties = config.table_properties();
-    // The constraint's own fix before the feature it brings.
-    let mut constraints: Vec<_> = properties
+        }
+    }
+
+    /// A table feature bronze does not read or write.
+    fn feature(feature: &TableFeature) -> Refusal {
+        let name = feature.to_string();
+        Refusal::of(&name, feature_fix(&name))
+    }
+}
+
+/// Why bronze will not write the table of `config` (`None`: it will); `removes` when
+/// the write may remove files (a rerun replacing the batch's rows). The constraint's or
+/// column's own fix comes before the feature it brings.
+pub(crate) fn refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
+    constraint_refusal(config)
+        .or_else(|| column_refusal(config))
+        .or_else(|| protocol_refusal(config))
+        .or_else(|| append_only_refusal(config, removes))
+}
+
+/// A CHECK constraint (`delta.constraints.<name>`): bronze evaluates no SQL.
+fn constraint_refusal(config: &TableConfiguration) -> Option<Refusal> {
+    let (name, expression) = config
+        .table_properties()
         .unknown_properties
         .iter()
         .filter_map(|(k, v)| Some((k.strip_prefix("delta.constraints.")?, v)))
-        .collect();
-    constraints.sort();
-    if let Some((name, expression)) = constraints.first() {
-        return refuse(
-            &format!("CHECK constraint `{name}` ({expression})"),
-            format!(
-                "bronze does not evaluate SQL expressions on the rows it writes; drop it \
-                 (`ALTER TABLE … DROP CONSTRAINT {name}`) or load the topic into a table \
-                 without it"
-            ),
-        );
-    }
+        .min()?;
+    Some(Refusal::of(
+        &format!("CHECK constraint `{name}` ({expression})"),
+        format!(
+            "bronze does not evaluate SQL expressions on the rows it writes; drop it \
+             (`ALTER TABLE … DROP CONSTRAINT {name}`) or load the topic into a table without it"
+        ),
+    ))
+}
+
+/// A column whose values a writer must compute or check: an invariant, a generated or
+/// an identity column.
+fn column_refusal(config: &TableConfiguration) -> Option<Refusal> {
     let schema = config.metadata().schema_string();
-    for (key, what) in [
+    let (key, what) = [
         ("delta.invariants", "a column invariant"),
         ("delta.generationExpression", "a generated column"),
         ("delta.identity.", "an identity column"),
-    ] {
-        if schema.contains(key) {
-            return refuse(
-                what,
-                format!(
-                    "the table's schema has {what} (`{key}`), whose values bronze does not \
-                     compute or check; load the topic into a table without it"
-                ),
-            );
-        }
-    }
+    ]
+    .into_iter()
+    .find(|(key, _)| schema.contains(key))?;
+    Some(Refusal::of(
+        what,
+        format!(
+            "the table's schema has {what} (`{key}`), whose values bronze does not compute or \
+             check; load the topic into a table without it"
+        ),
+    ))
+}
+
+/// A reader or writer feature, or a legacy protocol version, bronze does not handle.
+fn protocol_refusal(config: &TableConfiguration) -> Option<Refusal> {
     let protocol = config.protocol();
     match protocol.min_reader_version() {
-        2 => return refuse("columnMapping", feature_fix("columnMapping")),
+        2 => return Some(Refusal::feature(&TableFeature::ColumnMapping)),
         3 => {
-            let unread = protocol
-                .reader_features()
-                .into_iter()
-                .flatten()
-                .find(|f| !reads_feature(f));
-            if let Some(f) = unread {
-                let name = f.to_string();
-                return refuse(&name, feature_fix(&name));
+            let mut reader = protocol.reader_features().into_iter().flatten();
+            if let Some(f) = reader.find(|f| !reads_feature(f)) {
+                return Some(Refusal::feature(f));
             }
         }
         _ => {}
     }
     match protocol.min_writer_version() {
-        v @ 3..=6 => {
-            return refuse(
-                &format!("writer version {v}"),
-                format!(
-                    "a writer of protocol writer version {v} must support {}, which bronze does \
-                     not (it has no query engine to evaluate their SQL expressions); load the \
-                     topic into a table of bronze's own",
-                    legacy_writer_features(v)
-                ),
-            );
-        }
-        v if v >= 7 => {
-            let unwritten = protocol
-                .writer_features()
-                .into_iter()
-                .flatten()
-                .find(|f| !writes_feature(f));
-            if let Some(f) = unwritten {
-                let name = f.to_string();
-                return refuse(&name, feature_fix(&name));
-            }
-        }
-        _ => {}
+        v @ 3..=6 => Some(Refusal::of(
+            &format!("writer version {v}"),
+            format!(
+                "a writer of protocol writer version {v} must support {}, which bronze does not \
+                 (it has no query engine to evaluate their SQL expressions); load the topic \
+                 into a table of bronze's own",
+                legacy_writer_features(v)
+            ),
+        )),
+        v if v >= 7 => protocol
+            .writer_features()
+            .into_iter()
+            .flatten()
+            .find(|f| !writes_feature(f))
+            .map(Refusal::feature),
+        _ => None,
     }
-    let append_only = properties.append_only == Some(true)
+}
+
+/// An append-only table, when the write may remove files.
+fn append_only_refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
+    let protocol = config.protocol();
+    let append_only = config.table_properties().append_only == Some(true)
         && (protocol.min_writer_version() < 7
             || config.is_feature_supported(&TableFeature::AppendOnly));
-    if removes && append_only {
-        return refuse(
+    (removes && append_only).then(|| {
+        Refusal::of(
             "delta.appendOnly",
             "a rerun replaces the batch's rows, which removes files, and the table is \
              append-only; to rerun, `ALTER TABLE … SET TBLPROPERTIES ('delta.appendOnly' = \
              'false')`, or leave the batch as it was loaded"
                 .to_string(),
-        );
-    }
-    None
+        )
+    })
 }
 
 /// [`refusal`] and whether the table is a child table, from its protocol and metadata.
