@@ -130,3 +130,59 @@ fn an_append_only_table_refuses_a_rerun_before_any_write_and_takes_new_batches()
     );
     assert_both_fixture_batches_landed(&lake);
 }
+
+/// Every file under `dir` with its size, sorted.
+fn files(dir: &std::path::Path) -> Vec<(String, u64)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap().map(Result::unwrap) {
+            if e.file_type().unwrap().is_dir() {
+                stack.push(e.path());
+            } else {
+                let name = e.path().strip_prefix(dir).unwrap().display().to_string();
+                out.push((name, e.metadata().unwrap().len()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// Tables Databricks wrote (`fixtures/other_engines`, from delta-rs's test data), each
+/// the table of a topic named like it: a batch of that topic is refused before any
+/// write, naming the first feature bronze does not write, and the table is left
+/// byte for byte as it was.
+#[test]
+fn tables_databricks_wrote_with_features_bronze_does_not_write_are_left_untouched() {
+    for (table, line, feature) in [
+        (
+            "table_with_liquid_clustering",
+            r#"{"topic":"table_with_liquid_clustering","message_id":"m1","payload":{"id":42}}"#,
+            "`table_with_liquid_clustering` has domainMetadata",
+        ),
+        (
+            "table_with_column_mapping",
+            r#"{"topic":"table_with_column_mapping","message_id":"m1","payload":{"Company Very Short":"BMS","Super Name":"Ada"}}"#,
+            "`table_with_column_mapping` has columnMapping",
+        ),
+    ] {
+        let lake = TempLake::new();
+        let fixture = repo().join("fixtures/other_engines").join(table);
+        copy_tree(&fixture, &lake.schema_dir().join(table));
+        let landing = tempfile::tempdir().unwrap();
+        let dir = landing.path().join("feed/events/batch_id=b1");
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("part-0.jsonl"), line).unwrap();
+        let report = lake.ingest().build().unwrap().run(&dir).unwrap();
+        assert_eq!(report.exit_code(), 2, "{table}: {}", report.to_text());
+        let error = report.tables[table].error.as_deref().unwrap_or_default();
+        assert!(error.contains(feature), "{table}: {error}");
+        assert!(error.contains("DROP FEATURE"), "{table}: {error}");
+        assert_eq!(
+            files(&lake.schema_dir().join(table)),
+            files(&fixture),
+            "{table}: not written"
+        );
+    }
+}
