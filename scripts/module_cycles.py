@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Lists the import cycles between the top-level modules of `src/` (the modules of
-`src/lib.rs`: `src/<m>.rs` or `src/<m>/`), from their `crate::<m>` paths. Test-only code
-(`#[cfg(test)]` modules, `tests.rs`, `roundtrip.rs`) and comments (doc links) are left
-out: tests may look anywhere.
+`src/lib.rs`: `src/<m>.rs` or `src/<m>/`), from their `crate::<m>` paths, and the file
+circles inside a module folder: sibling files (not `mod.rs`, which owns them) that use
+each other in a loop, from their `super::<file>` and `crate::<m>::<file>` paths.
+Test-only code (`#[cfg(test)]` modules, `tests.rs`, `roundtrip.rs`) and comments (doc
+links) are left out: tests may look anywhere.
 
-usage: scripts/module_cycles.py [--graph]    exit 1 when there is a cycle
+usage: scripts/module_cycles.py [--graph]    exit 1 when there is a cycle or a circle
 """
 import os
 import re
@@ -98,6 +100,42 @@ def cycles(g):
     return out
 
 
+def code(f):
+    """A file's code: no tests, no comments (doc links are not dependencies)."""
+    return re.sub(r"//[^\n]*", "", strip_tests(open(f).read()))
+
+
+def file_graph(folder, mod_path):
+    """Edges between the sibling files of `folder` (module path `mod_path`, `a::b`)."""
+    names = sorted(
+        n[:-3] for n in os.listdir(folder)
+        if n.endswith(".rs") and n != "mod.rs" and n not in TEST_FILES
+    )
+    g = {}
+    for n in names:
+        text = code(os.path.join(folder, n + ".rs"))
+        refs = set(re.findall(r"super::([a-z_0-9]+)", text))
+        refs |= set(re.findall(r"crate::" + re.escape(mod_path) + r"::([a-z_0-9]+)", text))
+        for prefix in (r"super::\{", r"crate::" + re.escape(mod_path) + r"::\{"):
+            for group in re.findall(prefix + r"([^}]*)\}", text):
+                refs |= set(re.findall(r"(?:^|,)\s*([a-z_0-9]+)", group))
+        g[n] = sorted(r for r in refs if r in names and r != n)
+    return g
+
+
+def file_circles():
+    """(folder, circle) for every loop of sibling files under `src/`."""
+    out = []
+    for root, _, _ in os.walk(SRC):
+        rel = os.path.relpath(root, SRC)
+        if rel == "." or rel.split(os.sep)[0] == "bin":
+            continue
+        g = file_graph(root, rel.replace(os.sep, "::"))
+        for c in cycles(g):
+            out.append((rel, c, {n: [d for d in g[n] if d in c] for n in c}))
+    return out
+
+
 def main():
     g = graph(modules())
     if "--graph" in sys.argv:
@@ -109,7 +147,12 @@ def main():
         print(f"cycle of {len(c)} modules: " + "; ".join(f"{m} -> {', '.join(d)}" for m, d in inside.items()))
     if not found:
         print(f"no import cycle among {len(g)} modules")
-    return 1 if found else 0
+    circles = file_circles()
+    for folder, c, inside in circles:
+        print(f"file circle in src/{folder}: " + "; ".join(f"{n} -> {', '.join(d)}" for n, d in inside.items()))
+    if not circles:
+        print("no file circle")
+    return 1 if found or circles else 0
 
 
 if __name__ == "__main__":

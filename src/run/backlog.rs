@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::Ingest;
-use super::ledger::{Ledgers, latest_runs_of};
+use super::ledger::{LatestRun, Ledgers, latest_runs, latest_runs_of};
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
@@ -736,36 +736,6 @@ impl Ingest {
     }
 }
 
-/// The latest run of a batch folder in `_run_control`.
-pub(super) struct LatestRun {
-    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
-    pub(super) started: i64,
-    /// No failed row.
-    pub(super) ok: bool,
-    /// Its first failed row's `<table>: <error>`.
-    pub(super) error: Option<String>,
-}
-
-/// One run of a batch, from its `_run_control` rows.
-pub(super) struct Run {
-    pub(super) batch_id: String,
-    /// The folders it loaded.
-    pub(super) landing_paths: Vec<String>,
-    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
-    pub(super) started: i64,
-    /// No failed row.
-    pub(super) ok: bool,
-    /// Its first failed row's `<table>: <error>`.
-    pub(super) error: Option<String>,
-}
-
-impl Run {
-    /// Whether it loaded a folder of `landing_path`.
-    pub(super) fn is_of(&self, landing_path: &str) -> bool {
-        self.landing_paths.iter().any(|lp| lp == landing_path)
-    }
-}
-
 /// A landing zone as listed for a backlog.
 struct Listed {
     folders: Vec<PendingBatch>,
@@ -813,55 +783,6 @@ fn advance_listings(
             ledger.full_listing_micros = now;
         }
     }
-}
-
-/// The runs `rows` are of, in run id order.
-pub(super) fn runs_of(rows: Vec<RunRow>) -> Vec<Run> {
-    // run id -> (batch id, landing paths, every row ok, first error)
-    type Rows = (String, Option<String>, bool, Option<String>);
-    let mut runs: BTreeMap<String, Rows> = BTreeMap::new();
-    for r in rows {
-        let e = runs
-            .entry(r.run_id)
-            .or_insert((r.batch_id, r.landing_paths, true, None));
-        e.2 &= r.ok;
-        if e.3.is_none() {
-            e.3 = r.error;
-        }
-    }
-    runs.into_iter()
-        .map(|(run_id, (batch_id, paths, ok, error))| Run {
-            started: run_id
-                .rsplit_once('-')
-                .and_then(|(_, t)| t.parse::<i64>().ok())
-                .unwrap_or(0),
-            landing_paths: paths
-                .iter()
-                .flat_map(|p| p.split(','))
-                .map(str::to_string)
-                .collect(),
-            batch_id,
-            ok,
-            error,
-        })
-        .collect()
-}
-
-/// The latest run (by its start, the suffix of its run id) of every `(landing path,
-/// batch id)` in `rows`.
-pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), LatestRun> {
-    let mut latest: HashMap<(String, String), LatestRun> = HashMap::new();
-    for run in runs_of(rows) {
-        for lp in &run.landing_paths {
-            let key = (lp.clone(), run.batch_id.clone());
-            let newer = latest.get(&key).is_none_or(|l| run.started >= l.started);
-            if newer {
-                let (started, ok, error) = (run.started, run.ok, run.error.clone());
-                latest.insert(key, LatestRun { started, ok, error });
-            }
-        }
-    }
-    latest
 }
 
 /// The batch folders under a landing root and the latest run of each batch.

@@ -21,7 +21,6 @@ use deltalake::logstore::object_store::{
 };
 use serde::{Deserialize, Serialize};
 
-use super::backlog::{LatestRun, Run, runs_of};
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 use crate::run_control::{RunRow, rows_of, run_control_rows};
@@ -88,7 +87,7 @@ impl Ledger {
     }
 
     /// Folds one run of this entity in: it is the batch's latest when it started no
-    /// earlier than the one recorded (the rule of [`super::backlog::latest_runs`]).
+    /// earlier than the one recorded (the rule of [`latest_runs`]).
     fn fold(&mut self, run: &Run) {
         let newer = self
             .batches
@@ -431,6 +430,85 @@ pub(super) fn latest_runs_of(ledgers: &Ledgers) -> HashMap<(String, String), Lat
         }
     }
     out
+}
+
+/// The latest run of a batch folder in `_run_control`.
+pub(super) struct LatestRun {
+    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
+    pub(super) started: i64,
+    /// No failed row.
+    pub(super) ok: bool,
+    /// Its first failed row's `<table>: <error>`.
+    pub(super) error: Option<String>,
+}
+
+/// One run of a batch, from its `_run_control` rows.
+pub(super) struct Run {
+    pub(super) batch_id: String,
+    /// The folders it loaded.
+    pub(super) landing_paths: Vec<String>,
+    /// Its start (the suffix of its run id), microseconds since the Unix epoch.
+    pub(super) started: i64,
+    /// No failed row.
+    pub(super) ok: bool,
+    /// Its first failed row's `<table>: <error>`.
+    pub(super) error: Option<String>,
+}
+
+impl Run {
+    /// Whether it loaded a folder of `landing_path`.
+    pub(super) fn is_of(&self, landing_path: &str) -> bool {
+        self.landing_paths.iter().any(|lp| lp == landing_path)
+    }
+}
+
+/// The runs `rows` are of, in run id order.
+pub(super) fn runs_of(rows: Vec<RunRow>) -> Vec<Run> {
+    // run id -> (batch id, landing paths, every row ok, first error)
+    type Rows = (String, Option<String>, bool, Option<String>);
+    let mut runs: BTreeMap<String, Rows> = BTreeMap::new();
+    for r in rows {
+        let e = runs
+            .entry(r.run_id)
+            .or_insert((r.batch_id, r.landing_paths, true, None));
+        e.2 &= r.ok;
+        if e.3.is_none() {
+            e.3 = r.error;
+        }
+    }
+    runs.into_iter()
+        .map(|(run_id, (batch_id, paths, ok, error))| Run {
+            started: run_id
+                .rsplit_once('-')
+                .and_then(|(_, t)| t.parse::<i64>().ok())
+                .unwrap_or(0),
+            landing_paths: paths
+                .iter()
+                .flat_map(|p| p.split(','))
+                .map(str::to_string)
+                .collect(),
+            batch_id,
+            ok,
+            error,
+        })
+        .collect()
+}
+
+/// The latest run (by its start, the suffix of its run id) of every `(landing path,
+/// batch id)` in `rows`.
+pub(super) fn latest_runs(rows: Vec<RunRow>) -> HashMap<(String, String), LatestRun> {
+    let mut latest: HashMap<(String, String), LatestRun> = HashMap::new();
+    for run in runs_of(rows) {
+        for lp in &run.landing_paths {
+            let key = (lp.clone(), run.batch_id.clone());
+            let newer = latest.get(&key).is_none_or(|l| run.started >= l.started);
+            if newer {
+                let (started, ok, error) = (run.started, run.ok, run.error.clone());
+                latest.insert(key, LatestRun { started, ok, error });
+            }
+        }
+    }
+    latest
 }
 
 #[cfg(test)]

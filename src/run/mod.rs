@@ -34,6 +34,7 @@ use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, out
 mod backlog;
 mod builder;
 mod fanout;
+mod gather;
 mod ledger;
 pub mod metrics;
 mod record;

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 
-use super::fanout::Gather;
+use super::gather::{Gather, SlicedPlan};
 use super::{Ingest, Progress};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
@@ -17,9 +17,6 @@ use crate::naming::TableName;
 use crate::stage::spill::StagingTable;
 use crate::table::{self, Committed, Storage};
 use crate::validate::TableWrite;
-
-/// A topic's flattened rows: table → batches (one per staged slice).
-pub(super) type SlicedPlan = BTreeMap<TableName, Vec<RecordBatch>>;
 
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in

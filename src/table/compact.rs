@@ -17,11 +17,29 @@ use arrow::datatypes::SchemaRef;
 use arrow::row::{RowConverter, SortField};
 use deltalake::kernel::{Action, LogicalFileView};
 use deltalake::{DeltaTable, DeltaTableError};
+use serde::Serialize;
 
-use super::rewrite::{StatsColumns, check_plain_layout, conform, read_file};
+use super::shape::{StatsColumns, check_plain_layout, conform, read_file};
 use super::strict::READ_VERSION;
-use super::upkeep::OptimizeReport;
 use crate::error::{Error, Result};
+
+/// What an OPTIMIZE did.
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct OptimizeReport {
+    /// Table.
+    pub table: String,
+    /// Files before.
+    pub files_before: u64,
+    /// Files after.
+    pub files_after: u64,
+    /// Files written.
+    pub files_added: u64,
+    /// Files replaced.
+    pub files_removed: u64,
+    /// Version after (unchanged when there was nothing to do).
+    pub version: u64,
+}
 
 /// OPTIMIZE of `t` (named `name`): bin-packs toward `target` bytes per file, or Z-orders
 /// by `zorder` when it names columns; one commit, none when there is nothing to do.

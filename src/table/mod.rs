@@ -38,10 +38,12 @@ use crate::naming::TableName;
 
 mod commit;
 mod compact;
+mod entry;
 mod files;
 mod preopen;
 mod rewrite;
 pub(crate) mod scan;
+mod shape;
 mod stats;
 mod strict;
 mod unloaded;

@@ -10,7 +10,7 @@ use deltalake::DeltaTable;
 
 use super::Storage;
 use super::unloaded::{Unloaded, Unopened};
-use super::writable::Look;
+use super::writable::{Look, Refusal, look};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::{CORRUPT_TABLE, TableName};
@@ -231,5 +231,133 @@ impl Storage {
                 }
             })
             .collect())
+    }
+}
+
+impl Storage {
+    /// Opens `table` for an append of `key`'s rows without listing its files (only the
+    /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
+    /// full load, BENCHMARKS.md), when that is safe:
+    ///
+    /// - the table holds no rows of `key` (not checked when `replace` is off: the rows
+    ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
+    ///   found no record of the batch in `_run_control` and no lease a run of it left
+    ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
+    ///   record the `txn`s instead ([`Storage::batch_txns`]), only while none expires, so
+    ///   that the log holds one of every batch with rows in the table;
+    /// - the kernel may write to the table, and nothing about it asks more of a writer
+    ///   than data files with statistics: no column mapping, row tracking, in-commit
+    ///   timestamps, constraints, invariants or generated columns, default statistics
+    ///   columns;
+    /// - the next commit is due no checkpoint and no auto compaction check (those commits
+    ///   take the loaded path, which runs them).
+    ///
+    /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
+    /// or creates it when [`Unopened::Absent`].
+    ///
+    /// A table [`Storage::preopen`] opened ahead is taken from there.
+    pub(super) async fn open_unloaded(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+        replace: bool,
+    ) -> std::result::Result<Unloaded, Unopened> {
+        // A batch seen before has its `txn` in its tables: a replacing write would find
+        // it there. An append of more rows needs no `txn` check.
+        if replace && !self.unloaded_appends {
+            return Err(Unopened::Other);
+        }
+        // Kept loaded from this run's last commit to it: reading its new log entries
+        // costs less than the whole log this way reads.
+        if self.is_warm(table) {
+            return Err(Unopened::Other);
+        }
+        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
+            return opened;
+        }
+        self.open_unloaded_now(table, key, replace).await
+    }
+
+    /// The tables of the schema a batch of `topics` (their topic tables) may write that
+    /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
+    /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
+    /// `_run_control`. Each table's log is read once (its protocol and metadata, or the
+    /// whole table for a batch seen before), by its pre-open if one started
+    /// ([`Storage::preopen`]), and the result is left for its write, so a table costs no
+    /// more reads than without the check. A schema of more than
+    /// [`MAX_PREOPEN`] tables has only its topic and system tables
+    /// checked here (the others at their commit).
+    pub(crate) async fn refusals(
+        &self,
+        topics: &[TableName],
+        corrupt: bool,
+        key: &BatchKey,
+    ) -> Vec<(TableName, Refusal)> {
+        use futures::StreamExt as _;
+
+        let mut tables = self.schema_tables().await.unwrap_or_default();
+        if tables.len() > MAX_PREOPEN {
+            tables.clear();
+        }
+        for t in topics.iter().cloned().chain([
+            TableName::system(CORRUPT_TABLE),
+            TableName::system(RUN_CONTROL_TABLE),
+        ]) {
+            if !tables.contains(&t) {
+                tables.push(t);
+            }
+        }
+        let named = |t: &TableName| {
+            topics.contains(t) || t.as_str() == RUN_CONTROL_TABLE || t.as_str() == CORRUPT_TABLE
+        };
+        let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
+            .map(|table| async move {
+                let look = self.look_ahead(&table, key, named(&table)).await;
+                (table, look)
+            })
+            .buffer_unordered(8)
+            .collect()
+            .await;
+        let mut refused: Vec<(TableName, Refusal)> = looks
+            .into_iter()
+            .filter_map(|(table, look)| {
+                let look = look?;
+                let written = topics.contains(&table)
+                    || table.as_str() == RUN_CONTROL_TABLE
+                    || (table.as_str() == CORRUPT_TABLE && corrupt)
+                    || look.child;
+                Some((table, look.refusal.filter(|_| written)?))
+            })
+            .collect();
+        refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
+        refused
+    }
+
+    /// Says what `table`'s protocol and metadata allow; `None` when it does not exist or
+    /// cannot be read (its write then says why). A table the batch `writes` by name is
+    /// opened as its first write will open it (from its log alone, or loaded for a batch
+    /// seen before), and what was opened is left for that write; any other (a child
+    /// table, or another topic's) from its log alone.
+    async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
+        let appended = table.as_str() == RUN_CONTROL_TABLE;
+        let loaded = writes && !appended && !self.unloaded_appends;
+        let ahead = match self.preopened.take(table, loaded).await {
+            Some(ahead) => ahead,
+            None if loaded => Ahead::Loaded(self.open_or_new_now(table).await),
+            None => {
+                let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
+                Ahead::Unloaded(opened, look)
+            }
+        };
+        let look = match &ahead {
+            Ahead::Unloaded(_, look) => look.clone(),
+            Ahead::Loaded(Ok((t, _))) => t
+                .snapshot()
+                .ok()
+                .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
+            Ahead::Loaded(Err(_)) => None,
+        };
+        self.preopened.put(table.clone(), loaded, ahead);
+        look
     }
 }

@@ -7,8 +7,7 @@ use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use deltalake::DeltaTableError;
 
-use super::commit::put_commit;
-use super::preopen::Ahead;
+use super::entry::put_commit;
 use super::writable::Look;
 use super::{Committed, Storage};
 use crate::batch::BatchKey;
@@ -23,22 +22,6 @@ use crate::naming::TableName;
 /// log's protocol, metadata and `txn` actions alone, without the file list
 /// ([`Storage::open_unloaded`]).
 pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
-
-/// `properties` with the `txn` actions of a write of `key`'s rows, one per folder
-/// ([`BatchKey::app_ids`]): their version is the write's time in milliseconds, so it
-/// grows with every rerun.
-pub(super) fn with_batch_txns(
-    mut properties: deltalake::kernel::transaction::CommitProperties,
-    key: &BatchKey,
-) -> deltalake::kernel::transaction::CommitProperties {
-    let now = chrono::Utc::now().timestamp_millis();
-    for app_id in key.app_ids() {
-        properties = properties.with_application_transaction(
-            deltalake::kernel::Transaction::new_with_last_update(app_id, now, Some(now)),
-        );
-    }
-    properties
-}
 
 /// Whether the snapshot's log holds a `txn` of `key`: of one of its folders, or of its
 /// batch id alone (written before landing paths, [`BatchKey::legacy_app_id`]).
@@ -63,49 +46,6 @@ fn seen_ids(key: &BatchKey) -> Vec<String> {
 }
 
 impl Storage {
-    /// Opens `table` for an append of `key`'s rows without listing its files (only the
-    /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
-    /// full load, BENCHMARKS.md), when that is safe:
-    ///
-    /// - the table holds no rows of `key` (not checked when `replace` is off: the rows
-    ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
-    ///   found no record of the batch in `_run_control` and no lease a run of it left
-    ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
-    ///   record the `txn`s instead ([`Storage::batch_txns`]), only while none expires, so
-    ///   that the log holds one of every batch with rows in the table;
-    /// - the kernel may write to the table, and nothing about it asks more of a writer
-    ///   than data files with statistics: no column mapping, row tracking, in-commit
-    ///   timestamps, constraints, invariants or generated columns, default statistics
-    ///   columns;
-    /// - the next commit is due no checkpoint and no auto compaction check (those commits
-    ///   take the loaded path, which runs them).
-    ///
-    /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
-    /// or creates it when [`Unopened::Absent`].
-    ///
-    /// A table [`Storage::preopen`] opened ahead is taken from there.
-    pub(super) async fn open_unloaded(
-        &self,
-        table: &TableName,
-        key: &BatchKey,
-        replace: bool,
-    ) -> std::result::Result<Unloaded, Unopened> {
-        // A batch seen before has its `txn` in its tables: a replacing write would find
-        // it there. An append of more rows needs no `txn` check.
-        if replace && !self.unloaded_appends {
-            return Err(Unopened::Other);
-        }
-        // Kept loaded from this run's last commit to it: reading its new log entries
-        // costs less than the whole log this way reads.
-        if self.is_warm(table) {
-            return Err(Unopened::Other);
-        }
-        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
-            return opened;
-        }
-        self.open_unloaded_now(table, key, replace).await
-    }
-
     /// [`Storage::open_unloaded`], reading the log now.
     pub(super) async fn open_unloaded_now(
         &self,
@@ -240,14 +180,14 @@ impl Storage {
         use deltalake::kernel::Action;
 
         // Default statistics columns: `open_unloaded` took only such tables.
-        let stats = super::rewrite::StatsColumns::new_table();
+        let stats = super::shape::StatsColumns::new_table();
         let (adds, mut c, properties) = self
             .write_data_files(
                 &u.log_store,
                 Arc::clone(&u.schema),
                 batches,
                 stats,
-                super::commit::CommitNotes::of(Some(key)),
+                super::entry::CommitNotes::of(Some(key)),
             )
             .await?;
         let actions = adds.into_iter().map(Action::Add).collect();

@@ -5,7 +5,6 @@
 use std::collections::HashMap;
 
 use deltalake::DeltaTable;
-use serde::Serialize;
 
 pub(crate) use super::compact::optimize;
 use super::{Storage, WrittenTable};
@@ -30,23 +29,7 @@ pub fn default_table_properties(target_file_size: u64) -> Vec<(&'static str, Str
     ]
 }
 
-/// What an OPTIMIZE did.
-#[derive(Clone, Debug, Default, Serialize)]
-#[non_exhaustive]
-pub struct OptimizeReport {
-    /// Table.
-    pub table: String,
-    /// Files before.
-    pub files_before: u64,
-    /// Files after.
-    pub files_after: u64,
-    /// Files written.
-    pub files_added: u64,
-    /// Files replaced.
-    pub files_removed: u64,
-    /// Version after (unchanged when there was nothing to do).
-    pub version: u64,
-}
+pub use super::compact::OptimizeReport;
 
 /// Live files and their sizes.
 pub(crate) fn live_files(t: &DeltaTable, table: &str) -> Result<Vec<(String, u64)>> {

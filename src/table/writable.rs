@@ -1,18 +1,12 @@
 //! Whether bronze may write a table another engine may have changed (turned on row
 //! tracking, liquid clustering, column mapping, a CHECK constraint…): the table's
-//! protocol and properties against what bronze's writes do. [`Storage::refusals`] checks
+//! protocol and properties against what bronze's writes do. [`super::Storage::refusals`] checks
 //! every table a batch would write before the batch's first commit, so a table bronze
 //! cannot write fails the whole batch up front rather than its own commit half way
 //! through the batch.
 
 use buoyant_kernel::table_configuration::TableConfiguration;
 use buoyant_kernel::table_features::TableFeature;
-
-use super::Storage;
-use super::preopen::Ahead;
-use crate::batch::BatchKey;
-use crate::naming::{CORRUPT_TABLE, TableName};
-use crate::schema::RUN_CONTROL_TABLE;
 
 /// Why bronze will not write a table, and what to do about it.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -216,91 +210,6 @@ pub(crate) fn look(config: &TableConfiguration, removes: bool) -> Look {
             .logical_schema()
             .field(crate::schema::PARENT_ID)
             .is_some(),
-    }
-}
-
-impl Storage {
-    /// The tables of the schema a batch of `topics` (their topic tables) may write that
-    /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
-    /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
-    /// `_run_control`. Each table's log is read once (its protocol and metadata, or the
-    /// whole table for a batch seen before), by its pre-open if one started
-    /// ([`Storage::preopen`]), and the result is left for its write, so a table costs no
-    /// more reads than without the check. A schema of more than
-    /// [`super::preopen::MAX_PREOPEN`] tables has only its topic and system tables
-    /// checked here (the others at their commit).
-    pub(crate) async fn refusals(
-        &self,
-        topics: &[TableName],
-        corrupt: bool,
-        key: &BatchKey,
-    ) -> Vec<(TableName, Refusal)> {
-        use futures::StreamExt as _;
-
-        let mut tables = self.schema_tables().await.unwrap_or_default();
-        if tables.len() > super::preopen::MAX_PREOPEN {
-            tables.clear();
-        }
-        for t in topics.iter().cloned().chain([
-            TableName::system(CORRUPT_TABLE),
-            TableName::system(RUN_CONTROL_TABLE),
-        ]) {
-            if !tables.contains(&t) {
-                tables.push(t);
-            }
-        }
-        let named = |t: &TableName| {
-            topics.contains(t) || t.as_str() == RUN_CONTROL_TABLE || t.as_str() == CORRUPT_TABLE
-        };
-        let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
-            .map(|table| async move {
-                let look = self.look_ahead(&table, key, named(&table)).await;
-                (table, look)
-            })
-            .buffer_unordered(8)
-            .collect()
-            .await;
-        let mut refused: Vec<(TableName, Refusal)> = looks
-            .into_iter()
-            .filter_map(|(table, look)| {
-                let look = look?;
-                let written = topics.contains(&table)
-                    || table.as_str() == RUN_CONTROL_TABLE
-                    || (table.as_str() == CORRUPT_TABLE && corrupt)
-                    || look.child;
-                Some((table, look.refusal.filter(|_| written)?))
-            })
-            .collect();
-        refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));
-        refused
-    }
-
-    /// Says what `table`'s protocol and metadata allow; `None` when it does not exist or
-    /// cannot be read (its write then says why). A table the batch `writes` by name is
-    /// opened as its first write will open it (from its log alone, or loaded for a batch
-    /// seen before), and what was opened is left for that write; any other (a child
-    /// table, or another topic's) from its log alone.
-    async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
-        let appended = table.as_str() == RUN_CONTROL_TABLE;
-        let loaded = writes && !appended && !self.unloaded_appends;
-        let ahead = match self.preopened.take(table, loaded).await {
-            Some(ahead) => ahead,
-            None if loaded => Ahead::Loaded(self.open_or_new_now(table).await),
-            None => {
-                let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
-                Ahead::Unloaded(opened, look)
-            }
-        };
-        let look = match &ahead {
-            Ahead::Unloaded(_, look) => look.clone(),
-            Ahead::Loaded(Ok((t, _))) => t
-                .snapshot()
-                .ok()
-                .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
-            Ahead::Loaded(Err(_)) => None,
-        };
-        self.preopened.put(table.clone(), loaded, ahead);
-        look
     }
 }
 
