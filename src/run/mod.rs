@@ -480,22 +480,14 @@ impl Ingest {
         counters.mark("tables", &self.catalog);
         still_held()?;
         // 7. Run control: one row per write, the row accounting, written once.
-        let (mut tables, mut run_control) =
-            outcomes(writes, &run_id, &found.key, &self.config.storage_options);
-        let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
-        if !invariant.ok {
-            tracing::error!(check = %invariant.text, "row accounting does not add up");
-        }
-        run_control.push(invariant_row(
-            &invariant,
-            &staged.summary,
-            &run_id,
-            &found.key,
-            (started_micros, counters.retries(&self.catalog)),
-        ));
-        if self.write_run_control(&storage, &run_control, &found.key, &mut tables) {
-            leases.iter().for_each(Lease::recorded);
-        }
+        let retries = counters.retries(&self.catalog);
+        let (tables, run_control, invariant) = self.record_run(
+            &storage,
+            writes,
+            &staged,
+            (&run_id, &found.key, (started_micros, retries)),
+            &leases,
+        );
         counters.mark("run_control", &self.catalog);
         self.failpoint("before_drop_staging")?;
         let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
@@ -515,6 +507,40 @@ impl Ingest {
         counters.finish(&self.catalog, &mut report);
         report.task_seconds = storage.clock.seconds();
         Ok(report)
+    }
+
+    /// The run's outcome per table, its `_run_control` rows (one per write and the row
+    /// accounting's), appended to `_run_control` once, and that accounting; the leases
+    /// are told once the rows are recorded.
+    fn record_run(
+        &self,
+        storage: &Storage,
+        writes: Vec<TableWrite>,
+        staged: &StagedBatch,
+        (run_id, key, started): (&str, &BatchKey, (i64, u64)),
+        leases: &[Lease],
+    ) -> (
+        BTreeMap<String, crate::report::TableOutcome>,
+        Vec<crate::report::RunControlRow>,
+        Invariant,
+    ) {
+        let (mut tables, mut run_control) =
+            outcomes(writes, run_id, key, &self.config.storage_options);
+        let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
+        if !invariant.ok {
+            tracing::error!(check = %invariant.text, "row accounting does not add up");
+        }
+        run_control.push(invariant_row(
+            &invariant,
+            &staged.summary,
+            run_id,
+            key,
+            started,
+        ));
+        if self.write_run_control(storage, &run_control, key, &mut tables) {
+            leases.iter().for_each(Lease::recorded);
+        }
+        (tables, run_control, invariant)
     }
 
     /// Writes every topic of the staged batch ([`Ingest::process_topics`]), once every
