@@ -658,8 +658,11 @@ impl Ingest {
         storage.unloaded_appends = !seen && !unrecorded;
         storage.batch_txns = !self.config.batch_lease;
         let guard = crate::table::AbortOnDrop(storage.preopened.clone());
-        self.runtime()
-            .spawn(storage.clone().preopen(key.clone(), landed));
+        self.runtime().spawn(storage.clone().preopen(
+            key.clone(),
+            landed,
+            storage.preopened.offering(),
+        ));
         (seen, guard)
     }
 

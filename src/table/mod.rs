@@ -995,7 +995,8 @@ mod tests {
     ) -> (Storage, bool) {
         let run = store_storage(dir, unloaded_appends);
         let (_landed, rx) = tokio::sync::watch::channel(true);
-        run.clone().preopen(key.clone(), rx).await;
+        let offering = run.preopened.offering();
+        run.clone().preopen(key.clone(), rx, offering).await;
         let waiting = run.preopened.waiting(table);
         (run, waiting)
     }

@@ -41,9 +41,32 @@ struct Opening {
 /// clones of its [`Storage`]. `None`: the table's pre-open was taken, or its write came
 /// first (no pre-open starts after that).
 #[derive(Clone, Default)]
-pub(crate) struct Preopened(Arc<parking_lot::Mutex<HashMap<TableName, Option<Opening>>>>);
+pub(crate) struct Preopened {
+    tables: Arc<parking_lot::Mutex<HashMap<TableName, Option<Opening>>>>,
+    /// Told once the run's [`Storage::preopen`] has offered every table it will (its
+    /// sender dropped), when one was started.
+    offering: Arc<parking_lot::Mutex<Option<tokio::sync::watch::Receiver<()>>>>,
+}
 
 impl Preopened {
+    /// A sender for the run's [`Storage::preopen`] to hold while it offers tables:
+    /// [`Preopened::offered`] waits until it is dropped.
+    pub(crate) fn offering(&self) -> tokio::sync::watch::Sender<()> {
+        let (offering, offered) = tokio::sync::watch::channel(());
+        *self.offering.lock() = Some(offered);
+        offering
+    }
+
+    /// Waits until the pre-open (if one was started) has offered every table it will, so
+    /// that whether a table's pre-open ran does not depend on timing.
+    async fn offered(&self) {
+        let offered = self.offering.lock().clone();
+        if let Some(mut offered) = offered {
+            // Err once the sender is dropped: every offer made.
+            while offered.changed().await.is_ok() {}
+        }
+    }
+
     /// Starts `open` for `table` unless the table was opened or taken already.
     fn offer(
         &self,
@@ -51,7 +74,7 @@ impl Preopened {
         loaded: bool,
         open: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
     ) {
-        if let Entry::Vacant(v) = self.0.lock().entry(table) {
+        if let Entry::Vacant(v) = self.tables.lock().entry(table) {
             v.insert(Some(Opening {
                 loaded,
                 task: open(),
@@ -64,7 +87,7 @@ impl Preopened {
     /// it afterwards (it would read a version the write is about to pass).
     pub(super) async fn take(&self, table: &TableName, loaded: bool) -> Option<Ahead> {
         let task = {
-            let mut tables = self.0.lock();
+            let mut tables = self.tables.lock();
             match tables.entry(table.clone()) {
                 Entry::Vacant(v) => {
                     v.insert(None);
@@ -87,7 +110,7 @@ impl Preopened {
             loaded,
             task: tokio::spawn(async move { ahead }),
         };
-        if let Some(Some(replaced)) = self.0.lock().insert(table, Some(opening)) {
+        if let Some(Some(replaced)) = self.tables.lock().insert(table, Some(opening)) {
             replaced.task.abort();
         }
     }
@@ -95,12 +118,12 @@ impl Preopened {
     /// Whether a pre-open of `table` was started and not taken.
     #[cfg(test)]
     pub(super) fn waiting(&self, table: &TableName) -> bool {
-        self.0.lock().get(table).is_some_and(Option::is_some)
+        self.tables.lock().get(table).is_some_and(Option::is_some)
     }
 
     /// Stops the pre-opens no write took (the run is over), and starts no more.
     pub(crate) fn abort(&self) {
-        let mut tables = self.0.lock();
+        let mut tables = self.tables.lock();
         for opening in tables.values_mut().filter_map(Option::take) {
             opening.task.abort();
         }
@@ -110,7 +133,7 @@ impl Preopened {
 impl std::fmt::Debug for Preopened {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Preopened")
-            .field("tables", &self.0.lock().len())
+            .field("tables", &self.tables.lock().len())
             .finish()
     }
 }
@@ -136,7 +159,8 @@ impl Storage {
     /// to, from its log alone.
     ///
     /// Each table's first write takes its result; a table written before its pre-open
-    /// started is opened by the write, as without. A version another writer commits in
+    /// started is opened by the write, as without. `_offering` is held until every offer
+    /// is made ([`Preopened::offering`]). A version another writer commits in
     /// between is found by the commit's put-if-absent, which then goes the checked way.
     /// Only for catalogs in an object store (a local log is read in microseconds) whose
     /// schema holds at most [`MAX_PREOPEN`] tables.
@@ -144,6 +168,7 @@ impl Storage {
         self,
         key: BatchKey,
         mut landed: tokio::sync::watch::Receiver<bool>,
+        _offering: tokio::sync::watch::Sender<()>,
     ) {
         if self.root_store.is_none() {
             return;
@@ -295,6 +320,7 @@ impl Storage {
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
 
+        self.preopened.offered().await;
         let mut tables = self.schema_tables().await.unwrap_or_default();
         if tables.len() > MAX_PREOPEN {
             tables.clear();
@@ -334,19 +360,21 @@ impl Storage {
     }
 
     /// Says what `table`'s protocol and metadata allow; `None` when it does not exist or
-    /// cannot be read (its write then says why). A table the batch `writes` by name is
-    /// opened as its first write will open it (from its log alone, or loaded for a batch
-    /// seen before), and what was opened is left for that write; any other (a child
-    /// table, or another topic's) from its log alone.
+    /// cannot be read (its write then says why). Its pre-open is taken if one started,
+    /// else a table the batch `writes` by name is opened as its first write will open it
+    /// (from its log alone, or loaded for a batch seen before), any other (a child table,
+    /// or another topic's) from its log alone; what was opened the way the write opens
+    /// it is left for the write.
     async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
         let appended = table.as_str() == RUN_CONTROL_TABLE;
-        let loaded = writes && !appended && !self.unloaded_appends;
-        let ahead = match self.preopened.take(table, loaded).await {
-            Some(ahead) => ahead,
-            None if loaded => Ahead::Loaded(self.open_or_new_now(table).await),
+        // How the table's write (and its pre-open) opens it.
+        let loaded = !appended && !self.unloaded_appends;
+        let (ahead, kept) = match self.preopened.take(table, loaded).await {
+            Some(ahead) => (ahead, true),
+            None if loaded && writes => (Ahead::Loaded(self.open_or_new_now(table).await), true),
             None => {
                 let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
-                Ahead::Unloaded(opened, look)
+                (Ahead::Unloaded(opened, look), !loaded)
             }
         };
         let look = match &ahead {
@@ -357,7 +385,9 @@ impl Storage {
                 .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
             Ahead::Loaded(Err(_)) => None,
         };
-        self.preopened.put(table.clone(), loaded, ahead);
+        if kept {
+            self.preopened.put(table.clone(), loaded, ahead);
+        }
         look
     }
 }
