@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Lists the non-test functions of `src/` longer than a limit (default 100 lines, from the
-`fn` line to its closing brace). Test code (`#[cfg(test)]` modules, `tests.rs`,
-`roundtrip.rs`) and the `testing` feature's scaffolding are left out.
+`fn` line to its closing brace; braces in comments and literals do not count). Test code
+(`#[cfg(test)]` modules and functions, `tests.rs`, `roundtrip.rs`) and the `testing`
+feature's scaffolding are left out.
 
 usage: scripts/long_functions.py [LIMIT]    exit 1 when one is longer
 """
@@ -17,46 +18,105 @@ SCAFFOLDING_DIRS = {"testdata"}
 FN = re.compile(r"^\s*(?:pub(?:\([a-z]+\))? )?(?:async )?(?:unsafe )?(?:const )?fn ([A-Za-z_0-9]+)")
 
 
-def functions(path):
-    lines = open(path).read().split("\n")
-    skip_until = -1
-    depth = 0
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if re.match(r"\s*#\[cfg\(test\)\]", line):
-            # Skip the item that follows (a test module or function).
+def code_lines(text):
+    """The lines of `text` with comments and the insides of string, raw-string, byte and
+    char literals blanked out, so only the braces of code are left to count."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "/" and text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                i += 1
+            continue
+        if c == "/" and text.startswith("/*", i):
+            depth = 0
+            while i < n:
+                if text.startswith("/*", i):
+                    depth += 1
+                    i += 2
+                elif text.startswith("*/", i):
+                    depth -= 1
+                    i += 2
+                    if depth == 0:
+                        break
+                else:
+                    if text[i] == "\n":
+                        out.append("\n")
+                    i += 1
+            continue
+        raw = re.match(r'b?r(#*)"', text[i:i + 300]) if c in "br" and not ident_before(text, i) else None
+        if raw:
+            close = '"' + raw.group(1)
+            j = text.find(close, i + raw.end())
+            j = n if j < 0 else j + len(close)
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j
+            continue
+        if c == '"':
             j = i + 1
-            d = 0
-            started = False
-            while j < len(lines):
-                d += lines[j].count("{") - lines[j].count("}")
-                if "{" in lines[j]:
-                    started = True
-                if started and d <= 0:
-                    break
-                j += 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""' + "\n" * text.count("\n", i, j))
             i = j + 1
             continue
-        m = FN.match(line)
+        if c == "'":
+            # A char literal ('x', '\n', '\u{7b}'); otherwise a lifetime or label.
+            m = re.match(r"'(?:\\[^']*|[^'\\])'", text[i:i + 12])
+            if m:
+                out.append("''")
+                i += m.end()
+                continue
+        out.append(c)
+        i += 1
+    return "".join(out).split("\n")
+
+
+def ident_before(text, i):
+    """Whether the character before `i` continues an identifier (so `r"` there is no raw string)."""
+    return i > 0 and (text[i - 1].isalnum() or text[i - 1] == "_")
+
+
+def item_end(code, i):
+    """The index of the line that ends the item starting at line `i`: the line of its closing
+    brace, or of the `;` that ends it before any brace opens; None when it never ends."""
+    depth = 0
+    started = False
+    for j in range(i, len(code)):
+        depth += code[j].count("{") - code[j].count("}")
+        if "{" in code[j]:
+            started = True
+        if started and depth <= 0:
+            return j, True
+        if not started and code[j].rstrip().endswith(";"):
+            return j, False
+    return None, started
+
+
+def functions(path):
+    """The (name, first line, length) of each function in the file at `path` outside
+    `#[cfg(test)]` items."""
+    lines = open(path).read().split("\n")
+    code = code_lines("\n".join(lines))
+    i = 0
+    while i < len(lines):
+        cfg_test = re.match(r"\s*#\[cfg\(test\)\]\s*", code[i])
+        if cfg_test:
+            # Skip the item that follows (a test module, function or `mod tests;`), which may
+            # start on the attribute's own line.
+            rest = code[i][cfg_test.end():]
+            start = i if rest.strip() else i + 1
+            saved = code[i]
+            code[i] = rest
+            end, _ = item_end(code, start)
+            code[i] = saved
+            i = len(lines) if end is None else end + 1
+            continue
+        m = FN.match(lines[i])
         if m:
-            j = i
-            d = 0
-            started = False
-            while j < len(lines):
-                code = re.sub(r"//.*", "", lines[j])
-                code = re.sub(r'"(?:\\.|[^"\\])*"', '""', code)
-                code = re.sub(r"b?'(?:\\.|[^'\\])'", "''", code)
-                d += code.count("{") - code.count("}")
-                if "{" in code:
-                    started = True
-                if started and d <= 0:
-                    break
-                if not started and code.rstrip().endswith(";"):
-                    break
-                j += 1
-            if started:
-                yield m.group(1), i + 1, j - i + 1
+            end, started = item_end(code, i)
+            if started and end is not None:
+                yield m.group(1), i + 1, end - i + 1
             i += 1
             continue
         i += 1
