@@ -26,7 +26,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringBuilder,
+    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
+    StringBuilder,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
@@ -75,65 +76,15 @@ pub(crate) fn to_table(
         });
     };
     let n = batch.num_rows();
-    let schema = batch.schema();
-    let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
-    taken.extend(schema.fields().iter().map(|f| f.name().clone()));
-    let by_path = columns_by_path(target);
-    let mut fields = Vec::new();
-    let mut columns: Vec<ArrayRef> = Vec::new();
-    let mut rescued: Vec<(u32, String, String)> = Vec::new();
-    let mut base_rescued: Option<ArrayRef> = None;
-    let mut added = Vec::new();
-    let mut refused = Vec::new();
-    let mut moved = 0u64;
-    for (field, array) in schema.fields().iter().zip(batch.columns()) {
-        let name = field.name().as_str();
-        if name == RESCUED {
-            base_rescued = Some(Arc::clone(array));
-            continue;
-        }
-        if SYSTEM_COLUMNS.contains(&name) {
-            let (f, a) = system_column(table, field, array, target)?;
-            fields.push(f);
-            columns.push(a);
-            continue;
-        }
-        let path = path_of(field);
-        // The table's column for this path: by path, else by name when that column has no
-        // path of its own (written before paths were recorded) or the same one.
-        let existing = by_path
-            .get(path)
-            .copied()
-            .or_else(|| column_by_name(target, name, path));
-        match existing {
-            Some(t) => {
-                let (a, r) = convert(array, field, t, path);
-                moved += r.len() as u64;
-                rescued.extend(r);
-                fields.push(t.clone().with_nullable(true));
-                columns.push(a);
-            }
-            None => match evolution {
-                Evolution::Add => {
-                    let new_name = free_name(name, target, &mut taken);
-                    added.push(new_name.clone());
-                    fields.push(data_field(
-                        &new_name,
-                        field.data_type().clone(),
-                        path,
-                        is_json(field),
-                    ));
-                    columns.push(Arc::clone(array));
-                }
-                Evolution::Rescue => moved += rescue_all(array, field, path, &mut rescued),
-                Evolution::Fail => {
-                    if array.null_count() < n {
-                        refused.push(format!("{name} ({path})"));
-                    }
-                }
-            },
-        }
-    }
+    let Fitting {
+        mut fields,
+        mut columns,
+        mut rescued,
+        base_rescued,
+        mut added,
+        refused,
+        moved,
+    } = fit_columns(table, &batch, target, evolution)?;
     if !refused.is_empty() {
         return Err(Error::SchemaEvolution {
             table: table.to_string(),
@@ -157,6 +108,84 @@ pub(crate) fn to_table(
         added,
         rescued: moved,
     })
+}
+
+/// A batch's columns fitted to a table, before its `_rescued_data` column is rebuilt.
+#[derive(Default)]
+struct Fitting {
+    fields: Vec<Field>,
+    columns: Vec<ArrayRef>,
+    /// Values that do not fit, as `(row, path, JSON text)`.
+    rescued: Vec<(u32, String, String)>,
+    /// The batch's own `_rescued_data` column.
+    base_rescued: Option<ArrayRef>,
+    /// Columns the batch adds to the table.
+    added: Vec<String>,
+    /// `name (path)` of each column [`Evolution::Fail`] refuses.
+    refused: Vec<String>,
+    /// Values moved to `rescued`.
+    moved: u64,
+}
+
+/// Fits each column of `batch` to `target`: system columns by name, data columns by
+/// path, a path the table lacks as `evolution` says.
+fn fit_columns(
+    table: &TableName,
+    batch: &RecordBatch,
+    target: &Schema,
+    evolution: Evolution,
+) -> Result<Fitting> {
+    let n = batch.num_rows();
+    let schema = batch.schema();
+    let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
+    taken.extend(schema.fields().iter().map(|f| f.name().clone()));
+    let by_path = columns_by_path(target);
+    let mut out = Fitting::default();
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        let name = field.name().as_str();
+        if name == RESCUED {
+            out.base_rescued = Some(Arc::clone(array));
+            continue;
+        }
+        if SYSTEM_COLUMNS.contains(&name) {
+            let (f, a) = system_column(table, field, array, target)?;
+            out.fields.push(f);
+            out.columns.push(a);
+            continue;
+        }
+        let path = path_of(field);
+        // The table's column for this path: by path, else by name when that column has no
+        // path of its own (written before paths were recorded) or the same one.
+        let existing = by_path
+            .get(path)
+            .copied()
+            .or_else(|| column_by_name(target, name, path));
+        match existing {
+            Some(t) => {
+                let (a, r) = convert(array, field, t, path);
+                out.moved += r.len() as u64;
+                out.rescued.extend(r);
+                out.fields.push(t.clone().with_nullable(true));
+                out.columns.push(a);
+            }
+            None => match evolution {
+                Evolution::Add => {
+                    let new_name = free_name(name, target, &mut taken);
+                    out.added.push(new_name.clone());
+                    let json = is_json(field);
+                    let data_type = field.data_type().clone();
+                    out.fields.push(data_field(&new_name, data_type, path, json));
+                    out.columns.push(Arc::clone(array));
+                }
+                Evolution::Rescue => out.moved += rescue_all(array, field, path, &mut out.rescued),
+                Evolution::Fail if array.null_count() < n => {
+                    out.refused.push(format!("{name} ({path})"));
+                }
+                Evolution::Fail => {}
+            },
+        }
+    }
+    Ok(out)
 }
 
 /// The table's columns that record their path (`bronze.path`), by path.
@@ -374,63 +403,25 @@ fn convert(
         }
     };
     let out: ArrayRef = match to.data_type() {
-        DataType::Utf8 if to_json => {
-            let mut b = StringBuilder::new();
-            for row in 0..n {
-                b.append_option(json_of(array, from_json, row));
-            }
-            Arc::new(b.finish())
-        }
-        DataType::Utf8 => {
-            let mut b = StringBuilder::new();
-            for row in 0..n {
-                match value_at(array, from_json, row) {
-                    None => b.append_null(),
-                    Some(Val::Str(s)) => b.append_value(s),
-                    Some(Val::Json(s)) if s.trim_start().starts_with('"') => {
-                        match serde_json::from_str::<String>(s) {
-                            Ok(v) => b.append_value(v),
-                            Err(_) => {
-                                rescue(row);
-                                b.append_null()
-                            }
-                        }
-                    }
-                    Some(_) => {
-                        rescue(row);
-                        b.append_null()
-                    }
-                }
-            }
-            Arc::new(b.finish())
-        }
+        DataType::Utf8 if to_json => Arc::new(json_text_column(array, from_json)),
+        DataType::Utf8 => Arc::new(string_column(array, from_json, &mut rescue)),
         DataType::Int64 => Arc::new(Int64Array::from(fitted(
             array,
             from_json,
             &mut rescue,
-            |v| match v {
-                Val::Int(i) => Some(i),
-                _ => None,
-            },
+            int_fit,
         ))),
         DataType::Float64 => Arc::new(Float64Array::from(fitted(
             array,
             from_json,
             &mut rescue,
-            |v| match v {
-                Val::Float(f) => Some(f),
-                Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
-                _ => None,
-            },
+            float_fit,
         ))),
         DataType::Boolean => Arc::new(BooleanArray::from(fitted(
             array,
             from_json,
             &mut rescue,
-            |v| match v {
-                Val::Bool(b) => Some(b),
-                _ => None,
-            },
+            bool_fit,
         ))),
         other => {
             // A type bronze does not write (a table created by another tool): every
@@ -442,6 +433,73 @@ fn convert(
         }
     };
     (out, rescued)
+}
+
+/// Every value of `array` as JSON text, nulls kept.
+fn json_text_column(array: &ArrayRef, from_json: bool) -> StringArray {
+    let mut b = StringBuilder::new();
+    for row in 0..array.len() {
+        b.append_option(json_of(array, from_json, row));
+    }
+    b.finish()
+}
+
+/// Each row's value in a string column: strings as they are, JSON strings decoded; any
+/// other value does not fit, and `rescue` keeps it.
+fn string_column(
+    array: &ArrayRef,
+    from_json: bool,
+    rescue: &mut impl FnMut(usize),
+) -> StringArray {
+    let mut b = StringBuilder::new();
+    for row in 0..array.len() {
+        match value_at(array, from_json, row) {
+            None => b.append_null(),
+            Some(Val::Str(s)) => b.append_value(s),
+            Some(Val::Json(s)) if s.trim_start().starts_with('"') => {
+                match serde_json::from_str::<String>(s) {
+                    Ok(v) => b.append_value(v),
+                    Err(_) => {
+                        rescue(row);
+                        b.append_null()
+                    }
+                }
+            }
+            Some(_) => {
+                rescue(row);
+                b.append_null()
+            }
+        }
+    }
+    b.finish()
+}
+
+/// What a value becomes in an int64 column: integers only.
+#[inline]
+fn int_fit(v: Val<'_>) -> Option<i64> {
+    match v {
+        Val::Int(i) => Some(i),
+        _ => None,
+    }
+}
+
+/// What a value becomes in a float64 column: floats, and integers a float64 holds exactly.
+#[inline]
+fn float_fit(v: Val<'_>) -> Option<f64> {
+    match v {
+        Val::Float(f) => Some(f),
+        Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
+        _ => None,
+    }
+}
+
+/// What a value becomes in a boolean column: booleans only.
+#[inline]
+fn bool_fit(v: Val<'_>) -> Option<bool> {
+    match v {
+        Val::Bool(b) => Some(b),
+        _ => None,
+    }
 }
 
 /// Concatenates batches of one table from several topics into one, over the union of
