@@ -42,7 +42,7 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 
 use crate::config::{ChildNaming, FlattenConfig, TypesMode};
 use crate::error::{Error, Result};
-use crate::json::{Doc, Kind, NumClass};
+use crate::json::{Doc, Kind, Node, NumClass};
 use crate::naming::{self, ColumnNamer};
 
 /// Field metadata key holding a column's original path (a JSON pointer).
@@ -488,6 +488,26 @@ fn flatten_with<'a>(
     };
     let mut nodes = Vec::new();
     for staged in staged {
+        let columns = StagedColumns::of(staged)?;
+        for r in 0..staged.num_rows() {
+            nodes = f.staged_row(&columns, r, nodes);
+        }
+    }
+    f.finish(lineage)
+}
+
+/// The staging columns [`flatten_with`] reads, of one staged batch.
+struct StagedColumns<'a> {
+    ids: &'a StringArray,
+    files: &'a StringArray,
+    metas: &'a StringArray,
+    payloads: &'a StringArray,
+    lines: &'a Int64Array,
+}
+
+impl<'a> StagedColumns<'a> {
+    /// The columns of `staged`; an error names the first one missing.
+    fn of(staged: &'a RecordBatch) -> Result<Self> {
         let col = |name: &str| -> Result<&'a StringArray> {
             staged
                 .column_by_name(name)
@@ -502,59 +522,14 @@ fn flatten_with<'a>(
             .column_by_name("_line")
             .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
             .ok_or_else(|| staging_bug("staging column `_line` missing".into()))?;
-
-        for r in 0..staged.num_rows() {
-            let file: &'a str = files.value(r);
-            let file_idx = match f.files.last() {
-                Some(last) if *last == file => f.files.len() - 1,
-                _ => {
-                    f.files.push(file);
-                    f.files.len() - 1
-                }
-            } as u32;
-            let ctx = RowCtx {
-                root_id: ids.value(r),
-                file: file_idx,
-                line: lines.value(r),
-            };
-            let row = f.new_row(TOPIC_TABLE, ctx, None);
-            if metas.is_valid(r) {
-                match Doc::parse_reusing(metas.value(r), cfg.max_depth + 1, nodes) {
-                    Ok(doc) => {
-                        if doc.kind(0) == Kind::Object {
-                            f.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
-                        }
-                        nodes = doc.into_nodes();
-                    }
-                    Err((_, reused)) => {
-                        let text = serde_json::to_string(metas.value(r)).unwrap_or_default();
-                        f.rescue(TOPIC_TABLE, row, "_meta".into(), text);
-                        nodes = reused;
-                    }
-                }
-            }
-            let payload = payloads.value(r);
-            let doc = match Doc::parse_reusing(payload, cfg.max_depth + 1, nodes) {
-                Ok(doc) => doc,
-                Err((e, reused)) => {
-                    // Staging accepted the line, so this reader should too; if they ever
-                    // disagree the payload is kept whole rather than lost.
-                    tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
-                    let text = serde_json::to_string(payload).unwrap_or_default();
-                    f.rescue(TOPIC_TABLE, row, String::new(), text);
-                    nodes = reused;
-                    continue;
-                }
-            };
-            if doc.kind(0) == Kind::Object {
-                f.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
-            } else {
-                f.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
-            }
-            nodes = doc.into_nodes();
-        }
+        Ok(StagedColumns {
+            ids,
+            files,
+            metas,
+            payloads,
+            lines,
+        })
     }
-    f.finish(lineage)
 }
 
 fn staging_bug(reason: String) -> Error {
@@ -562,6 +537,74 @@ fn staging_bug(reason: String) -> Error {
 }
 
 impl<'a> Flattener<'a, '_> {
+    /// Flattens row `r` of a staged batch into the topic's table (and its child tables);
+    /// `nodes` is the parse buffer, given back for the next row.
+    #[inline]
+    fn staged_row(&mut self, columns: &StagedColumns<'a>, r: usize, nodes: Vec<Node>) -> Vec<Node> {
+        let file: &'a str = columns.files.value(r);
+        let file_idx = match self.files.last() {
+            Some(last) if *last == file => self.files.len() - 1,
+            _ => {
+                self.files.push(file);
+                self.files.len() - 1
+            }
+        } as u32;
+        let ctx = RowCtx {
+            root_id: columns.ids.value(r),
+            file: file_idx,
+            line: columns.lines.value(r),
+        };
+        let row = self.new_row(TOPIC_TABLE, ctx, None);
+        let nodes = if columns.metas.is_valid(r) {
+            self.row_meta(row, columns.metas.value(r), nodes)
+        } else {
+            nodes
+        };
+        self.row_payload(row, ctx, columns.payloads.value(r), nodes)
+    }
+
+    /// Flattens a row's `_meta` object into its metadata columns (text that does not
+    /// parse is rescued whole); gives `nodes` back.
+    #[inline]
+    fn row_meta(&mut self, row: u32, meta: &'a str, nodes: Vec<Node>) -> Vec<Node> {
+        match Doc::parse_reusing(meta, self.cfg.max_depth + 1, nodes) {
+            Ok(doc) => {
+                if doc.kind(0) == Kind::Object {
+                    self.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
+                }
+                doc.into_nodes()
+            }
+            Err((_, reused)) => {
+                let text = serde_json::to_string(meta).unwrap_or_default();
+                self.rescue(TOPIC_TABLE, row, "_meta".into(), text);
+                reused
+            }
+        }
+    }
+
+    /// Flattens a row's payload into its columns and child rows; gives `nodes` back.
+    #[inline]
+    fn row_payload(&mut self, row: u32, ctx: RowCtx<'a>, payload: &'a str, nodes: Vec<Node>) -> Vec<Node> {
+        let doc = match Doc::parse_reusing(payload, self.cfg.max_depth + 1, nodes) {
+            Ok(doc) => doc,
+            Err((e, reused)) => {
+                // Staging accepted the line, so this reader should too; if they ever
+                // disagree the payload is kept whole rather than lost.
+                let topic = self.topic;
+                tracing::warn!(topic, line = ctx.line, error = %e, "payload kept as text");
+                let text = serde_json::to_string(payload).unwrap_or_default();
+                self.rescue(TOPIC_TABLE, row, String::new(), text);
+                return reused;
+            }
+        };
+        if doc.kind(0) == Kind::Object {
+            self.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
+        } else {
+            self.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
+        }
+        doc.into_nodes()
+    }
+
     /// A new row of table `t`; `parent` is `(id prefix, parent id, index)` for a child
     /// row, the prefix being the [`naming::StableId`] state its siblings share
     /// ([`Flattener::id_prefix`]).
@@ -987,66 +1030,19 @@ use crate::schema::F64_EXACT_INT;
 
 /// `(type, is JSON text, values)` of one column, by the rules of [`TypesMode`].
 fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool, ArrayRef) {
-    let (mut bools, mut ints, mut floats, mut strs, mut wide_ints) = (0, 0, 0, 0, 0);
-    for (_, c) in &col.cells {
-        match c {
-            Cell::Bool(_) => bools += 1,
-            Cell::Num(s, NumClass::Int) => {
-                ints += 1;
-                if s.parse::<i64>().is_ok_and(|v| v.abs() > F64_EXACT_INT) {
-                    wide_ints += 1;
-                }
-            }
-            Cell::Num(_, NumClass::Float) => floats += 1,
-            Cell::Str(..) => strs += 1,
-            Cell::Num(_, NumClass::Big) | Cell::Json(_) => {}
-        }
-    }
+    let counts = CellCounts::of(&col.cells);
     let total = col.cells.len();
     if types == TypesMode::Strings {
         let b = fill_strings(n, &col.cells, |c| c.text());
         return (DataType::Utf8, false, Arc::new(b));
     }
-    if total > 0 && bools == total {
-        let mut b = BooleanBuilder::with_capacity(n);
-        fill(
-            &mut b,
-            n,
-            &col.cells,
-            |b, c| match c {
-                Cell::Bool(v) => b.append_value(v),
-                _ => b.append_null(),
-            },
-            |b| b.append_null(),
-        );
-        (DataType::Boolean, false, Arc::new(b.finish()))
-    } else if total > 0 && ints == total {
-        let mut b = Int64Builder::with_capacity(n);
-        fill(
-            &mut b,
-            n,
-            &col.cells,
-            |b, c| match c {
-                Cell::Num(s, _) => b.append_option(s.parse::<i64>().ok()),
-                _ => b.append_null(),
-            },
-            |b| b.append_null(),
-        );
-        (DataType::Int64, false, Arc::new(b.finish()))
-    } else if total > 0 && ints + floats == total && wide_ints == 0 {
-        let mut b = Float64Builder::with_capacity(n);
-        fill(
-            &mut b,
-            n,
-            &col.cells,
-            |b, c| match c {
-                Cell::Num(s, _) => b.append_option(s.parse::<f64>().ok()),
-                _ => b.append_null(),
-            },
-            |b| b.append_null(),
-        );
-        (DataType::Float64, false, Arc::new(b.finish()))
-    } else if strs == total {
+    if total > 0 && counts.bools == total {
+        (DataType::Boolean, false, bool_column(n, &col.cells))
+    } else if total > 0 && counts.ints == total {
+        (DataType::Int64, false, int_column(n, &col.cells))
+    } else if total > 0 && counts.ints + counts.floats == total && counts.wide_ints == 0 {
+        (DataType::Float64, false, float_column(n, &col.cells))
+    } else if counts.strs == total {
         // All strings, or no value at all: a string column.
         let b = fill_strings(n, &col.cells, |c| c.text());
         (DataType::Utf8, false, Arc::new(b))
@@ -1056,6 +1052,87 @@ fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool,
         let b = fill_strings(n, &col.cells, |c| c.json());
         (DataType::Utf8, true, Arc::new(b))
     }
+}
+
+/// How many cells of a column hold each kind of value.
+#[derive(Default)]
+struct CellCounts {
+    bools: usize,
+    ints: usize,
+    floats: usize,
+    strs: usize,
+    /// Integers a float64 does not hold exactly.
+    wide_ints: usize,
+}
+
+impl CellCounts {
+    /// The counts of `cells`.
+    fn of(cells: &[(u32, Cell<'_>)]) -> Self {
+        let mut counts = CellCounts::default();
+        for (_, c) in cells {
+            match c {
+                Cell::Bool(_) => counts.bools += 1,
+                Cell::Num(s, NumClass::Int) => {
+                    counts.ints += 1;
+                    if s.parse::<i64>().is_ok_and(|v| v.abs() > F64_EXACT_INT) {
+                        counts.wide_ints += 1;
+                    }
+                }
+                Cell::Num(_, NumClass::Float) => counts.floats += 1,
+                Cell::Str(..) => counts.strs += 1,
+                Cell::Num(_, NumClass::Big) | Cell::Json(_) => {}
+            }
+        }
+        counts
+    }
+}
+
+/// A boolean column of `n` rows from `cells` (every one a boolean).
+fn bool_column(n: usize, cells: &[(u32, Cell<'_>)]) -> ArrayRef {
+    let mut b = BooleanBuilder::with_capacity(n);
+    fill(
+        &mut b,
+        n,
+        cells,
+        |b, c| match c {
+            Cell::Bool(v) => b.append_value(v),
+            _ => b.append_null(),
+        },
+        |b| b.append_null(),
+    );
+    Arc::new(b.finish())
+}
+
+/// An int64 column of `n` rows from `cells` (every one an integer).
+fn int_column(n: usize, cells: &[(u32, Cell<'_>)]) -> ArrayRef {
+    let mut b = Int64Builder::with_capacity(n);
+    fill(
+        &mut b,
+        n,
+        cells,
+        |b, c| match c {
+            Cell::Num(s, _) => b.append_option(s.parse::<i64>().ok()),
+            _ => b.append_null(),
+        },
+        |b| b.append_null(),
+    );
+    Arc::new(b.finish())
+}
+
+/// A float64 column of `n` rows from `cells` (every one a number a float64 holds).
+fn float_column(n: usize, cells: &[(u32, Cell<'_>)]) -> ArrayRef {
+    let mut b = Float64Builder::with_capacity(n);
+    fill(
+        &mut b,
+        n,
+        cells,
+        |b, c| match c {
+            Cell::Num(s, _) => b.append_option(s.parse::<f64>().ok()),
+            _ => b.append_null(),
+        },
+        |b| b.append_null(),
+    );
+    Arc::new(b.finish())
 }
 
 fn fill_strings<'a>(
