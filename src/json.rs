@@ -258,41 +258,14 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
         let in_raw = stack.last().is_some_and(|o| o.raw);
         match b.get(i) {
             None => return Err(err(i, "unexpected end, expected a value")),
-            Some(&c @ (b'{' | b'[')) => {
-                let is_object = c == b'{';
-                let node = if in_raw {
-                    None
-                } else {
-                    nodes.push(Node {
-                        kind: if stack.len() >= max_depth {
-                            Kind::Raw
-                        } else if is_object {
-                            Kind::Object
-                        } else {
-                            Kind::Array
-                        },
-                        start: i as u32,
-                        end: 0,
-                        next: 0,
-                    });
-                    Some((nodes.len() - 1) as u32)
-                };
-                stack.push(Open {
-                    is_object,
-                    node,
-                    raw: in_raw || stack.len() >= max_depth,
-                });
-                i = ws(b, i + 1);
-                let close = if is_object { b'}' } else { b']' };
-                if b.get(i) == Some(&close) {
-                    // Empty container: closed by the loop below.
-                } else {
-                    if is_object {
-                        i = key(b, i, nodes, in_raw || stack.last().is_some_and(|o| o.raw))?;
-                    }
+            Some(b'{' | b'[') => match open(b, i, &mut stack, nodes, max_depth)? {
+                Opened::Value(next) => {
+                    i = next;
                     continue;
                 }
-            }
+                // Empty container: closed by the loop below.
+                Opened::Empty(close) => i = close,
+            },
             Some(b'"') => {
                 let (end, escaped) = string(b, i)?;
                 if !in_raw {
@@ -318,6 +291,60 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
             None => return Ok(()),
         }
     }
+}
+
+/// Where parsing goes on after an opening bracket.
+enum Opened {
+    /// At the container's first value.
+    Value(usize),
+    /// At the closing bracket of an empty container.
+    Empty(usize),
+}
+
+/// Opens the container whose bracket is at `i`: its node (none inside a raw sub-tree,
+/// [`Kind::Raw`] past `max_depth`), its stack entry, and an object's first key.
+#[inline(always)]
+fn open(
+    b: &[u8],
+    i: usize,
+    stack: &mut Vec<Open>,
+    nodes: &mut Vec<Node>,
+    max_depth: usize,
+) -> Result<Opened, ParseError> {
+    let is_object = b.get(i) == Some(&b'{');
+    let in_raw = stack.last().is_some_and(|o| o.raw);
+    let node = if in_raw {
+        None
+    } else {
+        nodes.push(Node {
+            kind: if stack.len() >= max_depth {
+                Kind::Raw
+            } else if is_object {
+                Kind::Object
+            } else {
+                Kind::Array
+            },
+            start: i as u32,
+            end: 0,
+            next: 0,
+        });
+        Some((nodes.len() - 1) as u32)
+    };
+    stack.push(Open {
+        is_object,
+        node,
+        raw: in_raw || stack.len() >= max_depth,
+    });
+    let i = ws(b, i + 1);
+    let close = if is_object { b'}' } else { b']' };
+    if b.get(i) == Some(&close) {
+        return Ok(Opened::Empty(i));
+    }
+    if is_object {
+        let raw = in_raw || stack.last().is_some_and(|o| o.raw);
+        return Ok(Opened::Value(key(b, i, nodes, raw)?));
+    }
+    Ok(Opened::Value(i))
 }
 
 /// Consumes the separators and closing brackets after a value at `i`: the start of the
