@@ -409,25 +409,17 @@ fn envelope(
         let (k, v) = &members[i];
         (&line.text[k.clone()], &line.text[v.clone()])
     };
-    let EnvelopeFields {
-        topic,
-        id,
-        payload,
-        dedup_parts,
-    } = envelope_fields(members.len(), field, env);
+    let fields = envelope_fields(members.len(), field, env);
     // The other members, in order: the metadata (or, without a payload field, the
     // payload).
-    let taken = [topic, id, payload].map(|f| f.map(|(i, _)| i));
+    let found = [fields.topic, fields.id, fields.payload];
+    let taken = found.map(|f| f.map(|(i, _)| i));
     let others = || {
         (0..members.len())
             .filter(move |i| !taken.contains(&Some(*i)))
             .map(field)
     };
-    let (topic, id, payload) = (
-        topic.map(|(_, v)| v),
-        id.map(|(_, v)| v),
-        payload.map(|(_, v)| v),
-    );
+    let [topic, id, payload] = found.map(|f| f.map(|(_, v)| v));
     let topic = topic_name(topic, &env.topic_field)?;
     let id = match &env.id_field {
         None => None,
@@ -448,7 +440,7 @@ fn envelope(
         }
         None => (None, object_text()),
     };
-    let dedup_key = dedup_key(&dedup_parts, sink);
+    let dedup_key = dedup_key(&fields.dedup_parts, sink);
     let key_hash = dedup_key.or(id).map_or(0, |key| id_hash(sink.bytes(key)));
     Ok(Message {
         dedup_key,
@@ -795,40 +787,8 @@ pub(crate) fn assemble(
             .collect();
         seen.insert_all(&keys)
     };
-    let mut stats = Vec::with_capacity(files.len());
-    let mut duplicates = 0;
-    let mut fresh = fresh.into_iter();
-    for (fi, (file, sf)) in files.iter().zip(&mut staged).enumerate() {
-        let before = sf.messages.len();
-        sf.messages.retain(|_| fresh.next().unwrap_or(true));
-        let fs = FileStats {
-            file: file.name.clone(),
-            bytes: sf.bytes,
-            lines: sf.lines,
-            messages: sf.messages.len() as u64,
-            corrupt: corrupt_per_file[fi],
-            duplicates: (before - sf.messages.len()) as u64,
-        };
-        duplicates += fs.duplicates;
-        stats.push(fs);
-    }
-    // Groups of about an eighth of a thread's share: enough groups to keep every thread
-    // busy, few enough that topics get a handful of batches, not one per file.
-    let total: u64 = staged.iter().map(|f| f.bytes).sum();
-    let threads = rayon::current_num_threads().max(1) as u64;
-    let group_bytes = (total / (threads * 8)).clamp(1 << 20, 64 << 20);
-    let mut groups: Vec<Vec<(usize, StagedFile)>> = Vec::new();
-    let mut in_group = u64::MAX;
-    for (fi, sf) in staged.into_iter().enumerate() {
-        if in_group >= group_bytes {
-            groups.push(Vec::new());
-            in_group = 0;
-        }
-        in_group += sf.bytes.max(1);
-        if let Some(g) = groups.last_mut() {
-            g.push((fi, sf));
-        }
-    }
+    let (stats, duplicates) = keep_fresh(files, &mut staged, fresh, &corrupt_per_file);
+    let groups = file_groups(staged);
     let deduped = std::time::Instant::now();
     let schema = staging_schema();
     let built: Vec<Vec<(String, RecordBatch)>> = groups
@@ -852,6 +812,57 @@ pub(crate) fn assemble(
         files: stats,
         duplicates,
     }
+}
+
+/// Drops the messages `fresh` (one per message, in file order) marks as duplicates
+/// from `staged`; each file's stats, and the duplicates dropped in all.
+fn keep_fresh(
+    files: &[SourceFile],
+    staged: &mut [StagedFile],
+    fresh: Vec<bool>,
+    corrupt_per_file: &[u64],
+) -> (Vec<FileStats>, u64) {
+    let mut stats = Vec::with_capacity(files.len());
+    let mut duplicates = 0;
+    let mut fresh = fresh.into_iter();
+    for (fi, (file, sf)) in files.iter().zip(staged).enumerate() {
+        let before = sf.messages.len();
+        sf.messages.retain(|_| fresh.next().unwrap_or(true));
+        let fs = FileStats {
+            file: file.name.clone(),
+            bytes: sf.bytes,
+            lines: sf.lines,
+            messages: sf.messages.len() as u64,
+            corrupt: corrupt_per_file[fi],
+            duplicates: (before - sf.messages.len()) as u64,
+        };
+        duplicates += fs.duplicates;
+        stats.push(fs);
+    }
+    (stats, duplicates)
+}
+
+/// `staged` cut into groups of consecutive files (with their indices) of about an
+/// eighth of a thread's share of the bytes each.
+fn file_groups(staged: Vec<StagedFile>) -> Vec<Vec<(usize, StagedFile)>> {
+    // Groups of about an eighth of a thread's share: enough groups to keep every thread
+    // busy, few enough that topics get a handful of batches, not one per file.
+    let total: u64 = staged.iter().map(|f| f.bytes).sum();
+    let threads = rayon::current_num_threads().max(1) as u64;
+    let group_bytes = (total / (threads * 8)).clamp(1 << 20, 64 << 20);
+    let mut groups: Vec<Vec<(usize, StagedFile)>> = Vec::new();
+    let mut in_group = u64::MAX;
+    for (fi, sf) in staged.into_iter().enumerate() {
+        if in_group >= group_bytes {
+            groups.push(Vec::new());
+            in_group = 0;
+        }
+        in_group += sf.bytes.max(1);
+        if let Some(g) = groups.last_mut() {
+            g.push((fi, sf));
+        }
+    }
+    groups
 }
 
 /// One batch per topic of a group of consecutive files (their kept messages, in order);
