@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use arrow::array::{Array as _, AsArray as _, BooleanArray, RecordBatch};
 use arrow::datatypes::DataType;
+use buoyant_kernel::EngineData;
 use buoyant_kernel::engine::arrow_data::ArrowEngineData;
 use buoyant_kernel::expressions::{Expression, Predicate};
 use buoyant_kernel::schema::StructType;
@@ -88,43 +89,7 @@ pub(crate) fn stream_rows(
     // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
     // runtime for object store reads. Two batches ahead at most.
     tokio::task::spawn_blocking(move || {
-        let kernel = |e: buoyant_kernel::Error| {
-            Error::delta(name.as_str(), "read", deltalake::DeltaTableError::from(e))
-        };
-        let arrow = |e| Error::arrow(name.as_str(), e);
-        let scan = || -> Result<_> {
-            let snapshot = buoyant_kernel::Snapshot::builder_for(root)
-                .at_version(version)
-                .build(engine.as_ref())
-                .map_err(kernel)?;
-            let schema = snapshot.schema();
-            let mut wanted: Vec<&str> = columns.iter().map(String::as_str).collect();
-            for f in &filters {
-                if !wanted.contains(&f.column.as_str()) {
-                    wanted.push(&f.column);
-                }
-            }
-            let fields = wanted.iter().filter_map(|c| schema.field(c).cloned());
-            let projected = Arc::new(StructType::try_new(fields).map_err(kernel)?);
-            let skipping = filters
-                .iter()
-                .filter(|f| schema.field(&f.column).is_some())
-                .map(|f| {
-                    Predicate::eq(
-                        Expression::column([f.column.as_str()]),
-                        Expression::literal(f.value.as_str()),
-                    )
-                })
-                .reduce(Predicate::and);
-            let scan = snapshot
-                .scan_builder()
-                .with_schema(projected)
-                .with_predicate(skipping.map(Arc::new))
-                .build()
-                .map_err(kernel)?;
-            scan.execute(Arc::clone(&engine)).map_err(kernel)
-        };
-        let batches = match scan() {
+        let batches = match kernel_scan(&name, root, version, &engine, &filters, &columns) {
             Ok(batches) => batches,
             Err(e) => {
                 let _ = tx.blocking_send(Err(e));
@@ -132,18 +97,7 @@ pub(crate) fn stream_rows(
             }
         };
         for data in batches {
-            let batch = data
-                .and_then(ArrowEngineData::try_from_engine_data)
-                .map_err(kernel)
-                .and_then(|data| {
-                    let mut batch = data.record_batch().clone();
-                    for f in &filters {
-                        let mask = f.mask(&batch).map_err(arrow)?;
-                        batch =
-                            arrow::compute::filter_record_batch(&batch, &mask).map_err(arrow)?;
-                    }
-                    Ok(batch)
-                });
+            let batch = matching(&name, data, &filters);
             let failed = batch.is_err();
             if matches!(&batch, Ok(b) if b.num_rows() == 0) {
                 continue;
@@ -156,4 +110,71 @@ pub(crate) fn stream_rows(
     Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
         rx.recv().await.map(|b| (b, rx))
     })))
+}
+
+/// A Delta kernel error reading `table`.
+fn kernel_error(table: &TableName, e: buoyant_kernel::Error) -> Error {
+    Error::delta(table.as_str(), "read", deltalake::DeltaTableError::from(e))
+}
+
+/// The kernel's scan of `table` (at `root`) at `version`: `columns` and the columns of
+/// `filters` (those the table has), skipping files whose statistics rule the filters
+/// out; its batches as read, not yet filtered row by row.
+fn kernel_scan(
+    table: &TableName,
+    root: url::Url,
+    version: buoyant_kernel::Version,
+    engine: &Arc<dyn buoyant_kernel::Engine>,
+    filters: &[Equals],
+    columns: &[String],
+) -> Result<impl Iterator<Item = buoyant_kernel::DeltaResult<Box<dyn EngineData>>> + use<>> {
+    let kernel = |e| kernel_error(table, e);
+    let snapshot = buoyant_kernel::Snapshot::builder_for(root)
+        .at_version(version)
+        .build(engine.as_ref())
+        .map_err(kernel)?;
+    let schema = snapshot.schema();
+    let mut wanted: Vec<&str> = columns.iter().map(String::as_str).collect();
+    for f in filters {
+        if !wanted.contains(&f.column.as_str()) {
+            wanted.push(&f.column);
+        }
+    }
+    let fields = wanted.iter().filter_map(|c| schema.field(c).cloned());
+    let projected = Arc::new(StructType::try_new(fields).map_err(kernel)?);
+    let skipping = filters
+        .iter()
+        .filter(|f| schema.field(&f.column).is_some())
+        .map(|f| {
+            Predicate::eq(
+                Expression::column([f.column.as_str()]),
+                Expression::literal(f.value.as_str()),
+            )
+        })
+        .reduce(Predicate::and);
+    let scan = snapshot
+        .scan_builder()
+        .with_schema(projected)
+        .with_predicate(skipping.map(Arc::new))
+        .build()
+        .map_err(kernel)?;
+    scan.execute(Arc::clone(engine)).map_err(kernel)
+}
+
+/// The rows of a scanned batch `data` of `table` matching every one of `filters`.
+fn matching(
+    table: &TableName,
+    data: buoyant_kernel::DeltaResult<Box<dyn EngineData>>,
+    filters: &[Equals],
+) -> Result<RecordBatch> {
+    let arrow = |e| Error::arrow(table.as_str(), e);
+    let data = data
+        .and_then(ArrowEngineData::try_from_engine_data)
+        .map_err(|e| kernel_error(table, e))?;
+    let mut batch = data.record_batch().clone();
+    for f in filters {
+        let mask = f.mask(&batch).map_err(arrow)?;
+        batch = arrow::compute::filter_record_batch(&batch, &mask).map_err(arrow)?;
+    }
+    Ok(batch)
 }
