@@ -63,13 +63,7 @@ pub(crate) async fn optimize(
         ..Default::default()
     };
     let schema = snapshot.snapshot().arrow_schema();
-    for c in zorder {
-        if schema.field_with_name(c).is_err() {
-            return Err(delta(DeltaTableError::Generic(format!(
-                "Z-order column `{c}` is not a column of the table"
-            ))));
-        }
-    }
+    check_zorder_columns(name, &schema, zorder)?;
     let bins = if zorder.is_empty() {
         compaction_bins(&files, target)
     } else {
@@ -81,45 +75,26 @@ pub(crate) async fn optimize(
     check_plain_layout(name, snapshot)?;
     let started = std::time::Instant::now();
     let store = t.log_store().object_store(None);
-    let mut removes = Vec::new();
-    let mut adds = Vec::new();
-    let mut rows = 0u64;
-    let (mut bytes_removed, mut bytes_added) = (0u64, 0u64);
+    let mut done = Rewritten::default();
     for bin in bins {
-        let mut batches = Vec::new();
-        for &i in &bin {
-            let f = &files[i];
-            for b in read_file(&store, &f.object_store_path())
-                .await
-                .map_err(delta)?
-            {
-                batches.push(conform(&b, &schema).map_err(|e| Error::arrow(name, e))?);
-            }
-            bytes_removed += f.size().max(0) as u64;
-            removes.push(f.remove_action(false));
-        }
-        rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+        let (mut batches, removes, bytes_removed) =
+            read_bin(name, &store, &files, &bin, &schema).await?;
+        done.bytes_removed += bytes_removed;
+        done.removes.extend(removes);
+        done.rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
         if !zorder.is_empty() {
             batches = zordered(&schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
         }
         let written = write(&t, &schema, &batches, target, compression, snapshot)
             .await
             .map_err(delta)?;
-        bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
-        adds.extend(written);
+        done.bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
+        done.adds.extend(written);
     }
-    let metrics = serde_json::json!({
-        "numFilesAdded": adds.len(),
-        "numFilesRemoved": removes.len(),
-        "numBatches": rows,
-        "totalFilesSkipped": files_before as usize - removes.len(),
-        "filesAdded": { "totalSize": bytes_added },
-        "filesRemoved": { "totalSize": bytes_removed },
-        "executionTimeMs": started.elapsed().as_millis() as u64,
-    });
-    let (files_added, files_removed) = (adds.len() as u64, removes.len() as u64);
-    let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
-    actions.extend(adds.into_iter().map(Action::Add));
+    let metrics = done.metrics(files_before, started);
+    let (files_added, files_removed) = (done.adds.len() as u64, done.removes.len() as u64);
+    let mut actions: Vec<Action> = done.removes.into_iter().map(Action::Remove).collect();
+    actions.extend(done.adds.into_iter().map(Action::Add));
     report.version = commit(&t, snapshot, actions, metrics, target)
         .await
         .map_err(delta)?;
@@ -127,6 +102,74 @@ pub(crate) async fn optimize(
     report.files_removed = files_removed;
     report.files_after = files_before - files_removed + files_added;
     Ok(report)
+}
+
+/// Refuses a Z-order by a column `schema` lacks, naming it.
+fn check_zorder_columns(name: &str, schema: &SchemaRef, zorder: &[String]) -> Result<()> {
+    for c in zorder {
+        if schema.field_with_name(c).is_err() {
+            return Err(Error::delta(
+                name,
+                "optimize",
+                DeltaTableError::Generic(format!(
+                    "Z-order column `{c}` is not a column of the table"
+                )),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// What an OPTIMIZE's bins removed and wrote.
+#[derive(Default)]
+struct Rewritten {
+    removes: Vec<deltalake::kernel::Remove>,
+    adds: Vec<deltalake::kernel::Add>,
+    /// Rows read (and written again).
+    rows: u64,
+    bytes_removed: u64,
+    bytes_added: u64,
+}
+
+impl Rewritten {
+    /// The commit's `operationMetrics`, by delta-rs's OPTIMIZE names.
+    fn metrics(&self, files_before: u64, started: std::time::Instant) -> serde_json::Value {
+        serde_json::json!({
+            "numFilesAdded": self.adds.len(),
+            "numFilesRemoved": self.removes.len(),
+            "numBatches": self.rows,
+            "totalFilesSkipped": files_before as usize - self.removes.len(),
+            "filesAdded": { "totalSize": self.bytes_added },
+            "filesRemoved": { "totalSize": self.bytes_removed },
+            "executionTimeMs": started.elapsed().as_millis() as u64,
+        })
+    }
+}
+
+/// The rows of a bin's files (`bin` indexes `files`) in `schema`, the files' removes,
+/// and their bytes.
+async fn read_bin(
+    name: &str,
+    store: &deltalake::logstore::ObjectStoreRef,
+    files: &[LogicalFileView],
+    bin: &[usize],
+    schema: &SchemaRef,
+) -> Result<(Vec<RecordBatch>, Vec<deltalake::kernel::Remove>, u64)> {
+    let mut batches = Vec::new();
+    let mut removes = Vec::new();
+    let mut bytes_removed = 0u64;
+    for &i in bin {
+        let f = &files[i];
+        for b in read_file(store, &f.object_store_path())
+            .await
+            .map_err(|e| Error::delta(name, "optimize", e))?
+        {
+            batches.push(conform(&b, schema).map_err(|e| Error::arrow(name, e))?);
+        }
+        bytes_removed += f.size().max(0) as u64;
+        removes.push(f.remove_action(false));
+    }
+    Ok((batches, removes, bytes_removed))
 }
 
 /// The one bin a Z-order rewrites: every file but those with deletion vectors (they
