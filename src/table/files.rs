@@ -51,81 +51,120 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchF
     let Ok(snapshot) = t.snapshot() else {
         return BatchFiles::Mixed;
     };
-    let batch_id = key.batch_id.as_str();
-    let ours = |path: &str| key.landing_paths.iter().any(|p| p == path);
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        let Some(stats) = f
-            .stats()
-            .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-        else {
-            return BatchFiles::Mixed;
-        };
-        let bounds = |column: &str| {
-            let bound = |which: &str| {
-                stats
-                    .get(which)?
-                    .get(column)?
-                    .as_str()
-                    .filter(|v| v.len() < 32)
-                    .map(str::to_string)
-            };
-            Some((bound("minValues")?, bound("maxValues")?))
-        };
-        let Some((min, max)) = bounds("_batch_id") else {
-            return BatchFiles::Mixed;
-        };
-        if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
-            continue;
+        match file_holds(&f, key, keyed) {
+            Ok(None) => continue,
+            Ok(Some(file)) => whole.push(file),
+            Err(Mixed) => return BatchFiles::Mixed,
         }
-        if min != max {
-            return BatchFiles::Mixed;
-        }
-        if !key.landing_paths.is_empty() {
-            // Rows written before landing paths (null, or no column yet) are told apart
-            // by `_source_file` only: the rewrite decides, row by row.
-            if !keyed {
-                return BatchFiles::Mixed;
-            }
-            let nulls = stats
-                .get("nullCount")
-                .and_then(|n| n.get(LANDING_PATH))
-                .and_then(serde_json::Value::as_u64);
-            if nulls != Some(0) {
-                return BatchFiles::Mixed;
-            }
-            match bounds(LANDING_PATH) {
-                Some((first, last)) if first == last && ours(&first) => {}
-                // Another folder's rows of the same batch id: not the batch's.
-                Some((first, last))
-                    if !key
-                        .landing_paths
-                        .iter()
-                        .any(|p| first.as_str() <= p.as_str() && p.as_str() <= last.as_str()) =>
-                {
-                    continue;
-                }
-                _ => return BatchFiles::Mixed,
-            }
-        }
-        let topics = match bounds("_topic") {
-            Some((topic, last)) if topic == last => vec![topic],
-            _ => match tagged_topics(&f) {
-                Some(topics) => topics,
-                None => return BatchFiles::Mixed,
-            },
-        };
-        whole.push(WholeFile {
-            topics,
-            remove: f.remove_action(true),
-            rows: f.num_records().unwrap_or(0) as u64,
-        });
     }
     if whole.is_empty() {
         BatchFiles::None
     } else {
         BatchFiles::Whole(whole)
     }
+}
+
+/// A file that may hold rows of a batch beside others, or whose statistics cannot tell.
+struct Mixed;
+
+/// What file `f` holds of `key`'s rows, by its statistics (see [`batch_files`]): none,
+/// only rows of the batch (of topics it names), or [`Mixed`].
+fn file_holds(
+    f: &deltalake::kernel::LogicalFileView,
+    key: &BatchKey,
+    keyed: bool,
+) -> Result<Option<WholeFile>, Mixed> {
+    let Some(stats) = f
+        .stats()
+        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
+    else {
+        return Err(Mixed);
+    };
+    let batch_id = key.batch_id.as_str();
+    let Some((min, max)) = text_bounds(&stats, "_batch_id") else {
+        return Err(Mixed);
+    };
+    if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
+        return Ok(None);
+    }
+    if min != max {
+        return Err(Mixed);
+    }
+    if !key.landing_paths.is_empty() {
+        // Rows written before landing paths (null, or no column yet) are told apart
+        // by `_source_file` only: the rewrite decides, row by row.
+        if !keyed {
+            return Err(Mixed);
+        }
+        match landing_of(&stats, key) {
+            Landing::Ours => {}
+            Landing::Other => return Ok(None),
+            Landing::Unsure => return Err(Mixed),
+        }
+    }
+    let topics = match text_bounds(&stats, "_topic") {
+        Some((topic, last)) if topic == last => vec![topic],
+        _ => match tagged_topics(f) {
+            Some(topics) => topics,
+            None => return Err(Mixed),
+        },
+    };
+    Ok(Some(WholeFile {
+        topics,
+        remove: f.remove_action(true),
+        rows: f.num_records().unwrap_or(0) as u64,
+    }))
+}
+
+/// Whose rows a file of the batch id holds, by its `_landing_path` statistics.
+enum Landing {
+    /// One of the batch's folders'.
+    Ours,
+    /// Other folders' only: not the batch's.
+    Other,
+    /// Null paths, several folders, or statistics that cannot tell.
+    Unsure,
+}
+
+/// [`Landing`] of a file with statistics `stats` for `key`.
+fn landing_of(stats: &serde_json::Value, key: &BatchKey) -> Landing {
+    let nulls = stats
+        .get("nullCount")
+        .and_then(|n| n.get(LANDING_PATH))
+        .and_then(serde_json::Value::as_u64);
+    if nulls != Some(0) {
+        return Landing::Unsure;
+    }
+    let ours = |path: &str| key.landing_paths.iter().any(|p| p == path);
+    match text_bounds(stats, LANDING_PATH) {
+        Some((first, last)) if first == last && ours(&first) => Landing::Ours,
+        // Another folder's rows of the same batch id: not the batch's.
+        Some((first, last))
+            if !key
+                .landing_paths
+                .iter()
+                .any(|p| first.as_str() <= p.as_str() && p.as_str() <= last.as_str()) =>
+        {
+            Landing::Other
+        }
+        _ => Landing::Unsure,
+    }
+}
+
+/// The `(min, max)` text statistics of `column`, when both are there and shorter than 32
+/// bytes (a longer one may be truncated).
+fn text_bounds(stats: &serde_json::Value, column: &str) -> Option<(String, String)> {
+    let bound = |which: &str| {
+        stats
+            .get(which)?
+            .get(column)?
+            .as_str()
+            .filter(|v| v.len() < 32)
+            .map(str::to_string)
+    };
+    Some((bound("minValues")?, bound("maxValues")?))
 }
 
 /// Whether file `f` may hold rows of `batch_id` by its `_batch_id` statistics (it may when
