@@ -88,6 +88,60 @@ fn operation_of(
     }
 }
 
+/// `batches`, in order, each in `schema` ([`conform`]).
+fn conform_all(
+    batches: &[RecordBatch],
+    schema: &SchemaRef,
+) -> std::result::Result<Vec<RecordBatch>, arrow::error::ArrowError> {
+    let mut out: Vec<RecordBatch> = Vec::with_capacity(batches.len());
+    for b in batches {
+        out.push(conform(b, schema)?);
+    }
+    Ok(out)
+}
+
+/// The files a commit adds (their sizes) and removes (their paths), for the upkeep after
+/// it.
+fn pending_of(adds: &[deltalake::kernel::Add], removes: &[deltalake::kernel::Remove]) -> Pending {
+    Pending {
+        adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
+        removes: removes.iter().map(|r| r.path.clone()).collect(),
+    }
+}
+
+/// The metadata action that gives the table of `snapshot` (named `name`) `schema`.
+fn schema_metadata(
+    name: &str,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    schema: &SchemaRef,
+) -> Result<Action> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+    let kernel: deltalake::kernel::StructType = schema
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|e| Error::arrow(name, e))?;
+    let metadata = snapshot
+        .metadata()
+        .clone()
+        .with_schema(&kernel)
+        .map_err(|e| Error::delta(name, "write", e.into()))?;
+    Ok(Action::Metadata(metadata))
+}
+
+/// A rewrite's actions: the new schema's `metadata` (when it changed), the removes, then
+/// the adds.
+fn commit_actions(
+    metadata: Option<Action>,
+    removes: Vec<deltalake::kernel::Remove>,
+    adds: Vec<deltalake::kernel::Add>,
+) -> Vec<Action> {
+    let mut actions: Vec<Action> = Vec::with_capacity(1 + removes.len() + adds.len());
+    actions.extend(metadata);
+    actions.extend(removes.into_iter().map(Action::Remove));
+    actions.extend(adds.into_iter().map(Action::Add));
+    actions
+}
+
 /// What [`Storage::rewrite`] replaces: the rows `rows` selects, or nothing (an append).
 #[derive(Clone, Copy)]
 pub(super) struct Rewrite<'a> {
@@ -120,17 +174,11 @@ impl Storage {
         let current = snapshot.snapshot().arrow_schema();
         let schema = widened_schema(&current, batches).map_err(delta)?;
         let schema_changed = schema.fields() != current.fields();
-        let mut new: Vec<RecordBatch> = Vec::with_capacity(batches.len());
-        for b in batches {
-            new.push(conform(b, &schema).map_err(arrow)?);
-        }
+        let new = conform_all(batches, &schema).map_err(arrow)?;
         let new_rows: u64 = new.iter().map(|b| b.num_rows() as u64).sum();
-        let started = std::time::Instant::now();
-        let (removes, kept, removed_rows) = match what.rows {
-            Some(rows) => self.split_files(table, t, snapshot, &rows, &schema).await?,
-            None => (Vec::new(), Vec::new(), 0),
-        };
-        self.clock.add(Work::Builder, started);
+        let (removes, kept, removed_rows) = self
+            .split_rows(table, t, snapshot, what.rows, &schema)
+            .await?;
         let kept_rows: u64 = kept.iter().map(|b| b.num_rows() as u64).sum();
         let mut all = kept;
         all.extend(new);
@@ -156,33 +204,39 @@ impl Storage {
             .map_err(delta)?
         };
         c.rows_added = new_rows;
-        let pending = Pending {
-            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
-            removes: removes.iter().map(|r| r.path.clone()).collect(),
-        };
+        let pending = pending_of(&adds, &removes);
         if !schema_changed && removes.is_empty() && adds.is_empty() {
             c.version = snapshot.version();
             return Ok((c, WrittenTable::current(t.clone())));
         }
-        let mut actions: Vec<Action> = Vec::with_capacity(1 + removes.len() + adds.len());
-        if schema_changed {
-            use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-            let kernel: deltalake::kernel::StructType =
-                schema.as_ref().try_into_kernel().map_err(arrow)?;
-            let metadata = snapshot
-                .metadata()
-                .clone()
-                .with_schema(&kernel)
-                .map_err(|e| delta(e.into()))?;
-            actions.push(Action::Metadata(metadata));
-        }
+        let metadata = schema_changed
+            .then(|| schema_metadata(name, snapshot, &schema))
+            .transpose()?;
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
-        actions.extend(removes.into_iter().map(Action::Remove));
-        actions.extend(adds.into_iter().map(Action::Add));
+        let actions = commit_actions(metadata, removes, adds);
         let commit = commit_on(t, snapshot, properties, actions, operation, pending);
         let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
         c.version = version;
         Ok((c, written))
+    }
+
+    /// [`Storage::split_files`] of the rows `rows` selects (nothing to split without),
+    /// timed as builder work.
+    async fn split_rows(
+        &self,
+        table: &TableName,
+        t: &DeltaTable,
+        snapshot: &deltalake::table::state::DeltaTableState,
+        rows: Option<BatchRows<'_>>,
+        schema: &SchemaRef,
+    ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
+        let started = std::time::Instant::now();
+        let split = match rows {
+            Some(rows) => self.split_files(table, t, snapshot, &rows, schema).await?,
+            None => (Vec::new(), Vec::new(), 0),
+        };
+        self.clock.add(Work::Builder, started);
+        Ok(split)
     }
 
     /// The files of `t` holding rows `rows` selects: their removes, their other rows (in
