@@ -113,67 +113,70 @@ impl Storage {
             Err(why) => why,
         };
         let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
-        let Fitted {
-            batches,
-            topics,
-            outcomes,
-        } = fit_parts(table, &parts, schema, existing.is_some());
-        if batches.is_empty() {
-            return Ok(((Committed::default(), outcomes), None));
+        let fitted = fit_parts(table, &parts, schema, existing.is_some());
+        if fitted.batches.is_empty() {
+            return Ok(((Committed::default(), fitted.outcomes), None));
         }
-        let batches = fit::widen(table, &batches)?;
+        let batches = fit::widen(table, &fitted.batches)?;
         let files = match &existing {
             Some(t) if replace => batch_files(t, key, keyed),
             _ => BatchFiles::None,
         };
         let plain_append = !files.may_hold();
         let t1 = std::time::Instant::now();
-        let committed_by = |strategy: &'static str| {
-            tracing::debug!(
-                table = %table,
-                open_and_fit_us = (t1 - t0).as_micros() as u64,
-                commit_us = t1.elapsed().as_micros() as u64,
-                strategy,
-                "committed"
-            )
-        };
-        let existing = match (existing, files) {
-            (Some(t), BatchFiles::Whole(whole)) => match self
-                .replace_whole_files(table, &t, &batches, key, (&topics, keyed), whole)
-                .await?
-            {
-                Some((c, written)) => {
-                    committed_by("whole files");
-                    return Ok(((c, outcomes), Some(written)));
-                }
-                None => Some(t),
-            },
-            (existing, _) => existing,
+        let topics = (&fitted.topics[..], keyed);
+        let existing = match self
+            .whole_files(table, existing, files, &batches, key, topics)
+            .await?
+        {
+            Ok((c, written)) => {
+                debug_committed(table, (t0, t1), "whole files");
+                return Ok(((c, fitted.outcomes), Some(written)));
+            }
+            Err(existing) => existing,
         };
         let existing = match self
             .write_direct(table, &handle, existing, plain_append, &batches, Some(key))
             .await?
         {
             Direct::Done(c, written) => {
-                committed_by("direct");
-                return Ok(((c, outcomes), written));
+                debug_committed(table, (t0, t1), "direct");
+                return Ok(((c, fitted.outcomes), written));
             }
             Direct::NotApplicable(existing) => existing,
         };
         // A plain append (schemas merged) for a later slice of a topic whose first slice
         // already replaced its rows, or a table without rows of this batch.
-        let rows = (!plain_append).then(|| BatchRows::of_topics(key, &topics, keyed));
+        let rows = (!plain_append).then(|| BatchRows::of_topics(key, &fitted.topics, keyed));
         let t1 = std::time::Instant::now();
         let (c, written) = self
             .write_rewrite(table, &handle, existing, &batches, rows, key)
             .await?;
-        tracing::debug!(
-            table = %table,
-            open_and_fit_us = (t1 - t0).as_micros() as u64,
-            rewrite_us = t1.elapsed().as_micros() as u64,
-            "committed"
-        );
-        Ok(((c, outcomes), written))
+        debug_rewritten(table, (t0, t1));
+        Ok(((c, fitted.outcomes), written))
+    }
+
+    /// [`Storage::replace_whole_files`] of `existing` when `files` are
+    /// [`BatchFiles::Whole`] and that applies; else `Err` with `existing` back.
+    async fn whole_files(
+        &self,
+        table: &TableName,
+        existing: Option<DeltaTable>,
+        files: BatchFiles,
+        batches: &[RecordBatch],
+        key: &BatchKey,
+        topics_keyed: (&[String], bool),
+    ) -> Result<std::result::Result<(Committed, WrittenTable), Option<DeltaTable>>> {
+        match (existing, files) {
+            (Some(t), BatchFiles::Whole(whole)) => match self
+                .replace_whole_files(table, &t, batches, key, topics_keyed, whole)
+                .await?
+            {
+                Some(done) => Ok(Ok(done)),
+                None => Ok(Err(Some(t))),
+            },
+            (existing, _) => Ok(Err(existing)),
+        }
     }
 
     /// [`Storage::replace_parts`] on a table opened from its log alone
@@ -473,16 +476,7 @@ impl Storage {
         for b in batches {
             writer.write(b).await?;
         }
-        let mut adds = writer.close().await?;
-        if let Some(topics) = topics_of(batches).filter(|t| !t.is_empty()) {
-            let tag = serde_json::to_string(&topics)?;
-            for a in &mut adds {
-                a.tags = Some(std::collections::HashMap::from([(
-                    TOPICS_TAG.to_string(),
-                    Some(tag.clone()),
-                )]));
-            }
-        }
+        let adds = with_topics_tag(writer.close().await?, batches)?;
         // Rows of removed files written again are not the writer's new rows.
         let rows: u64 =
             batches.iter().map(|b| b.num_rows() as u64).sum::<u64>() - notes.rewritten_rows;
@@ -492,20 +486,19 @@ impl Storage {
             rows_added: rows,
             ..Default::default()
         };
-        // The metric names of deltalake's own writes, so `history` reads both alike.
-        let mut metrics = serde_json::json!({
-            "num_added_rows": rows,
-            "num_added_files": adds.len(),
-            "execution_time_ms": started.elapsed().as_millis() as u64,
-        });
-        if let Some((files, rows)) = notes.removed {
-            metrics["num_removed_files"] = files.into();
-            metrics["num_removed_rows"] = rows.into();
-        }
-        if notes.rewritten_rows > 0 {
-            // delta-rs's name (DELETE, MERGE) for rows of removed files written again.
-            metrics["num_copied_rows"] = notes.rewritten_rows.into();
-        }
+        let metrics = write_metrics(rows, adds.len(), started, notes);
+        let properties = self.write_properties(metrics, notes);
+        self.clock.add(Work::WriteFiles, started);
+        Ok((adds, c, properties))
+    }
+
+    /// Commit properties with `metrics` (`operationMetrics`), the read version `notes`
+    /// give, and the batch's `txn` when [`Storage::batch_txns`].
+    fn write_properties(
+        &self,
+        metrics: serde_json::Value,
+        notes: CommitNotes<'_>,
+    ) -> deltalake::kernel::transaction::CommitProperties {
         let mut metadata = vec![("operationMetrics".to_string(), metrics)];
         if let Some(v) = notes.read_version {
             metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
@@ -514,8 +507,7 @@ impl Storage {
         if let Some(key) = notes.key.filter(|_| self.batch_txns) {
             properties = with_batch_txns(properties, key);
         }
-        self.clock.add(Work::WriteFiles, started);
-        Ok((adds, c, properties))
+        properties
     }
 
     /// A plain append of rows in the table's own schema: data files written with
@@ -633,8 +625,7 @@ impl Storage {
         properties: parquet::file::properties::WriterProperties,
     ) -> Result<()> {
         use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-        use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
+        use deltalake::kernel::Action;
 
         let delta = |e: DeltaTableError| Error::delta(table.as_str(), "write", e);
         let Some(first) = batches.first() else {
@@ -661,19 +652,7 @@ impl Storage {
         let adds = writer.close().await.map_err(delta)?;
         let mut actions = Vec::with_capacity(adds.len() + 2);
         if version == 0 {
-            let kernel: StructType = schema
-                .as_ref()
-                .try_into_kernel()
-                .map_err(|e| Error::arrow(table.as_str(), e))?;
-            let metadata = new_metadata(&kernel, [partition], Vec::<(String, String)>::new())
-                .map_err(|e| delta(e.into()))?;
-            let protocol: Protocol = serde_json::from_value(serde_json::json!({
-                "minReaderVersion": 1,
-                "minWriterVersion": 2,
-            }))
-            .map_err(|e| delta(e.into()))?;
-            actions.push(Action::Protocol(protocol));
-            actions.push(Action::Metadata(metadata));
+            actions.extend(create_actions(table, &schema, partition)?);
         }
         actions.extend(adds.into_iter().map(Action::Add));
         let properties = super::commit_properties();
@@ -688,6 +667,100 @@ impl Storage {
             ))))
         }
     }
+}
+
+/// `adds` tagged with the topics of `batches` ([`TOPICS_TAG`]) when they name any.
+fn with_topics_tag(
+    mut adds: Vec<deltalake::kernel::Add>,
+    batches: &[RecordBatch],
+) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
+    if let Some(topics) = topics_of(batches).filter(|t| !t.is_empty()) {
+        let tag = serde_json::to_string(&topics)?;
+        for a in &mut adds {
+            a.tags = Some(std::collections::HashMap::from([(
+                TOPICS_TAG.to_string(),
+                Some(tag.clone()),
+            )]));
+        }
+    }
+    Ok(adds)
+}
+
+/// The `operationMetrics` of a write of `rows` new rows in `files` files begun at
+/// `started`, with what `notes` say it removes and writes again.
+fn write_metrics(
+    rows: u64,
+    files: usize,
+    started: std::time::Instant,
+    notes: CommitNotes<'_>,
+) -> serde_json::Value {
+    // The metric names of deltalake's own writes, so `history` reads both alike.
+    let mut metrics = serde_json::json!({
+        "num_added_rows": rows,
+        "num_added_files": files,
+        "execution_time_ms": started.elapsed().as_millis() as u64,
+    });
+    if let Some((files, rows)) = notes.removed {
+        metrics["num_removed_files"] = files.into();
+        metrics["num_removed_rows"] = rows.into();
+    }
+    if notes.rewritten_rows > 0 {
+        // delta-rs's name (DELETE, MERGE) for rows of removed files written again.
+        metrics["num_copied_rows"] = notes.rewritten_rows.into();
+    }
+    metrics
+}
+
+/// Logs at debug level a commit of `table` by `strategy`: how long it took to open and
+/// fit (`started` to `fitted`) and to commit (`fitted` to now).
+fn debug_committed(
+    table: &TableName,
+    (started, fitted): (std::time::Instant, std::time::Instant),
+    strategy: &'static str,
+) {
+    tracing::debug!(
+        table = %table,
+        open_and_fit_us = (fitted - started).as_micros() as u64,
+        commit_us = fitted.elapsed().as_micros() as u64,
+        strategy,
+        "committed"
+    )
+}
+
+/// Logs at debug level a commit of `table` by a rewrite: how long it took up to the
+/// rewrite (`started` to `ready`) and to rewrite (`ready` to now).
+fn debug_rewritten(table: &TableName, (started, ready): (std::time::Instant, std::time::Instant)) {
+    tracing::debug!(
+        table = %table,
+        open_and_fit_us = (ready - started).as_micros() as u64,
+        rewrite_us = ready.elapsed().as_micros() as u64,
+        "committed"
+    );
+}
+
+/// The protocol and metadata actions that create `table` with `schema`, partitioned by
+/// the `partition` column, without table properties.
+fn create_actions(
+    table: &TableName,
+    schema: &SchemaRef,
+    partition: &str,
+) -> Result<[deltalake::kernel::Action; 2]> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+    use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
+
+    let delta = |e: DeltaTableError| Error::delta(table.as_str(), "write", e);
+    let kernel: StructType = schema
+        .as_ref()
+        .try_into_kernel()
+        .map_err(|e| Error::arrow(table.as_str(), e))?;
+    let metadata = new_metadata(&kernel, [partition], Vec::<(String, String)>::new())
+        .map_err(|e| delta(e.into()))?;
+    let protocol: Protocol = serde_json::from_value(serde_json::json!({
+        "minReaderVersion": 1,
+        "minWriterVersion": 2,
+    }))
+    .map_err(|e| delta(e.into()))?;
+    Ok([Action::Protocol(protocol), Action::Metadata(metadata)])
 }
 
 /// What [`Storage::write_direct`] did.
