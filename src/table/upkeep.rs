@@ -7,6 +7,7 @@ use std::collections::HashMap;
 use deltalake::DeltaTable;
 
 pub(crate) use super::compact::optimize;
+use super::stats::Pending;
 use super::{Storage, WrittenTable};
 use crate::error::{Error, Result};
 use crate::naming::TableName;
@@ -65,16 +66,10 @@ pub(crate) async fn after_commit(
         .metadata()
         .configuration()
         .clone();
-    let missing: HashMap<String, String> = default_table_properties(target)
-        .into_iter()
-        .filter(|(k, _)| !config.contains_key(*k))
-        .map(|(k, v)| (k.to_string(), v))
-        .collect();
+    let missing = missing_properties(&config, target);
     if !missing.is_empty() {
         if stale {
-            t.update_state()
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "load", e))?;
+            load_latest(&mut t, table).await?;
             stale = false;
         }
         t = t
@@ -95,23 +90,42 @@ pub(crate) async fn after_commit(
     {
         return Ok(None);
     }
+    if small_files(&t, table, &pending, target)? < min_files {
+        return Ok(None);
+    }
+    if stale {
+        load_latest(&mut t, table).await?;
+    }
+    optimize(table.as_str(), t, target, &[], storage.compression)
+        .await
+        .map(Some)
+}
+
+/// The default table properties ([`default_table_properties`]) `config` lacks.
+fn missing_properties(config: &HashMap<String, String>, target: u64) -> HashMap<String, String> {
+    default_table_properties(target)
+        .into_iter()
+        .filter(|(k, _)| !config.contains_key(*k))
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+}
+
+/// Brings `t`'s state up to the table's latest version.
+async fn load_latest(t: &mut DeltaTable, table: &TableName) -> Result<()> {
+    t.update_state()
+        .await
+        .map_err(|e| Error::delta(table.as_str(), "load", e))
+}
+
+/// How many files of `t` are small for `target` once the commit's `pending` files are
+/// counted in.
+fn small_files(t: &DeltaTable, table: &TableName, pending: &Pending, target: u64) -> Result<u64> {
     let small = small_file_threshold(target);
-    let small_files = live_files(&t, table.as_str())?
+    Ok(live_files(t, table.as_str())?
         .iter()
         .filter(|(path, _)| !pending.removes.contains(path))
         .map(|(_, s)| *s)
         .chain(pending.adds.iter().copied())
         .filter(|s| *s < small)
-        .count() as u64;
-    if small_files < min_files {
-        return Ok(None);
-    }
-    if stale {
-        t.update_state()
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "load", e))?;
-    }
-    optimize(table.as_str(), t, target, &[], storage.compression)
-        .await
-        .map(Some)
+        .count() as u64)
 }
