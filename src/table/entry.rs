@@ -51,21 +51,7 @@ pub(super) async fn commit_on(
     // one more round trip on every commit) checks for conflicts and retries.
     let next = snapshot.version() + 1;
     if !(next + 1).is_multiple_of(checkpoint_interval) {
-        let operation_id = uuid::Uuid::new_v4();
-        let prepared = CommitBuilder::from(properties.clone())
-            .with_actions(actions.clone())
-            .with_operation_id(operation_id)
-            .build(Some(snapshot), t.log_store(), operation.clone())
-            .into_prepared_commit_future()
-            .await?;
-        if put_entry(
-            &t.log_store(),
-            next,
-            prepared.commit_or_bytes(),
-            operation_id,
-        )
-        .await?
-        {
+        if put_next(t, snapshot, &properties, &actions, &operation).await? {
             return Ok((
                 next,
                 WrittenTable {
@@ -99,6 +85,32 @@ pub(super) async fn commit_on(
             pending,
         },
     ))
+}
+
+/// Puts the commit of `actions` as the version after `snapshot`'s, only if absent:
+/// `Ok(false)` (nothing committed) when another writer took it.
+async fn put_next(
+    t: &DeltaTable,
+    snapshot: &deltalake::table::state::DeltaTableState,
+    properties: &deltalake::kernel::transaction::CommitProperties,
+    actions: &[deltalake::kernel::Action],
+    operation: &deltalake::protocol::DeltaOperation,
+) -> std::result::Result<bool, DeltaTableError> {
+    use deltalake::kernel::transaction::CommitBuilder;
+    let operation_id = uuid::Uuid::new_v4();
+    let prepared = CommitBuilder::from(properties.clone())
+        .with_actions(actions.to_vec())
+        .with_operation_id(operation_id)
+        .build(Some(snapshot), t.log_store(), operation.clone())
+        .into_prepared_commit_future()
+        .await?;
+    put_entry(
+        &t.log_store(),
+        snapshot.version() + 1,
+        prepared.commit_or_bytes(),
+        operation_id,
+    )
+    .await
 }
 
 /// Commits `actions` as `version` of the table behind `log_store`, put only if absent:
