@@ -584,7 +584,13 @@ impl<'a> Flattener<'a, '_> {
 
     /// Flattens a row's payload into its columns and child rows; gives `nodes` back.
     #[inline]
-    fn row_payload(&mut self, row: u32, ctx: RowCtx<'a>, payload: &'a str, nodes: Vec<Node>) -> Vec<Node> {
+    fn row_payload(
+        &mut self,
+        row: u32,
+        ctx: RowCtx<'a>,
+        payload: &'a str,
+        nodes: Vec<Node>,
+    ) -> Vec<Node> {
         let doc = match Doc::parse_reusing(payload, self.cfg.max_depth + 1, nodes) {
             Ok(doc) => doc,
             Err((e, reused)) => {
