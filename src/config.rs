@@ -314,12 +314,25 @@ impl IngestConfig {
     /// Refuses settings that cannot work, naming the setting and the fix.
     pub fn validate(&self) -> Result<()> {
         crate::naming::validate_schema_name(&self.schema)?;
+        self.check_catalog()?;
+        self.check_envelope()?;
+        self.check_limits()?;
+        self.check_outputs()
+    }
+
+    /// Refuses a catalog URL that did not parse, given as a path, saying why.
+    fn check_catalog(&self) -> Result<()> {
         if let Location::Local(path) = &self.catalog
             && let Some(text) = path.to_str().filter(|t| t.contains("://"))
         {
             // A URL that did not parse, given as a path: say why it did not.
             Location::parse(text)?;
         }
+        Ok(())
+    }
+
+    /// Refuses an envelope field that is empty or too long, or one field in two roles.
+    fn check_envelope(&self) -> Result<()> {
         check_field("topic-field", Some(&self.envelope.topic_field))?;
         check_field("id-field", self.envelope.id_field.as_ref())?;
         check_field("payload-field", self.envelope.payload_field.as_ref())?;
@@ -341,6 +354,12 @@ impl IngestConfig {
                 }
             }
         }
+        Ok(())
+    }
+
+    /// Refuses no threads, no topics in parallel, a memory budget under 1 KiB and a
+    /// flattening depth outside 1..=64.
+    fn check_limits(&self) -> Result<()> {
         if self.max_parallel == Some(0) {
             return Err(Error::Config {
                 name: "max-parallel",
@@ -365,6 +384,12 @@ impl IngestConfig {
                 reason: format!("{} is outside 1..=64", self.flatten.max_depth),
             });
         }
+        Ok(())
+    }
+
+    /// Refuses a metrics gateway that is not an HTTP URL and a child table mapping
+    /// without a path or a table name.
+    fn check_outputs(&self) -> Result<()> {
         if let Some(url) = &self.metrics_push
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {

@@ -265,8 +265,10 @@ pub(crate) struct Lease {
     pub(crate) took_over: Option<Holder>,
 }
 
-/// What one look at an existing lease found.
+/// What one look at the lease found.
 enum Found {
+    /// None there: created, at this version.
+    Created(Option<UpdateVersion>),
     /// Held by a live run.
     Live(Box<Holder>),
     /// Taken over from a dead run (or an unreadable lease).
@@ -311,31 +313,21 @@ impl Lease {
         };
         // A few looks: the lease may change between a failed create and the read.
         for _ in 0..4 {
-            let put = runtime.block_on(held.store.put_opts(
-                &held.path,
-                held.body(),
-                PutOptions::from(PutMode::Create),
-            ));
-            let (took_over, version, claim) = match put {
-                Ok(r) => (None, version_of(r), None),
-                Err(object_store::Error::AlreadyExists { .. }) => {
-                    match take_over(&held, now).map_err(io)? {
-                        Found::Live(holder) => {
-                            return Err(Error::BatchLeased {
-                                batch_id,
-                                holder,
-                                path: held.shown.clone(),
-                            });
-                        }
-                        Found::Changed => continue,
-                        Found::TakenOver {
-                            from,
-                            version,
-                            claim,
-                        } => (from, version, claim),
-                    }
+            let (took_over, version, claim) = match create_or_take_over(&held, now).map_err(io)? {
+                Found::Created(version) => (None, version, None),
+                Found::Live(holder) => {
+                    return Err(Error::BatchLeased {
+                        batch_id,
+                        holder,
+                        path: held.shown.clone(),
+                    });
                 }
-                Err(e) => return Err(io(e)),
+                Found::Changed => continue,
+                Found::TakenOver {
+                    from,
+                    version,
+                    claim,
+                } => (from, version, claim),
             };
             *held.version.lock() = version;
             return Ok(Lease::start(held, took_over, claim));
@@ -406,19 +398,26 @@ impl Lease {
     }
 }
 
+/// Creates the lease if there is none; else reads it and takes it over if its holder is
+/// gone ([`take_over`]).
+fn create_or_take_over(held: &Held, now: i64) -> object_store::Result<Found> {
+    let put = held.runtime.block_on(held.store.put_opts(
+        &held.path,
+        held.body(),
+        PutOptions::from(PutMode::Create),
+    ));
+    match put {
+        Ok(r) => Ok(Found::Created(version_of(r))),
+        Err(object_store::Error::AlreadyExists { .. }) => take_over(held, now),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads an existing lease and takes it over if its holder is gone: by a conditional
 /// update on the version read, or, on a store without one, through a create-if-absent
 /// claim named after the stale content.
 fn take_over(held: &Held, now: i64) -> object_store::Result<Found> {
-    let read = held.runtime.block_on(async {
-        let got = held.store.get(&held.path).await?;
-        let version = UpdateVersion {
-            e_tag: got.meta.e_tag.clone(),
-            version: got.meta.version.clone(),
-        };
-        Ok::<_, object_store::Error>((got.bytes().await?, version))
-    });
-    let (bytes, version) = match read {
+    let (bytes, version) = match read_lease(held) {
         Ok(read) => read,
         // Released between our put and our read.
         Err(object_store::Error::NotFound { .. }) => return Ok(Found::Changed),
@@ -445,29 +444,46 @@ fn take_over(held: &Held, now: i64) -> object_store::Result<Found> {
         Err(object_store::Error::Precondition { .. } | object_store::Error::NotFound { .. }) => {
             Ok(Found::Changed)
         }
-        Err(object_store::Error::NotImplemented { .. }) => {
-            let hash = crate::naming::stable_id(&[&bytes]);
-            let claim = StorePath::from(format!("{}.claim-{}", held.path, &hash[..16]));
-            let put = held.runtime.block_on(held.store.put_opts(
-                &claim,
-                held.body(),
-                PutOptions::from(PutMode::Create),
-            ));
-            match put {
-                Ok(_) => {
-                    held.runtime
-                        .block_on(held.store.put(&held.path, held.body()))?;
-                    Ok(Found::TakenOver {
-                        from: holder,
-                        version: None,
-                        claim: Some(claim),
-                    })
-                }
-                // Another run claimed this stale lease first.
-                Err(object_store::Error::AlreadyExists { .. }) => Ok(Found::Changed),
-                Err(e) => Err(e),
-            }
+        Err(object_store::Error::NotImplemented { .. }) => claim_stale(held, &bytes, holder),
+        Err(e) => Err(e),
+    }
+}
+
+/// The lease's content and the version it was read at.
+fn read_lease(held: &Held) -> object_store::Result<(bytes::Bytes, UpdateVersion)> {
+    held.runtime.block_on(async {
+        let got = held.store.get(&held.path).await?;
+        let version = UpdateVersion {
+            e_tag: got.meta.e_tag.clone(),
+            version: got.meta.version.clone(),
+        };
+        Ok::<_, object_store::Error>((got.bytes().await?, version))
+    })
+}
+
+/// Takes over the stale lease whose content is `bytes` on a store without conditional
+/// update: creates a claim file named after that content (create-if-absent: one
+/// winner), then rewrites the lease.
+fn claim_stale(held: &Held, bytes: &[u8], holder: Option<Holder>) -> object_store::Result<Found> {
+    let hash = crate::naming::stable_id(&[bytes]);
+    let claim = StorePath::from(format!("{}.claim-{}", held.path, &hash[..16]));
+    let put = held.runtime.block_on(held.store.put_opts(
+        &claim,
+        held.body(),
+        PutOptions::from(PutMode::Create),
+    ));
+    match put {
+        Ok(_) => {
+            held.runtime
+                .block_on(held.store.put(&held.path, held.body()))?;
+            Ok(Found::TakenOver {
+                from: holder,
+                version: None,
+                claim: Some(claim),
+            })
         }
+        // Another run claimed this stale lease first.
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(Found::Changed),
         Err(e) => Err(e),
     }
 }

@@ -307,8 +307,18 @@ impl BatchReport {
 
     /// A human-readable summary.
     pub fn to_text(&self) -> String {
-        use std::fmt::Write as _;
         let mut s = String::new();
+        self.summary_text(&mut s);
+        self.counters_text(&mut s);
+        self.folders_text(&mut s);
+        self.tables_text(&mut s);
+        self.problems_text(&mut s);
+        s
+    }
+
+    /// The line of what the batch read and staged.
+    fn summary_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
         let _ = writeln!(
             s,
             "batch {} (staging: {}): {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
@@ -328,7 +338,11 @@ impl BatchReport {
             self.duplicates,
             self.elapsed.as_secs_f64()
         );
-        self.counters_text(&mut s);
+    }
+
+    /// A line per folder, when the batch has several.
+    fn folders_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
         if self.folders.len() > 1 {
             for f in &self.folders {
                 let _ = writeln!(
@@ -340,6 +354,11 @@ impl BatchReport {
                 );
             }
         }
+    }
+
+    /// The table of tables: rows written, version and status of each.
+    fn tables_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
         let width = self
             .tables
             .keys()
@@ -367,6 +386,11 @@ impl BatchReport {
                 t.rows_written
             );
         }
+    }
+
+    /// The row accounting's error, the warnings and the corrupt lines listed.
+    fn problems_text(&self, s: &mut String) {
+        use std::fmt::Write as _;
         if !self.invariant_ok {
             let _ = writeln!(s, "error: row accounting: {}", self.invariant);
         }
@@ -383,6 +407,5 @@ impl BatchReport {
                 self.corrupt_lines as usize - self.corrupt.len()
             );
         }
-        s
     }
 }

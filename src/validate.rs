@@ -167,30 +167,7 @@ pub(crate) fn outcomes(
         if !w.topic.is_empty() {
             t.topics.push(w.topic.clone());
         }
-        let mut row = RunControlRow {
-            run_id: run_id.to_string(),
-            batch_id: key.batch_id.clone(),
-            landing_paths: landing_paths.clone(),
-            topic: w.topic,
-            table: w.table.to_string(),
-            rows_in: w.rows_in,
-            rows_written: 0,
-            files_added: 0,
-            bytes_added: 0,
-            version: None,
-            started_at_micros: w.started_micros,
-            ended_at_micros: w.ended_micros,
-            status: RunStatus::Ok,
-            error: None,
-            checks: String::new(),
-            schema_changes: if w.added.is_empty() {
-                String::new()
-            } else {
-                format!("added: {}", w.added.join(", "))
-            },
-            rescued_values: w.rescued,
-            store_retries: 0,
-        };
+        let mut row = write_row(&w, run_id, key, &landing_paths);
         for c in &w.added {
             if !t.added_columns.contains(c) {
                 t.added_columns.push(c.clone());
@@ -199,25 +176,7 @@ pub(crate) fn outcomes(
         t.rescued_values += w.rescued;
         match w.result {
             Ok(c) => {
-                row.rows_written = c.rows_added;
-                row.files_added = c.files_added;
-                row.bytes_added = c.bytes_added;
-                row.version = Some(c.version);
-                // Check: the commit's statistics hold exactly the rows we planned.
-                if c.rows_added == w.rows_planned {
-                    row.checks = format!("committed_rows=planned_rows({}) ok", w.rows_planned);
-                    if let Some((before, after)) = c.compacted {
-                        row.checks =
-                            format!("auto_compacted(files {before}->{after}); {}", row.checks);
-                    }
-                } else {
-                    row.checks = format!(
-                        "committed_rows({}) != planned_rows({}) FAILED",
-                        c.rows_added, w.rows_planned
-                    );
-                    row.status = RunStatus::Failed;
-                    row.error = Some("the commit does not hold the planned rows".into());
-                }
+                check_commit(&mut row, &c, w.rows_planned);
                 t.rows_written += c.rows_added;
                 t.version = Some(t.version.map_or(c.version, |v| v.max(c.version)));
             }
@@ -237,6 +196,57 @@ pub(crate) fn outcomes(
     }
 
     (tables, run_control)
+}
+
+/// The `_run_control` row of write `w` before its result is in: what it took in, when it
+/// ran, the columns it added and the values it rescued.
+fn write_row(w: &TableWrite, run_id: &str, key: &BatchKey, landing_paths: &str) -> RunControlRow {
+    RunControlRow {
+        run_id: run_id.to_string(),
+        batch_id: key.batch_id.clone(),
+        landing_paths: landing_paths.to_string(),
+        topic: w.topic.clone(),
+        table: w.table.to_string(),
+        rows_in: w.rows_in,
+        rows_written: 0,
+        files_added: 0,
+        bytes_added: 0,
+        version: None,
+        started_at_micros: w.started_micros,
+        ended_at_micros: w.ended_micros,
+        status: RunStatus::Ok,
+        error: None,
+        checks: String::new(),
+        schema_changes: if w.added.is_empty() {
+            String::new()
+        } else {
+            format!("added: {}", w.added.join(", "))
+        },
+        rescued_values: w.rescued,
+        store_retries: 0,
+    }
+}
+
+/// Fills `row` from commit `c` and checks it: the commit's statistics hold exactly the
+/// `rows_planned` (else the row fails).
+fn check_commit(row: &mut RunControlRow, c: &Committed, rows_planned: u64) {
+    row.rows_written = c.rows_added;
+    row.files_added = c.files_added;
+    row.bytes_added = c.bytes_added;
+    row.version = Some(c.version);
+    if c.rows_added == rows_planned {
+        row.checks = format!("committed_rows=planned_rows({rows_planned}) ok");
+        if let Some((before, after)) = c.compacted {
+            row.checks = format!("auto_compacted(files {before}->{after}); {}", row.checks);
+        }
+    } else {
+        row.checks = format!(
+            "committed_rows({}) != planned_rows({}) FAILED",
+            c.rows_added, rows_planned
+        );
+        row.status = RunStatus::Failed;
+        row.error = Some("the commit does not hold the planned rows".into());
+    }
 }
 
 /// The `(batch)` row of `_run_control`: the run's row accounting.
@@ -284,26 +294,6 @@ pub(crate) fn run_control_batch(
     let u64s = |f: fn(&RunControlRow) -> u64| -> ArrayRef {
         Arc::new(UInt64Array::from_iter_values(rows.iter().map(f)))
     };
-    let schema = Schema::new(vec![
-        Field::new("run_id", DataType::Utf8, false),
-        Field::new("_batch_id", DataType::Utf8, false),
-        Field::new("landing_paths", DataType::Utf8, true),
-        Field::new("topic", DataType::Utf8, false),
-        Field::new("table", DataType::Utf8, false),
-        Field::new("rows_in", DataType::Int64, false),
-        Field::new("rows_written", DataType::Int64, false),
-        Field::new("files_added", DataType::Int64, false),
-        Field::new("bytes_added", DataType::Int64, false),
-        Field::new("version", DataType::Int64, true),
-        Field::new("started_at", flatten::timestamp_type(), false),
-        Field::new("ended_at", flatten::timestamp_type(), false),
-        Field::new("status", DataType::Utf8, false),
-        Field::new("error", DataType::Utf8, true),
-        Field::new("checks", DataType::Utf8, false),
-        Field::new("schema_changes", DataType::Utf8, false),
-        Field::new("rescued_values", DataType::Int64, false),
-        Field::new("store_retries", DataType::Int64, true),
-    ]);
     let as_i64 = |a: ArrayRef| -> std::result::Result<ArrayRef, arrow::error::ArrowError> {
         arrow::compute::cast(&a, &DataType::Int64)
     };
@@ -331,5 +321,29 @@ pub(crate) fn run_control_batch(
         as_i64(u64s(|r| r.rescued_values))?,
         as_i64(u64s(|r| r.store_retries))?,
     ];
-    RecordBatch::try_new(Arc::new(schema), columns)
+    RecordBatch::try_new(Arc::new(run_control_schema()), columns)
+}
+
+/// The schema of `_run_control`'s rows as [`run_control_batch`] builds them.
+fn run_control_schema() -> Schema {
+    Schema::new(vec![
+        Field::new("run_id", DataType::Utf8, false),
+        Field::new("_batch_id", DataType::Utf8, false),
+        Field::new("landing_paths", DataType::Utf8, true),
+        Field::new("topic", DataType::Utf8, false),
+        Field::new("table", DataType::Utf8, false),
+        Field::new("rows_in", DataType::Int64, false),
+        Field::new("rows_written", DataType::Int64, false),
+        Field::new("files_added", DataType::Int64, false),
+        Field::new("bytes_added", DataType::Int64, false),
+        Field::new("version", DataType::Int64, true),
+        Field::new("started_at", flatten::timestamp_type(), false),
+        Field::new("ended_at", flatten::timestamp_type(), false),
+        Field::new("status", DataType::Utf8, false),
+        Field::new("error", DataType::Utf8, true),
+        Field::new("checks", DataType::Utf8, false),
+        Field::new("schema_changes", DataType::Utf8, false),
+        Field::new("rescued_values", DataType::Int64, false),
+        Field::new("store_retries", DataType::Int64, true),
+    ])
 }

@@ -45,6 +45,21 @@ impl Overview {
     /// The page.
     pub fn to_html(&self) -> String {
         let mut h = String::with_capacity(64 << 10);
+        self.head(&mut h);
+        self.cards(&mut h);
+        self.run_charts(&mut h);
+        self.tables(&mut h);
+        self.failures(&mut h);
+        self.landing(&mut h);
+        h.push_str(
+            "<p class=\"meta\">Made by <code>bronze report --html</code>; the same data as \
+             JSON: <code>bronze report --json</code>.</p>\n</body></html>\n",
+        );
+        h
+    }
+
+    /// The page's head, style sheet included, and its title lines.
+    fn head(&self, h: &mut String) {
         let _ = write!(
             h,
             "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
@@ -56,12 +71,13 @@ impl Overview {
             catalog = esc(&self.catalog),
             at = esc(&self.generated_at),
         );
-        self.cards(&mut h);
+    }
+
+    /// The charts of the batch runs: rows, corrupt lines and duplicates, wall time by
+    /// stage.
+    fn run_charts(&self, h: &mut String) {
         h.push_str("<h2>Rows loaded per batch run</h2>\n");
-        legend(
-            &mut h,
-            &[(BLUE, "rows (messages written)"), (RED, "run failed")],
-        );
+        legend(h, &[(BLUE, "rows (messages written)"), (RED, "run failed")]);
         h.push_str(&bars(
             "rows",
             &self.batches,
@@ -71,7 +87,7 @@ impl Overview {
         ));
         h.push_str("<h2>Corrupt lines and duplicates per batch run</h2>\n");
         legend(
-            &mut h,
+            h,
             &[
                 (ORANGE, "corrupt lines (in _corrupt_records)"),
                 (GREY, "duplicates dropped"),
@@ -86,7 +102,7 @@ impl Overview {
         ));
         h.push_str("<h2>Wall time per batch run, by stage</h2>\n");
         legend(
-            &mut h,
+            h,
             &[
                 (SKY, "read and stage"),
                 (BLUE, "write tables"),
@@ -100,14 +116,6 @@ impl Overview {
             |b| vec![b.stages.read, b.stages.tables, b.stages.finish],
             fmt_seconds,
         ));
-        self.tables(&mut h);
-        self.failures(&mut h);
-        self.landing(&mut h);
-        h.push_str(
-            "<p class=\"meta\">Made by <code>bronze report --html</code>; the same data as \
-             JSON: <code>bronze report --json</code>.</p>\n</body></html>\n",
-        );
-        h
     }
 
     /// Headline figures.
@@ -292,16 +300,7 @@ fn bars(
     let bar = (step * 0.8).clamp(1.0, 48.0);
     for (i, (run, stack)) in runs.iter().zip(&stacks).enumerate() {
         let x = LEFT + step * i as f64 + (step - bar) / 2.0;
-        let mut tip = format!(
-            "{} · {} · {}{}",
-            run.batch_id,
-            run.landing_paths,
-            run.started_at,
-            if run.ok { "" } else { " · FAILED" }
-        );
-        for ((label, _), v) in series.iter().zip(stack) {
-            let _ = write!(tip, "\n{label}: {}", fmt(*v));
-        }
+        let tip = bar_tip(run, series, stack, &fmt);
         let _ = write!(
             s,
             "<g class=\"point\" data-batch=\"{}\" data-run=\"{}\"><title>{}</title>",
@@ -309,25 +308,64 @@ fn bars(
             esc(&run.run_id),
             esc(&tip)
         );
-        let mut y = TOP + ph;
-        for ((_, colour), v) in series.iter().zip(stack) {
-            let height = if top > 0.0 { v / top * ph } else { 0.0 };
-            y -= height;
-            let _ = write!(
-                s,
-                "<rect x=\"{x:.2}\" y=\"{y:.2}\" width=\"{bar:.2}\" height=\"{height:.2}\" fill=\"{colour}\"/>"
-            );
-        }
-        if !run.ok {
-            let _ = write!(
-                s,
-                "<rect x=\"{x:.2}\" y=\"{}\" width=\"{bar:.2}\" height=\"3\" fill=\"{RED}\"/>",
-                TOP + ph + 2.0
-            );
-        }
+        stacked_bar(&mut s, run, series, stack, (x, bar, top));
         s.push_str("</g>");
     }
-    // First and last batch ids under the axis.
+    first_and_last_ids(&mut s, runs);
+    s.push_str("</svg>\n");
+    s
+}
+
+/// The hover text of a run's bar: the run, then each series' value.
+fn bar_tip(
+    run: &BatchRun,
+    series: &[(&str, &str)],
+    stack: &[f64],
+    fmt: &impl Fn(f64) -> String,
+) -> String {
+    let mut tip = format!(
+        "{} · {} · {}{}",
+        run.batch_id,
+        run.landing_paths,
+        run.started_at,
+        if run.ok { "" } else { " · FAILED" }
+    );
+    for ((label, _), v) in series.iter().zip(stack) {
+        let _ = write!(tip, "\n{label}: {}", fmt(*v));
+    }
+    tip
+}
+
+/// A run's bar at `x`, `bar` wide, its series' values stacked bottom up on a scale up to
+/// `top`, and a red line under it when the run failed.
+fn stacked_bar(
+    s: &mut String,
+    run: &BatchRun,
+    series: &[(&str, &str)],
+    stack: &[f64],
+    (x, bar, top): (f64, f64, f64),
+) {
+    let ph = HEIGHT - TOP - BOTTOM;
+    let mut y = TOP + ph;
+    for ((_, colour), v) in series.iter().zip(stack) {
+        let height = if top > 0.0 { v / top * ph } else { 0.0 };
+        y -= height;
+        let _ = write!(
+            s,
+            "<rect x=\"{x:.2}\" y=\"{y:.2}\" width=\"{bar:.2}\" height=\"{height:.2}\" fill=\"{colour}\"/>"
+        );
+    }
+    if !run.ok {
+        let _ = write!(
+            s,
+            "<rect x=\"{x:.2}\" y=\"{}\" width=\"{bar:.2}\" height=\"3\" fill=\"{RED}\"/>",
+            TOP + ph + 2.0
+        );
+    }
+}
+
+/// The first and last batch ids under the axis.
+fn first_and_last_ids(s: &mut String, runs: &[BatchRun]) {
     if let (Some(first), Some(last)) = (runs.first(), runs.last()) {
         let y = HEIGHT - 8.0;
         let _ = write!(
@@ -344,8 +382,6 @@ fn bars(
             );
         }
     }
-    s.push_str("</svg>\n");
-    s
 }
 
 /// Horizontal gridlines with their values, `ticks` steps up to `top`.

@@ -20,6 +20,29 @@ use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::table::{self, Storage};
 use crate::validate::TableWrite;
 
+/// Logs the fan-out's time and tables written, and returns its writes in order:
+/// `_corrupt_records`' (when written beside the topics), each topic's own in topic
+/// order, then the gathered tables'.
+fn fanned_out_writes(
+    fan: &Fanout<'_>,
+    corrupt_write: Option<TableWrite>,
+    results: Vec<(Vec<TableWrite>, Vec<Vec<TableWrite>>)>,
+) -> Vec<TableWrite> {
+    tracing::info!(
+        ms = (now_micros() - fan.started) / 1000,
+        tables = fan.written.load(Ordering::Relaxed),
+        "written"
+    );
+    let mut writes: Vec<TableWrite> = corrupt_write.into_iter().collect();
+    let mut gathered = Vec::new();
+    for (own, tables) in results {
+        writes.extend(own);
+        gathered.extend(tables.into_iter().flatten());
+    }
+    writes.extend(gathered);
+    writes
+}
+
 /// How the topics of a batch fan out ([`Ingest::waves`]).
 pub(super) struct Waves {
     /// Over the memory budget: topics stream from the staging table in waves.
@@ -77,13 +100,7 @@ impl Ingest {
                 None => self.runtime().block_on(staging_table.read_topic(topic)),
             }
         };
-        let Waves {
-            bounded,
-            per_topic,
-            wave,
-            slice_bytes,
-            pool: wave_pool,
-        } = self.waves(&staged.summary, in_memory)?;
+        let waves = self.waves(&staged.summary, in_memory)?;
         let topics = &staged.summary.topics;
         let fan = Fanout {
             storage,
@@ -91,43 +108,42 @@ impl Ingest {
             started: now_micros(),
             written: &written,
             total: topics.len(),
-            gather: (!per_topic)
+            gather: (!waves.per_topic)
                 .then(|| Gather::new(topics, self.parse_pool.current_num_threads())),
         };
         let rows = || {
-            if bounded && !self.reread_per_topic() {
+            if waves.bounded && !self.reread_per_topic() {
                 TopicRows::Streamed {
                     staging: staging_table,
-                    slice_bytes,
+                    slice_bytes: waves.slice_bytes,
                 }
             } else {
                 TopicRows::Whole(&topic_input)
             }
         };
-        let fan_out = || self.fan_out(&fan, topics, (wave, wave_pool.as_ref()), &rows);
-        // Staged in memory, `_corrupt_records` is written while the topics fan out (one
-        // more table, not a step before them); persisted staging wrote it already.
-        let (corrupt_write, results) = std::thread::scope(|s| {
+        let fan_out = || self.fan_out(&fan, topics, (waves.wave, waves.pool.as_ref()), &rows);
+        let (corrupt_write, results) = self.beside_corrupt(storage, staged, lineage, fan_out);
+        Ok(fanned_out_writes(&fan, corrupt_write, results))
+    }
+
+    /// Runs `fan_out`; staged in memory, `_corrupt_records` is written meanwhile (one
+    /// more table, not a step before them; persisted staging wrote it already), and its
+    /// write is returned beside `fan_out`'s result.
+    fn beside_corrupt<R>(
+        &self,
+        storage: &Storage,
+        staged: &StagedBatch,
+        lineage: &Lineage,
+        fan_out: impl FnOnce() -> R,
+    ) -> (Option<TableWrite>, R) {
+        std::thread::scope(|s| {
             let corrupt = (staged.mode == StagingMode::Memory)
                 .then(|| s.spawn(|| self.write_corrupt(storage, &staged.corrupt, lineage)));
             let results = fan_out();
             let corrupt =
                 corrupt.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
             (corrupt.flatten(), results)
-        });
-        tracing::info!(
-            ms = (now_micros() - fan.started) / 1000,
-            tables = written.load(Ordering::Relaxed),
-            "written"
-        );
-        let mut writes: Vec<TableWrite> = corrupt_write.into_iter().collect();
-        let mut gathered = Vec::new();
-        for (own, tables) in results {
-            writes.extend(own);
-            gathered.extend(tables.into_iter().flatten());
-        }
-        writes.extend(gathered);
-        Ok(writes)
+        })
     }
 
     /// Runs every topic's task, `wave` topics at a time on `pool` (the fan-out pool when

@@ -76,23 +76,43 @@ pub fn landing_path_of(report: &BatchReport) -> String {
 /// The help of `bronze_batch_success`.
 const SUCCESS_HELP: &str = "1 when the batch loaded (corrupt lines kept), 0 when it failed.";
 
-/// The metrics of a batch run that produced `report`, at `now`.
-pub fn batch_metrics(report: &BatchReport, now: SystemTime) -> String {
-    let batch: Labels = vec![
-        ("landing_path", landing_path_of(report)),
-        ("batch_id", report.batch_id.clone()),
-    ];
-    let one = |v: f64| [(batch.clone(), v)];
-    let with = |label: &'static str, value: &str, v: f64| {
-        let mut labels = batch.clone();
+/// The labels of a batch's metrics: its landing path and batch id.
+struct BatchLabels(Labels);
+
+impl BatchLabels {
+    /// The one value of a batch-wide metric.
+    fn one(&self, v: f64) -> [(Labels, f64); 1] {
+        [(self.0.clone(), v)]
+    }
+
+    /// A value of a metric per `label`, this one's `value`.
+    fn with(&self, label: &'static str, value: &str, v: f64) -> (Labels, f64) {
+        let mut labels = self.0.clone();
         labels.push((label, value.to_string()));
         (labels, v)
-    };
+    }
+}
+
+/// The metrics of a batch run that produced `report`, at `now`.
+pub fn batch_metrics(report: &BatchReport, now: SystemTime) -> String {
+    let batch = BatchLabels(vec![
+        ("landing_path", landing_path_of(report)),
+        ("batch_id", report.batch_id.clone()),
+    ]);
     let mut m = Exposition::default();
+    row_metrics(&mut m, report, &batch);
+    request_metrics(&mut m, report, &batch);
+    outcome_metrics(&mut m, report, &batch, now);
+    m.text()
+}
+
+/// The batch's rows per table, its messages, corrupt lines, duplicates and rescued
+/// values.
+fn row_metrics(m: &mut Exposition, report: &BatchReport, batch: &BatchLabels) {
     let rows = report
         .tables
         .iter()
-        .map(|(t, o)| with("table", t, o.rows_written as f64));
+        .map(|(t, o)| batch.with("table", t, o.rows_written as f64));
     m.gauges(
         "bronze_batch_rows",
         "Rows the batch wrote, per table.",
@@ -101,15 +121,15 @@ pub fn batch_metrics(report: &BatchReport, now: SystemTime) -> String {
     m.gauges(
         "bronze_batch_messages",
         "Messages the batch loaded.",
-        one(report.messages as f64),
+        batch.one(report.messages as f64),
     );
-    let corrupt = one(report.corrupt_lines as f64);
+    let corrupt = batch.one(report.corrupt_lines as f64);
     m.gauges(
         "bronze_batch_corrupt_lines",
         "Lines kept in _corrupt_records.",
         corrupt,
     );
-    let duplicates = one(report.duplicates as f64);
+    let duplicates = batch.one(report.duplicates as f64);
     m.gauges(
         "bronze_batch_duplicates",
         "Duplicate messages dropped.",
@@ -119,12 +139,17 @@ pub fn batch_metrics(report: &BatchReport, now: SystemTime) -> String {
     m.gauges(
         "bronze_batch_rescued_values",
         "Values kept in _rescued_data.",
-        one(rescued as f64),
+        batch.one(rescued as f64),
     );
+}
+
+/// The run's wall time per stage, its object store requests per stage, the requests
+/// retried and the commits planned again.
+fn request_metrics(m: &mut Exposition, report: &BatchReport, batch: &BatchLabels) {
     let stages = report
         .stage_seconds
         .iter()
-        .map(|(s, v)| with("stage", s, *v));
+        .map(|(s, v)| batch.with("stage", s, *v));
     m.gauges(
         "bronze_batch_duration_seconds",
         "Wall time of each stage of the run.",
@@ -133,36 +158,39 @@ pub fn batch_metrics(report: &BatchReport, now: SystemTime) -> String {
     let calls = report
         .store_calls
         .iter()
-        .map(|(k, n)| with("kind", k, *n as f64));
+        .map(|(k, n)| batch.with("kind", k, *n as f64));
     m.gauges(
         "bronze_batch_store_requests",
         "Object store requests, per stage of the run.",
         calls,
     );
-    let retries = one(report.store_retries as f64);
+    let retries = batch.one(report.store_retries as f64);
     m.gauges(
         "bronze_batch_store_retries",
         "Object store requests retried.",
         retries,
     );
-    let replans = one(report.commit_replans as f64);
+    let replans = batch.one(report.commit_replans as f64);
     m.gauges(
         "bronze_batch_commit_replans",
         "Commits planned again after a conflict.",
         replans,
     );
+}
+
+/// Whether the batch loaded, and when it did (`now`) if it did.
+fn outcome_metrics(m: &mut Exposition, report: &BatchReport, batch: &BatchLabels, now: SystemTime) {
     let success = report.exit_code() < 2;
     m.gauges(
         "bronze_batch_success",
         SUCCESS_HELP,
-        one(if success { 1.0 } else { 0.0 }),
+        batch.one(if success { 1.0 } else { 0.0 }),
     );
     if success {
         let help = "When the batch last loaded, seconds since the epoch.";
-        let at = one(seconds_since_epoch(now));
+        let at = batch.one(seconds_since_epoch(now));
         m.gauges("bronze_batch_last_success_timestamp_seconds", help, at);
     }
-    m.text()
 }
 
 /// The metrics of a run that failed before it had a report: `bronze_batch_success` 0.

@@ -344,7 +344,7 @@ impl Ingest {
         let mut result = self
             .catalog
             .retry_counter()
-            .counting(|| self.load(batch_dirs, false));
+            .counting(|| self.load(batch_dirs, IfLoaded::Reload));
         self.push_metrics(batch_dirs, &mut result);
         result
     }
@@ -355,7 +355,7 @@ impl Ingest {
         let mut result = self
             .catalog
             .retry_counter()
-            .counting(|| self.load(batch_dirs, true));
+            .counting(|| self.load(batch_dirs, IfLoaded::Stop));
         self.push_metrics(batch_dirs, &mut result);
         result
     }
@@ -423,7 +423,7 @@ impl Ingest {
     }
 
     /// [`Ingest::run_folders`], with the store client's retries counted.
-    fn load(&self, batch_dirs: &[impl AsRef<Path>], unless_loaded: bool) -> Result<BatchReport> {
+    fn load(&self, batch_dirs: &[impl AsRef<Path>], if_loaded: IfLoaded) -> Result<BatchReport> {
         let started = Instant::now();
         let started_micros = now_micros();
         let mut counters = RunCounters::start(&self.catalog);
@@ -440,27 +440,16 @@ impl Ingest {
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
-        let unrecorded = self.unrecorded_run(&storage, &found.key, &leases);
-        let (seen, _preopen) = self.seen_then_preopen(&mut storage, &found.key, unrecorded, landed);
-        // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
-        // seen is checked against its runs in `_run_control` (unless a run of it ended
-        // unrecorded: this run rewrites what that one left).
-        if unless_loaded && seen && !unrecorded && self.loaded(&storage, &found.key)? {
-            return Err(Error::AlreadyLoaded {
-                batch: found.key.to_string(),
-            });
-        }
+        let _preopen = self.prior_runs(&mut storage, &found.key, &leases, landed, if_loaded)?;
         counters.mark("lease", &self.catalog);
         // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.key);
-        let mut writes: Vec<TableWrite> = Vec::new();
-        let mut staged = self.stage_batch(
+        let (mut staged, mut writes) = self.stage_batch(
             &found.files,
             &storage,
             &staging_table,
             &lineage,
-            &mut writes,
             early_fetch,
         )?;
         self.failpoint("after_staging")?;
@@ -469,44 +458,59 @@ impl Ingest {
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
         let in_memory = staged.memory.is_some();
-        writes.extend(self.write_tables(
-            &storage,
-            &mut staged,
-            (&staging_table, &lineage),
-            &found,
-            &leases,
-        )?);
+        let staging = (&staging_table, &lineage);
+        writes.extend(self.write_tables(&storage, &mut staged, staging, &found, &leases)?);
         self.failpoint("before_run_control")?;
         counters.mark("tables", &self.catalog);
         still_held()?;
         // 7. Run control: one row per write, the row accounting, written once.
         let retries = counters.retries(&self.catalog);
-        let (tables, run_control, invariant) = self.record_run(
-            &storage,
-            writes,
-            &staged,
-            (&run_id, &found.key, (started_micros, retries)),
-            &leases,
-        );
+        let run = (&*run_id, &found.key, (started_micros, retries));
+        let recorded = self.record_run(&storage, writes, &staged, run, &leases);
         counters.mark("run_control", &self.catalog);
         self.failpoint("before_drop_staging")?;
-        let failed = tables.values().any(|t| t.error.is_some()) || !invariant.ok;
         if !in_memory {
-            self.finish_staging(&staging_table, failed, &mut warnings);
+            self.finish_staging(&staging_table, recorded.failed(), &mut warnings);
         }
+        let warnings = self.log_warnings(warnings);
+        // 8. The report.
+        let mut report = batch_report(found, staged, recorded, warnings, started);
+        counters.finish(&self.catalog, &mut report);
+        report.task_seconds = storage.clock.seconds();
+        Ok(report)
+    }
+
+    /// Masks the run's warnings' secrets and logs each.
+    fn log_warnings(&self, mut warnings: Vec<String>) -> Vec<String> {
         for w in &mut warnings {
             *w = self.config.storage_options.mask(w);
             tracing::warn!("{w}");
         }
+        warnings
+    }
 
-        // 8. The report.
-        let mut report = batch_report(found, staged, invariant, started);
-        report.tables = tables;
-        report.run_control = run_control;
-        report.warnings = warnings;
-        counters.finish(&self.catalog, &mut report);
-        report.task_seconds = storage.clock.seconds();
-        Ok(report)
+    /// Reads what the catalog holds of the batch's earlier runs and starts pre-opening
+    /// its tables ([`Ingest::seen_then_preopen`]; the guard returned stops it); with
+    /// [`IfLoaded::Stop`], [`Error::AlreadyLoaded`] when the batch's latest run loaded it.
+    fn prior_runs(
+        &self,
+        storage: &mut Storage,
+        key: &BatchKey,
+        leases: &[Lease],
+        landed: tokio::sync::watch::Receiver<bool>,
+        if_loaded: IfLoaded,
+    ) -> Result<crate::table::AbortOnDrop> {
+        let unrecorded = self.unrecorded_run(storage, key, leases);
+        let (seen, preopen) = self.seen_then_preopen(storage, key, unrecorded, landed);
+        // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
+        // seen is checked against its runs in `_run_control` (unless a run of it ended
+        // unrecorded: this run rewrites what that one left).
+        if if_loaded == IfLoaded::Stop && seen && !unrecorded && self.loaded(storage, key)? {
+            return Err(Error::AlreadyLoaded {
+                batch: key.to_string(),
+            });
+        }
+        Ok(preopen)
     }
 
     /// The run's outcome per table, its `_run_control` rows (one per write and the row
@@ -519,11 +523,7 @@ impl Ingest {
         staged: &StagedBatch,
         (run_id, key, started): (&str, &BatchKey, (i64, u64)),
         leases: &[Lease],
-    ) -> (
-        BTreeMap<String, crate::report::TableOutcome>,
-        Vec<crate::report::RunControlRow>,
-        Invariant,
-    ) {
+    ) -> Recorded {
         let (mut tables, mut run_control) =
             outcomes(writes, run_id, key, &self.config.storage_options);
         let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
@@ -540,7 +540,11 @@ impl Ingest {
         if self.write_run_control(storage, &run_control, key, &mut tables) {
             leases.iter().for_each(Lease::recorded);
         }
-        (tables, run_control, invariant)
+        Recorded {
+            tables,
+            run_control,
+            invariant,
+        }
     }
 
     /// Writes every topic of the staged batch ([`Ingest::process_topics`]), once every
@@ -811,8 +815,6 @@ impl Ingest {
     }
 }
 
-/// The report of a run from what it found and staged and its row accounting (the
-/// caller adds tables, run control rows and warnings).
 /// What a run counts on its catalog: the store client's retries, commits planned
 /// again, and object store calls per stage.
 struct RunCounters {
@@ -865,13 +867,45 @@ impl RunCounters {
     }
 }
 
+/// What a run does with a batch whose latest run loaded it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum IfLoaded {
+    /// Load it again.
+    Reload,
+    /// Stop with [`Error::AlreadyLoaded`] (the workers of one backlog).
+    Stop,
+}
+
+/// What a run recorded: its outcome per table, its `_run_control` rows and its row
+/// accounting.
+struct Recorded {
+    tables: BTreeMap<String, crate::report::TableOutcome>,
+    run_control: Vec<crate::report::RunControlRow>,
+    invariant: Invariant,
+}
+
+impl Recorded {
+    /// Whether a table failed or the rows do not add up.
+    fn failed(&self) -> bool {
+        self.tables.values().any(|t| t.error.is_some()) || !self.invariant.ok
+    }
+}
+
+/// The report of a run from what it found, staged and recorded, and its warnings (the
+/// caller adds the counters).
 fn batch_report(
     found: discover::Discovery,
     staged: StagedBatch,
-    invariant: Invariant,
+    recorded: Recorded,
+    warnings: Vec<String>,
     started: Instant,
 ) -> BatchReport {
     let summary = staged.summary;
+    let Recorded {
+        tables,
+        run_control,
+        invariant,
+    } = recorded;
     BatchReport {
         batch: found.key.to_string(),
         folders: found.folders,
@@ -884,18 +918,18 @@ fn batch_report(
         corrupt_lines: summary.corrupt_lines,
         duplicates: summary.duplicates,
         topics: summary.topics.len(),
-        tables: BTreeMap::new(),
+        tables,
         corrupt: {
             let mut listed = staged.corrupt;
             listed.truncate(MAX_LISTED_CORRUPT);
             listed
         },
         files: staged.files,
-        run_control: Vec::new(),
+        run_control,
         staging: staged.mode,
         invariant_ok: invariant.ok,
         invariant: invariant.text,
-        warnings: Vec::new(),
+        warnings,
         store_retries: 0,
         commit_replans: 0,
         store_calls: BTreeMap::new(),

@@ -132,6 +132,37 @@ fn human_bytes(n: u64) -> String {
     }
 }
 
+/// What the chunks of a batch staged so far add up to.
+#[derive(Default)]
+struct Chunked {
+    /// The message ids staged, to drop duplicates.
+    seen: IdSet,
+    summary: StagingSummary,
+    /// Topic → messages staged.
+    counts: BTreeMap<String, u64>,
+    corrupt: Vec<CorruptLine>,
+    files: Vec<crate::stage::FileStats>,
+    /// Topic → staged rows, when staged in memory.
+    memory: Option<BTreeMap<String, Vec<RecordBatch>>>,
+}
+
+impl Chunked {
+    /// Counts a staged chunk of `files` files in; returns its topics' rows.
+    fn add(&mut self, files: usize, staging: stage::Staging) -> BTreeMap<String, Vec<RecordBatch>> {
+        self.summary.files_read += files;
+        self.summary.bytes_read += staging.files.iter().map(|f| f.bytes).sum::<u64>();
+        self.summary.lines += staging.lines();
+        self.summary.duplicates += staging.duplicates;
+        for (topic, batch) in &staging.topics {
+            *self.counts.entry(topic.clone()).or_default() +=
+                batch.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+        }
+        self.corrupt.extend(staging.corrupt);
+        self.files.extend(staging.files);
+        staging.topics
+    }
+}
+
 impl Ingest {
     /// Drops a persisted staging table once every table is in; keeps it when a table
     /// failed, so the rerun resumes from it instead of re-reading the landing files.
@@ -157,8 +188,8 @@ impl Ingest {
 
     /// Stages the batch in memory, in chunks spilled to the staging table, or resumes
     /// from a complete staging table. A persisted staging table is complete only once
-    /// `_corrupt_records` is written (pushed to `writes`: a resumed run does not see the
-    /// corrupt lines); staged in memory, the corrupt lines come back whole and are
+    /// `_corrupt_records` is written (its write is returned: a resumed run does not see
+    /// the corrupt lines); staged in memory, the corrupt lines come back whole and are
     /// written while the topics fan out.
     pub(super) fn stage_batch(
         &self,
@@ -166,16 +197,31 @@ impl Ingest {
         storage: &Storage,
         staging_table: &StagingTable<'_>,
         lineage: &Lineage,
-        writes: &mut Vec<TableWrite>,
-        mut early: Option<EarlyFetch>,
-    ) -> Result<StagedBatch> {
+        early: Option<EarlyFetch>,
+    ) -> Result<(StagedBatch, Vec<TableWrite>)> {
         if let Some(resumed) = self.resume(staging_table)? {
-            return Ok(resumed);
+            return Ok((resumed, Vec::new()));
         }
         // A leftover that is not complete (a run killed or failed while staging, maybe
         // before its first commit: data files without a log) is cleared first, whether
         // this run stages in memory or not. One listing when there is none.
         self.runtime().block_on(staging_table.drop_table())?;
+        let over_budget = self.over_budget(files);
+        let persisted = (self.config.persist_staging || over_budget).then_some(staging_table);
+        let mut chunks = Chunks::new(over_budget.then_some(self.config.memory_budget));
+        let chunked = self.stage_chunks(files, &mut chunks, persisted, early)?;
+        self.complete_staging(chunked, &chunks, persisted, (storage, lineage))
+    }
+
+    /// Stages `files` chunk by chunk as `chunks` cuts them, each chunk appended to the
+    /// `persisted` staging table when there is one, else kept in memory.
+    fn stage_chunks(
+        &self,
+        files: &[discover::SourceFile],
+        chunks: &mut Chunks,
+        persisted: Option<&StagingTable<'_>>,
+        mut early: Option<EarlyFetch>,
+    ) -> Result<Chunked> {
         let staged_files = AtomicUsize::new(0);
         let total_files = files.len();
         let on_file = || {
@@ -185,78 +231,92 @@ impl Ingest {
                 total: total_files,
             });
         };
-        let over_budget = self.over_budget(files);
-        let persist = self.config.persist_staging || over_budget;
-        let mut seen = IdSet::default();
-        let mut summary = StagingSummary::default();
-        let mut counts: BTreeMap<String, u64> = BTreeMap::new();
-        let mut corrupt = Vec::new();
-        let mut file_stats = Vec::new();
-        let mut memory = None;
+        let mut chunked = Chunked::default();
         let mut rest = files;
-        let mut chunks = Chunks::new(over_budget.then_some(self.config.memory_budget));
         while !rest.is_empty() {
-            let len = chunks.next_len(rest, &seen, || {
+            let len = chunks.next_len(rest, &chunked.seen, || {
                 self.release_memory(MemoryRelease::BetweenPhases)
             });
             let (chunk, tail) = rest.split_at(len);
             rest = tail;
-            let staging = self.stage_chunk(chunk, early.take(), &on_file, &mut seen)?;
-            summary.files_read += chunk.len();
-            summary.bytes_read += staging.files.iter().map(|f| f.bytes).sum::<u64>();
-            summary.lines += staging.lines();
-            summary.duplicates += staging.duplicates;
-            for (topic, batch) in &staging.topics {
-                *counts.entry(topic.clone()).or_default() +=
-                    batch.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-            }
-            corrupt.extend(staging.corrupt);
-            file_stats.extend(staging.files);
-            if persist {
-                self.runtime().block_on(
-                    staging_table.append(
-                        staging
-                            .topics
-                            .iter()
-                            .flat_map(|(t, batches)| batches.iter().map(move |b| (t, b))),
-                    ),
-                )?;
-                drop(staging.topics);
-                self.failpoint("after_staging_chunk")?;
-            } else {
-                memory = Some(staging.topics);
-                // The files' text is freed group by group while staging builds. glibc's
-                // malloc (a library user's default) keeps those pages unless trimmed;
-                // jemalloc's arenas hand them to flattening, which needs as much again
-                // (purging them cost 40k page faults, 2 % of the CPU; BENCHMARKS.md).
-                self.release_memory(MemoryRelease::AfterStaging);
+            let staging = self.stage_chunk(chunk, early.take(), &on_file, &mut chunked.seen)?;
+            let topics = chunked.add(chunk.len(), staging);
+            match persisted {
+                Some(staging_table) => self.persist_chunk(staging_table, topics)?,
+                None => {
+                    chunked.memory = Some(topics);
+                    // The files' text is freed group by group while staging builds. glibc's
+                    // malloc (a library user's default) keeps those pages unless trimmed;
+                    // jemalloc's arenas hand them to flattening, which needs as much again
+                    // (purging them cost 40k page faults, 2 % of the CPU; BENCHMARKS.md).
+                    self.release_memory(MemoryRelease::AfterStaging);
+                }
             }
         }
+        Ok(chunked)
+    }
+
+    /// Appends a chunk's topics to the staging table, then frees them.
+    fn persist_chunk(
+        &self,
+        staging_table: &StagingTable<'_>,
+        topics: BTreeMap<String, Vec<RecordBatch>>,
+    ) -> Result<()> {
+        self.runtime().block_on(
+            staging_table.append(
+                topics
+                    .iter()
+                    .flat_map(|(t, batches)| batches.iter().map(move |b| (t, b))),
+            ),
+        )?;
+        drop(topics);
+        self.failpoint("after_staging_chunk")
+    }
+
+    /// The staged batch from its chunks; a `persisted` staging table gets the batch's
+    /// `_corrupt_records` written (the write returned) and is then marked complete.
+    fn complete_staging(
+        &self,
+        chunked: Chunked,
+        chunks: &Chunks,
+        persisted: Option<&StagingTable<'_>>,
+        (storage, lineage): (&Storage, &Lineage),
+    ) -> Result<(StagedBatch, Vec<TableWrite>)> {
+        let Chunked {
+            seen,
+            mut summary,
+            counts,
+            corrupt,
+            files,
+            memory,
+        } = chunked;
         summary.corrupt_lines = corrupt.len() as u64;
         let warnings = chunks.ids_warning(&seen, &summary).into_iter().collect();
         drop(seen);
-        if persist {
+        if persisted.is_some() {
             // Staging's chunks and ids are freed; the topics' slices come next.
             self.release_memory(MemoryRelease::BetweenPhases);
         }
         summary.topics = counts.into_iter().collect();
-        if persist {
+        let mut writes = Vec::new();
+        if let Some(staging_table) = persisted {
             writes.extend(self.write_corrupt(storage, &corrupt, lineage));
             self.runtime()
                 .block_on(staging_table.mark_complete(&summary))?;
         }
-        Ok(StagedBatch {
-            mode: if persist {
+        let staged = StagedBatch {
+            mode: if persisted.is_some() {
                 StagingMode::Persisted
             } else {
                 StagingMode::Memory
             },
             summary,
             memory,
-            files: file_stats,
+            files,
             warnings,
             corrupt,
-        })
+        };
+        Ok((staged, writes))
     }
 
     /// The batch as a complete staging table of an earlier run left it, when resuming is

@@ -8,7 +8,7 @@ use std::time::Instant;
 
 use arrow::array::RecordBatch;
 
-use super::gather::{Gather, SlicedPlan};
+use super::gather::{Gather, GatheredTables, SlicedPlan};
 use super::{Ingest, Progress};
 use crate::clock::now_micros;
 use crate::error::{Error, Result};
@@ -36,64 +36,93 @@ pub(super) fn part_writes(
     started_micros: i64,
     ended_micros: i64,
 ) -> Vec<TableWrite> {
-    let write = |topic: String, rows_in, rows_planned, result, added, rescued| TableWrite {
-        table: table.clone(),
-        topic,
-        rows_in,
-        rows_planned,
+    let commit = SharedCommit {
+        table,
         started_micros,
         ended_micros,
-        result,
-        added,
-        rescued,
     };
     match result {
-        Err(e) => {
-            // The only part keeps the error; several share it.
-            let (mut only, shared) = if meta.len() == 1 {
-                (Some(e), None)
-            } else {
-                (None, Some(Arc::new(e)))
-            };
-            meta.into_iter()
-                .map(|(topic, rows_in, planned)| {
-                    let err = match (only.take(), &shared) {
-                        (Some(e), _) => e,
-                        (None, Some(s)) => Error::Shared(Arc::clone(s)),
-                        (None, None) => Error::Internal {
-                            what: "a failed write without its error".into(),
-                        },
+        Err(e) => commit.failed(meta, e),
+        Ok((c, outcomes)) => commit.committed(meta, c, outcomes),
+    }
+}
+
+/// One commit of parts of several topics (or one) to a table.
+struct SharedCommit<'a> {
+    table: &'a TableName,
+    started_micros: i64,
+    ended_micros: i64,
+}
+
+impl SharedCommit<'_> {
+    /// The write of the part `(topic, rows in, rows planned)`.
+    fn write(
+        &self,
+        (topic, rows_in, rows_planned): (String, u64, u64),
+        result: Result<Committed>,
+        added: Vec<String>,
+        rescued: u64,
+    ) -> TableWrite {
+        TableWrite {
+            table: self.table.clone(),
+            topic,
+            rows_in,
+            rows_planned,
+            started_micros: self.started_micros,
+            ended_micros: self.ended_micros,
+            result,
+            added,
+            rescued,
+        }
+    }
+
+    /// The parts' writes of a commit that failed with `e`.
+    fn failed(&self, meta: Vec<(String, u64, u64)>, e: Error) -> Vec<TableWrite> {
+        // The only part keeps the error; several share it.
+        let (mut only, shared) = if meta.len() == 1 {
+            (Some(e), None)
+        } else {
+            (None, Some(Arc::new(e)))
+        };
+        meta.into_iter()
+            .map(|part| {
+                let err = match (only.take(), &shared) {
+                    (Some(e), _) => e,
+                    (None, Some(s)) => Error::Shared(Arc::clone(s)),
+                    (None, None) => Error::Internal {
+                        what: "a failed write without its error".into(),
+                    },
+                };
+                self.write(part, Err(err), Vec::new(), 0)
+            })
+            .collect()
+    }
+
+    /// The parts' writes of commit `c`, each part's from its outcome.
+    fn committed(
+        &self,
+        meta: Vec<(String, u64, u64)>,
+        c: Committed,
+        outcomes: Vec<table::PartOutcome>,
+    ) -> Vec<TableWrite> {
+        let total: u64 = outcomes.iter().map(|o| o.rows).sum();
+        meta.into_iter()
+            .zip(outcomes)
+            .map(|(part, o)| match o.error {
+                Some(e) => self.write(part, Err(e), Vec::new(), 0),
+                None => {
+                    // The commit's statistics count all parts; a part's share is its
+                    // own rows when the total matches.
+                    let rows_added = if c.rows_added == total {
+                        o.rows
+                    } else {
+                        c.rows_added
                     };
-                    write(topic, rows_in, planned, Err(err), Vec::new(), 0)
-                })
-                .collect()
-        }
-        Ok((c, outcomes)) => {
-            let total: u64 = outcomes.iter().map(|o| o.rows).sum();
-            meta.into_iter()
-                .zip(outcomes)
-                .map(|((topic, rows_in, planned), o)| match o.error {
-                    Some(e) => write(topic, rows_in, planned, Err(e), Vec::new(), 0),
-                    None => {
-                        // The commit's statistics count all parts; a part's share is its
-                        // own rows when the total matches.
-                        let rows_added = if c.rows_added == total {
-                            o.rows
-                        } else {
-                            c.rows_added
-                        };
-                        write(
-                            topic,
-                            rows_in,
-                            planned,
-                            Ok(Committed { rows_added, ..c }),
-                            o.added,
-                            o.rescued,
-                        )
-                    }
-                })
-                .collect()
-        }
+                    let result = Ok(Committed { rows_added, ..c });
+                    self.write(part, result, o.added, o.rescued)
+                }
+            })
+            .collect()
     }
 }
 
@@ -407,10 +436,41 @@ impl Ingest {
         (topic, rows_in): (&str, u64),
         rows: TopicRows<'_>,
     ) -> (Vec<TableWrite>, Vec<Vec<TableWrite>>) {
-        let mut next_slice = self.slices(topic, rows);
         let mut own = TopicWrites::new(topic, rows_in);
-        // With a gatherer: the tables this task commits itself, once the gatherer has
-        // them (one slice: a gathered batch is staged whole), and the gathered ones.
+        let (deferred, gathered) = self.flatten_topic(fan, topic, rows, &mut own);
+        let Some(gather) = &fan.gather else {
+            return (own.done(self, fan.written, fan.total), Vec::new());
+        };
+        let last =
+            gather
+                .gathered
+                .lock()
+                .done(index, (topic, rows_in), gathered, !deferred.is_empty());
+        let write_own = move || {
+            for (table, batches) in deferred {
+                own.commit(self, fan, table, batches);
+            }
+            own.done(self, fan.written, fan.total)
+        };
+        match last {
+            None => (write_own(), Vec::new()),
+            Some((tables, early)) => self.write_beside_gathered(fan, (tables, early), write_own),
+        }
+    }
+
+    /// Flattens a topic's staged rows slice by slice. Without a gatherer each table is
+    /// committed into `own` as it comes; with one, returns the tables this task commits
+    /// itself once the gatherer has them (one slice: a gathered batch is staged whole),
+    /// and the gathered ones. A slice that cannot be read or flattened fails the
+    /// topic's own table and ends the topic.
+    fn flatten_topic(
+        &self,
+        fan: &Fanout<'_>,
+        topic: &str,
+        rows: TopicRows<'_>,
+        own: &mut TopicWrites<'_>,
+    ) -> (SlicedPlan, SlicedPlan) {
+        let mut next_slice = self.slices(topic, rows);
         let mut deferred = SlicedPlan::new();
         let mut gathered = SlicedPlan::new();
         loop {
@@ -443,35 +503,28 @@ impl Ingest {
                 }
             }
         }
-        let Some(gather) = &fan.gather else {
-            return (own.done(self, fan.written, fan.total), Vec::new());
-        };
-        let last =
-            gather
-                .gathered
-                .lock()
-                .done(index, (topic, rows_in), gathered, !deferred.is_empty());
-        let write_own = move || {
-            for (table, batches) in deferred {
-                own.commit(self, fan, table, batches);
-            }
-            own.done(self, fan.written, fan.total)
-        };
-        match last {
-            None => (write_own(), Vec::new()),
-            Some((tables, early)) => {
-                tracing::info!(
-                    ms = (now_micros() - fan.started) / 1000,
-                    topics = fan.total,
-                    gathered_tables = tables.len(),
-                    "every topic flattened"
-                );
-                let total = early + tables.len();
-                rayon::join(write_own, || {
-                    self.write_gathered(fan.storage, tables, fan.lineage, fan.written, total)
-                })
-            }
-        }
+        (deferred, gathered)
+    }
+
+    /// The task of the topic flattened last: writes its own tables (`write_own`) and
+    /// the gathered `tables` in parallel (`early`: tables gathered tasks wrote before,
+    /// for the progress).
+    fn write_beside_gathered(
+        &self,
+        fan: &Fanout<'_>,
+        (tables, early): (GatheredTables, usize),
+        write_own: impl FnOnce() -> Vec<TableWrite> + Send,
+    ) -> (Vec<TableWrite>, Vec<Vec<TableWrite>>) {
+        tracing::info!(
+            ms = (now_micros() - fan.started) / 1000,
+            topics = fan.total,
+            gathered_tables = tables.len(),
+            "every topic flattened"
+        );
+        let total = early + tables.len();
+        rayon::join(write_own, || {
+            self.write_gathered(fan.storage, tables, fan.lineage, fan.written, total)
+        })
     }
 
     /// The slices of a topic's staged rows, one after the other: the whole topic at

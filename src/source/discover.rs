@@ -135,6 +135,20 @@ pub(crate) fn discover_folders_with(
     landing_path: Option<&str>,
     list: &mut dyn FnMut(&Path, usize, Listed<'_>) -> Result<PathBuf>,
 ) -> Result<Discovery> {
+    let (batch_id, mut placed) = place_folders(dirs, batch_id, landing_path)?;
+    let key = BatchKey::of_folders(batch_id, placed.iter().map(|(p, _)| p.clone()).collect())?;
+    placed.sort_by(|a, b| a.0.cmp(&b.0));
+    list_placed(key, placed, list)
+}
+
+/// The batch id of `dirs` and each folder's landing path, validated, in the order given:
+/// the one batch id (`batch_id`, else each folder's, all the same) and each folder's
+/// place ([`folder_place`]).
+fn place_folders<'a>(
+    dirs: &'a [PathBuf],
+    batch_id: Option<&'a str>,
+    landing_path: Option<&str>,
+) -> Result<(&'a str, Vec<(String, &'a Path)>)> {
     let mut first: Option<(&Path, &str)> = None;
     let mut placed: Vec<(String, &Path)> = Vec::with_capacity(dirs.len());
     for dir in dirs {
@@ -155,20 +169,7 @@ pub(crate) fn discover_folders_with(
             }
             Some(_) => {}
         }
-        let place = match landing_path {
-            Some(p) if dirs.len() == 1 => {
-                validate_landing_path(p)?;
-                p.to_string()
-            }
-            Some(_) => {
-                return Err(Error::Config {
-                    name: "landing-path",
-                    reason: "--landing-path names the place of one folder; with several folders each takes its own from its path".into(),
-                });
-            }
-            None => landing_path_of(dir)?,
-        };
-        placed.push((place, dir));
+        placed.push((folder_place(dir, dirs.len(), landing_path)?, dir));
     }
     let Some((_, batch_id)) = first else {
         return Err(Error::Config {
@@ -176,13 +177,36 @@ pub(crate) fn discover_folders_with(
             reason: "no batch folder given".into(),
         });
     };
-    let key = BatchKey::of_folders(batch_id, placed.iter().map(|(p, _)| p.clone()).collect())?;
-    placed.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok((batch_id, placed))
+}
+
+/// A folder's landing path: `landing_path` when given (one folder of `folders` only),
+/// else [`landing_path_of`].
+fn folder_place(dir: &Path, folders: usize, landing_path: Option<&str>) -> Result<String> {
+    match landing_path {
+        Some(p) if folders == 1 => {
+            validate_landing_path(p)?;
+            Ok(p.to_string())
+        }
+        Some(_) => Err(Error::Config {
+            name: "landing-path",
+            reason: "--landing-path names the place of one folder; with several folders each takes its own from its path".into(),
+        }),
+        None => landing_path_of(dir),
+    }
+}
+
+/// Lists the `placed` folders of the batch `key` in turn with `list`, each folder's path
+/// as recorded adding its legacy suffix to the key.
+fn list_placed(
+    mut key: BatchKey,
+    placed: Vec<(String, &Path)>,
+    list: &mut dyn FnMut(&Path, usize, Listed<'_>) -> Result<PathBuf>,
+) -> Result<Discovery> {
     let mut folders = Vec::with_capacity(placed.len());
     let mut files = Vec::new();
     let mut skipped = Vec::new();
     let mut warnings = Vec::new();
-    let mut key = key;
     for (index, (landing_path, dir)) in placed.into_iter().enumerate() {
         let before = files.len();
         let listed = Listed {

@@ -94,7 +94,25 @@ fn write_out(args: std::fmt::Arguments<'_>) {
 fn main() -> ExitCode {
     alloc::tune_allocator();
     let cli = Cli::parse();
-    let level = match cli.verbose {
+    init_logs(cli.verbose, cli.log_format);
+    quiet_caught_abort_panic();
+    match cli.command {
+        Command::Ingest(args) => ingest(&args),
+        Command::Status(args) => status(&args),
+        Command::Report(args) => report(&args),
+        Command::Completions(args) => completions(&args.shell),
+        Command::Health(args) => health(&args),
+        Command::History(args) => history(&args),
+        Command::Optimize(args) => optimize(&args),
+        Command::Vacuum(args) => vacuum(&args),
+        Command::Maintain(args) => maintain_all(&args),
+        Command::Checkpoint(args) => checkpoint(&args),
+    }
+}
+
+/// Logs to stderr, as text or JSON, at the level `-v` given `verbose` times sets.
+fn init_logs(verbose: u8, format: cli::LogFormat) {
+    let level = match verbose {
         0 => "warn",
         1 => "info",
         2 => "debug",
@@ -112,60 +130,72 @@ fn main() -> ExitCode {
     let logs = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
-    match cli.log_format {
+    match format {
         cli::LogFormat::Json => logs.json().init(),
         cli::LogFormat::Text => logs.with_ansi(colour_logs()).init(),
     }
-    quiet_caught_abort_panic();
-    match cli.command {
-        Command::Ingest(args) => ingest(&args),
-        Command::Status(args) => status(&args),
-        Command::Report(args) => report(&args),
-        Command::Completions(args) => completions(&args.shell),
-        Command::Health(args) => maintain(&args.location, |m| {
-            let report = m.health()?;
+}
+
+/// `bronze health`: the tables that need work, worst first.
+fn health(args: &cli::HealthArgs) -> ExitCode {
+    maintain(&args.location, |m| {
+        let report = m.health()?;
+        Ok((
+            serde_json::to_value(&report).unwrap_or_default(),
+            report.to_text(),
+        ))
+    })
+}
+
+/// `bronze history`: a table's commits.
+fn history(args: &cli::HistoryArgs) -> ExitCode {
+    maintain(&args.location, |m| {
+        let entries = m.history(&args.table, args.limit)?;
+        let text = bronze::maintenance::HistoryEntry::to_text(&entries, args.local);
+        Ok((serde_json::to_value(&entries).unwrap_or_default(), text))
+    })
+}
+
+/// `bronze optimize`: one line per table optimized.
+fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
+    maintain(&args.location, |m| {
+        each_table(m, &args.tables, |t| {
+            let r = m.optimize(t, args.target_size, &args.zorder)?;
+            let line = format!(
+                "{}: {} -> {} files (version {})",
+                r.table, r.files_before, r.files_after, r.version
+            );
+            Ok((serde_json::to_value(&r).unwrap_or_default(), line))
+        })
+    })
+}
+
+/// `bronze vacuum`: per table, the files deleted (or that would be).
+fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
+    maintain(&args.location, |m| {
+        each_table(m, &args.tables, |t| {
+            let r = m.vacuum(t, Some(args.retain), args.dry_run, args.force)?;
+            let verb = if r.dry_run { "would delete" } else { "deleted" };
+            let mut line = format!("{}: {verb} {} files", r.table, r.files.len());
+            for f in &r.files {
+                line.push_str(&format!("\n  {f}"));
+            }
+            Ok((serde_json::to_value(&r).unwrap_or_default(), line))
+        })
+    })
+}
+
+/// `bronze checkpoint`: one line per table checkpointed.
+fn checkpoint(args: &cli::CheckpointArgs) -> ExitCode {
+    maintain(&args.location, |m| {
+        each_table(m, &args.tables, |t| {
+            let v = m.checkpoint(t)?;
             Ok((
-                serde_json::to_value(&report).unwrap_or_default(),
-                report.to_text(),
+                serde_json::json!({"table": t, "version": v}),
+                format!("{t}: checkpoint at version {v}"),
             ))
-        }),
-        Command::History(args) => maintain(&args.location, |m| {
-            let entries = m.history(&args.table, args.limit)?;
-            let text = bronze::maintenance::HistoryEntry::to_text(&entries, args.local);
-            Ok((serde_json::to_value(&entries).unwrap_or_default(), text))
-        }),
-        Command::Optimize(args) => maintain(&args.location, |m| {
-            each_table(m, &args.tables, |t| {
-                let r = m.optimize(t, args.target_size, &args.zorder)?;
-                let line = format!(
-                    "{}: {} -> {} files (version {})",
-                    r.table, r.files_before, r.files_after, r.version
-                );
-                Ok((serde_json::to_value(&r).unwrap_or_default(), line))
-            })
-        }),
-        Command::Vacuum(args) => maintain(&args.location, |m| {
-            each_table(m, &args.tables, |t| {
-                let r = m.vacuum(t, Some(args.retain), args.dry_run, args.force)?;
-                let verb = if r.dry_run { "would delete" } else { "deleted" };
-                let mut line = format!("{}: {verb} {} files", r.table, r.files.len());
-                for f in &r.files {
-                    line.push_str(&format!("\n  {f}"));
-                }
-                Ok((serde_json::to_value(&r).unwrap_or_default(), line))
-            })
-        }),
-        Command::Maintain(args) => maintain_all(&args),
-        Command::Checkpoint(args) => maintain(&args.location, |m| {
-            each_table(m, &args.tables, |t| {
-                let v = m.checkpoint(t)?;
-                Ok((
-                    serde_json::json!({"table": t, "version": v}),
-                    format!("{t}: checkpoint at version {v}"),
-                ))
-            })
-        }),
-    }
+        })
+    })
 }
 
 type Output = (serde_json::Value, String);
@@ -374,23 +404,7 @@ fn ingest(args: &cli::IngestArgs) -> ExitCode {
 /// batch (or a JSON array; with `--watch`, one JSON object per line), exit 2 when a batch
 /// failed, 1 when one had corrupt lines. With `--watch`, round after round until Ctrl-C.
 fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
-    let mut options = bronze::StorageOptions::default();
-    let setup = args.to_config().and_then(|config| {
-        options = config.storage_options.clone();
-        let root = match args.batch_dirs.as_slice() {
-            [root] => root.clone(),
-            _ => {
-                return Err(bronze::Error::Config {
-                    name: "pending",
-                    reason: "give one landing root with --pending".into(),
-                });
-            }
-        };
-        let mut builder =
-            bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
-        *builder.config_mut() = config;
-        Ok((builder.build()?, root))
-    });
+    let (options, setup) = pending_ingest(args);
     let (ingest, root) = match setup {
         Ok(s) => s,
         Err(e) => {
@@ -406,13 +420,8 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
             args.interval
         );
     }
-    let pending = bronze::PendingOptions::default()
-        .with_max_batches(args.max_batches)
-        .with_max_bytes(args.max_bytes)
-        .with_require_success(args.require_success)
-        .with_max_in_flight(usize::from(args.max_batches_in_flight))
-        .with_unordered(args.unordered)
-        .with_stop(interrupt.as_ref().map(|(flag, _)| Arc::clone(flag)));
+    let stop = interrupt.as_ref().map(|(flag, _)| Arc::clone(flag));
+    let pending = pending_options(args, stop);
     let mut worst = 0;
     loop {
         match ingest.run_pending(&root, &pending) {
@@ -431,14 +440,7 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         let Some((flag, interrupted)) = &interrupt else {
             break;
         };
-        match ingest.push_backlog_metrics(&root) {
-            Ok(None) => {}
-            Ok(Some(warning)) => eprintln!("warning: {}", options.mask(&warning)),
-            Err(e) => eprintln!(
-                "warning: backlog metrics not pushed: {}",
-                options.mask(&bronze::error_chain(&e))
-            ),
-        }
+        push_backlog_metrics(&ingest, &root, &options);
         // Until the next round, or Ctrl-C.
         let waited = interrupted.recv_timeout(args.interval);
         if flag.load(Ordering::Relaxed)
@@ -448,6 +450,64 @@ fn ingest_pending(args: &cli::IngestArgs) -> ExitCode {
         }
     }
     ExitCode::from(worst)
+}
+
+/// The storage options of `args` (for masking what is printed), and the loader of
+/// `--pending` with its one landing root.
+fn pending_ingest(
+    args: &cli::IngestArgs,
+) -> (
+    bronze::StorageOptions,
+    bronze::Result<(bronze::Ingest, std::path::PathBuf)>,
+) {
+    let mut options = bronze::StorageOptions::default();
+    let setup = args.to_config().and_then(|config| {
+        options = config.storage_options.clone();
+        let root = match args.batch_dirs.as_slice() {
+            [root] => root.clone(),
+            _ => {
+                return Err(bronze::Error::Config {
+                    name: "pending",
+                    reason: "give one landing root with --pending".into(),
+                });
+            }
+        };
+        let mut builder =
+            bronze::Ingest::builder(config.catalog.clone()).with_memory_release(alloc::release);
+        *builder.config_mut() = config;
+        Ok((builder.build()?, root))
+    });
+    (options, setup)
+}
+
+/// The backlog options of `--pending`, stopped by `stop` when set.
+fn pending_options(
+    args: &cli::IngestArgs,
+    stop: Option<Arc<AtomicBool>>,
+) -> bronze::PendingOptions {
+    bronze::PendingOptions::default()
+        .with_max_batches(args.max_batches)
+        .with_max_bytes(args.max_bytes)
+        .with_require_success(args.require_success)
+        .with_max_in_flight(usize::from(args.max_batches_in_flight))
+        .with_unordered(args.unordered)
+        .with_stop(stop)
+}
+
+/// Pushes the backlog's metrics after a watch round; a failed push is a warning.
+fn push_backlog_metrics(
+    ingest: &bronze::Ingest,
+    root: &std::path::Path,
+    options: &bronze::StorageOptions,
+) {
+    match ingest.push_backlog_metrics(root) {
+        Ok(None) => {}
+        Ok(Some(warning)) => eprintln!("warning: {}", options.mask(&warning)),
+        Err(e) => eprintln!(
+            "warning: backlog metrics not pushed: {}",
+            options.mask(&bronze::error_chain(&e))
+        ),
+    }
 }
 
 /// A flag set, and a message sent, at the first Ctrl-C (the watch loop then starts no
