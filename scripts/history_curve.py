@@ -8,16 +8,25 @@ BRONZE is the `bronze` binary, GEN_BATCH the `gen_batch` example binary (both re
 builds: `cargo build --release --bin bronze --example gen_batch`). One entity
 (`src/entity`), batches of 4 files x 30 lines over 36 topics (~100 KB each, a new seed
 per batch). At each point the history is loaded with one `ingest --pending` up to N
-batches; then, medians of --repeat: the next batch (`ingest <folder>` of a new
-folder, which then joins the history), a no-op `ingest --pending`, and `status`. Also
-printed: `_run_control`'s live files and the catalog's size on disk. Prints one
-Markdown table row per point.
+batches and, on a local catalog, copied aside (`WORKDIR/at-<N>`); then every point is
+measured in --repeat rounds, the points interleaved within each round, and the medians
+printed: the next batch (`ingest <folder>` of a new folder, which then joins that
+history), a no-op `ingest --pending`, and `status`. Also printed: `_run_control`'s live
+files and the catalog's size on disk. Prints one Markdown table row per point.
 
 With --s3 the landing zone and the catalog are in moto's S3 (`scripts/moto_server.py`,
 started here, behind `scripts/faulty_proxy.py --log` which counts requests): each new
 batch is uploaded to `s3://landing/zone/src/entity/`, the catalog is `s3://lake/hist`,
-and every measured command's requests are printed beside its time. Needs the repo's venv
-(boto3, moto): run it with `.venv/bin/python`.
+and every measured command's requests are printed beside its time (each point measured
+when the history reaches it). Needs the repo's venv (boto3, moto): run it with
+`.venv/bin/python`.
+
+With --daily (local catalogs) each batch comes a day after the one before, as in
+production: every `bronze` command runs under libfaketime (Debian's `faketime`) a day
+later per batch, the log entries it writes get that day as their mtime, the history is
+loaded a week at a time (`ingest --pending` at the week's last day), and `bronze
+maintain` runs every --maintain-every days. Retention then does what it does in a
+lakehouse loaded daily: log entries older than 30 days and tombstones older than 7 go.
 """
 import argparse
 import json
@@ -36,7 +45,15 @@ ap.add_argument("workdir")
 ap.add_argument("--points", default="10,1000")
 ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--s3", action="store_true")
+ap.add_argument("--daily", action="store_true")
+ap.add_argument("--maintain-every", type=int, default=7)
 args = ap.parse_args()
+if args.daily and args.s3:
+    raise SystemExit("--daily is for local catalogs")
+FAKETIME = "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+if args.daily and not os.path.exists(FAKETIME):
+    raise SystemExit(f"--daily needs {FAKETIME}: apt-get install faketime")
+DAY = 86_400
 
 work = pathlib.Path(args.workdir)
 entity = work / "landing" / "src" / "entity"
@@ -115,16 +132,53 @@ def make(upto):
                 s3.upload_file(str(f), "landing", f"zone/src/entity/{folder.name}/{f.name}")
 
 
+def today():
+    """With --daily, the environment that runs a command on batch `made`'s day."""
+    if not args.daily:
+        return env
+    return dict(env, LD_PRELOAD=FAKETIME, FAKETIME=f"+{made}d", FAKETIME_DONT_FAKE_MONOTONIC="1")
+
+
+def date_log_entries(since):
+    """With --daily, gives the log entries written since `since` (real time) today's
+    date as their mtime: log clean-up goes by it."""
+    if not args.daily:
+        return
+    now = time.time() + 1
+    for log in pathlib.Path(catalog).glob("*/*/_delta_log"):
+        for f in log.iterdir():
+            st = f.stat()
+            # Written by this command (entries dated before are in the future by now).
+            if since <= st.st_mtime <= now:
+                os.utime(f, (st.st_atime, st.st_mtime + made * DAY))
+
+
 def bronze(*a):
     """Runs `bronze *a --catalog CATALOG`: its seconds, requests and stdout."""
     before = requests()
+    since = time.time() - 1
     t = time.perf_counter()
-    out = subprocess.run([args.bronze, *a, "--catalog", catalog], env=env,
+    out = subprocess.run([args.bronze, *a, "--catalog", catalog], env=today(),
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     took = time.perf_counter() - t
     if out.returncode >= 2:
         raise SystemExit(f"bronze {' '.join(a)} failed:\n{out.stderr.decode()}")
+    date_log_entries(since)
     return took, requests() - before, out.stdout
+
+
+def load_history(upto):
+    """Loads the history up to `upto` batches: in one `ingest --pending`, or with
+    --daily a week at a time with `maintain` every --maintain-every days."""
+    if not args.daily:
+        make(upto)
+        bronze("ingest", "--pending", landing)
+        return
+    while made < upto:
+        make(min(upto, made + args.maintain_every - made % args.maintain_every))
+        bronze("ingest", "--pending", landing)
+        if made % args.maintain_every == 0:
+            bronze("maintain")
 
 
 def catalog_bytes():
@@ -135,7 +189,7 @@ def catalog_bytes():
 
 
 def live_files(table):
-    out = subprocess.run([args.bronze, "health", "--json", "--catalog", catalog], env=env,
+    out = subprocess.run([args.bronze, "health", "--json", "--catalog", catalog], env=today(),
                          stdout=subprocess.PIPE, check=True).stdout
     parsed = json.loads(out)
     tables = parsed if isinstance(parsed, list) else parsed.get("tables", [])
@@ -151,18 +205,59 @@ def cell(runs):
     return f"{took}, {int(statistics.median(r[1] for r in runs))} req" if args.s3 else took
 
 
+def measure(runs):
+    """One round at the lake in use: the next batch, a no-op `--pending` and `status`."""
+    make(made + 1)
+    runs["next"].append(bronze("ingest", f"{entity_root}/batch_id={batch_id(made)}"))
+    # One round folds the new run into the ledger; the no-op after it is measured.
+    bronze("ingest", "--pending", landing)
+    runs["noop"].append(bronze("ingest", "--pending", landing))
+    runs["status"].append(bronze("status", landing))
+
+
+def row(point, runs):
+    return (f"| {point:,} | {cell(runs['next'])} | {cell(runs['noop'])} | {cell(runs['status'])} "
+            f"| {live_files('_run_control')} | {catalog_bytes() / 1e6:.0f} MB |")
+
+
+def use(root):
+    """Makes the local lake at `root` (the work folder or a copy of it) the one in use."""
+    global work, entity, catalog, landing, entity_root, made
+    work = root
+    entity = work / "landing" / "src" / "entity"
+    catalog = str(work / "lakehouse")
+    landing = str(work / "landing")
+    entity_root = str(entity)
+    made = len(list(entity.glob("batch_id=*")))
+
+
 print("| history | next batch | no-op `--pending` | `status` | `_run_control` live files | catalog |")
 print("|---|---|---|---|---|---|")
-for point in [int(p) for p in args.points.split(",")]:
-    make(point)
-    bronze("ingest", "--pending", landing)
-    nexts = []
+points = [int(p) for p in args.points.split(",")]
+if args.s3:
+    for point in points:
+        load_history(point)
+        runs = {"next": [], "noop": [], "status": []}
+        for _ in range(args.repeat):
+            measure(runs)
+        print(row(point, runs), flush=True)
+else:
+    main = work
+    copies = {}
+    for point in points:
+        use(main)
+        load_history(point)
+        copies[point] = main / f"at-{point}"
+        subprocess.run(["rm", "-rf", str(copies[point])], check=True)
+        copies[point].mkdir()
+        for part in ("landing", "lakehouse"):
+            subprocess.run(["cp", "-a", str(main / part), str(copies[point])], check=True)
+        print(f"history of {point:,} loaded and copied", file=sys.stderr, flush=True)
+    runs = {point: {"next": [], "noop": [], "status": []} for point in points}
     for _ in range(args.repeat):
-        make(made + 1)
-        nexts.append(bronze("ingest", f"{entity_root}/batch_id={batch_id(made)}"))
-    # One round folds the new runs into the ledger; the no-ops after it are measured.
-    bronze("ingest", "--pending", landing)
-    noop = [bronze("ingest", "--pending", landing) for _ in range(args.repeat)]
-    status = [bronze("status", landing) for _ in range(args.repeat)]
-    print(f"| {point:,} | {cell(nexts)} | {cell(noop)} | {cell(status)} "
-          f"| {live_files('_run_control')} | {catalog_bytes() / 1e6:.0f} MB |", flush=True)
+        for point in points:
+            use(copies[point])
+            measure(runs[point])
+    for point in points:
+        use(copies[point])
+        print(row(point, runs[point]), flush=True)
