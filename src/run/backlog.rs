@@ -577,6 +577,8 @@ impl Ingest {
                     Some(after) => self.batch_folders_after(&dir, &after)?,
                     None => self.subfolders(&dir)?,
                 };
+                // The landing path of `dir`'s batch folders: the same for each of them.
+                let mut dir_landing_path: Option<String> = None;
                 for child in children {
                     let name = child.rsplit('/').next().unwrap_or_default().to_string();
                     match name.strip_prefix("batch_id=") {
@@ -584,14 +586,21 @@ impl Ingest {
                             let folder = PathBuf::from(&child);
                             // A folder whose name cannot be a batch must not hold the
                             // rest of the landing zone back: said, and left alone.
-                            let landing_path =
-                                validate_batch_id(id).and_then(|()| landing_path_of(&folder));
+                            let landing_path = validate_batch_id(id).and_then(|()| {
+                                match &dir_landing_path {
+                                    Some(known) => Ok(known.clone()),
+                                    None => landing_path_of(&folder),
+                                }
+                            });
                             match landing_path {
-                                Ok(landing_path) => found.push(PendingBatch {
-                                    landing_path,
-                                    batch_id: id.to_string(),
-                                    folder,
-                                }),
+                                Ok(landing_path) => {
+                                    dir_landing_path.get_or_insert_with(|| landing_path.clone());
+                                    found.push(PendingBatch {
+                                        landing_path,
+                                        batch_id: id.to_string(),
+                                        folder,
+                                    })
+                                }
                                 Err(e) => tracing::warn!(
                                     folder = %child,
                                     "not a batch folder, skipped: {}",
