@@ -42,7 +42,6 @@ internal!(batch, flatten, json, lease, naming, stage);
 #[doc(hidden)]
 pub mod bench;
 mod catalog;
-mod clock;
 mod config;
 mod error;
 #[cfg(feature = "failpoints")]
@@ -53,12 +52,10 @@ pub mod failpoint;
 pub mod fuzzing;
 mod locks;
 pub mod maintenance;
-mod mem;
 
 mod report;
 mod run;
 mod run_control;
-mod schema;
 mod settings;
 mod source;
 mod store;

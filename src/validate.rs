@@ -12,12 +12,12 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 
 use crate::batch::BatchKey;
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::error::Result;
 use crate::flatten;
-use crate::naming::TableName;
+use crate::naming::{self, TableName};
 use crate::report::{RunControlRow, RunStatus, TableOutcome};
-use crate::schema::INVARIANT_ROW;
+use crate::run_control::INVARIANT_ROW;
 use crate::stage::spill::StagingSummary;
 use crate::table::Committed;
 
@@ -328,7 +328,7 @@ pub(crate) fn run_control_batch(
 fn run_control_schema() -> Schema {
     Schema::new(vec![
         Field::new("run_id", DataType::Utf8, false),
-        Field::new("_batch_id", DataType::Utf8, false),
+        Field::new(naming::BATCH_ID, DataType::Utf8, false),
         Field::new("landing_paths", DataType::Utf8, true),
         Field::new("topic", DataType::Utf8, false),
         Field::new("table", DataType::Utf8, false),

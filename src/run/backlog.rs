@@ -11,8 +11,8 @@ use std::path::PathBuf;
 
 use super::Ingest;
 use super::ledger::{LatestRun, Ledgers, latest_runs, latest_runs_of};
+use crate::batch::now_micros;
 use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
-use crate::clock::now_micros;
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
 use crate::store::location::Location;

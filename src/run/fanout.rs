@@ -10,7 +10,7 @@ use super::gather::{Gather, GatheredTables};
 use super::staging::StagedBatch;
 use super::topic::{Fanout, TopicRows, part_writes, rows_of};
 use super::{Ingest, MEMORY_PER_LANDING_BYTE, Progress, pool};
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::config::CommitPer;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;

@@ -11,7 +11,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 
 use super::{Ingest, RUN_CONTROL_TABLE};
 use crate::batch::BatchKey;
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::error::Error;
 use crate::flatten::{self, Lineage};
 use crate::naming::{self, TableName};
@@ -154,14 +154,14 @@ pub(super) fn corrupt_batch(
 ) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     let n = corrupt.len();
     let schema = Schema::new(vec![
-        Field::new("_batch_id", DataType::Utf8, false),
-        Field::new(flatten::LANDING_PATH, DataType::Utf8, true),
-        Field::new("_source_file", DataType::Utf8, false),
-        Field::new("_line", DataType::Int64, false),
-        Field::new("_corrupt_record", DataType::Utf8, false),
-        Field::new("_corrupt_bytes", DataType::Binary, false),
-        Field::new("_reason", DataType::Utf8, false),
-        Field::new("_loaded_at", flatten::timestamp_type(), false),
+        Field::new(naming::BATCH_ID, DataType::Utf8, false),
+        Field::new(naming::LANDING_PATH, DataType::Utf8, true),
+        Field::new(naming::SOURCE_FILE, DataType::Utf8, false),
+        Field::new(naming::LINE, DataType::Int64, false),
+        Field::new(naming::CORRUPT_RECORD, DataType::Utf8, false),
+        Field::new(naming::CORRUPT_BYTES, DataType::Binary, false),
+        Field::new(naming::REASON, DataType::Utf8, false),
+        Field::new(naming::LOADED_AT, flatten::timestamp_type(), false),
     ]);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![lineage.key.batch_id.as_str(); n])),

@@ -10,7 +10,7 @@ use arrow::array::RecordBatch;
 
 use super::gather::{Gather, GatheredTables, SlicedPlan};
 use super::{Ingest, Progress};
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
 use crate::naming::TableName;
