@@ -15,10 +15,10 @@ use crate::config::CommitPer;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
 use crate::report::StagingMode;
+use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::table::{self, Storage};
-use crate::validate::TableWrite;
 
 /// Logs the fan-out's time and tables written, and returns its writes in order:
 /// `_corrupt_records`' (when written beside the topics), each topic's own in topic

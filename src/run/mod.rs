@@ -12,10 +12,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::batch::BatchKey;
+use crate::batch::{BatchKey, now_micros};
 use deltalake::logstore::object_store::DynObjectStore;
 
-use crate::batch::now_micros;
 use crate::catalog::Catalog;
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
@@ -25,11 +24,12 @@ use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
 use crate::report::{BatchReport, MAX_LISTED_CORRUPT};
+use crate::run_control::{Invariant, TableWrite, invariant_row};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
 use crate::store::location::Location;
 use crate::table::Storage;
-use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, outcomes};
+use crate::validate::{check_invariant, outcomes};
 
 mod backlog;
 mod builder;
@@ -880,7 +880,7 @@ enum IfLoaded {
 /// accounting.
 struct Recorded {
     tables: BTreeMap<String, crate::report::TableOutcome>,
-    run_control: Vec<crate::report::RunControlRow>,
+    run_control: Vec<crate::run_control::RunControlRow>,
     invariant: Invariant,
 }
 

@@ -1,14 +1,10 @@
-//! Reading `_run_control`: what every run recorded, for the backlog (which batches are
-//! loaded), `bronze status` and the report.
+//! Reading `_run_control`: what every run recorded, as [`RunRow`]s.
 
 use arrow::array::{Array, AsArray as _};
 
 use crate::error::{Error, Result};
 use crate::naming::{self, RUN_CONTROL_TABLE, TableName};
 use crate::table::Storage;
-
-/// The `table` value of the `_run_control` row that records a run's row accounting.
-pub const INVARIANT_ROW: &str = "(batch)";
 
 /// One `_run_control` row, as far as the backlog and the report need it.
 pub(crate) struct RunRow {
