@@ -1,8 +1,8 @@
 //! `_run_control`: the table in which every run records what it did, one row per table
 //! write of each run (its topic, rows in and written, version, checks and error) and one
 //! `(batch)` row with the run's row accounting. Rows are only appended, one commit per
-//! run. The backlog's ledgers read it to know which batches each entity has loaded, and
-//! `bronze status` to say how each batch's last run went.
+//! run. The backlog's ledgers read it to know which batches each entity has loaded,
+//! `bronze status` and the HTML report to say how each batch's last run went.
 //!
 //! [`rows`] makes the rows from a run's writes, [`write`] turns them into the batch a run
 //! appends, [`read`] reads them back.
