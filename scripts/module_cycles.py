@@ -17,8 +17,13 @@ TEST_FILES = {"tests.rs", "roundtrip.rs"}
 
 
 def modules():
+    """The modules `src/lib.rs` declares: its `mod x;` lines and the names listed in its
+    `internal!(a, b, ...);` calls (the macro that declares each one as a module)."""
     lib = open(os.path.join(SRC, "lib.rs")).read()
-    return sorted(set(re.findall(r"^\s*(?:pub(?:\([a-z]+\))? )?mod ([a-z_0-9]+);", lib, re.M)))
+    mods = set(re.findall(r"^\s*(?:pub(?:\([a-z]+\))? )?mod ([a-z_0-9]+);", lib, re.M))
+    for group in re.findall(r"^\s*internal!\s*\(([^)]*)\)\s*;", lib, re.M):
+        mods |= set(re.findall(r"[a-z_0-9]+", group))
+    return sorted(mods)
 
 
 def strip_tests(text):

@@ -1,12 +1,19 @@
-//! What a batch is: a batch id and the landing paths of its folders ([`BatchKey`]), and
-//! the checks every part of it passes before any I/O.
+//! What a batch is: a batch id and the landing paths of its folders ([`BatchKey`]), the
+//! checks every part of it passes before any I/O, and the clock its runs are stamped with
+//! ([`now_micros`]).
 
 use std::path::{Component, Path, PathBuf};
 
 use serde::Serialize;
 
 use crate::error::{Error, Result};
-pub use crate::schema::{MAX_BATCH_ID_LEN, MAX_LANDING_PART_LEN};
+pub use crate::error::{MAX_BATCH_ID_LEN, MAX_LANDING_PART_LEN};
+
+/// Now, in microseconds since the Unix epoch (UTC): the time runs, writes, leases and
+/// reports are stamped with.
+pub(crate) fn now_micros() -> i64 {
+    chrono::Utc::now().timestamp_micros()
+}
 
 /// Checks a batch id against the allow-list `[A-Za-z0-9_-]{1,128}`.
 ///

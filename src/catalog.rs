@@ -132,7 +132,7 @@ impl Catalog {
         if self.put_if_absent.get().is_none() {
             let probe = dir
                 .clone()
-                .join(crate::schema::LEASE_DIR)
+                .join(crate::naming::LEASE_DIR)
                 .join(format!(".put-if-absent-probe-{}", uuid::Uuid::new_v4()).as_str());
             match self
                 .runtime

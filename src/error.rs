@@ -6,6 +6,14 @@
 
 use std::path::PathBuf;
 
+use serde::{Deserialize, Serialize};
+
+/// Longest batch id accepted ([`Error::InvalidBatchId`] states it).
+pub const MAX_BATCH_ID_LEN: usize = 128;
+
+/// Longest part of a landing path accepted ([`Error::InvalidLandingPath`] states it).
+pub const MAX_LANDING_PART_LEN: usize = 128;
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -16,7 +24,7 @@ pub enum Error {
     /// The batch id is not usable in paths and predicates.
     #[error(
         "invalid batch id {id:?}: {reason}; a batch id is 1 to {max} characters of A-Z, a-z, 0-9, `_` and `-`",
-        max = crate::schema::MAX_BATCH_ID_LEN
+        max = MAX_BATCH_ID_LEN
     )]
     InvalidBatchId {
         /// The refused id, as given.
@@ -36,7 +44,7 @@ pub enum Error {
     /// A folder's landing path (`<source>/<entity>`) is not usable in paths and ids.
     #[error(
         "invalid landing path {path:?}: {reason}; the two folders above `batch_id=<id>` name a batch's place in the landing zone, each 1 to {max} characters of A-Z, a-z, 0-9, `_`, `-` and `.`: rename them, or pass --landing-path <source>/<entity>",
-        max = crate::schema::MAX_LANDING_PART_LEN
+        max = MAX_LANDING_PART_LEN
     )]
     InvalidLandingPath {
         /// The refused path, as given or found.
@@ -177,7 +185,7 @@ pub enum Error {
         /// The batch id.
         batch_id: String,
         /// Who holds the lease.
-        holder: Box<crate::schema::Holder>,
+        holder: Box<Holder>,
         /// The lease file.
         path: String,
     },
@@ -231,6 +239,31 @@ pub enum Error {
         #[source]
         source: Box<dyn std::error::Error + Send + Sync>,
     },
+}
+
+/// Who holds a lease: the content of a lease file, and what [`Error::BatchLeased`] names.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Holder {
+    /// The holder's run id.
+    pub run_id: String,
+    /// Host name of the holder.
+    pub host: String,
+    /// Process id of the holder.
+    pub pid: u32,
+    /// Start time of the holder process (clock ticks since boot, `/proc/<pid>/stat`),
+    /// to tell a reused pid from the holder.
+    pub pid_start: Option<u64>,
+    /// When the lease was taken, microseconds since the Unix epoch.
+    pub since_micros: i64,
+    /// When the holder last renewed it (its heartbeat), microseconds since the Unix
+    /// epoch; absent in a lease not renewed yet (and in leases of bronze 0.1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_micros: Option<i64>,
+    /// When the holder ended without recording its outcome in `_run_control` (it failed
+    /// before, or that write failed), microseconds since the Unix epoch: the next run of
+    /// the batch takes the lease over at once and replaces whatever rows the run wrote.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub released_micros: Option<i64>,
 }
 
 impl Error {

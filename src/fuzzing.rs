@@ -10,7 +10,7 @@ use arrow::array::{Array, RecordBatch, StringArray};
 
 use crate::config::{EnvelopeConfig, Evolution, FlattenConfig};
 use crate::flatten::{Lineage, flatten};
-use crate::naming::TableName;
+use crate::naming::{self, TableName};
 use crate::source::discover::{Compression, SourceFile};
 use crate::stage::{IdSet, assemble, stage_file_bytes};
 
@@ -58,7 +58,7 @@ pub fn parse_and_flatten(data: &[u8]) {
                         Ok(t) => assert_eq!(f.data_type(), t.data_type(), "{table}.{name}"),
                         Err(_) => assert!(
                             crate::naming::SYSTEM_COLUMNS.contains(&name.as_str())
-                                || name == crate::flatten::RESCUED
+                                || name == naming::RESCUED
                                 || (evolution == Evolution::Add && fitted.added.contains(name)),
                             "{table}.{name}: new column under {evolution:?}"
                         ),
@@ -126,7 +126,7 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
 /// Lineage is on every row and names the fuzz batch.
 fn check_system_columns(table: &TableName, b: &RecordBatch) {
     let col = b
-        .column_by_name("_batch_id")
+        .column_by_name(naming::BATCH_ID)
         .unwrap_or_else(|| panic!("{table}: no _batch_id"));
     let ids = col
         .as_any()

@@ -41,7 +41,7 @@ use parking_lot::Mutex;
 
 use crate::error::{Error, Result};
 
-pub use crate::schema::LEASE_DIR;
+pub use crate::naming::LEASE_DIR;
 
 /// The lease file of one folder of a batch: `<source>+<entity>+<batch id>.json` (`+` is
 /// outside both allow-lists, so names cannot collide); a name over 200 bytes is cut to
@@ -56,7 +56,7 @@ pub fn lease_file(landing_path: &str, batch_id: &str) -> String {
     }
 }
 
-pub use crate::schema::Holder;
+pub use crate::error::Holder;
 
 impl Holder {
     fn me(run_id: &str, now_micros: i64) -> Holder {
@@ -189,7 +189,7 @@ impl Held {
 
     /// Renews the lease; `false` once it is lost (the heartbeat then stops).
     fn renew(&self) -> bool {
-        self.me.lock().renewed_micros = Some(crate::clock::now_micros());
+        self.me.lock().renewed_micros = Some(crate::batch::now_micros());
         let body = self.body();
         let version = self.version.lock().clone();
         let conditional = version.is_some();
@@ -295,7 +295,7 @@ impl Lease {
     ) -> Result<Lease> {
         let file = lease_file(landing_path, batch_id);
         let path = schema_dir.clone().join(LEASE_DIR).join(file.as_str());
-        let now = crate::clock::now_micros();
+        let now = crate::batch::now_micros();
         let held = Arc::new(Held {
             store,
             path,
@@ -501,7 +501,7 @@ impl Drop for Lease {
         let unrecorded = self.unrecorded.load(std::sync::atomic::Ordering::Relaxed);
         if unrecorded {
             // Kept, released: the tables may hold rows `_run_control` does not tell of.
-            self.held.me.lock().released_micros = Some(crate::clock::now_micros());
+            self.held.me.lock().released_micros = Some(crate::batch::now_micros());
             if !self.held.renew() || self.held.lost.lock().is_some() {
                 return;
             }
@@ -556,7 +556,7 @@ mod tests {
 
     #[test]
     fn a_live_holder_is_not_stale_a_dead_or_old_one_is() {
-        let now = crate::clock::now_micros();
+        let now = crate::batch::now_micros();
         let ttl = Duration::from_secs(3600);
         // A live process of this host (pid 1 runs as long as the machine).
         let live = Holder {

@@ -42,7 +42,6 @@ internal!(batch, flatten, json, lease, naming, stage);
 #[doc(hidden)]
 pub mod bench;
 mod catalog;
-mod clock;
 mod config;
 mod error;
 #[cfg(feature = "failpoints")]
@@ -53,12 +52,10 @@ pub mod failpoint;
 pub mod fuzzing;
 mod locks;
 pub mod maintenance;
-mod mem;
 
 mod report;
 mod run;
 mod run_control;
-mod schema;
 mod settings;
 mod source;
 mod store;
@@ -79,15 +76,14 @@ pub use config::{
 pub use error::{Error, Result, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
-pub use report::{
-    BatchReport, MAX_LISTED_CORRUPT, RunControlRow, RunStatus, StagingMode, TableOutcome,
-};
+pub use report::{BatchReport, MAX_LISTED_CORRUPT, StagingMode, TableOutcome};
 pub use run::metrics;
 pub use run::{
     BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, EntityStatus, Failure,
     IN_MEMORY_PER_LANDING_BYTE, INVARIANT_ROW, InProgress, Ingest, IngestBuilder, MemoryRelease,
     MemoryReleaseFn, PendingBatch, PendingOptions, Progress, ProgressFn, RUN_CONTROL_TABLE,
 };
+pub use run_control::{RunControlRow, RunStatus};
 pub use settings::{
     Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size, TopicSettings,
     parse_duration, parse_size,

@@ -10,12 +10,96 @@ use std::fmt;
 
 use crate::error::{Error, Result};
 
-pub use crate::schema::MAX_NAME_LEN;
+/// Longest table or column name we write.
+pub const MAX_NAME_LEN: usize = 128;
 
 /// Separator between the parts of a flattened path (`quote__bid`).
 pub const PATH_SEP: &str = "__";
 
-pub use crate::schema::{CORRUPT_TABLE, STAGING_PREFIX, SYSTEM_COLUMNS};
+/// The column holding a row's id.
+pub const ID: &str = "_id";
+
+/// The column of a child table's rows holding the `_id` of the row their array is in:
+/// only child tables have it.
+pub const PARENT_ID: &str = "_parent_id";
+
+/// The column of a child table's rows holding the `_id` of the topic-table row they
+/// descend from.
+pub const ROOT_ID: &str = "_root_id";
+
+/// The column of a child table's rows holding their position in their array.
+pub const IDX: &str = "_idx";
+
+/// The column holding a row's batch id.
+pub const BATCH_ID: &str = "_batch_id";
+
+/// The column holding the landing path (`<source>/<entity>`) of a row's batch folder.
+pub const LANDING_PATH: &str = "_landing_path";
+
+/// The column holding a row's topic.
+pub const TOPIC: &str = "_topic";
+
+/// The column holding the file a row's line was read from.
+pub const SOURCE_FILE: &str = "_source_file";
+
+/// The column holding the 1-based number of a row's line in its file.
+pub const LINE: &str = "_line";
+
+/// The column holding when the run that wrote a row loaded it.
+pub const LOADED_AT: &str = "_loaded_at";
+
+/// The column holding values that did not fit their column.
+pub const RESCUED: &str = "_rescued_data";
+
+/// The column of `_corrupt_records` holding a corrupt line as text.
+pub const CORRUPT_RECORD: &str = "_corrupt_record";
+
+/// System columns: payload fields can never take these names.
+pub const SYSTEM_COLUMNS: &[&str] = &[
+    ID,
+    PARENT_ID,
+    ROOT_ID,
+    IDX,
+    BATCH_ID,
+    LANDING_PATH,
+    TOPIC,
+    SOURCE_FILE,
+    LINE,
+    LOADED_AT,
+    RESCUED,
+    CORRUPT_RECORD,
+];
+
+/// The column of `_corrupt_records` holding a corrupt line's bytes as read.
+pub const CORRUPT_BYTES: &str = "_corrupt_bytes";
+
+/// The column of `_corrupt_records` saying why a line could not be read as a message.
+pub const REASON: &str = "_reason";
+
+/// The staging column holding a message's metadata (the envelope's other members) as JSON
+/// text.
+pub const META: &str = "_meta";
+
+/// The staging column holding a message's payload as JSON text.
+pub const PAYLOAD: &str = "_payload";
+
+/// The column of a persisted staging table that partitions it by topic.
+pub const TOPIC_HASH: &str = "_topic_hash";
+
+/// Prefix of the per-batch staging tables.
+pub const STAGING_PREFIX: &str = "_tmp_raw_load_";
+
+/// Table holding lines that could not be read as messages.
+pub const CORRUPT_TABLE: &str = "_corrupt_records";
+
+/// Name of the run-control table.
+pub const RUN_CONTROL_TABLE: &str = "_run_control";
+
+/// Folder of the lease files, under the schema folder.
+pub const LEASE_DIR: &str = "_bronze_leases";
+
+/// Folder of the backlog's ledgers (what each entity has loaded), under the schema folder.
+pub const LEDGER_DIR: &str = "_bronze_ledger";
 
 /// A sanitised table name, safe as one path segment.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]

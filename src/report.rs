@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+use crate::run_control::RunControlRow;
 use crate::stage::{CorruptLine, FileStats};
 
 /// How many corrupt lines the report lists in full (counts stay exact).
@@ -42,34 +43,6 @@ impl std::fmt::Display for StagingMode {
     }
 }
 
-/// The outcome of one `_run_control` row: a write, or the run's row accounting.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-#[non_exhaustive]
-pub enum RunStatus {
-    /// Committed, and its check held.
-    #[default]
-    Ok,
-    /// Failed (see `error`): the rerun repairs it.
-    Failed,
-}
-
-impl RunStatus {
-    /// `ok` or `failed`, as `_run_control` stores it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RunStatus::Ok => "ok",
-            RunStatus::Failed => "failed",
-        }
-    }
-}
-
-impl std::fmt::Display for RunStatus {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
 /// What happened to one table in a run.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 #[non_exhaustive]
@@ -86,52 +59,6 @@ pub struct TableOutcome {
     pub added_columns: Vec<String>,
     /// Values this run kept in `_rescued_data` because they did not fit the table.
     pub rescued_values: u64,
-}
-
-/// One row of `_run_control`: one (topic, table) write of a run.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
-#[non_exhaustive]
-pub struct RunControlRow {
-    /// `<batch id>-<start micros>`: tells runs of the same batch apart.
-    pub run_id: String,
-    /// The batch.
-    pub batch_id: String,
-    /// The landing paths of the batch's folders (`<source>/<entity>`), comma separated:
-    /// with the batch id, what the run loaded and replaced.
-    #[serde(default)]
-    pub landing_paths: String,
-    /// The topic (empty for `_corrupt_records`).
-    pub topic: String,
-    /// The table written.
-    pub table: String,
-    /// Staged messages of the topic (corrupt lines for `_corrupt_records`).
-    pub rows_in: u64,
-    /// Rows the commit added (from the added files' statistics).
-    pub rows_written: u64,
-    /// Data files the commit added.
-    pub files_added: u64,
-    /// Bytes of the data files the commit added.
-    pub bytes_added: u64,
-    /// Delta version committed.
-    pub version: Option<u64>,
-    /// Start of this write, microseconds since the epoch (UTC).
-    pub started_at_micros: i64,
-    /// End of this write.
-    pub ended_at_micros: i64,
-    /// `ok` or `failed`.
-    pub status: RunStatus,
-    /// The error of a failed write.
-    pub error: Option<String>,
-    /// Checks run on the commit and their result.
-    pub checks: String,
-    /// Schema changes the write applied (`added: a, b`), empty when none.
-    pub schema_changes: String,
-    /// Values moved to `_rescued_data` because they did not fit the table's columns.
-    pub rescued_values: u64,
-    /// Requests the object store client retried during the run (the `(batch)` row; 0 on
-    /// the others).
-    #[serde(default)]
-    pub store_retries: u64,
 }
 
 /// The outcome of [`Ingest::run`](crate::Ingest::run).

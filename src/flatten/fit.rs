@@ -35,7 +35,8 @@ use deltalake::DeltaTableError;
 
 use crate::config::Evolution;
 use crate::error::{Error, Result};
-use crate::flatten::{JSON_META, PATH_META, RESCUED, data_field, rescued_column};
+use crate::flatten::{F64_EXACT_INT, JSON_META, PATH_META, data_field, rescued_column};
+use crate::naming::RESCUED;
 use crate::json::{Doc, Kind, NumClass};
 use crate::naming::{SYSTEM_COLUMNS, TableName};
 
@@ -49,7 +50,6 @@ pub(crate) struct Conformed {
     pub(crate) rescued: u64,
 }
 
-use crate::schema::F64_EXACT_INT;
 
 fn path_of(f: &Field) -> &str {
     f.metadata()

@@ -43,15 +43,12 @@ use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 use crate::config::{ChildNaming, FlattenConfig, TypesMode};
 use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node, NumClass};
-use crate::naming::{self, ColumnNamer};
+use crate::naming::{self, ColumnNamer, LANDING_PATH, RESCUED};
 
 /// Field metadata key holding a column's original path (a JSON pointer).
 pub const PATH_META: &str = "bronze.path";
 /// Field metadata key marking a column whose values are JSON text.
 pub const JSON_META: &str = "bronze.json";
-pub use crate::schema::RESCUED;
-
-pub use crate::schema::LANDING_PATH;
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -298,8 +295,13 @@ impl TableBuilder<'_> {
         let keys = self.keys(node);
         let (key, name) = if meta {
             (
-                format!("_meta{}", pointer(&keys, None)),
-                naming::sanitize(&format!("_meta{}{}", naming::PATH_SEP, path_name(&keys))),
+                format!("{}{}", naming::META, pointer(&keys, None)),
+                naming::sanitize(&format!(
+                    "{}{}{}",
+                    naming::META,
+                    naming::PATH_SEP,
+                    path_name(&keys)
+                )),
             )
         } else if keys.is_empty() {
             (String::new(), "value".to_string())
@@ -514,14 +516,14 @@ impl<'a> StagedColumns<'a> {
                 .and_then(|c| c.as_any().downcast_ref::<StringArray>())
                 .ok_or_else(|| staging_bug(format!("staging column `{name}` missing")))
         };
-        let ids = col("_id")?;
-        let files = col("_source_file")?;
-        let metas = col("_meta")?;
-        let payloads = col("_payload")?;
+        let ids = col(naming::ID)?;
+        let files = col(naming::SOURCE_FILE)?;
+        let metas = col(naming::META)?;
+        let payloads = col(naming::PAYLOAD)?;
         let lines = staged
-            .column_by_name("_line")
+            .column_by_name(naming::LINE)
             .and_then(|c| c.as_any().downcast_ref::<Int64Array>())
-            .ok_or_else(|| staging_bug("staging column `_line` missing".into()))?;
+            .ok_or_else(|| staging_bug(format!("staging column `{}` missing", naming::LINE)))?;
         Ok(StagedColumns {
             ids,
             files,
@@ -576,7 +578,7 @@ impl<'a> Flattener<'a, '_> {
             }
             Err((_, reused)) => {
                 let text = serde_json::to_string(meta).unwrap_or_default();
-                self.rescue(TOPIC_TABLE, row, "_meta".into(), text);
+                self.rescue(TOPIC_TABLE, row, naming::META.into(), text);
                 reused
             }
         }
@@ -694,7 +696,7 @@ impl<'a> Flattener<'a, '_> {
         let keys = self.tables[t].1.keys(node);
         format!(
             "dup:{}{}",
-            if meta { "_meta" } else { "" },
+            if meta { naming::META } else { "" },
             pointer(&keys, Some(k))
         )
     }
@@ -991,9 +993,9 @@ fn build_batch(
 ) -> Result<RecordBatch> {
     let n = t.ids.len();
     let lineage = strings.lineage;
-    let mut fields = vec![Field::new("_id", DataType::Utf8, false)];
+    let mut fields = vec![Field::new(naming::ID, DataType::Utf8, false)];
     let mut arrays: Vec<ArrayRef> = vec![Arc::new(utf8_column(
-        "_id",
+        naming::ID,
         t.ids.iter().map(RowId::as_bytes),
     )?)];
     let mut push = |name: &str, nullable: bool, (dt, array): (DataType, ArrayRef)| {
@@ -1001,21 +1003,21 @@ fn build_batch(
         arrays.push(array);
     };
     if t.is_child {
-        let parents = strings.runs("_parent_id", t.parent_ids.iter().map(RowId::as_bytes))?;
-        push("_parent_id", true, parents);
-        let roots = strings.runs("_root_id", t.root_ids.iter().map(|r| r.as_bytes()))?;
-        push("_root_id", true, roots);
-        push("_idx", true, (DataType::Int64, Arc::new(Int64Array::from(t.idx))));
+        let parents = strings.runs(naming::PARENT_ID, t.parent_ids.iter().map(RowId::as_bytes))?;
+        push(naming::PARENT_ID, true, parents);
+        let roots = strings.runs(naming::ROOT_ID, t.root_ids.iter().map(|r| r.as_bytes()))?;
+        push(naming::ROOT_ID, true, roots);
+        push(naming::IDX, true, (DataType::Int64, Arc::new(Int64Array::from(t.idx))));
     }
-    push("_batch_id", false, strings.constant(lineage.key.batch_id.as_str(), n));
+    push(naming::BATCH_ID, false, strings.constant(lineage.key.batch_id.as_str(), n));
     let landing = strings.files.iter().map(|f| lineage.landing_path_of(f)).collect();
     push(LANDING_PATH, true, strings.column(landing, &t.files));
-    push("_topic", false, strings.constant(topic, n));
+    push(naming::TOPIC, false, strings.constant(topic, n));
     let files = strings.files.iter().map(|f| Some(*f)).collect();
-    push("_source_file", false, strings.column(files, &t.files));
-    fields.push(Field::new("_line", DataType::Int64, false));
+    push(naming::SOURCE_FILE, false, strings.column(files, &t.files));
+    fields.push(Field::new(naming::LINE, DataType::Int64, false));
     arrays.push(Arc::new(Int64Array::from(t.lines)));
-    fields.push(Field::new("_loaded_at", timestamp_type(), false));
+    fields.push(Field::new(naming::LOADED_AT, timestamp_type(), false));
     arrays.push(Arc::new(
         TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
     ));
@@ -1032,7 +1034,8 @@ fn build_batch(
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-use crate::schema::F64_EXACT_INT;
+/// Largest integer magnitude an `f64` holds exactly (2^53).
+pub(crate) const F64_EXACT_INT: i64 = 1 << 53;
 
 /// `(type, is JSON text, values)` of one column, by the rules of [`TypesMode`].
 fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool, ArrayRef) {

@@ -7,8 +7,8 @@ use serde::Serialize;
 
 use super::{HealthReport, Maintenance};
 use crate::error::Result;
+use crate::run_control::INVARIANT_ROW;
 use crate::run_control::RunRow;
-use crate::schema::INVARIANT_ROW;
 
 /// The lakehouse at a glance ([`Maintenance::overview`]).
 #[derive(Clone, Debug, Serialize)]
@@ -119,7 +119,7 @@ impl Maintenance<'_> {
         Ok(Overview {
             catalog: self.catalog.shown(),
             schema: self.catalog.schema().to_string(),
-            generated_at: iso(crate::clock::now_micros()),
+            generated_at: iso(crate::batch::now_micros()),
             target_file_bytes: self.catalog.target_file_size(),
             batches: batch_runs(rows),
             health: self.health()?,
@@ -149,7 +149,7 @@ fn batch_runs(rows: Vec<RunRow>) -> Vec<BatchRun> {
             let writes = rows.iter().filter(|r| r.table != INVARIANT_ROW);
             let corrupt = rows
                 .iter()
-                .filter(|r| r.table == crate::schema::CORRUPT_TABLE)
+                .filter(|r| r.table == crate::naming::CORRUPT_TABLE)
                 .map(|r| r.rows_in)
                 .sum::<u64>();
             let first = writes.clone().map(|r| r.started_micros).min();

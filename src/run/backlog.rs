@@ -11,8 +11,7 @@ use std::path::PathBuf;
 
 use super::Ingest;
 use super::ledger::{LatestRun, Ledgers, latest_runs, latest_runs_of};
-use crate::batch::{BatchKey, landing_path_of, validate_batch_id};
-use crate::clock::now_micros;
+use crate::batch::{BatchKey, landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
 use crate::store::location::Location;

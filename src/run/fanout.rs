@@ -10,15 +10,15 @@ use super::gather::{Gather, GatheredTables};
 use super::staging::StagedBatch;
 use super::topic::{Fanout, TopicRows, part_writes, rows_of};
 use super::{Ingest, MEMORY_PER_LANDING_BYTE, Progress, pool};
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::config::CommitPer;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
 use crate::report::StagingMode;
+use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::table::{self, Storage};
-use crate::validate::TableWrite;
 
 /// Logs the fan-out's time and tables written, and returns its writes in order:
 /// `_corrupt_records`' (when written beside the topics), each topic's own in topic

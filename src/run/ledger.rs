@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::naming::TableName;
+use crate::naming::{LEDGER_DIR, RUN_CONTROL_TABLE};
 use crate::run_control::{RunRow, rows_of, run_control_rows};
-use crate::schema::{LEDGER_DIR, RUN_CONTROL_TABLE};
 use crate::table::Storage;
 
 /// The ledger format this release reads and writes; another is rebuilt.

@@ -12,11 +12,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::batch::BatchKey;
+use crate::batch::{BatchKey, now_micros};
 use deltalake::logstore::object_store::DynObjectStore;
 
 use crate::catalog::Catalog;
-use crate::clock::now_micros;
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
@@ -25,11 +24,12 @@ use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
 use crate::report::{BatchReport, MAX_LISTED_CORRUPT};
+use crate::run_control::{Invariant, TableWrite, invariant_row};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
 use crate::store::location::Location;
 use crate::table::Storage;
-use crate::validate::{Invariant, TableWrite, check_invariant, invariant_row, outcomes};
+use crate::validate::{check_invariant, outcomes};
 
 mod backlog;
 mod builder;
@@ -81,7 +81,7 @@ pub const MEMORY_PER_LANDING_BYTE: u64 = 4;
 /// under the budget's bound of 1.25 times plus the idle process (BENCHMARKS.md).
 pub const IN_MEMORY_PER_LANDING_BYTE: u64 = 3;
 
-pub use crate::schema::RUN_CONTROL_TABLE;
+pub use crate::naming::RUN_CONTROL_TABLE;
 
 /// Where a run is; passed to the progress callback.
 #[derive(Clone, Debug)]
@@ -157,7 +157,7 @@ impl std::fmt::Debug for Ingest {
     }
 }
 
-pub use crate::schema::INVARIANT_ROW;
+pub use crate::run_control::INVARIANT_ROW;
 
 fn pool(
     threads: usize,
@@ -880,7 +880,7 @@ enum IfLoaded {
 /// accounting.
 struct Recorded {
     tables: BTreeMap<String, crate::report::TableOutcome>,
-    run_control: Vec<crate::report::RunControlRow>,
+    run_control: Vec<crate::run_control::RunControlRow>,
     invariant: Invariant,
 }
 
@@ -935,9 +935,17 @@ fn batch_report(
         store_calls: BTreeMap::new(),
         stage_seconds: BTreeMap::new(),
         task_seconds: BTreeMap::new(),
-        peak_rss_bytes: crate::mem::peak_rss(),
+        peak_rss_bytes: peak_rss(),
         elapsed: started.elapsed(),
     }
+}
+
+/// Peak resident set size of this process (`VmHWM` of `/proc/self/status`), in bytes.
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
 }
 
 #[cfg(test)]

@@ -10,19 +10,14 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 
 use super::{Ingest, RUN_CONTROL_TABLE};
-use crate::batch::BatchKey;
-use crate::clock::now_micros;
+use crate::batch::{BatchKey, now_micros};
 use crate::error::Error;
 use crate::flatten::{self, Lineage};
 use crate::naming::{self, TableName};
-use crate::report::{RunControlRow, TableOutcome};
+use crate::report::TableOutcome;
+use crate::run_control::{self, RunControlRow, TableWrite};
 use crate::stage::CorruptLine;
 use crate::table::{Committed, Storage};
-use crate::validate::{TableWrite, run_control_batch};
-
-/// `_run_control`'s upkeep runs on every this many of its versions (its appends skip
-/// the file list in between).
-const RUN_CONTROL_UPKEEP_EVERY: u64 = 10;
 
 impl Ingest {
     /// Appends the run's rows to `_run_control` (once, after the parallel phase) and
@@ -38,11 +33,8 @@ impl Ingest {
         let rc_table = TableName::system(RUN_CONTROL_TABLE);
         // The batch's `txn` in `_run_control` is what tells the next run of it that it
         // was loaded before ([`Ingest::seen_then_preopen`]).
-        let storage = &Storage {
-            batch_txns: true,
-            ..storage.clone()
-        };
-        let failed = match run_control_batch(rows) {
+        let storage = &run_control::txn_storage(storage);
+        let failed = match run_control::rows_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
                 // A blind append: only another writer's schema change conflicts with it.
@@ -58,7 +50,7 @@ impl Ingest {
                     Err(e) => Some(e),
                 }
             }
-            Err(e) => Some(Error::arrow(RUN_CONTROL_TABLE, e)),
+            Err(e) => Some(e),
         };
         let Some(e) = failed else {
             return true;
@@ -73,11 +65,11 @@ impl Ingest {
         false
     }
 
-    /// Every [`RUN_CONTROL_UPKEEP_EVERY`] versions of `_run_control`, with its lock held:
-    /// the upkeep of every table (missing properties added, small files compacted once
+    /// On the versions of `_run_control` that [`run_control::upkeep_due`] picks, with its
+    /// lock held: the upkeep of every table (missing properties added, small files compacted once
     /// they pile up), so the table keeps a few files however many runs it records.
     fn run_control_upkeep(&self, storage: &Storage, rc_table: &TableName, c: Committed) {
-        if !c.version.is_multiple_of(RUN_CONTROL_UPKEEP_EVERY) {
+        if !run_control::upkeep_due(&c) {
             return;
         }
         match self.runtime().block_on(storage.open(rc_table)) {
@@ -154,14 +146,14 @@ pub(super) fn corrupt_batch(
 ) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
     let n = corrupt.len();
     let schema = Schema::new(vec![
-        Field::new("_batch_id", DataType::Utf8, false),
-        Field::new(flatten::LANDING_PATH, DataType::Utf8, true),
-        Field::new("_source_file", DataType::Utf8, false),
-        Field::new("_line", DataType::Int64, false),
-        Field::new("_corrupt_record", DataType::Utf8, false),
-        Field::new("_corrupt_bytes", DataType::Binary, false),
-        Field::new("_reason", DataType::Utf8, false),
-        Field::new("_loaded_at", flatten::timestamp_type(), false),
+        Field::new(naming::BATCH_ID, DataType::Utf8, false),
+        Field::new(naming::LANDING_PATH, DataType::Utf8, true),
+        Field::new(naming::SOURCE_FILE, DataType::Utf8, false),
+        Field::new(naming::LINE, DataType::Int64, false),
+        Field::new(naming::CORRUPT_RECORD, DataType::Utf8, false),
+        Field::new(naming::CORRUPT_BYTES, DataType::Binary, false),
+        Field::new(naming::REASON, DataType::Utf8, false),
+        Field::new(naming::LOADED_AT, flatten::timestamp_type(), false),
     ]);
     let columns: Vec<ArrayRef> = vec![
         Arc::new(StringArray::from(vec![lineage.key.batch_id.as_str(); n])),

@@ -11,12 +11,12 @@ use super::{IN_MEMORY_PER_LANDING_BYTE, Ingest, MemoryRelease, Progress};
 use crate::error::Result;
 use crate::flatten::Lineage;
 use crate::report::StagingMode;
+use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::source::prefetch::{EarlyFetch, Prefetched, fetch_all};
 use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::stage::{self, CorruptLine, IdSet};
 use crate::table::Storage;
-use crate::validate::TableWrite;
 
 /// The staged batch, wherever it lives.
 pub(super) struct StagedBatch {

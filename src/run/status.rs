@@ -9,7 +9,7 @@ use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use super::Ingest;
 use super::backlog::PendingBatch;
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::error::{Error, Result};
 use crate::lease::{Holder, LEASE_DIR, lease_file};
 

@@ -10,13 +10,13 @@ use arrow::array::RecordBatch;
 
 use super::gather::{Gather, GatheredTables, SlicedPlan};
 use super::{Ingest, Progress};
-use crate::clock::now_micros;
+use crate::batch::now_micros;
 use crate::error::{Error, Result};
 use crate::flatten::{self, Lineage};
 use crate::naming::TableName;
+use crate::run_control::TableWrite;
 use crate::stage::spill::StagingTable;
 use crate::table::{self, Committed, Storage};
-use crate::validate::TableWrite;
 
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in

@@ -25,6 +25,7 @@ use rayon::prelude::*;
 use crate::config::EnvelopeConfig;
 use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
+use crate::naming;
 use crate::source::discover::SourceFile;
 use crate::source::read::{self, Line};
 
@@ -186,12 +187,12 @@ impl Staging {
 /// Schema of the staging table.
 pub fn staging_schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
-        Field::new("_topic", DataType::Utf8, false),
-        Field::new("_id", DataType::Utf8, false),
-        Field::new("_source_file", DataType::Utf8, false),
-        Field::new("_line", DataType::Int64, false),
-        Field::new("_meta", DataType::Utf8, true),
-        Field::new("_payload", DataType::Utf8, false),
+        Field::new(naming::TOPIC, DataType::Utf8, false),
+        Field::new(naming::ID, DataType::Utf8, false),
+        Field::new(naming::SOURCE_FILE, DataType::Utf8, false),
+        Field::new(naming::LINE, DataType::Int64, false),
+        Field::new(naming::META, DataType::Utf8, true),
+        Field::new(naming::PAYLOAD, DataType::Utf8, false),
     ]))
 }
 

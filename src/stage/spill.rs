@@ -63,7 +63,7 @@ fn persisted_schema() -> SchemaRef {
         .iter()
         .map(|f| f.as_ref().clone())
         .collect();
-    fields.push(Field::new("_topic_hash", DataType::Utf8, false));
+    fields.push(Field::new(naming::TOPIC_HASH, DataType::Utf8, false));
     Arc::new(Schema::new(fields))
 }
 
@@ -129,7 +129,7 @@ impl<'a> StagingTable<'a> {
             .set_dictionary_enabled(false)
             .build();
         self.storage
-            .append_partitioned(&self.table, &batches, "_topic_hash", props)
+            .append_partitioned(&self.table, &batches, naming::TOPIC_HASH, props)
             .await
     }
 
@@ -184,8 +184,8 @@ impl<'a> StagingTable<'a> {
         // the read is deterministic without a sort (a sort would hold the whole topic
         // twice).
         let filters = [
-            Equals::new("_topic_hash", &topic_hash(topic)),
-            Equals::new("_topic", topic),
+            Equals::new(naming::TOPIC_HASH, &topic_hash(topic)),
+            Equals::new(naming::TOPIC, topic),
         ];
         let schema = staging_schema();
         let columns: Vec<&str> = schema

@@ -10,8 +10,7 @@ use deltalake::DeltaTable;
 use super::arrow_schema;
 use crate::batch::BatchKey;
 use crate::error::Result;
-use crate::flatten::LANDING_PATH;
-use crate::naming::TableName;
+use crate::naming::{self, LANDING_PATH, TableName};
 
 /// How the data files of a table hold rows of one batch, by their statistics.
 pub(super) enum BatchFiles {
@@ -83,7 +82,7 @@ fn file_holds(
         return Err(Mixed);
     };
     let batch_id = key.batch_id.as_str();
-    let Some((min, max)) = text_bounds(&stats, "_batch_id") else {
+    let Some((min, max)) = text_bounds(&stats, naming::BATCH_ID) else {
         return Err(Mixed);
     };
     if !(min.as_str() <= batch_id && batch_id <= max.as_str()) {
@@ -104,7 +103,7 @@ fn file_holds(
             Landing::Unsure => return Err(Mixed),
         }
     }
-    let topics = match text_bounds(&stats, "_topic") {
+    let topics = match text_bounds(&stats, naming::TOPIC) {
         Some((topic, last)) if topic == last => vec![topic],
         _ => match tagged_topics(f) {
             Some(topics) => topics,
@@ -179,7 +178,7 @@ pub(super) fn may_hold_batch(f: &deltalake::kernel::LogicalFileView, batch_id: &
     let bound = |which: &str| {
         stats
             .get(which)
-            .and_then(|b| b.get("_batch_id"))
+            .and_then(|b| b.get(naming::BATCH_ID))
             .and_then(|v| v.as_str())
             .map(str::to_string)
     };
@@ -188,7 +187,7 @@ pub(super) fn may_hold_batch(f: &deltalake::kernel::LogicalFileView, batch_id: &
         let rows = stats.get("numRecords").and_then(|n| n.as_u64());
         let nulls = stats
             .get("nullCount")
-            .and_then(|n| n.get("_batch_id"))
+            .and_then(|n| n.get(naming::BATCH_ID))
             .and_then(|n| n.as_u64());
         return !(rows.is_some() && rows == nulls);
     };
@@ -202,7 +201,7 @@ pub(super) fn may_hold_batch(f: &deltalake::kernel::LogicalFileView, batch_id: &
 pub(super) fn topics_of(batches: &[RecordBatch]) -> Option<Vec<String>> {
     let mut topics: Vec<String> = Vec::new();
     for b in batches {
-        let column = b.column_by_name("_topic")?;
+        let column = b.column_by_name(naming::TOPIC)?;
         let values = column
             .as_any()
             .downcast_ref::<arrow::array::StringArray>()?;
@@ -324,8 +323,8 @@ impl<'a> BatchRows<'a> {
                 .filter(|a| a.is_valid(i))
                 .map(|a| a.value(i).to_string())
         };
-        let (ids, paths) = (text("_batch_id")?, text(LANDING_PATH)?);
-        let (files, topics) = (text("_source_file")?, text("_topic")?);
+        let (ids, paths) = (text(naming::BATCH_ID)?, text(LANDING_PATH)?);
+        let (files, topics) = (text(naming::SOURCE_FILE)?, text(naming::TOPIC)?);
         let legacy: Vec<String> = self
             .key
             .legacy_suffixes
@@ -359,7 +358,7 @@ impl<'a> BatchRows<'a> {
     pub(crate) fn sql(&self) -> String {
         let quote = |v: &str| format!("'{}'", v.replace('\'', "''"));
         let list = |vs: &[String]| vs.iter().map(|v| quote(v)).collect::<Vec<_>>().join(", ");
-        let mut sql = format!("_batch_id = {}", quote(&self.key.batch_id));
+        let mut sql = format!("{} = {}", naming::BATCH_ID, quote(&self.key.batch_id));
         if !self.key.landing_paths.is_empty() {
             let legacy = self
                 .key
@@ -367,7 +366,8 @@ impl<'a> BatchRows<'a> {
                 .iter()
                 .map(|s| {
                     format!(
-                        "_source_file LIKE {}",
+                        "{} LIKE {}",
+                        naming::SOURCE_FILE,
                         quote(&format!("%/{}/%", like_escape(s)))
                     )
                 })
@@ -379,7 +379,7 @@ impl<'a> BatchRows<'a> {
             };
             if self.keyed {
                 sql.push_str(&format!(
-                    " AND (_landing_path IN ({}) OR _landing_path IS NULL AND {legacy})",
+                    " AND ({LANDING_PATH} IN ({}) OR {LANDING_PATH} IS NULL AND {legacy})",
                     list(&self.key.landing_paths)
                 ));
             } else {
@@ -387,7 +387,7 @@ impl<'a> BatchRows<'a> {
             }
         }
         if let Some(topics) = self.topics {
-            sql.push_str(&format!(" AND _topic IN ({})", list(topics)));
+            sql.push_str(&format!(" AND {} IN ({})", naming::TOPIC, list(topics)));
         }
         sql
     }

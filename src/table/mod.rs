@@ -33,8 +33,7 @@ use parquet::schema::types::ColumnPath;
 use url::Url;
 
 use crate::error::{Error, Result};
-use crate::flatten::LANDING_PATH;
-use crate::naming::TableName;
+use crate::naming::{self, LANDING_PATH, TableName};
 
 mod commit;
 mod compact;
@@ -168,11 +167,22 @@ impl TaskClock {
 /// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
 /// `_idx`), where a dictionary only costs a hash per value before parquet falls back to
 /// plain encoding.
-const NO_DICTIONARY: [&str; 5] = ["_id", "_parent_id", "_root_id", "_line", "_idx"];
+const NO_DICTIONARY: [&str; 5] = [
+    naming::ID,
+    naming::PARENT_ID,
+    naming::ROOT_ID,
+    naming::LINE,
+    naming::IDX,
+];
 
 /// Columns readers filter on (a replace's file choice, `history`, a user's `WHERE _batch_id =`):
 /// the only ones that get parquet statistics beyond the file level.
-const FILTERED: [&str; 4] = ["_batch_id", "_topic", "_loaded_at", "_id"];
+const FILTERED: [&str; 4] = [
+    naming::BATCH_ID,
+    naming::TOPIC,
+    naming::LOADED_AT,
+    naming::ID,
+];
 
 /// A column chunk's dictionary is dropped for plain encoding once it passes this size
 /// (parquet's default: 1 MiB). A 16,000-row topic's column of mostly distinct values
@@ -186,7 +196,7 @@ pub const DICTIONARY_PAGE_LIMIT: usize = 64 << 10;
 /// [`DICTIONARY_PAGE_LIMIT`], and the plain fallback would write (and compress) the
 /// whole path on every row: 210 MB of a dense historical batch's 590 MB before
 /// compression (BENCHMARKS.md). They keep their dictionary up to [`PER_FILE_LIMIT`].
-const PER_FILE: [&str; 2] = ["_source_file", LANDING_PATH];
+const PER_FILE: [&str; 2] = [naming::SOURCE_FILE, LANDING_PATH];
 
 /// The dictionary limit of the [`PER_FILE`] columns: 256k paths of 128 bytes.
 const PER_FILE_LIMIT: usize = 32 << 20;

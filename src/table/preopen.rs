@@ -13,8 +13,8 @@ use super::unloaded::{Unloaded, Unopened};
 use super::writable::{Look, Refusal, look};
 use crate::batch::BatchKey;
 use crate::error::Result;
+use crate::naming::RUN_CONTROL_TABLE;
 use crate::naming::{CORRUPT_TABLE, TableName};
-use crate::schema::RUN_CONTROL_TABLE;
 
 /// A schema with more tables than this is not pre-opened ([`Storage::preopen`]): each
 /// table costs 3 + (commits since its last checkpoint) GET requests, wasted on those the

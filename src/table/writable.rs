@@ -208,7 +208,7 @@ pub(crate) fn look(config: &TableConfiguration, removes: bool) -> Look {
         refusal: refusal(config, removes),
         child: config
             .logical_schema()
-            .field(crate::schema::PARENT_ID)
+            .field(crate::naming::PARENT_ID)
             .is_some(),
     }
 }

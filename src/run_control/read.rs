@@ -1,11 +1,9 @@
-//! Reading `_run_control`: what every run recorded, for the backlog (which batches are
-//! loaded), `bronze status` and the report.
+//! Reading `_run_control`: what every run recorded, as [`RunRow`]s.
 
 use arrow::array::{Array, AsArray as _};
 
 use crate::error::{Error, Result};
-use crate::naming::TableName;
-use crate::schema::RUN_CONTROL_TABLE;
+use crate::naming::{self, RUN_CONTROL_TABLE, TableName};
 use crate::table::Storage;
 
 /// One `_run_control` row, as far as the backlog and the report need it.
@@ -34,7 +32,7 @@ pub(crate) async fn run_control_rows(
 ) -> Result<Vec<RunRow>> {
     use crate::table::scan::{Equals, read_rows};
     let filters: Vec<Equals> = batch_id
-        .map(|id| Equals::new("_batch_id", id))
+        .map(|id| Equals::new(naming::BATCH_ID, id))
         .into_iter()
         .collect();
     let table = TableName::system(RUN_CONTROL_TABLE);
@@ -45,7 +43,7 @@ pub(crate) async fn run_control_rows(
 /// The columns of `_run_control` a [`RunRow`] is made of.
 pub(crate) const RUN_ROW_COLUMNS: [&str; 11] = [
     "run_id",
-    "_batch_id",
+    naming::BATCH_ID,
     "landing_paths",
     "status",
     "table",
@@ -84,7 +82,7 @@ pub(crate) fn rows_of(batches: &[arrow::array::RecordBatch]) -> Result<Vec<RunRo
         let n = |a: &arrow::array::Int64Array, i: usize| if a.is_null(i) { 0 } else { a.value(i) };
         let (run, batch, paths, status) = (
             text("run_id")?,
-            text("_batch_id")?,
+            text(naming::BATCH_ID)?,
             text("landing_paths")?,
             text("status")?,
         );
