@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::Ingest;
-use super::ledger::{LatestRun, Ledgers, latest_runs, latest_runs_of};
+use super::ledger::{Ledgers, latest_runs};
 use crate::batch::{BatchKey, landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
@@ -145,12 +145,12 @@ impl Ingest {
     /// not loaded successfully (a batch whose last run failed is pending again), sorted
     /// by batch id, then landing path.
     pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
-        let BacklogView { folders, runs } = self.backlog_view(root.as_ref())?;
+        let BacklogView { folders, ledgers } = self.backlog_view(root.as_ref())?;
         let mut found = folders;
         found.retain(|b| {
-            !runs
-                .get(&(b.landing_path.clone(), b.batch_id.clone()))
-                .is_some_and(|r| r.ok)
+            !ledgers
+                .get(&b.landing_path)
+                .is_some_and(|l| l.is_loaded(&b.batch_id))
         });
         found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
         Ok(found)
@@ -402,15 +402,19 @@ impl Ingest {
             after,
             in_full,
         } = self.list_backlog(root, &mut ledgers)?;
-        let mut entities: Vec<String> = folders.iter().map(|b| b.landing_path.clone()).collect();
-        entities.extend(ledgers.by_path.keys().cloned());
+        let mut entities: Vec<String> = ledgers.by_path.keys().cloned().collect();
+        // Folders come grouped by entity: one look per group.
+        let mut last: Option<&str> = None;
+        for b in &folders {
+            if last != Some(b.landing_path.as_str()) {
+                last = Some(&b.landing_path);
+                entities.push(b.landing_path.clone());
+            }
+        }
         entities.sort();
         entities.dedup();
         if entities.is_empty() {
-            return Ok(BacklogView {
-                folders,
-                runs: HashMap::new(),
-            });
+            return Ok(BacklogView { folders, ledgers });
         }
         let through_before: HashMap<String, String> = ledgers
             .by_path
@@ -423,9 +427,8 @@ impl Ingest {
             folders.extend(self.folders_listed_before(&ledgers, lp, dir, &folders)?);
         }
         advance_listings(&mut ledgers, &folders, &through_before, &in_full);
-        let runs = latest_runs_of(&ledgers);
         self.runtime().block_on(ledgers.save());
-        Ok(BacklogView { folders, runs })
+        Ok(BacklogView { folders, ledgers })
     }
 
     /// The batch folders under `root`, each entity in an object store whose ledger says
@@ -585,12 +588,11 @@ impl Ingest {
                             let folder = PathBuf::from(&child);
                             // A folder whose name cannot be a batch must not hold the
                             // rest of the landing zone back: said, and left alone.
-                            let landing_path = validate_batch_id(id).and_then(|()| {
-                                match &dir_landing_path {
+                            let landing_path =
+                                validate_batch_id(id).and_then(|()| match &dir_landing_path {
                                     Some(known) => Ok(known.clone()),
                                     None => landing_path_of(&folder),
-                                }
-                            });
+                                });
                             match landing_path {
                                 Ok(landing_path) => {
                                     dir_landing_path.get_or_insert_with(|| landing_path.clone());
@@ -704,7 +706,13 @@ impl Ingest {
                         .map_err(|err| Error::io(e.path(), err))?
                         .is_dir()
                     {
-                        out.push(format!("{dir}/{}", e.file_name().to_string_lossy()));
+                        let name = e.file_name();
+                        let name = name.to_string_lossy();
+                        let mut child = String::with_capacity(dir.len() + 1 + name.len());
+                        child.push_str(dir);
+                        child.push('/');
+                        child.push_str(&name);
+                        out.push(child);
                     }
                 }
                 Ok(out)
@@ -767,14 +775,17 @@ fn advance_listings(
     for b in folders {
         ids.entry(&b.landing_path).or_default().push(&b.batch_id);
     }
-    for (lp, mut batch_ids) in ids {
-        batch_ids.sort_unstable();
+    for (lp, batch_ids) in ids {
         let Some(ledger) = ledgers.get_mut(lp) else {
             continue;
         };
         if let Some(before) = through_before.get(lp) {
-            let late = batch_ids.iter().filter(|id| **id <= before.as_str());
-            for id in late.filter(|id| !ledger.has_run(id)) {
+            let mut late: Vec<&&str> = batch_ids
+                .iter()
+                .filter(|id| **id <= before.as_str() && !ledger.has_run(id))
+                .collect();
+            late.sort_unstable();
+            for id in late {
                 tracing::warn!(
                     landing_path = lp,
                     batch_id = id,
@@ -782,10 +793,12 @@ fn advance_listings(
                 );
             }
         }
+        // The greatest id below the first one not loaded: every id up to it is loaded.
+        let first_not_loaded = batch_ids.iter().filter(|id| !ledger.is_loaded(id)).min();
         ledger.listed_through = batch_ids
             .iter()
-            .take_while(|id| ledger.is_loaded(id))
-            .last()
+            .filter(|id| first_not_loaded.is_none_or(|first| *id < first))
+            .max()
             .map(|id| id.to_string());
         if in_full.contains(lp) {
             ledger.full_listing_micros = now;
@@ -796,7 +809,8 @@ fn advance_listings(
 /// The batch folders under a landing root and the latest run of each batch.
 pub(super) struct BacklogView {
     pub(super) folders: Vec<PendingBatch>,
-    pub(super) runs: HashMap<(String, String), LatestRun>,
+    /// The entities' ledgers, up to date: the latest run of each batch.
+    pub(super) ledgers: Ledgers,
 }
 
 /// The batches whose latest run has no failed row, per landing path of that run.

@@ -54,6 +54,7 @@ pub(super) struct Ledger {
     /// The `_run_control` version folded in; `None` when that table did not exist.
     run_control_version: Option<u64>,
     /// The latest run of each batch id.
+    #[serde(deserialize_with = "sorted_map")]
     batches: BTreeMap<String, Entry>,
     /// Every folder of the entity with a batch id up to this one was listed, and its
     /// latest run loaded it: a listing in an object store starts after it.
@@ -61,6 +62,33 @@ pub(super) struct Ledger {
     /// When the entity's folders in an object store were last listed in full,
     /// microseconds since the Unix epoch (0: never).
     pub(super) full_listing_micros: i64,
+}
+
+/// A map written in key order, read in one pass and built in bulk (inserting 10,000
+/// keys one by one costs more than the rest of reading a ledger).
+fn sorted_map<'de, D>(d: D) -> std::result::Result<BTreeMap<String, Entry>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+{
+    struct Pairs;
+    impl<'de> serde::de::Visitor<'de> for Pairs {
+        type Value = Vec<(String, Entry)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a map of batch ids to runs")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            self,
+            mut map: A,
+        ) -> std::result::Result<Self::Value, A::Error> {
+            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            while let Some(pair) = map.next_entry()? {
+                out.push(pair);
+            }
+            Ok(out)
+        }
+    }
+    // Sorted input is checked in one pass; the last of equal keys wins, as inserting would.
+    Ok(BTreeMap::from_iter(d.deserialize_map(Pairs)?))
 }
 
 /// The latest run of one batch.
@@ -103,20 +131,6 @@ impl Ledger {
                 },
             );
         }
-    }
-
-    /// The latest run of each batch.
-    pub(super) fn latest_runs(&self) -> impl Iterator<Item = (&String, LatestRun)> {
-        self.batches.iter().map(|(id, e)| {
-            (
-                id,
-                LatestRun {
-                    started: e.started,
-                    ok: e.ok,
-                    error: e.error.clone(),
-                },
-            )
-        })
     }
 
     /// Whether the latest run of `batch_id` loaded it.
@@ -224,6 +238,16 @@ impl Ledgers {
     /// The ledger of `landing_path` as this backlog call has it.
     pub(super) fn get(&self, landing_path: &str) -> Option<&Ledger> {
         self.by_path.get(landing_path).map(|(l, _)| l)
+    }
+
+    /// The latest run of `batch_id` of the entity `landing_path`.
+    pub(super) fn latest_run(&self, landing_path: &str, batch_id: &str) -> Option<LatestRun> {
+        let e = self.get(landing_path)?.batches.get(batch_id)?;
+        Some(LatestRun {
+            started: e.started,
+            ok: e.ok,
+            error: e.error.clone(),
+        })
     }
 
     pub(super) fn get_mut(&mut self, landing_path: &str) -> Option<&mut Ledger> {
@@ -419,17 +443,6 @@ async fn commit_rows(
         rows.extend(rows_of(&batches)?);
     }
     Ok(Some(rows))
-}
-
-/// `(landing path, batch id)` → latest run, of the ledgers read.
-pub(super) fn latest_runs_of(ledgers: &Ledgers) -> HashMap<(String, String), LatestRun> {
-    let mut out = HashMap::new();
-    for (lp, (ledger, _)) in &ledgers.by_path {
-        for (id, run) in ledger.latest_runs() {
-            out.insert((lp.clone(), id.clone()), run);
-        }
-    }
-    out
 }
 
 /// The latest run of a batch folder in `_run_control`.

@@ -115,7 +115,7 @@ impl Ingest {
         &self,
         root: &std::path::Path,
     ) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
-        let super::backlog::BacklogView { folders, runs } = self.backlog_view(root)?;
+        let super::backlog::BacklogView { folders, ledgers } = self.backlog_view(root)?;
         let mut oldest: BTreeMap<String, String> = BTreeMap::new();
         let storage = self.storage()?;
         let leases = self.held_leases(&storage)?;
@@ -135,14 +135,17 @@ impl Ingest {
                 };
                 (e, i64::MIN)
             });
-            let run = runs.get(&(landing_path.clone(), batch_id.clone()));
+            let run = ledgers.latest_run(&landing_path, &batch_id);
+            let run = run.as_ref();
             let loaded = run.is_some_and(|r| r.ok);
             if let Some(r) = run.filter(|r| r.ok) {
                 e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
             }
             // A lease left released by a run that ended unrecorded: nothing runs.
-            let held = leases
-                .get(&lease_file(&landing_path, &batch_id))
+            // (No lease file named when none is held: most of a long history.)
+            let held = (!leases.is_empty())
+                .then(|| leases.get(&lease_file(&landing_path, &batch_id)))
+                .flatten()
                 .filter(|h| h.released_micros.is_none());
             if let Some(h) = held {
                 let renewed = h.renewed_micros.unwrap_or(h.since_micros);

@@ -17,8 +17,8 @@
 use std::sync::{Arc, Once};
 
 use deltalake::logstore::object_store::{
-    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, ObjectStoreScheme, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    ObjectStoreScheme, PutMultipartOptions, PutOptions, PutPayload, PutResult,
     local::LocalFileSystem, path::Path,
 };
 use deltalake::logstore::{
@@ -228,7 +228,11 @@ mod tests {
     use futures::TryStreamExt as _;
 
     /// Both stores' listings of `prefix` from `offset`, sorted.
-    fn both(dir: &std::path::Path, prefix: &str, offset: &str) -> (Vec<ObjectMeta>, Vec<ObjectMeta>) {
+    fn both(
+        dir: &std::path::Path,
+        prefix: &str,
+        offset: &str,
+    ) -> (Vec<ObjectMeta>, Vec<ObjectMeta>) {
         let rt = tokio::runtime::Runtime::new().unwrap();
         let base = Path::from_absolute_path(dir).unwrap();
         let prefix = Path::from(format!("{base}/{prefix}"));
