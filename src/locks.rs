@@ -22,7 +22,10 @@ pub struct TableLocks {
 }
 
 /// Held while one table is written; dropping it lets the next writer of that table in.
-pub struct TableGuard(#[allow(dead_code)] Option<ArcMutexGuard<RawMutex, ()>>);
+pub struct TableGuard(
+    // Held for its drop alone: never read.
+    #[allow(dead_code)] Option<ArcMutexGuard<RawMutex, ()>>,
+);
 
 impl TableLocks {
     /// A lock map with the given policy.

@@ -93,7 +93,7 @@ impl Storage {
 
     /// Writes the parts several topics have for one table in one commit: each part is
     /// fitted to the table's schema (as it will be after the parts before it, see
-    /// [`crate::conform`]) with its topic's evolution mode, then the rows of this batch
+    /// [`super::shape::conform`]) with its topic's evolution mode, then the rows of this batch
     /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
     /// leaves its topic's earlier rows alone and gets its error back in its outcome.
     /// `replace = false` appends instead (the later slices of an over-budget topic).
@@ -792,7 +792,7 @@ pub(super) struct Fitted {
 }
 
 /// Fits each part to the table's `schema` as the parts before it leave it, with its
-/// topic's evolution mode ([`crate::conform`]); a table created by this commit
+/// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
 /// (`exists = false`) takes every part's columns. A refused slice refuses its whole part
 /// (a topic's rows go in whole or not at all), which leaves the schema as it was.
 pub(super) fn fit_parts(
