@@ -8,7 +8,9 @@ BRONZE is the `bronze` binary, GEN_BATCH the `gen_batch` example binary (both re
 builds: `cargo build --release --bin bronze --example gen_batch`). One entity
 (`src/entity`), batches of 4 files x 30 lines over 36 topics (~100 KB each, a new seed
 per batch). At each point the history is loaded with one `ingest --pending` up to N
-batches and, on a local catalog, copied aside (`WORKDIR/at-<N>`); then every point is
+batches and, on a local catalog, copied aside (`WORKDIR/at-<N>`; a copy an earlier
+invocation left there is measured as it is, and the history goes on from where the
+work folder's stands); then every point is
 measured in --repeat rounds, the points interleaved within each round, and the medians
 printed: the next batch (`ingest <folder>` of a new folder, which then joins that
 history), a no-op `ingest --pending`, and `status`. Also printed: `_run_control`'s live
@@ -245,9 +247,13 @@ else:
     main = work
     copies = {}
     for point in points:
+        copies[point] = main / f"at-{point}"
+        if (copies[point] / "lakehouse").is_dir():
+            # Copied by an earlier invocation on this WORKDIR: measured as it is.
+            print(f"history of {point:,}: {copies[point]} kept", file=sys.stderr, flush=True)
+            continue
         use(main)
         load_history(point)
-        copies[point] = main / f"at-{point}"
         subprocess.run(["rm", "-rf", str(copies[point])], check=True)
         copies[point].mkdir()
         for part in ("landing", "lakehouse"):
