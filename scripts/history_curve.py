@@ -23,6 +23,9 @@ and every measured command's requests are printed beside its time (each point me
 when the history reaches it). Needs the repo's venv (boto3, moto): run it with
 `.venv/bin/python`.
 
+With --tiny each batch is one line of one topic (GEN_BATCH is not run): what a long
+history costs by itself, 10,000 batches loaded in minutes.
+
 With --daily (local catalogs) each batch comes a day after the one before, as in
 production: every `bronze` command runs under libfaketime (Debian's `faketime`) a day
 later per batch, the log entries it writes get that day as their mtime, the history is
@@ -49,6 +52,9 @@ ap.add_argument("--repeat", type=int, default=3)
 ap.add_argument("--s3", action="store_true")
 ap.add_argument("--daily", action="store_true")
 ap.add_argument("--maintain-every", type=int, default=7)
+ap.add_argument("--tiny", action="store_true",
+                help="batches of one line of one topic (a child table beside it): the "
+                     "history's own cost (ledger, landing listing, logs) without the data's")
 args = ap.parse_args()
 if args.daily and args.s3:
     raise SystemExit("--daily is for local catalogs")
@@ -124,10 +130,18 @@ def make(upto):
     global made
     while made < upto:
         made += 1
-        subprocess.run(
-            [args.gen_batch, "--files", "4", "--lines-per-file", "30", "--topics", "36",
-             "--seed", str(made), "--batch-id", batch_id(made), "--out", str(entity)],
-            check=True, stdout=subprocess.DEVNULL)
+        if args.tiny:
+            folder = entity / f"batch_id={batch_id(made)}"
+            folder.mkdir(parents=True, exist_ok=True)
+            line = {"topic": "trade", "message_id": f"m{made}", "source": "s",
+                    "ts": "2026-01-01T00:00:00Z",
+                    "payload": {"px": made, "sym": "é", "currentprice": [{"px": 1.0}]}}
+            (folder / "part-0.jsonl").write_text(json.dumps(line) + "\n")
+        else:
+            subprocess.run(
+                [args.gen_batch, "--files", "4", "--lines-per-file", "30", "--topics", "36",
+                 "--seed", str(made), "--batch-id", batch_id(made), "--out", str(entity)],
+                check=True, stdout=subprocess.DEVNULL)
         if args.s3:
             folder = entity / f"batch_id={batch_id(made)}"
             for f in folder.iterdir():
