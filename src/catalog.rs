@@ -288,8 +288,6 @@ impl Catalog {
     /// The schema's address and write settings, with the object store the catalog was
     /// given (or `store` in its place).
     pub(crate) fn storage_with(&self, store: Option<Arc<DynObjectStore>>) -> Result<Storage> {
-        // Local tables list their logs by name ([`crate::store::local`]).
-        crate::store::local::register();
         Ok(Storage {
             schema_url: self.schema_url()?,
             root_store: store.or_else(|| self.object_store.clone()),

@@ -323,7 +323,7 @@ impl<'a> Maintenance<'a> {
         if self.catalog.location().local().is_some() {
             let armed = std::env::var("BRONZE_FAILPOINT").unwrap_or_default();
             if let Some(wrap) = crate::failpoint::upkeep_wrap(|p| p == armed) {
-                let root = deltalake::logstore::object_store::local::LocalFileSystem::new();
+                let root = crate::store::local::LocalLog::new();
                 return self.catalog.storage_with(Some(wrap(Arc::new(root))));
             }
         }

@@ -255,9 +255,7 @@ impl Ingest {
                 };
             let root = match (&self.config.object_store, self.config.catalog.local()) {
                 (Some(store), _) => Some(Arc::clone(store)),
-                (None, Some(_)) => Some(Arc::new(
-                    deltalake::logstore::object_store::local::LocalFileSystem::new(),
-                )
+                (None, Some(_)) => Some(Arc::new(crate::store::local::LocalLog::new())
                     as Arc<deltalake::logstore::object_store::DynObjectStore>),
                 (None, None) => None,
             };

@@ -11,19 +11,17 @@
 //! the same order, as `LocalFileSystem` lists. Anything else (a sub-folder, a name that
 //! is not plain ASCII, an offset outside the folder) is listed by `LocalFileSystem`.
 //!
-//! [`register`] makes it the store of every `file://` table deltalake opens in this
-//! process (deltalake's registry of object store factories).
+//! [`crate::table::Storage`] opens every table of a local catalog through it (the root
+//! store deltalake is given for a `file://` table).
 
-use std::sync::{Arc, Once};
+use std::ops::Range;
+use std::sync::Arc;
 
+use bytes::Bytes;
 use deltalake::logstore::object_store::{
     self, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
-    ObjectStoreScheme, PutMultipartOptions, PutOptions, PutPayload, PutResult,
-    local::LocalFileSystem, path::Path,
-};
-use deltalake::logstore::{
-    DeltaIOStorageBackend, ObjectStoreFactory, ObjectStoreRef, StorageConfig,
-    object_store_factories,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, local::LocalFileSystem,
+    path::Path,
 };
 use futures::StreamExt as _;
 use futures::stream::BoxStream;
@@ -48,42 +46,18 @@ impl std::fmt::Display for LocalLog {
     }
 }
 
-/// Makes [`LocalLog`] the store of the `file://` tables deltalake opens (once per
-/// process).
-pub(crate) fn register() {
-    static ONCE: Once = Once::new();
-    ONCE.call_once(|| {
-        if let Ok(scheme) = url::Url::parse("file://") {
-            object_store_factories().insert(scheme, Arc::new(LocalLogFactory));
-        }
-    });
-}
-
-/// Builds a [`LocalLog`] for a `file://` URL, as deltalake's default factory builds a
-/// `LocalFileSystem` (with its IO runtime when one is configured).
-struct LocalLogFactory;
-
-impl ObjectStoreFactory for LocalLogFactory {
-    fn parse_url_opts(
-        &self,
-        url: &url::Url,
-        config: &StorageConfig,
-    ) -> deltalake::DeltaResult<(ObjectStoreRef, Path)> {
-        let (_, path) = ObjectStoreScheme::parse(url).map_err(object_store::Error::from)?;
-        let mut store: ObjectStoreRef = Arc::new(LocalLog::new());
-        if let Some(runtime) = &config.runtime {
-            store = Arc::new(DeltaIOStorageBackend::new(store, runtime.clone()));
-        }
-        Ok((store, path))
-    }
-}
-
-/// A name an object path keeps as it is (no percent-encoding, not a temporary upload).
+/// A name an object path keeps as it is (no percent-encoding).
 fn plain(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A file `LocalFileSystem` is still writing (`<name>#<digits>`), which it never lists.
+fn upload_in_progress(name: &str) -> bool {
+    name.split_once('#')
+        .is_some_and(|(_, suffix)| !suffix.is_empty() && suffix.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// The objects of the folder `dir` (object path `prefix`) whose name sorts after
@@ -98,7 +72,13 @@ fn files_after(
     for entry in std::fs::read_dir(dir).ok()? {
         let entry = entry.ok()?;
         let name = entry.file_name();
-        let name = name.to_str().filter(|n| plain(n))?;
+        let name = name.to_str()?;
+        if upload_in_progress(name) {
+            continue;
+        }
+        if !plain(name) {
+            return None;
+        }
         let file_type = entry.file_type().ok()?;
         if file_type.is_dir() || file_type.is_symlink() {
             return None;
@@ -120,7 +100,10 @@ fn files_after(
 /// An object's metadata as `LocalFileSystem` gives it (its e-tag: inode, modification
 /// time in microseconds and size, in hex).
 fn meta(metadata: &std::fs::Metadata, location: Path) -> ObjectMeta {
-    use std::os::unix::fs::MetadataExt as _;
+    #[cfg(unix)]
+    let inode = std::os::unix::fs::MetadataExt::ino(metadata);
+    #[cfg(not(unix))]
+    let inode = 0;
     let modified = metadata.modified().unwrap_or(std::time::UNIX_EPOCH);
     let micros = modified
         .duration_since(std::time::UNIX_EPOCH)
@@ -130,11 +113,7 @@ fn meta(metadata: &std::fs::Metadata, location: Path) -> ObjectMeta {
         location,
         last_modified: modified.into(),
         size: metadata.len(),
-        e_tag: Some(format!(
-            "{:x}-{micros:x}-{:x}",
-            metadata.ino(),
-            metadata.len()
-        )),
+        e_tag: Some(format!("{inode:x}-{micros:x}-{:x}", metadata.len())),
         version: None,
     }
 }
@@ -162,6 +141,13 @@ impl ObjectStore for LocalLog {
         options: GetOptions,
     ) -> object_store::Result<GetResult> {
         self.inner.get_opts(location, options).await
+    }
+    async fn get_ranges(
+        &self,
+        location: &Path,
+        ranges: &[Range<u64>],
+    ) -> object_store::Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
     }
     fn delete_stream(
         &self,
@@ -219,6 +205,14 @@ impl ObjectStore for LocalLog {
         options: CopyOptions,
     ) -> object_store::Result<()> {
         self.inner.copy_opts(from, to, options).await
+    }
+    async fn rename_opts(
+        &self,
+        from: &Path,
+        to: &Path,
+        options: RenameOptions,
+    ) -> object_store::Result<()> {
+        self.inner.rename_opts(from, to, options).await
     }
 }
 
@@ -282,10 +276,15 @@ mod tests {
         assert_eq!(fast.len(), 2);
         std::fs::remove_dir_all(log.join("_sidecars")).unwrap();
         std::fs::write(log.join("a b%.json"), "1").unwrap();
-        std::fs::write(log.join("upload#123"), "1").unwrap();
         let (fast, plain_store) = both(dir.path(), "t/_delta_log", "t/_delta_log/0");
         assert_eq!(fast, plain_store);
         assert_eq!(fast.len(), 2, "{fast:?}");
+        // A file being written is listed by neither.
+        std::fs::remove_file(log.join("a b%.json")).unwrap();
+        std::fs::write(log.join("00000000000000000002.json#123"), "1").unwrap();
+        let (fast, plain_store) = both(dir.path(), "t/_delta_log", "t/_delta_log/0");
+        assert_eq!(fast, plain_store);
+        assert_eq!(fast.len(), 1, "{fast:?}");
         // An offset deeper than the folder listed.
         let (fast, plain_store) = both(dir.path(), "t", "t/_delta_log/0");
         assert_eq!(fast, plain_store);

@@ -317,6 +317,10 @@ impl Storage {
             );
         Ok(match &self.root_store {
             Some(store) => b.with_storage_backend(Arc::clone(store), url),
+            // A local table lists its log by name ([`crate::store::local`]).
+            None if url.scheme() == "file" => {
+                b.with_storage_backend(Arc::new(crate::store::local::LocalLog::new()), url)
+            }
             None => b,
         })
     }
