@@ -408,7 +408,12 @@ fn checkpoint(py: Python<'_>, tables: Option<Vec<String>>, settings: &str) -> Py
         let m = ingest.maintenance();
         tables_of(&m, tables)?
             .iter()
-            .map(|t| Ok(serde_json::json!({"table": t, "version": m.checkpoint(t)?})))
+            .map(|t| {
+                Ok(bronze::maintenance::CheckpointReport::new(
+                    t,
+                    m.checkpoint(t)?,
+                ))
+            })
             .collect::<bronze::Result<Vec<_>>>()
     })
 }
@@ -446,6 +451,37 @@ fn maintain(
         }
         op.execute()
     })
+}
+
+/// A report (`Report`'s fields as JSON, as `ingest` returns them).
+fn batch_report(report: &str) -> PyResult<bronze::BatchReport> {
+    serde_json::from_str(report)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("not a report: {e}")))
+}
+
+/// The CLI's exit code for a report given as JSON: 0 clean, 1 corrupt lines kept, 2
+/// failed.
+#[pyfunction]
+fn report_exit_code(report: &str) -> PyResult<u8> {
+    Ok(batch_report(report)?.exit_code())
+}
+
+/// The first line of the CLI's text for a report given as JSON.
+#[pyfunction]
+fn report_summary(report: &str) -> PyResult<String> {
+    Ok(batch_report(report)?.summary())
+}
+
+/// One value of each result type as JSON, by the name of its dataclass: what the
+/// package's tests check the dataclasses' fields against.
+#[pyfunction]
+fn result_shapes() -> PyResult<String> {
+    let shapes: serde_json::Map<String, serde_json::Value> = bronze::result_shapes()
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+    serde_json::to_string(&shapes)
+        .map_err(|e| BronzeError::new_err(format!("cannot encode the result: {e}")))
 }
 
 /// Seconds in a duration written as the CLI takes it (`90s`, `10m`, `2h`, `1d`).
@@ -489,5 +525,8 @@ fn _bronze(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(maintain, m)?)?;
     m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(report_exit_code, m)?)?;
+    m.add_function(wrap_pyfunction!(report_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(result_shapes, m)?)?;
     Ok(())
 }
