@@ -287,10 +287,10 @@ def ingest_pending(
 
 
 def _size(text: str) -> int:
-    size = _bronze.parse_size(text)
-    if size is None:
-        raise ConfigError(f"{text!r} is not a size; write e.g. 512MB or 2GiB")
-    return size
+    try:
+        return _bronze.parse_size(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
 def _catalog_settings(catalog: PathLike, schema: Optional[str], storage_options: Optional[Mapping[str, str]], config: Any) -> str:
@@ -402,15 +402,12 @@ def checkpoint(
     return from_json(list[CheckpointResult], _bronze.checkpoint(_tables(tables), settings))
 
 
-def _duration(value: Union[None, str, float, datetime.timedelta]) -> Optional[float]:
-    if value is None or isinstance(value, (int, float)):
-        return value
+def _duration(value: Union[None, str, float, datetime.timedelta]) -> Union[None, str, float]:
+    """Seconds or duration text, as the extension reads a duration (a ``timedelta`` as its
+    seconds)."""
     if hasattr(value, "total_seconds"):
         return value.total_seconds()
-    seconds = _bronze.parse_duration(value)
-    if seconds is None:
-        raise ConfigError(f"{value!r} is not a duration; write e.g. 90s, 10m, 2h or 1d")
-    return seconds
+    return value
 
 
 def maintain(
