@@ -1,9 +1,10 @@
 """Every setting reaches the run under the same name from Python's keyword arguments as
-from ``bronze.toml``."""
+from ``bronze.toml``, and the functions take the same setting names as their CLI twins."""
 
 from __future__ import annotations
 
 import datetime
+import inspect
 from pathlib import Path
 from typing import Any
 
@@ -72,3 +73,45 @@ def test_the_table_holds_every_setting() -> None:
                 merged[key] = value
     catalog = merged.pop("catalog")
     assert _bronze.unset_settings(bronze._settings(catalog, **merged)) == []
+
+
+#: The public functions that take settings: each takes every key of ``bronze.toml``.
+FUNCTIONS = [
+    bronze.ingest,
+    bronze.ingest_pending,
+    bronze.pending,
+    bronze.status,
+    bronze.health,
+    bronze.history,
+    bronze.report,
+    bronze.optimize,
+    bronze.vacuum,
+    bronze.checkpoint,
+    bronze.maintain,
+]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.__name__)
+def test_a_function_takes_every_setting_by_name(function: Any) -> None:
+    parameters = inspect.signature(function).parameters
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    assert {"schema", "storage_options", "config"} <= parameters.keys()
+
+
+def test_the_catalog_functions_pass_their_settings_on(tmp_path: Path) -> None:
+    catalog, landing = tmp_path / "lakehouse", tmp_path / "landing"
+    landing.mkdir()
+    lease = {"lease_ttl": "10m", "full_listing_every": "1h", "single_writer": True}
+    assert bronze.pending(landing, catalog, **lease) == []
+    assert bronze.status(landing, catalog, **lease) == []
+    assert bronze.health(catalog, single_writer=True) == []
+    assert bronze.maintain(catalog, single_writer=True).tables == []
+    assert bronze.checkpoint(catalog, [], single_writer=True) == []
+    assert bronze.optimize(catalog, [], single_writer=True) == []
+    assert bronze.vacuum(catalog, [], single_writer=True) == []
+    assert bronze.report(catalog, landing=landing, lease_ttl="10m", single_writer=True).startswith("<!DOCTYPE html>")
+    for function, args in [(bronze.pending, (landing, catalog)), (bronze.health, (catalog,))]:
+        with pytest.raises(bronze.ConfigError, match="lease_ttl"):
+            function(*args, lease_ttl="soon")
+        with pytest.raises(bronze.ConfigError, match="unknown field `no_such_setting`"):
+            function(*args, no_such_setting=1)
