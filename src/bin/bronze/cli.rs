@@ -640,8 +640,9 @@ mod tests {
     }
 
     /// Every setting, set through `bronze.toml`, the CLI's flags and Python's keyword
-    /// arguments (the JSON `bronze._settings` sends, read by the function the extension
-    /// calls), gives the same configuration, and not the default one.
+    /// arguments (as the JSON `Settings::from_json` reads; `python/tests/test_settings.py`
+    /// sends the same keys through the package itself), gives the same configuration,
+    /// and not the default one; and the table holds every setting.
     #[test]
     fn every_setting_is_reachable_by_one_name_from_the_file_the_flags_and_python() {
         let cases: &[(&str, &[&str], serde_json::Value)] = &[
