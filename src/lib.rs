@@ -57,6 +57,7 @@ mod report;
 mod run;
 mod run_control;
 mod settings;
+mod shapes;
 mod source;
 mod store;
 #[cfg(feature = "testing")]
@@ -88,5 +89,7 @@ pub use settings::{
     Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size, TopicSettings,
     parse_duration, parse_size,
 };
+#[doc(hidden)]
+pub use shapes::result_shapes;
 pub use source::discover::expand_folders;
 pub use store::location::{Location, SCHEMES, StorageOptions};

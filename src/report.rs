@@ -234,8 +234,8 @@ impl BatchReport {
 
     /// A human-readable summary.
     pub fn to_text(&self) -> String {
-        let mut s = String::new();
-        self.summary_text(&mut s);
+        let mut s = self.summary();
+        s.push('\n');
         self.counters_text(&mut s);
         self.folders_text(&mut s);
         self.tables_text(&mut s);
@@ -243,11 +243,10 @@ impl BatchReport {
         s
     }
 
-    /// The line of what the batch read and staged.
-    fn summary_text(&self, s: &mut String) {
-        use std::fmt::Write as _;
-        let _ = writeln!(
-            s,
+    /// One line of what the batch read and staged: the first line of
+    /// [`BatchReport::to_text`] (Python's `Report.summary()`).
+    pub fn summary(&self) -> String {
+        format!(
             "batch {} (staging: {}): {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
             if self.batch.is_empty() {
                 &self.batch_id
@@ -264,7 +263,7 @@ impl BatchReport {
             self.corrupt_lines,
             self.duplicates,
             self.elapsed.as_secs_f64()
-        );
+        )
     }
 
     /// A line per folder, when the batch has several.

@@ -208,6 +208,21 @@ impl Settings {
         serde_json::from_value(merged).expect("two valid settings merge into valid settings")
     }
 
+    /// The keys these settings leave as [`Settings::default`] has them, as dotted paths
+    /// (`flatten.max_depth`; a table with no entry, such as `storage`, by its name): what
+    /// a layer does not set. Empty when every setting is given.
+    #[doc(hidden)]
+    pub fn unset_keys(&self) -> Vec<String> {
+        let mut unset = Vec::new();
+        unset_leaves(
+            &to_json(self),
+            &to_json(&Settings::default()),
+            "",
+            &mut unset,
+        );
+        unset
+    }
+
     /// The run's configuration: the defaults with these settings applied, validated.
     /// Fails on a catalog that is not a location or a value out of range
     /// ([`IngestConfig::validate`]).
@@ -274,6 +289,31 @@ fn to_json(settings: &Settings) -> serde_json::Value {
     serde_json::to_value(settings).expect("settings are plain data")
 }
 
+/// The paths under `path` where `value` is `default`'s value (a missing key is null),
+/// an empty table counting as one leaf.
+fn unset_leaves(
+    value: &serde_json::Value,
+    default: &serde_json::Value,
+    path: &str,
+    out: &mut Vec<String>,
+) {
+    use serde_json::Value;
+    match (value, default) {
+        (Value::Object(v), Value::Object(d)) if !v.is_empty() => {
+            for (key, v) in v {
+                let path = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                unset_leaves(v, d.get(key).unwrap_or(&Value::Null), &path, out);
+            }
+        }
+        (v, d) if v == d => out.push(path.to_string()),
+        _ => {}
+    }
+}
+
 /// `over` merged into `base`: objects key by key, a null (an unset key) keeps `base`'s.
 fn merge(base: &mut serde_json::Value, over: serde_json::Value) {
     use serde_json::Value;
@@ -317,6 +357,16 @@ fn expand_env(value: &str) -> Result<String> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Duration(pub std::time::Duration);
 
+impl Duration {
+    /// `secs` seconds; refused, with the one text for a bad number of seconds, when
+    /// negative or not finite.
+    pub fn from_secs_f64(secs: f64) -> std::result::Result<Duration, String> {
+        std::time::Duration::try_from_secs_f64(secs)
+            .map(Duration)
+            .map_err(|_| format!("{secs} seconds is not a duration; give seconds >= 0 or e.g. 10m"))
+    }
+}
+
 impl std::str::FromStr for Duration {
     type Err = String;
 
@@ -348,22 +398,13 @@ impl<'de> Deserialize<'de> for Duration {
                 Ok(Duration(std::time::Duration::from_secs(v)))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Duration, E> {
-                u64::try_from(v)
-                    .map_err(|_| {
-                        E::custom(format!(
-                            "{v} seconds is not a duration; give seconds >= 0 or e.g. 10m"
-                        ))
-                    })
-                    .and_then(|v| self.visit_u64(v))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => self.visit_f64(v as f64),
+                }
             }
             fn visit_f64<E: serde::de::Error>(self, v: f64) -> std::result::Result<Duration, E> {
-                std::time::Duration::try_from_secs_f64(v)
-                    .map(Duration)
-                    .map_err(|_| {
-                        E::custom(format!(
-                            "{v} seconds is not a duration; give seconds >= 0 or e.g. 10m"
-                        ))
-                    })
+                Duration::from_secs_f64(v).map_err(E::custom)
             }
         }
         d.deserialize_any(Visit)
@@ -406,9 +447,10 @@ impl<'de> Deserialize<'de> for Size {
                 Ok(Size(v))
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> std::result::Result<Size, E> {
-                u64::try_from(v)
-                    .map(Size)
-                    .map_err(|_| E::custom(format!("{v} is not a size; write e.g. 512MB or 2GiB")))
+                match u64::try_from(v) {
+                    Ok(v) => self.visit_u64(v),
+                    Err(_) => self.visit_str(&v.to_string()),
+                }
             }
         }
         d.deserialize_any(Visit)
@@ -628,6 +670,47 @@ evolution = "fail"
         want.insert("A", "1");
         want.insert("B", "3");
         assert_eq!(c.storage_options, want);
+    }
+
+    #[test]
+    fn unset_keys_name_what_a_layer_leaves_unset() {
+        let s = Settings::from_toml(
+            "schema = \"raw\"\n[storage]\nA = \"1\"\n[flatten]\nmax_depth = 4\n",
+        )
+        .unwrap();
+        let unset = s.unset_keys();
+        for set in ["schema", "storage", "storage.A", "flatten.max_depth"] {
+            assert!(!unset.iter().any(|k| k == set), "{set}: {unset:?}");
+        }
+        for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
+            assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
+        }
+        assert_eq!(Settings::default().unset_keys().len(), 24);
+    }
+
+    #[test]
+    fn a_bad_number_has_the_text_of_a_bad_text() {
+        for (json, text) in [
+            (
+                serde_json::json!({"lease_ttl": -1}),
+                "-1 seconds is not a duration",
+            ),
+            (
+                serde_json::json!({"lease_ttl": -0.5}),
+                "-0.5 seconds is not a duration",
+            ),
+            (
+                serde_json::json!({"memory_budget": -1}),
+                "\"-1\" is not a size; write e.g. 512MB or 2GiB",
+            ),
+        ] {
+            let err = Settings::from_json(json).unwrap_err().to_string();
+            assert!(err.contains(text), "{err}");
+        }
+        assert_eq!(
+            Duration::from_secs_f64(-1.0).unwrap_err(),
+            "-1 seconds is not a duration; give seconds >= 0 or e.g. 10m"
+        );
     }
 
     #[test]

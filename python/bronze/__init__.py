@@ -211,12 +211,18 @@ def pending(
     schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
+    lease_ttl: Union[None, str, float] = None,
+    **settings: Any,
 ) -> list[Batch]:
     """The ``batch_id=<id>`` folders under ``landing_root`` (``landing/``,
     ``landing/<source>/`` or ``landing/<source>/<entity>/``) not loaded successfully into
     ``catalog`` yet (a batch whose last run failed is pending again), oldest batch id first
-    (``bronze ingest --pending`` loads them in this order)."""
-    settings = _settings(catalog, schema=schema, storage_options=storage_options, config=config)
+    (``bronze ingest --pending`` loads them in this order). Every other key of
+    ``bronze.toml`` is a keyword argument too (``full_listing_every="1h"``,
+    ``single_writer=True``), as for :func:`ingest`."""
+    settings = _settings(
+        catalog, schema=schema, storage_options=storage_options, config=config, lease_ttl=lease_ttl, **settings
+    )
     return from_json(list[Batch], _bronze.pending(os.fspath(landing_root), settings))
 
 
@@ -287,14 +293,20 @@ def ingest_pending(
 
 
 def _size(text: str) -> int:
-    size = _bronze.parse_size(text)
-    if size is None:
-        raise ConfigError(f"{text!r} is not a size; write e.g. 512MB or 2GiB")
-    return size
+    try:
+        return _bronze.parse_size(text)
+    except ValueError as e:
+        raise ConfigError(str(e)) from None
 
 
-def _catalog_settings(catalog: PathLike, schema: Optional[str], storage_options: Optional[Mapping[str, str]], config: Any) -> str:
-    return _settings(catalog, schema=schema, storage_options=storage_options, config=config)
+def _catalog_settings(
+    catalog: PathLike,
+    schema: Optional[str],
+    storage_options: Optional[Mapping[str, str]],
+    config: Any,
+    settings: Mapping[str, Any],
+) -> str:
+    return _settings(catalog, schema=schema, storage_options=storage_options, config=config, **settings)
 
 
 def health(
@@ -303,11 +315,14 @@ def health(
     schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
+    **settings: Any,
 ) -> list[TableHealth]:
     """``bronze health``: one row per table (files, small files, versions since the last
     checkpoint and OPTIMIZE, what VACUUM would free) and the action it needs, if any.
-    ``bronze.to_arrow(rows)`` makes a pyarrow table of it."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    ``bronze.to_arrow(rows)`` makes a pyarrow table of it. Every other key of
+    ``bronze.toml`` is a keyword argument too (``single_writer=True``), as for
+    :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     return from_json(list[TableHealth], _bronze.health(settings))
 
 
@@ -319,9 +334,11 @@ def history(
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     limit: Optional[int] = None,
+    **settings: Any,
 ) -> list[HistoryEntry]:
-    """``bronze history``: a table's commits, newest first."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    """``bronze history``: a table's commits, newest first. Every other key of
+    ``bronze.toml`` is a keyword argument too, as for :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     return from_json(list[HistoryEntry], _bronze.history(table, settings, limit))
 
 
@@ -333,12 +350,16 @@ def report(
     schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
+    lease_ttl: Union[None, str, float] = None,
+    **settings: Any,
 ) -> str:
     """``bronze report --html``: the lakehouse report page (batch runs over time, tables
     and their file sizes, the latest failures; with ``landing``, that landing zone's
     backlog) as one self-contained HTML text, also written to ``html`` when given. In a
-    Databricks or Fabric notebook: ``displayHTML(bronze.report(catalog))``."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    Databricks or Fabric notebook: ``displayHTML(bronze.report(catalog))``. ``lease_ttl``:
+    a batch lease not renewed for this long shows as stale in the backlog. Every other
+    key of ``bronze.toml`` is a keyword argument too, as for :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, dict(settings, lease_ttl=lease_ttl))
     page = json.loads(_bronze.report_html(settings, None if landing is None else os.fspath(landing)))
     if html is not None:
         with open(html, "w", encoding="utf-8") as f:
@@ -361,12 +382,14 @@ def optimize(
     config: Union[None, PathLike, Mapping[str, Any]] = None,
     target_size: Union[None, int, str] = None,
     zorder: Optional[Sequence[str]] = None,
+    **settings: Any,
 ) -> list[OptimizeResult]:
     """``bronze optimize``: compacts small files of the named tables (default: every
-    table), optionally Z-ordered by ``zorder``."""
+    table), optionally Z-ordered by ``zorder``. Every other key of ``bronze.toml`` is a
+    keyword argument too (``single_writer=True``), as for :func:`ingest`."""
     if isinstance(target_size, str):
         target_size = _size(target_size)
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     zorder_list = list(zorder) if zorder is not None else None
     return from_json(list[OptimizeResult], _bronze.optimize(_tables(tables), settings, target_size, zorder_list))
 
@@ -381,10 +404,13 @@ def vacuum(
     retain_hours: Optional[int] = None,
     dry_run: bool = False,
     force: bool = False,
+    **settings: Any,
 ) -> list[VacuumResult]:
     """``bronze vacuum``: deletes files no version within ``retain_hours`` (default 168)
-    references; below the minimum retention only with ``force``."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    references; below the minimum retention only with ``force``. Every other key of
+    ``bronze.toml`` is a keyword argument too (``single_writer=True``), as for
+    :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     return from_json(list[VacuumResult], _bronze.vacuum(_tables(tables), settings, retain_hours, dry_run, force))
 
 
@@ -395,22 +421,21 @@ def checkpoint(
     schema: Optional[str] = None,
     storage_options: Optional[Mapping[str, str]] = None,
     config: Union[None, PathLike, Mapping[str, Any]] = None,
+    **settings: Any,
 ) -> list[CheckpointResult]:
     """``bronze checkpoint``: writes a checkpoint of the named tables (default: every
-    table) at their current version."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    table) at their current version. Every other key of ``bronze.toml`` is a keyword
+    argument too (``single_writer=True``), as for :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     return from_json(list[CheckpointResult], _bronze.checkpoint(_tables(tables), settings))
 
 
-def _duration(value: Union[None, str, float, datetime.timedelta]) -> Optional[float]:
-    if value is None or isinstance(value, (int, float)):
-        return value
+def _duration(value: Union[None, str, float, datetime.timedelta]) -> Union[None, str, float]:
+    """Seconds or duration text, as the extension reads a duration (a ``timedelta`` as its
+    seconds)."""
     if hasattr(value, "total_seconds"):
         return value.total_seconds()
-    seconds = _bronze.parse_duration(value)
-    if seconds is None:
-        raise ConfigError(f"{value!r} is not a duration; write e.g. 90s, 10m, 2h or 1d")
-    return seconds
+    return value
 
 
 def maintain(
@@ -423,6 +448,7 @@ def maintain(
     max_duration: Union[None, str, float, datetime.timedelta] = None,
     retain_hours: Optional[int] = None,
     force: bool = False,
+    **settings: Any,
 ) -> MaintainReport:
     """``bronze maintain``: what ``health`` recommends, done for every table, worst first:
     OPTIMIZE where small files piled up, VACUUM past ``retain_hours`` (default and minimum
@@ -430,8 +456,10 @@ def maintain(
     entries removed. Safe beside ingesting workers (each step under the table's lock).
     ``max_tables`` and ``max_duration`` (seconds, a ``timedelta`` or ``"1h"``) bound one
     run; the tables left are in ``report.not_reached``. A table whose step failed is in
-    ``report.failed_tables``; the others were still visited."""
-    settings = _catalog_settings(catalog, schema, storage_options, config)
+    ``report.failed_tables``; the others were still visited. Every other key of
+    ``bronze.toml`` is a keyword argument too (``single_writer=True``), as for
+    :func:`ingest`."""
+    settings = _catalog_settings(catalog, schema, storage_options, config, settings)
     text = _bronze.maintain(settings, max_tables, _duration(max_duration), retain_hours, force)
     return from_json(MaintainReport, text)
 

@@ -1,8 +1,10 @@
 """Typed results: one dataclass per record of the CLI's ``--json`` output, field for field.
 
 The Rust side returns JSON; :func:`from_json` builds these, refusing a key no field
-names, so a field added on one side and not the other fails the package's tests instead
-of disappearing.
+names, and the package's tests compare every dataclass's fields with the keys of the
+Rust type it mirrors (``_bronze.result_shapes()``), so a field added on one side and not
+the other fails them instead of disappearing. What a report means (``exit_code``,
+``summary()``) is computed by the Rust side from the report's JSON.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import json
 import typing
 from dataclasses import dataclass
 from typing import Any, Optional
+
+from . import _bronze
 
 
 @dataclass(frozen=True)
@@ -120,9 +124,7 @@ class Report:
     @property
     def exit_code(self) -> int:
         """The CLI's exit code for this report: 0 clean, 1 corrupt lines kept, 2 failed."""
-        if self.failed_tables or not self.invariant_ok:
-            return 2
-        return 1 if self.corrupt_lines else 0
+        return _bronze.report_exit_code(self._json())
 
     @property
     def rows(self) -> dict[str, int]:
@@ -131,13 +133,11 @@ class Report:
 
     def summary(self) -> str:
         """One line, as the CLI's first line of text."""
-        return (
-            f"batch {self.batch or self.batch_id} (staging: {self.staging}): "
-            f"{self.files_read} files read ({self.files_skipped} skipped), "
-            f"{self.bytes_read} bytes, {self.lines} lines, {self.messages} messages, "
-            f"{self.topics} topics, {self.corrupt_lines} corrupt, "
-            f"{self.duplicates} duplicates, {self.elapsed:.2f}s"
-        )
+        return _bronze.report_summary(self._json())
+
+    def _json(self) -> str:
+        """This report as the JSON the extension returned it as."""
+        return json.dumps(dataclasses.asdict(self))
 
 
 @dataclass(frozen=True)

@@ -127,9 +127,17 @@ struct Settings {
 }
 
 impl Settings {
-    /// The run's configuration: the keyword arguments (the keys of `bronze.toml`) over
-    /// `config_file` (a `bronze.toml`) or `config` (a dict of its keys).
+    /// The run's configuration: [`Settings::layers`], resolved.
     fn parse(json: &str) -> Result<Settings, PyErr> {
+        let merged = Self::layers(json)?;
+        let options = merged.storage.clone();
+        let config = merged.resolve().map_err(|e| to_py(&e, &options))?;
+        Ok(Settings { config })
+    }
+
+    /// The keyword arguments (the keys of `bronze.toml`) over `config_file` (a
+    /// `bronze.toml`) or `config` (a dict of its keys).
+    fn layers(json: &str) -> Result<bronze::Settings, PyErr> {
         let serde_json::Value::Object(mut args) = serde_json::from_str(json)
             .map_err(|e| ConfigError::new_err(format!("settings are not JSON: {e}")))?
         else {
@@ -146,12 +154,9 @@ impl Settings {
             _ => Ok(bronze::Settings::default()),
         }
         .map_err(plain)?;
-        let merged = bronze::Settings::from_json(serde_json::Value::Object(args))
+        Ok(bronze::Settings::from_json(serde_json::Value::Object(args))
             .map_err(plain)?
-            .over(file);
-        let options = merged.storage.clone();
-        let config = merged.resolve().map_err(|e| to_py(&e, &options))?;
-        Ok(Settings { config })
+            .over(file))
     }
 
     fn options(&self) -> bronze::StorageOptions {
@@ -408,7 +413,12 @@ fn checkpoint(py: Python<'_>, tables: Option<Vec<String>>, settings: &str) -> Py
         let m = ingest.maintenance();
         tables_of(&m, tables)?
             .iter()
-            .map(|t| Ok(serde_json::json!({"table": t, "version": m.checkpoint(t)?})))
+            .map(|t| {
+                Ok(bronze::maintenance::CheckpointReport::new(
+                    t,
+                    m.checkpoint(t)?,
+                ))
+            })
             .collect::<bronze::Result<Vec<_>>>()
     })
 }
@@ -416,23 +426,17 @@ fn checkpoint(py: Python<'_>, tables: Option<Vec<String>>, settings: &str) -> Py
 /// `bronze maintain`: what `health` recommends, done for every table (worst first,
 /// within the bounds); the report as JSON.
 #[pyfunction]
-#[pyo3(signature = (settings, max_tables=None, max_duration_secs=None, retain_hours=None, force=false))]
+#[pyo3(signature = (settings, max_tables=None, max_duration=None, retain_hours=None, force=false))]
 fn maintain(
     py: Python<'_>,
     settings: &str,
     max_tables: Option<usize>,
-    max_duration_secs: Option<f64>,
+    max_duration: Option<Bound<'_, PyAny>>,
     retain_hours: Option<u64>,
     force: bool,
 ) -> PyResult<String> {
-    let max_duration = max_duration_secs
-        .map(|s| {
-            std::time::Duration::try_from_secs_f64(s).map_err(|_| {
-                ConfigError::new_err(format!(
-                    "max_duration: {s} is not a duration; give seconds >= 0 or e.g. \"1h\""
-                ))
-            })
-        })
+    let max_duration = max_duration
+        .map(|d| duration("max_duration", &d))
         .transpose()?;
     run(py, settings, None, move |ingest| {
         let m = ingest.maintenance();
@@ -448,16 +452,69 @@ fn maintain(
     })
 }
 
-/// Seconds in a duration written as the CLI takes it (`90s`, `10m`, `2h`, `1d`).
-#[pyfunction]
-fn parse_duration(text: &str) -> Option<f64> {
-    bronze::parse_duration(text).map(|d| d.as_secs_f64())
+/// A report (`Report`'s fields as JSON, as `ingest` returns them).
+fn batch_report(report: &str) -> PyResult<bronze::BatchReport> {
+    serde_json::from_str(report)
+        .map_err(|e| pyo3::exceptions::PyValueError::new_err(format!("not a report: {e}")))
 }
 
-/// Bytes in a size written as the CLI takes it (`512MB`, `2GiB`, a number of bytes).
+/// The CLI's exit code for a report given as JSON: 0 clean, 1 corrupt lines kept, 2
+/// failed.
 #[pyfunction]
-fn parse_size(text: &str) -> Option<u64> {
-    bronze::parse_size(text)
+fn report_exit_code(report: &str) -> PyResult<u8> {
+    Ok(batch_report(report)?.exit_code())
+}
+
+/// The first line of the CLI's text for a report given as JSON.
+#[pyfunction]
+fn report_summary(report: &str) -> PyResult<String> {
+    Ok(batch_report(report)?.summary())
+}
+
+/// One value of each result type as JSON, by the name of its dataclass: what the
+/// package's tests check the dataclasses' fields against.
+#[pyfunction]
+fn result_shapes() -> PyResult<String> {
+    let shapes: serde_json::Map<String, serde_json::Value> = bronze::result_shapes()
+        .into_iter()
+        .map(|(name, value)| (name.to_string(), value))
+        .collect();
+    serde_json::to_string(&shapes)
+        .map_err(|e| BronzeError::new_err(format!("cannot encode the result: {e}")))
+}
+
+/// The configuration the settings (as `bronze._settings` builds them) give a run, as
+/// its debug text: what the package's tests compare across the ways of giving a setting.
+#[pyfunction]
+fn resolved_settings(settings: &str) -> PyResult<String> {
+    Ok(format!("{:?}", Settings::parse(settings)?.config))
+}
+
+/// The keys of `bronze.toml` the settings (as `bronze._settings` builds them) leave
+/// unset, as dotted paths.
+#[pyfunction]
+fn unset_settings(settings: &str) -> PyResult<Vec<String>> {
+    Ok(Settings::layers(settings)?.unset_keys())
+}
+
+/// The argument `name`, a duration given as seconds (a number) or as the settings write
+/// it (`90s`, `10m`); `ConfigError` with the settings' text for a bad one.
+fn duration(name: &str, value: &Bound<'_, PyAny>) -> PyResult<std::time::Duration> {
+    match value.extract::<f64>() {
+        Ok(secs) => bronze::Duration::from_secs_f64(secs),
+        Err(_) => value.extract::<String>()?.parse(),
+    }
+    .map(|d| d.0)
+    .map_err(|e| ConfigError::new_err(format!("{name}: {e}")))
+}
+
+/// Bytes in a size written as the settings take it (`512MB`, `2GiB`, a number of bytes);
+/// `ValueError` with the settings' text for a bad one.
+#[pyfunction]
+fn parse_size(text: &str) -> PyResult<u64> {
+    text.parse::<bronze::Size>()
+        .map(|s| s.0)
+        .map_err(pyo3::exceptions::PyValueError::new_err)
 }
 
 #[pymodule]
@@ -488,6 +545,10 @@ fn _bronze(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(vacuum, m)?)?;
     m.add_function(wrap_pyfunction!(checkpoint, m)?)?;
     m.add_function(wrap_pyfunction!(maintain, m)?)?;
-    m.add_function(wrap_pyfunction!(parse_duration, m)?)?;
+    m.add_function(wrap_pyfunction!(report_exit_code, m)?)?;
+    m.add_function(wrap_pyfunction!(report_summary, m)?)?;
+    m.add_function(wrap_pyfunction!(result_shapes, m)?)?;
+    m.add_function(wrap_pyfunction!(resolved_settings, m)?)?;
+    m.add_function(wrap_pyfunction!(unset_settings, m)?)?;
     Ok(())
 }

@@ -294,6 +294,26 @@ pub struct VacuumReport {
     pub bytes: u64,
 }
 
+/// The version a checkpoint was written at (`bronze checkpoint --json`).
+#[derive(Clone, Debug, Default, Serialize)]
+#[non_exhaustive]
+pub struct CheckpointReport {
+    /// Table.
+    pub table: String,
+    /// The version checkpointed.
+    pub version: u64,
+}
+
+impl CheckpointReport {
+    /// `table` checkpointed at `version`.
+    pub fn new(table: impl Into<String>, version: u64) -> Self {
+        CheckpointReport {
+            table: table.into(),
+            version,
+        }
+    }
+}
+
 /// A fixed clock for VACUUM (tests move time forward instead of waiting).
 #[derive(Debug)]
 struct FixedClock(i64);

@@ -610,20 +610,19 @@ fn parse_ttl(s: &str) -> std::result::Result<std::time::Duration, String> {
     s.parse::<bronze::Duration>().map(|d| d.0)
 }
 
-/// `168h`, `7d`, `90m` (rounded up to whole hours) or a bare number of hours.
+/// A bare number of hours, or a duration as the settings take it (`168h`, `7d`, `90m`),
+/// rounded up to whole hours; with the settings' text for a bad one.
 pub fn parse_hours(s: &str) -> std::result::Result<u64, String> {
-    let t = s.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let n: u64 = num
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration; write e.g. 168h or 7d"))?;
-    match unit {
-        "" | "h" => Ok(n),
-        "d" => Ok(n * 24),
-        "m" => Ok(n.div_ceil(60)),
-        _ => Err(format!("{s:?} is not a duration; write e.g. 168h or 7d")),
+    if let Ok(hours) = s.trim().parse::<u64>() {
+        return Ok(hours);
     }
+    const HOUR_NANOS: u128 = 3600 * 1_000_000_000;
+    let hours = s
+        .parse::<bronze::Duration>()?
+        .0
+        .as_nanos()
+        .div_ceil(HOUR_NANOS);
+    Ok(u64::try_from(hours).unwrap_or(u64::MAX))
 }
 
 #[cfg(test)]
@@ -641,8 +640,9 @@ mod tests {
     }
 
     /// Every setting, set through `bronze.toml`, the CLI's flags and Python's keyword
-    /// arguments (the JSON `bronze._settings` sends, read by the function the extension
-    /// calls), gives the same configuration, and not the default one.
+    /// arguments (as the JSON `Settings::from_json` reads; `python/tests/test_settings.py`
+    /// sends the same keys through the package itself), gives the same configuration,
+    /// and not the default one; and the table holds every setting.
     #[test]
     fn every_setting_is_reachable_by_one_name_from_the_file_the_flags_and_python() {
         let cases: &[(&str, &[&str], serde_json::Value)] = &[
@@ -784,6 +784,17 @@ mod tests {
             assert_eq!(from_flags(flags), file, "{flags:?} and {toml}");
             assert_eq!(python, file, "{python} and {toml}");
         }
+        // The table covers every setting: all its files together leave none unset.
+        let all = cases
+            .iter()
+            .fold(Settings::default(), |below, (toml, _, _)| {
+                Settings::from_toml(toml).unwrap().over(below)
+            });
+        assert_eq!(
+            all.unset_keys(),
+            Vec::<String>::new(),
+            "settings not in the table"
+        );
     }
 
     /// A bad value reads the same whichever layer gave it.

@@ -191,7 +191,8 @@ fn checkpoint(args: &cli::CheckpointArgs) -> ExitCode {
         each_table(m, &args.tables, |t| {
             let v = m.checkpoint(t)?;
             Ok((
-                serde_json::json!({"table": t, "version": v}),
+                serde_json::to_value(bronze::maintenance::CheckpointReport::new(t, v))
+                    .unwrap_or_default(),
                 format!("{t}: checkpoint at version {v}"),
             ))
         })

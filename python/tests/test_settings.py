@@ -1,0 +1,117 @@
+"""Every setting reaches the run under the same name from Python's keyword arguments as
+from ``bronze.toml``, and the functions take the same setting names as their CLI twins."""
+
+from __future__ import annotations
+
+import datetime
+import inspect
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import bronze
+from bronze import _bronze
+
+#: (``bronze.toml`` text, Python keyword arguments) per setting.
+CASES: list[tuple[str, dict[str, Any]]] = [
+    ('catalog = "/data/lake"', {"catalog": "/data/lake"}),
+    ('schema = "raw"', {"schema": "raw"}),
+    ('[storage]\nAWS_REGION = "eu-west-1"', {"storage_options": {"AWS_REGION": "eu-west-1"}}),
+    ('batch_id = "b1"', {"batch_id": "b1"}),
+    ('landing_path = "s/e"', {"landing_path": "s/e"}),
+    ("max_parallel = 3", {"max_parallel": 3}),
+    ("threads = 3", {"threads": 3}),
+    ('memory_budget = "64MiB"', {"memory_budget": "64MiB"}),
+    ("persist_staging = true", {"persist_staging": True}),
+    ("resume = false", {"resume": False}),
+    ('lease_ttl = "90s"', {"lease_ttl": datetime.timedelta(seconds=90)}),
+    ("full_listing_every = 3600", {"full_listing_every": "1h"}),
+    ("single_writer = true", {"single_writer": True}),
+    ('[envelope]\ntopic_field = "type"', {"envelope": {"topic_field": "type"}}),
+    ('[envelope]\nid_field = ""', {"envelope": {"id_field": ""}}),
+    ('[envelope]\npayload_field = ""', {"envelope": {"payload_field": ""}}),
+    ('[envelope]\ndedup_fields = ["source", "seq"]', {"envelope": {"dedup_fields": ["source", "seq"]}}),
+    ("[flatten]\nmax_depth = 4", {"flatten": {"max_depth": 4}}),
+    ('[flatten]\ntypes = "strings"', {"flatten": {"types": "strings"}}),
+    ('[flatten]\nevolution = "rescue"', {"flatten": {"evolution": "rescue"}}),
+    ('[flatten]\nchild_naming = "topic"', {"flatten": {"child_naming": "topic"}}),
+    (
+        '[flatten.child_tables]\n"quotes[].currentprice" = "prices"',
+        {"flatten": {"child_tables": {"quotes[].currentprice": "prices"}}},
+    ),
+    ('[topics."market.quote"]\nevolution = "fail"', {"topics": {"market.quote": {"evolution": "fail"}}}),
+    ('[metrics]\npush_url = "http://gw:9091"', {"metrics_push": "http://gw:9091"}),
+]
+
+
+def _from_python(**kw: Any) -> str:
+    """The run's configuration from keyword arguments, as ``bronze.ingest`` passes them."""
+    return _bronze.resolved_settings(bronze._settings(kw.pop("catalog", None), **kw))
+
+
+def _from_file(tmp_path: Path, text: str) -> str:
+    path = tmp_path / "bronze.toml"
+    path.write_text(text + "\n", encoding="utf-8")
+    return _bronze.resolved_settings(bronze._settings(None, config=path))
+
+
+@pytest.mark.parametrize("toml,kwargs", CASES, ids=[next(iter(kw)) + ":" + toml.split("\n")[-1] for toml, kw in CASES])
+def test_a_keyword_argument_sets_what_its_bronze_toml_key_sets(tmp_path: Path, toml: str, kwargs: dict[str, Any]) -> None:
+    file = _from_file(tmp_path, toml)
+    assert file != _from_python()
+    assert _from_python(**kwargs) == file
+
+
+def test_the_table_holds_every_setting() -> None:
+    merged: dict[str, Any] = {}
+    for _, kwargs in CASES:
+        for key, value in kwargs.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    catalog = merged.pop("catalog")
+    assert _bronze.unset_settings(bronze._settings(catalog, **merged)) == []
+
+
+#: The public functions that take settings: each takes every key of ``bronze.toml``.
+FUNCTIONS = [
+    bronze.ingest,
+    bronze.ingest_pending,
+    bronze.pending,
+    bronze.status,
+    bronze.health,
+    bronze.history,
+    bronze.report,
+    bronze.optimize,
+    bronze.vacuum,
+    bronze.checkpoint,
+    bronze.maintain,
+]
+
+
+@pytest.mark.parametrize("function", FUNCTIONS, ids=lambda f: f.__name__)
+def test_a_function_takes_every_setting_by_name(function: Any) -> None:
+    parameters = inspect.signature(function).parameters
+    assert any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values())
+    assert {"schema", "storage_options", "config"} <= parameters.keys()
+
+
+def test_the_catalog_functions_pass_their_settings_on(tmp_path: Path) -> None:
+    catalog, landing = tmp_path / "lakehouse", tmp_path / "landing"
+    landing.mkdir()
+    lease = {"lease_ttl": "10m", "full_listing_every": "1h", "single_writer": True}
+    assert bronze.pending(landing, catalog, **lease) == []
+    assert bronze.status(landing, catalog, **lease) == []
+    assert bronze.health(catalog, single_writer=True) == []
+    assert bronze.maintain(catalog, single_writer=True).tables == []
+    assert bronze.checkpoint(catalog, [], single_writer=True) == []
+    assert bronze.optimize(catalog, [], single_writer=True) == []
+    assert bronze.vacuum(catalog, [], single_writer=True) == []
+    assert bronze.report(catalog, landing=landing, lease_ttl="10m", single_writer=True).startswith("<!DOCTYPE html>")
+    for function, args in [(bronze.pending, (landing, catalog)), (bronze.health, (catalog,))]:
+        with pytest.raises(bronze.ConfigError, match="lease_ttl"):
+            function(*args, lease_ttl="soon")
+        with pytest.raises(bronze.ConfigError, match="unknown field `no_such_setting`"):
+            function(*args, no_such_setting=1)
