@@ -13,7 +13,8 @@ use crate::maintenance::{
     CheckpointReport, HistoryEntry, MaintainReport, MaintainedTable, OptimizeReport, TableHealth,
     VacuumReport,
 };
-use crate::report::{BatchReport, RunControlRow, TableOutcome};
+use crate::report::{BatchReport, TableOutcome};
+use crate::run_control::RunControlRow;
 use crate::run::{BacklogOutcome, BatchStatus, EntityStatus, Failure, InProgress, PendingBatch};
 use crate::stage::{CorruptLine, FileStats};
 
