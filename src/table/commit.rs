@@ -19,7 +19,8 @@ use super::stats::{Pending, WrittenTable};
 use super::strict::READ_VERSION;
 use super::unloaded::Unopened;
 use super::{
-    Committed, Part, PartOutcome, Storage, Work, Written, arrow_schema, keyed, writer_properties,
+    Committed, Part, PartOutcome, Storage, Work, Write, Written, arrow_schema, keyed,
+    writer_properties,
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
@@ -53,7 +54,7 @@ impl Storage {
         batch: RecordBatch,
         key: &BatchKey,
     ) -> Result<Committed> {
-        let unopened = match self.open_unloaded(table, key, true).await {
+        let unopened = match self.open_unloaded(table, key, Write::Replace).await {
             Ok(u) => {
                 let fitted = [fit::cast_to_table(table, batch.clone(), &u.schema)?];
                 if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
@@ -96,17 +97,17 @@ impl Storage {
     /// [`super::shape::conform`]) with its topic's evolution mode, then the rows of this batch
     /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
     /// leaves its topic's earlier rows alone and gets its error back in its outcome.
-    /// `replace = false` appends instead (the later slices of an over-budget topic).
+    /// [`Write::Append`] appends instead (the later slices of an over-budget topic).
     pub(crate) async fn replace_parts(
         &self,
         table: &TableName,
         parts: Vec<Part>,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
         let unopened = match self
-            .replace_parts_unloaded(table, &parts, key, replace)
+            .replace_parts_unloaded(table, &parts, key, write)
             .await?
         {
             Ok(written) => return Ok((written, None)),
@@ -119,7 +120,7 @@ impl Storage {
         }
         let batches = fit::widen(table, &fitted.batches)?;
         let files = match &existing {
-            Some(t) if replace => batch_files(t, key, keyed),
+            Some(t) if write == Write::Replace => batch_files(t, key, keyed),
             _ => BatchFiles::None,
         };
         let plain_append = !files.may_hold();
@@ -188,10 +189,10 @@ impl Storage {
         table: &TableName,
         parts: &[Part],
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> Result<std::result::Result<Written, Unopened>> {
         let t0 = std::time::Instant::now();
-        let u = match self.open_unloaded(table, key, replace).await {
+        let u = match self.open_unloaded(table, key, write).await {
             Ok(u) => u,
             Err(why) => return Ok(Err(why)),
         };
@@ -567,7 +568,7 @@ impl Storage {
         key: &BatchKey,
     ) -> Result<Committed> {
         // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
-        let unopened = match self.open_unloaded(table, key, false).await {
+        let unopened = match self.open_unloaded(table, key, Write::Append).await {
             Ok(u) => {
                 let batches = std::slice::from_ref(&batch);
                 if let Some(c) = self.append_unloaded(table, &u, batches, key).await? {

@@ -232,6 +232,16 @@ pub(crate) struct Part {
     pub(crate) evolution: crate::config::Evolution,
 }
 
+/// What a write of a batch's rows does with the rows of that batch a table holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Replaces them: the table may hold rows of the batch, which are looked for.
+    Replace,
+    /// Appends beside them (a later slice of a topic whose first slice replaced its
+    /// rows, or a table only ever appended to): nothing is looked for.
+    Append,
+}
+
 /// The properties every commit of bronze starts from: delta-rs's clean-up of expired log
 /// entries after a checkpoint is off. It lists the whole log and reads each entry's
 /// modification time, a cost that grows with the table's history (after a backfill of
@@ -609,7 +619,11 @@ mod tests {
         let write = |s: &Storage, topic: &str, rows: i64, batch: &str| {
             let s = s.clone();
             let (name, key, p) = (name.clone(), k(batch), part_of(topic, rows, batch));
-            async move { s.replace_parts(&name, vec![p], &key, true).await.unwrap() }
+            async move {
+                s.replace_parts(&name, vec![p], &key, Write::Replace)
+                    .await
+                    .unwrap()
+            }
         };
         write(&s, "quote", 5, "b1").await;
         let (_, written) = write(&s, "trade", 3, "b1").await;
@@ -634,7 +648,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let ((c, outcomes), written) = s
-            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         // Created at version 0; nothing to maintain, so no table state was loaded.
@@ -678,7 +692,12 @@ mod tests {
         // The next batch's rows go in as an append on the unloaded table (its log has
         // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
-            .replace_parts(&name, vec![part_of("quote", 3, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 3, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 3));
@@ -689,7 +708,12 @@ mod tests {
 
         // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
         let ((c, _), _) = s
-            .replace_parts(&name, vec![part_of("quote", 2, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 2, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (2, 2));
@@ -792,7 +816,7 @@ mod tests {
             )
             .unwrap();
             let ((c, _), written) = s
-                .replace_parts(&name, vec![p], &k(&id), true)
+                .replace_parts(&name, vec![p], &k(&id), Write::Replace)
                 .await
                 .unwrap();
             let version = day - 1;
@@ -842,7 +866,7 @@ mod tests {
         let mut before: Vec<String> = Vec::new();
         for version in 0..10u64 {
             let ((c, _), written) = s
-                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), true)
+                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), Write::Replace)
                 .await
                 .unwrap();
             assert_eq!(c.version, version);
@@ -875,7 +899,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
@@ -884,7 +908,7 @@ mod tests {
             let name = name.clone();
             async move {
                 let (_, written) = s
-                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                     .await
                     .unwrap();
                 written.unwrap()
@@ -911,7 +935,7 @@ mod tests {
     /// A table of three batches in three files, and two handles on it as of then.
     async fn three_files_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), true)
+            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
@@ -964,7 +988,7 @@ mod tests {
         };
         assert!(is_replannable_conflict(&e), "{e:?}");
         // Planned again (what `write_parts` does): the batch's 4 rows become 2.
-        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, true)
+        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, Write::Replace)
             .await
             .unwrap();
         let t = s.open(&name).await.unwrap().unwrap();
@@ -1023,13 +1047,16 @@ mod tests {
         let name = TableName::for_topic("quote");
         let b1 = k("b1");
         let first = vec![part_of("quote", 2, "b1")];
-        other.replace_parts(&name, first, &b1, true).await.unwrap();
+        other
+            .replace_parts(&name, first, &b1, Write::Replace)
+            .await
+            .unwrap();
         let (run, waiting) = preopened_run(dir.path(), &k(key), unloaded_appends, &name).await;
         assert!(waiting, "opened ahead");
         let b3 = k("b3");
         let meanwhile = vec![part_of("quote", 3, "b3")];
         other
-            .replace_parts(&name, meanwhile, &b3, true)
+            .replace_parts(&name, meanwhile, &b3, Write::Replace)
             .await
             .unwrap();
         (dir, other, run)
@@ -1042,7 +1069,12 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b2", true).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .replace_parts(&name, vec![part_of("quote", 4, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 4, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert!(!run.preopened.waiting(&name), "its pre-open taken");
@@ -1059,7 +1091,12 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b1", false).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .replace_parts(&name, vec![part_of("quote", 5, "b1")], &k("b1"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 5, "b1")],
+                &k("b1"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert!(!run.preopened.waiting(&name), "its pre-open taken");
@@ -1099,9 +1136,11 @@ mod tests {
         first: Vec<Part>,
         rerun: Part,
     ) -> Committed {
-        s.replace_parts(table, first, &k("b1"), true).await.unwrap();
+        s.replace_parts(table, first, &k("b1"), Write::Replace)
+            .await
+            .unwrap();
         let ((c, _), _) = s
-            .replace_parts(table, vec![rerun], &k("b1"), true)
+            .replace_parts(table, vec![rerun], &k("b1"), Write::Replace)
             .await
             .unwrap();
         c
@@ -1148,7 +1187,7 @@ mod tests {
         // `bronze.topics` tag names them, so it goes whole, without a plan.
         let both = || vec![part("quote", 5), part("trade", 4)];
         let fresh = TableName::for_topic("fresh");
-        s.replace_parts(&fresh, both(), &k("b1"), true)
+        s.replace_parts(&fresh, both(), &k("b1"), Write::Replace)
             .await
             .unwrap();
         let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
@@ -1161,7 +1200,7 @@ mod tests {
                 &fresh,
                 vec![part("quote", 2), part("trade", 3)],
                 &k("b1"),
-                true,
+                Write::Replace,
             )
             .await
             .unwrap();
@@ -1182,7 +1221,7 @@ mod tests {
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.
         let ((c, _), _) = s
-            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), true)
+            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert_eq!(c.version, 2);
@@ -1225,16 +1264,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
-        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let u = s
-            .open_unloaded(&name, &k("b2"), true)
+            .open_unloaded(&name, &k("b2"), Write::Replace)
             .await
             .expect("unloaded");
         assert_eq!(u.version, 0);
         // Another writer commits version 1 meanwhile.
-        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), true)
+        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), Write::Replace)
             .await
             .unwrap();
         let appended = s
@@ -1262,8 +1301,12 @@ mod tests {
             key: None,
         };
         s.rewrite(&name, &t, &rows, append).await.unwrap();
-        assert!(s.open_unloaded(&name, &k("b1"), true).await.is_err());
-        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), true)
+        assert!(
+            s.open_unloaded(&name, &k("b1"), Write::Replace)
+                .await
+                .is_err()
+        );
+        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let t = s.open(&name).await.unwrap().unwrap();
@@ -1271,13 +1314,25 @@ mod tests {
 
         // Bronze's own table, until `txn`s may expire.
         let trade = TableName::for_topic("trade");
-        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), true)
+        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&trade, &k("b2"), true).await.is_ok());
+        assert!(
+            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
         // Its own batch: only for a plain append (a later slice of it).
-        assert!(s.open_unloaded(&trade, &k("b1"), true).await.is_err());
-        assert!(s.open_unloaded(&trade, &k("b1"), false).await.is_ok());
+        assert!(
+            s.open_unloaded(&trade, &k("b1"), Write::Replace)
+                .await
+                .is_err()
+        );
+        assert!(
+            s.open_unloaded(&trade, &k("b1"), Write::Append)
+                .await
+                .is_ok()
+        );
         let t = s.open(&trade).await.unwrap().unwrap();
         t.set_tbl_properties()
             .with_properties(std::collections::HashMap::from([(
@@ -1287,7 +1342,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            s.open_unloaded(&trade, &k("b2"), true).await.err(),
+            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .err(),
             Some(Unopened::Other)
         );
         // Unless the run's lease and `_run_control` tell instead (writes record no
@@ -1296,10 +1353,20 @@ mod tests {
             batch_txns: false,
             ..storage(dir.path())
         };
-        assert!(leased.open_unloaded(&trade, &k("b2"), true).await.is_ok());
-        assert!(leased.open_unloaded(&name, &k("b2"), true).await.is_err());
+        assert!(
+            leased
+                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
+        assert!(
+            leased
+                .open_unloaded(&name, &k("b2"), Write::Replace)
+                .await
+                .is_err()
+        );
         leased
-            .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), true)
+            .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), Write::Replace)
             .await
             .unwrap();
         assert!(
@@ -1311,15 +1378,15 @@ mod tests {
         // was killed). The caller creates it without looking again.
         let none = TableName::for_topic("none");
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
             Some(Unopened::Absent)
         );
         std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
             Some(Unopened::Absent)
         );
-        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), true)
+        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), Write::Replace)
             .await
             .unwrap();
         let t = s.open(&none).await.unwrap().unwrap();
@@ -1330,10 +1397,18 @@ mod tests {
             ..storage(dir.path())
         };
         let shared = TableName::for_topic("shared");
-        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), true)
+        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
-        assert!(off.open_unloaded(&shared, &k("b2"), true).await.is_err());
-        assert!(s.open_unloaded(&shared, &k("b2"), true).await.is_ok());
+        assert!(
+            off.open_unloaded(&shared, &k("b2"), Write::Replace)
+                .await
+                .is_err()
+        );
+        assert!(
+            s.open_unloaded(&shared, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
     }
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use deltalake::DeltaTable;
 
-use super::Storage;
 use super::unloaded::{Unloaded, Unopened};
 use super::writable::{Look, Refusal, look};
+use super::{Storage, Write};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::RUN_CONTROL_TABLE;
@@ -190,16 +190,15 @@ impl Storage {
         // Err: no landing fetch (a local landing folder), or it stopped.
         let _ = landed.wait_for(|done| *done).await;
         for table in tables {
-            let appended = table.as_str() == RUN_CONTROL_TABLE;
-            let loaded = !appended && !self.unloaded_appends;
+            let write = first_write(&table);
+            let loaded = write == Write::Replace && !self.unloaded_appends;
             let (storage, key, name) = (self.clone(), key.clone(), table.clone());
             self.preopened.offer(table, loaded, move || {
                 tokio::spawn(async move {
                     if loaded {
                         Ahead::Loaded(storage.open_or_new_now(&name).await)
                     } else {
-                        let (opened, look) =
-                            storage.open_unloaded_looked(&name, &key, !appended).await;
+                        let (opened, look) = storage.open_unloaded_looked(&name, &key, write).await;
                         Ahead::Unloaded(opened, look)
                     }
                 })
@@ -259,12 +258,22 @@ impl Storage {
     }
 }
 
+/// What a run's first write to `table` does with the batch's rows there:
+/// `_run_control` is only appended to, the other tables replace them.
+fn first_write(table: &TableName) -> Write {
+    if table.as_str() == RUN_CONTROL_TABLE {
+        Write::Append
+    } else {
+        Write::Replace
+    }
+}
+
 impl Storage {
     /// Opens `table` for an append of `key`'s rows without listing its files (only the
     /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
     /// full load, BENCHMARKS.md), when that is safe:
     ///
-    /// - the table holds no rows of `key` (not checked when `replace` is off: the rows
+    /// - the table holds no rows of `key` (not checked for [`Write::Append`]: the rows
     ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
     ///   found no record of the batch in `_run_control` and no lease a run of it left
     ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
@@ -285,11 +294,11 @@ impl Storage {
         &self,
         table: &TableName,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> std::result::Result<Unloaded, Unopened> {
         // A batch seen before has its `txn` in its tables: a replacing write would find
         // it there. An append of more rows needs no `txn` check.
-        if replace && !self.unloaded_appends {
+        if write == Write::Replace && !self.unloaded_appends {
             return Err(Unopened::Other);
         }
         // Kept loaded from this run's last commit to it: reading its new log entries
@@ -300,7 +309,7 @@ impl Storage {
         if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
             return opened;
         }
-        self.open_unloaded_now(table, key, replace).await
+        self.open_unloaded_now(table, key, write).await
     }
 
     /// The tables of the schema a batch of `topics` (their topic tables) may write that
@@ -366,14 +375,14 @@ impl Storage {
     /// or another topic's) from its log alone; what was opened the way the write opens
     /// it is left for the write.
     async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
-        let appended = table.as_str() == RUN_CONTROL_TABLE;
+        let write = first_write(table);
         // How the table's write (and its pre-open) opens it.
-        let loaded = !appended && !self.unloaded_appends;
+        let loaded = write == Write::Replace && !self.unloaded_appends;
         let (ahead, kept) = match self.preopened.take(table, loaded).await {
             Some(ahead) => (ahead, true),
             None if loaded && writes => (Ahead::Loaded(self.open_or_new_now(table).await), true),
             None => {
-                let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
+                let (opened, look) = self.open_unloaded_looked(table, key, write).await;
                 (Ahead::Unloaded(opened, look), !loaded)
             }
         };
