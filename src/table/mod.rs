@@ -360,7 +360,9 @@ impl Storage {
     /// `(unloaded handle, loaded table if it exists)`; a table [`Storage::preopen`]
     /// loaded ahead is taken from there.
     async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        if let Some(preopen::Ahead::Loaded(opened)) = self.preopened.take(table, true).await {
+        if let Some(preopen::Ahead::Loaded(opened)) =
+            self.preopened.take(table, preopen::Open::Loaded).await
+        {
             return opened;
         }
         if let Some(opened) = self.open_warm(table).await {

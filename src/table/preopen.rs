@@ -31,9 +31,18 @@ pub(super) enum Ahead {
     Loaded(Result<(DeltaTable, Option<DeltaTable>)>),
 }
 
-/// A pre-open under way: whether it loads the table, and its task.
+/// How a write opens a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Open {
+    /// From its log alone ([`Storage::open_unloaded`]).
+    Unloaded,
+    /// Loaded with its file list ([`Storage::open_or_new`]).
+    Loaded,
+}
+
+/// A pre-open under way: how it opens the table, and its task.
 struct Opening {
-    loaded: bool,
+    open: Open,
     task: tokio::task::JoinHandle<Ahead>,
 }
 
@@ -67,25 +76,25 @@ impl Preopened {
         }
     }
 
-    /// Starts `open` for `table` unless the table was opened or taken already.
+    /// Starts `start` for `table` unless the table was opened or taken already.
     fn offer(
         &self,
         table: TableName,
-        loaded: bool,
-        open: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
+        open: Open,
+        start: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
     ) {
         if let Entry::Vacant(v) = self.tables.lock().entry(table) {
             v.insert(Some(Opening {
-                loaded,
-                task: open(),
+                open,
+                task: start(),
             }));
         }
     }
 
-    /// The pre-open of `table` of that kind (`loaded` or not), awaited, if one was
+    /// The pre-open of `table` that opens it the `open` way, awaited, if one was
     /// started and not taken. A table asked for first is claimed: no pre-open starts for
     /// it afterwards (it would read a version the write is about to pass).
-    pub(super) async fn take(&self, table: &TableName, loaded: bool) -> Option<Ahead> {
+    pub(super) async fn take(&self, table: &TableName, open: Open) -> Option<Ahead> {
         let task = {
             let mut tables = self.tables.lock();
             match tables.entry(table.clone()) {
@@ -94,7 +103,7 @@ impl Preopened {
                     None
                 }
                 Entry::Occupied(mut o) => match o.get() {
-                    Some(opening) if opening.loaded == loaded => o.get_mut().take(),
+                    Some(opening) if opening.open == open => o.get_mut().take(),
                     _ => None,
                 },
             }
@@ -103,11 +112,11 @@ impl Preopened {
         task?.task.await.ok()
     }
 
-    /// Leaves `ahead`, opened for `table`'s first write (of that kind, `loaded` or not),
-    /// for that write to take, in place of any pre-open of the table.
-    pub(super) fn put(&self, table: TableName, loaded: bool, ahead: Ahead) {
+    /// Leaves `ahead`, opened the `open` way for `table`'s first write, for that write to
+    /// take, in place of any pre-open of the table.
+    pub(super) fn put(&self, table: TableName, open: Open, ahead: Ahead) {
         let opening = Opening {
-            loaded,
+            open,
             task: tokio::spawn(async move { ahead }),
         };
         if let Some(Some(replaced)) = self.tables.lock().insert(table, Some(opening)) {
@@ -191,15 +200,17 @@ impl Storage {
         let _ = landed.wait_for(|done| *done).await;
         for table in tables {
             let write = first_write(&table);
-            let loaded = write == Write::Replace && !self.unloaded_appends;
+            let open = self.open_for(write);
             let (storage, key, name) = (self.clone(), key.clone(), table.clone());
-            self.preopened.offer(table, loaded, move || {
+            self.preopened.offer(table, open, move || {
                 tokio::spawn(async move {
-                    if loaded {
-                        Ahead::Loaded(storage.open_or_new_now(&name).await)
-                    } else {
-                        let (opened, look) = storage.open_unloaded_looked(&name, &key, write).await;
-                        Ahead::Unloaded(opened, look)
+                    match open {
+                        Open::Loaded => Ahead::Loaded(storage.open_or_new_now(&name).await),
+                        Open::Unloaded => {
+                            let (opened, look) =
+                                storage.open_unloaded_looked(&name, &key, write).await;
+                            Ahead::Unloaded(opened, look)
+                        }
                     }
                 })
             });
@@ -258,6 +269,18 @@ impl Storage {
     }
 }
 
+impl Storage {
+    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
+    /// the batch ([`Storage::unloaded_appends`] off), else from its log alone.
+    fn open_for(&self, write: Write) -> Open {
+        if write == Write::Replace && !self.unloaded_appends {
+            Open::Loaded
+        } else {
+            Open::Unloaded
+        }
+    }
+}
+
 /// What a run's first write to `table` does with the batch's rows there:
 /// `_run_control` is only appended to, the other tables replace them.
 fn first_write(table: &TableName) -> Write {
@@ -298,7 +321,7 @@ impl Storage {
     ) -> std::result::Result<Unloaded, Unopened> {
         // A batch seen before has its `txn` in its tables: a replacing write would find
         // it there. An append of more rows needs no `txn` check.
-        if write == Write::Replace && !self.unloaded_appends {
+        if self.open_for(write) == Open::Loaded {
             return Err(Unopened::Other);
         }
         // Kept loaded from this run's last commit to it: reading its new log entries
@@ -306,7 +329,7 @@ impl Storage {
         if self.is_warm(table) {
             return Err(Unopened::Other);
         }
-        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
+        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, Open::Unloaded).await {
             return opened;
         }
         self.open_unloaded_now(table, key, write).await
@@ -377,13 +400,15 @@ impl Storage {
     async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
         let write = first_write(table);
         // How the table's write (and its pre-open) opens it.
-        let loaded = write == Write::Replace && !self.unloaded_appends;
-        let (ahead, kept) = match self.preopened.take(table, loaded).await {
+        let open = self.open_for(write);
+        let (ahead, kept) = match self.preopened.take(table, open).await {
             Some(ahead) => (ahead, true),
-            None if loaded && writes => (Ahead::Loaded(self.open_or_new_now(table).await), true),
+            None if open == Open::Loaded && writes => {
+                (Ahead::Loaded(self.open_or_new_now(table).await), true)
+            }
             None => {
                 let (opened, look) = self.open_unloaded_looked(table, key, write).await;
-                (Ahead::Unloaded(opened, look), !loaded)
+                (Ahead::Unloaded(opened, look), open == Open::Unloaded)
             }
         };
         let look = match &ahead {
@@ -395,7 +420,7 @@ impl Storage {
             Ahead::Loaded(Err(_)) => None,
         };
         if kept {
-            self.preopened.put(table.clone(), loaded, ahead);
+            self.preopened.put(table.clone(), open, ahead);
         }
         look
     }
