@@ -498,11 +498,6 @@ fn arrow_schema(table: &TableName, t: &DeltaTable) -> Result<SchemaRef> {
         .arrow_schema())
 }
 
-/// Whether a table's schema has the `_landing_path` column (rows keyed by folder).
-fn keyed(schema: &arrow::datatypes::Schema) -> bool {
-    schema.field_with_name(LANDING_PATH).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::commit::Created;
@@ -981,7 +976,7 @@ mod tests {
         let rerun = part_of("quote", 2, "b2").batches.remove(0);
         let handle = s.handle(&name).unwrap();
         let key = k("b2");
-        let replace = Some(files::BatchRows::of(&key, false));
+        let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
         let Err(e) = s
             .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
             .await
