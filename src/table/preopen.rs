@@ -9,7 +9,7 @@ use std::sync::Arc;
 use deltalake::DeltaTable;
 
 use super::unloaded::{Unloaded, Unopened};
-use super::writable::{Look, Refusal, look};
+use super::writable::{Look, Refusal, Removes, look};
 use super::{Storage, Write};
 use crate::batch::BatchKey;
 use crate::error::Result;
@@ -279,6 +279,16 @@ impl Storage {
             Open::Unloaded
         }
     }
+
+    /// Whether this run's writes may remove files: a rerun of a batch that may have rows
+    /// in its tables ([`Storage::unloaded_appends`] off) replaces them.
+    pub(super) fn removes(&self) -> Removes {
+        if self.unloaded_appends {
+            Removes::Nothing
+        } else {
+            Removes::Files
+        }
+    }
 }
 
 /// What a run's first write to `table` does with the batch's rows there:
@@ -416,7 +426,7 @@ impl Storage {
             Ahead::Loaded(Ok((t, _))) => t
                 .snapshot()
                 .ok()
-                .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
+                .map(|s| look(s.snapshot().table_configuration(), self.removes())),
             Ahead::Loaded(Err(_)) => None,
         };
         if kept {

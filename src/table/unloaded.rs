@@ -68,7 +68,7 @@ impl Storage {
         let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
         let batch_txns = self.batch_txns;
-        let removes = !self.unloaded_appends;
+        let removes = self.removes();
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
             let look = super::writable::look(snapshot.table_configuration(), removes);
             let plain = look.refusal.is_none()
