@@ -115,7 +115,7 @@ impl Storage {
             Err(why) => why,
         };
         let (handle, existing, schema, folders) = self.open_for_write(table, unopened).await?;
-        let fitted = fit_parts(table, &parts, schema, existing.is_some());
+        let fitted = fit_parts(table, &parts, schema);
         if fitted.batches.is_empty() {
             return Ok(((Committed::default(), fitted.outcomes), None));
         }
@@ -198,7 +198,7 @@ impl Storage {
             Ok(u) => u,
             Err(why) => return Ok(Err(why)),
         };
-        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)), true);
+        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)));
         if fitted.batches.is_empty() {
             return Ok(Ok((Committed::default(), fitted.outcomes)));
         }
@@ -796,14 +796,14 @@ pub(super) struct Fitted {
 
 /// Fits each part to the table's `schema` as the parts before it leave it, with its
 /// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
-/// (`exists = false`) takes every part's columns. A refused slice refuses its whole part
-/// (a topic's rows go in whole or not at all), which leaves the schema as it was.
+/// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
+/// part (a topic's rows go in whole or not at all), which leaves the schema as it was.
 pub(super) fn fit_parts(
     table: &TableName,
     parts: &[Part],
     mut schema: Option<SchemaRef>,
-    exists: bool,
 ) -> Fitted {
+    let exists = schema.is_some();
     let mut fitted = Fitted {
         batches: Vec::with_capacity(parts.len()),
         topics: Vec::with_capacity(parts.len()),
