@@ -147,15 +147,47 @@ pub struct BatchReport {
     pub elapsed: Duration,
 }
 
-/// The stages of a run, in order ([`BatchReport::stage_seconds`]).
-pub const STAGES: [&str; 6] = [
-    "discover",
-    "lease",
-    "stage",
-    "tables",
-    "run_control",
-    "cleanup",
-];
+/// A stage of a run, timed and counted in [`BatchReport::stage_seconds`] and
+/// [`BatchReport::store_calls`] under its [`Stage::as_str`] name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum Stage {
+    /// The batch key and its files.
+    Discover,
+    /// The batch lease and what the catalog holds of the batch.
+    Lease,
+    /// Read, parse, dedup, group by topic.
+    Staging,
+    /// Flatten, encode and commit every table.
+    Tables,
+    /// The `_run_control` rows.
+    RunControl,
+    /// Dropping the staging table, when persisted.
+    Cleanup,
+}
+
+impl Stage {
+    /// The stages in the order a run goes through them.
+    pub(crate) const ALL: [Stage; 6] = [
+        Stage::Discover,
+        Stage::Lease,
+        Stage::Staging,
+        Stage::Tables,
+        Stage::RunControl,
+        Stage::Cleanup,
+    ];
+
+    /// The stage's name in reports and metrics.
+    pub(crate) const fn as_str(self) -> &'static str {
+        match self {
+            Stage::Discover => "discover",
+            Stage::Lease => "lease",
+            Stage::Staging => "stage",
+            Stage::Tables => "tables",
+            Stage::RunControl => "run_control",
+            Stage::Cleanup => "cleanup",
+        }
+    }
+}
 
 fn from_secs<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let secs = <f64 as serde::Deserialize>::deserialize(d)?;
@@ -180,9 +212,12 @@ impl BatchReport {
             let _ = writeln!(s, "object store calls: {calls} ({})", stages.join(", "));
         }
         if !self.stage_seconds.is_empty() {
-            let stages: Vec<String> = STAGES
+            let stages: Vec<String> = Stage::ALL
                 .iter()
-                .filter_map(|st| Some(format!("{st} {:.3} s", self.stage_seconds.get(*st)?)))
+                .filter_map(|st| {
+                    let name = st.as_str();
+                    Some(format!("{name} {:.3} s", self.stage_seconds.get(name)?))
+                })
                 .collect();
             let _ = writeln!(s, "stages: {}", stages.join(", "));
         }
@@ -333,5 +368,24 @@ impl BatchReport {
                 self.corrupt_lines as usize - self.corrupt.len()
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Stage;
+
+    #[test]
+    fn stage_names_in_run_order() {
+        let names = Stage::ALL.map(Stage::as_str);
+        let want = [
+            "discover",
+            "lease",
+            "stage",
+            "tables",
+            "run_control",
+            "cleanup",
+        ];
+        assert_eq!(names, want);
     }
 }

@@ -61,6 +61,22 @@ fn is_json(f: &Field) -> bool {
     f.metadata().get(JSON_META).is_some_and(|v| v == "true")
 }
 
+/// What the strings of a field's string column are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Text {
+    /// JSON text (the field carries the JSON marker).
+    Json,
+    /// Plain strings.
+    Plain,
+}
+
+impl Text {
+    /// The text of `f`'s strings.
+    fn of(f: &Field) -> Text {
+        if is_json(f) { Text::Json } else { Text::Plain }
+    }
+}
+
 /// Fits `batch` to `target` (`None`: a new table, taken as is).
 pub(crate) fn to_table(
     table: &TableName,
@@ -231,7 +247,7 @@ fn rescue_all(
 ) -> u64 {
     let mut moved = 0;
     for row in 0..array.len() {
-        if let Some(json) = json_of(array, is_json(field), row) {
+        if let Some(json) = json_of(array, Text::of(field), row) {
             rescued.push((row as u32, path.to_string(), json));
             moved += 1;
         }
@@ -310,7 +326,7 @@ enum Val<'a> {
     Json(&'a str),
 }
 
-fn value_at(array: &ArrayRef, json: bool, row: usize) -> Option<Val<'_>> {
+fn value_at(array: &ArrayRef, text: Text, row: usize) -> Option<Val<'_>> {
     if array.is_null(row) {
         return None;
     }
@@ -318,15 +334,15 @@ fn value_at(array: &ArrayRef, json: bool, row: usize) -> Option<Val<'_>> {
         DataType::Boolean => Some(Val::Bool(array.as_boolean().value(row))),
         DataType::Int64 => Some(Val::Int(array.as_primitive::<Int64Type>().value(row))),
         DataType::Float64 => Some(Val::Float(array.as_primitive::<Float64Type>().value(row))),
-        DataType::Utf8 if json => Some(Val::Json(array.as_string::<i32>().value(row))),
+        DataType::Utf8 if text == Text::Json => Some(Val::Json(array.as_string::<i32>().value(row))),
         DataType::Utf8 => Some(Val::Str(array.as_string::<i32>().value(row))),
         _ => None,
     }
 }
 
 /// The value at `row` as JSON text (`None` for null).
-fn json_of(array: &ArrayRef, json: bool, row: usize) -> Option<String> {
-    value_at(array, json, row).map(|v| match v {
+fn json_of(array: &ArrayRef, text: Text, row: usize) -> Option<String> {
+    value_at(array, text, row).map(|v| match v {
         Val::Bool(b) => b.to_string(),
         Val::Int(i) => i.to_string(),
         Val::Float(f) => float_json(f),
@@ -364,13 +380,13 @@ fn parse_json_scalar(s: &str) -> Option<Val<'_>> {
 /// does not fit, and `rescue` keeps it). JSON text is read as a typed scalar first.
 fn fitted<T>(
     array: &ArrayRef,
-    from_json: bool,
+    from: Text,
     rescue: &mut impl FnMut(usize),
     fit: impl Fn(Val<'_>) -> Option<T>,
 ) -> Vec<Option<T>> {
     (0..array.len())
         .map(|row| {
-            let v = match value_at(array, from_json, row)? {
+            let v = match value_at(array, from, row)? {
                 Val::Json(s) => parse_json_scalar(s).unwrap_or(Val::Json(s)),
                 v => v,
             };
@@ -391,35 +407,35 @@ fn convert(
     to: &Field,
     path: &str,
 ) -> (ArrayRef, Vec<(u32, String, String)>) {
-    let (from_json, to_json) = (is_json(from), is_json(to));
-    if from.data_type() == to.data_type() && from_json == to_json {
+    let (from_text, to_text) = (Text::of(from), Text::of(to));
+    if from.data_type() == to.data_type() && from_text == to_text {
         return (Arc::clone(array), Vec::new());
     }
     let n = array.len();
     let mut rescued = Vec::new();
     let mut rescue = |row: usize| {
-        if let Some(j) = json_of(array, from_json, row) {
+        if let Some(j) = json_of(array, from_text, row) {
             rescued.push((row as u32, path.to_string(), j));
         }
     };
     let out: ArrayRef = match to.data_type() {
-        DataType::Utf8 if to_json => Arc::new(json_text_column(array, from_json)),
-        DataType::Utf8 => Arc::new(string_column(array, from_json, &mut rescue)),
+        DataType::Utf8 if to_text == Text::Json => Arc::new(json_text_column(array, from_text)),
+        DataType::Utf8 => Arc::new(string_column(array, from_text, &mut rescue)),
         DataType::Int64 => Arc::new(Int64Array::from(fitted(
             array,
-            from_json,
+            from_text,
             &mut rescue,
             int_fit,
         ))),
         DataType::Float64 => Arc::new(Float64Array::from(fitted(
             array,
-            from_json,
+            from_text,
             &mut rescue,
             float_fit,
         ))),
         DataType::Boolean => Arc::new(BooleanArray::from(fitted(
             array,
-            from_json,
+            from_text,
             &mut rescue,
             bool_fit,
         ))),
@@ -436,10 +452,10 @@ fn convert(
 }
 
 /// Every value of `array` as JSON text, nulls kept.
-fn json_text_column(array: &ArrayRef, from_json: bool) -> StringArray {
+fn json_text_column(array: &ArrayRef, from: Text) -> StringArray {
     let mut b = StringBuilder::new();
     for row in 0..array.len() {
-        b.append_option(json_of(array, from_json, row));
+        b.append_option(json_of(array, from, row));
     }
     b.finish()
 }
@@ -448,12 +464,12 @@ fn json_text_column(array: &ArrayRef, from_json: bool) -> StringArray {
 /// other value does not fit, and `rescue` keeps it.
 fn string_column(
     array: &ArrayRef,
-    from_json: bool,
+    from: Text,
     rescue: &mut impl FnMut(usize),
 ) -> StringArray {
     let mut b = StringBuilder::new();
     for row in 0..array.len() {
-        match value_at(array, from_json, row) {
+        match value_at(array, from, row) {
             None => b.append_null(),
             Some(Val::Str(s)) => b.append_value(s),
             Some(Val::Json(s)) if s.trim_start().starts_with('"') => {

@@ -286,14 +286,14 @@ impl TableBuilder<'_> {
         keys
     }
 
-    /// The column of the value at `node` (a payload path, or a metadata path when
-    /// `meta`), named on first sight.
-    fn column(&mut self, node: u32, meta: bool) -> usize {
+    /// The column of the value at `node`, a path `within` the payload or the metadata,
+    /// named on first sight.
+    fn column(&mut self, node: u32, within: Within) -> usize {
         if let Some(c) = self.nodes[node as usize].column {
             return c;
         }
         let keys = self.keys(node);
-        let (key, name) = if meta {
+        let (key, name) = if within == Within::Meta {
             (
                 format!("{}{}", naming::META, pointer(&keys, None)),
                 naming::sanitize(&format!(
@@ -315,6 +315,15 @@ impl TableBuilder<'_> {
         self.nodes[node as usize].column = Some(c);
         c
     }
+}
+
+/// What a flattened path is a path in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Within {
+    /// The message's payload.
+    Payload,
+    /// The envelope's metadata (`_meta`).
+    Meta,
 }
 
 /// Where the row being flattened came from.
@@ -359,8 +368,8 @@ struct Flattener<'a, 'c> {
     recorded: usize,
     /// Member lists reused across objects (one per nesting level in use).
     member_bufs: Vec<Members<'a>>,
-    /// Lineage columns as dictionaries ([`flatten_compact`]).
-    compact: bool,
+    /// How the lineage columns are built.
+    lineage_columns: LineageColumns,
 }
 
 /// An object's members: `(key, value, is_last)`.
@@ -421,7 +430,7 @@ pub fn flatten<'a>(
     lineage: &Lineage,
     cfg: &FlattenConfig,
 ) -> Result<TablePlan> {
-    flatten_with(topic, staged, lineage, cfg, false)
+    flatten_with(topic, staged, lineage, cfg, LineageColumns::Plain)
 }
 
 /// [`flatten`], with the lineage columns whose values repeat (`_batch_id`,
@@ -436,7 +445,7 @@ pub fn flatten_compact<'a>(
     lineage: &Lineage,
     cfg: &FlattenConfig,
 ) -> Result<TablePlan> {
-    flatten_with(topic, staged, lineage, cfg, true)
+    flatten_with(topic, staged, lineage, cfg, LineageColumns::Dictionary)
 }
 
 /// `batch` with its dictionary columns ([`flatten_compact`]) cast to their value type:
@@ -475,7 +484,7 @@ fn flatten_with<'a>(
     staged: &'a [RecordBatch],
     lineage: &Lineage,
     cfg: &FlattenConfig,
-    compact: bool,
+    lineage_columns: LineageColumns,
 ) -> Result<TablePlan> {
     let topic_table = TableName::for_topic(topic);
     let mut f = Flattener {
@@ -486,7 +495,7 @@ fn flatten_with<'a>(
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
-        compact,
+        lineage_columns,
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -691,12 +700,16 @@ impl<'a> Flattener<'a, '_> {
         members
     }
 
-    /// `dup:<pointer>` for a repeated key `k` below `node` of table `t`.
-    fn dup_key(&self, t: usize, node: u32, k: &str, meta: bool) -> String {
+    /// `dup:<pointer>` for a repeated key `k` below `node` of table `t`, a path
+    /// `within` the payload or the metadata.
+    fn dup_key(&self, t: usize, node: u32, k: &str, within: Within) -> String {
         let keys = self.tables[t].1.keys(node);
         format!(
             "dup:{}{}",
-            if meta { naming::META } else { "" },
+            match within {
+                Within::Meta => naming::META,
+                Within::Payload => "",
+            },
             pointer(&keys, Some(k))
         )
     }
@@ -714,7 +727,7 @@ impl<'a> Flattener<'a, '_> {
         let mut members = self.members(doc, obj);
         for (k, v, is_last) in members.drain(..) {
             if !is_last {
-                let key = self.dup_key(t, node, &k, true);
+                let key = self.dup_key(t, node, &k, Within::Meta);
                 self.rescue(t, row, key, doc.raw(v).to_string());
                 continue;
             }
@@ -722,7 +735,7 @@ impl<'a> Flattener<'a, '_> {
             if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth {
                 self.meta_object(t, row, n, doc, v, depth + 1);
             } else {
-                let c = self.tables[t].1.column(n, true);
+                let c = self.tables[t].1.column(n, Within::Meta);
                 self.set(t, row, c, leaf(doc, v));
             }
         }
@@ -745,7 +758,7 @@ impl<'a> Flattener<'a, '_> {
                 let n = self.tables[t].1.child_node(node, &k, &mut hint);
                 self.value(t, row, n, doc, v, ctx);
             } else {
-                let key = self.dup_key(t, node, &k, false);
+                let key = self.dup_key(t, node, &k, Within::Payload);
                 self.rescue(t, row, key, doc.raw(v).to_string());
             }
         }
@@ -758,7 +771,7 @@ impl<'a> Flattener<'a, '_> {
             Kind::Object if !doc.is_empty(v) => self.object(t, row, node, doc, v, ctx),
             Kind::Array if !doc.is_empty(v) => self.array(t, row, node, doc, v, ctx),
             _ => {
-                let c = self.tables[t].1.column(node, false);
+                let c = self.tables[t].1.column(node, Within::Payload);
                 self.set(t, row, c, leaf(doc, v));
             }
         }
@@ -833,12 +846,12 @@ impl<'a> Flattener<'a, '_> {
                 if self.recorded == before {
                     // `{}` (or only nulls): a row with no values would read back as a
                     // null element, so it says `{}` in `value`.
-                    let c = self.tables[child].1.column(ROOT, false);
+                    let c = self.tables[child].1.column(ROOT, Within::Payload);
                     self.set(child, child_row, c, Some(Cell::Json("{}")));
                 }
             } else {
                 // Scalars as they are; objects and arrays as their JSON text.
-                let c = self.tables[child].1.column(ROOT, false);
+                let c = self.tables[child].1.column(ROOT, Within::Payload);
                 self.set(child, child_row, c, leaf(doc, elem));
             }
         }
@@ -853,7 +866,7 @@ impl<'a> Flattener<'a, '_> {
             let strings = LineageStrings {
                 lineage,
                 files: &self.files,
-                compact: self.compact,
+                columns: self.lineage_columns,
             };
             let batch = build_batch(&name, t, self.topic, &strings, self.cfg.types)?;
             plan.tables.insert(name, batch);
@@ -923,19 +936,28 @@ pub(crate) fn rescued_column(n: usize, mut entries: Vec<(u32, String, String)>) 
     Arc::new(b.finish())
 }
 
+/// How the lineage columns whose values repeat are built.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum LineageColumns {
+    /// As string columns, the values copied ([`flatten`]).
+    Plain,
+    /// As Arrow dictionaries ([`flatten_compact`]).
+    Dictionary,
+}
+
 /// The lineage a batch's rows repeat: the run's, and the files the topic's rows came
-/// from; as dictionaries when `compact` ([`flatten_compact`]).
+/// from; built as `columns` says.
 struct LineageStrings<'l, 'a> {
     lineage: &'l Lineage,
     files: &'l [&'a str],
-    compact: bool,
+    columns: LineageColumns,
 }
 
 impl LineageStrings<'_, '_> {
     /// A string column of `keys.len()` rows, row `i` being `values[keys[i]]`: a
-    /// dictionary when compact, else the values copied.
+    /// dictionary for [`LineageColumns::Dictionary`], else the values copied.
     fn column(&self, values: Vec<Option<&str>>, keys: &[u32]) -> (DataType, ArrayRef) {
-        if self.compact {
+        if self.columns == LineageColumns::Dictionary {
             dictionary(
                 Int32Array::from_iter_values(keys.iter().map(|&k| k as i32)),
                 StringArray::from(values),
@@ -946,15 +968,15 @@ impl LineageStrings<'_, '_> {
         }
     }
 
-    /// A string column of `values` (UTF-8: [`utf8_column`]); when compact, a dictionary
-    /// of its runs of equal values (a child row's parent and root ids repeat for its
-    /// siblings).
+    /// A string column of `values` (UTF-8: [`utf8_column`]); for
+    /// [`LineageColumns::Dictionary`], a dictionary of its runs of equal values (a child
+    /// row's parent and root ids repeat for its siblings).
     fn runs<'v>(
         &self,
         column: &str,
         values: impl ExactSizeIterator<Item = &'v [u8]>,
     ) -> Result<(DataType, ArrayRef)> {
-        if !self.compact {
+        if self.columns == LineageColumns::Plain {
             return Ok((DataType::Utf8, Arc::new(utf8_column(column, values)?)));
         }
         let mut keys = Vec::with_capacity(values.len());
@@ -971,7 +993,7 @@ impl LineageStrings<'_, '_> {
 
     /// A column of `n` rows of `value`.
     fn constant(&self, value: &str, n: usize) -> (DataType, ArrayRef) {
-        if self.compact {
+        if self.columns == LineageColumns::Dictionary {
             dictionary(Int32Array::from(vec![0; n]), StringArray::from(vec![value]))
         } else {
             (DataType::Utf8, Arc::new(StringArray::from(vec![value; n])))

@@ -8,7 +8,7 @@ use rayon::prelude::*;
 
 use super::gather::{Gather, GatheredTables};
 use super::staging::StagedBatch;
-use super::topic::{Fanout, TopicRows, part_writes, rows_of};
+use super::topic::{Again, Fanout, TopicRows, part_writes, rows_of};
 use super::{Ingest, MEMORY_PER_LANDING_BYTE, Progress, pool};
 use crate::batch::now_micros;
 use crate::config::CommitPer;
@@ -18,7 +18,7 @@ use crate::report::StagingMode;
 use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::stage::spill::{StagingSummary, StagingTable};
-use crate::table::{self, Storage};
+use crate::table::{self, Storage, Write};
 
 /// Logs the fan-out's time and tables written, and returns its writes in order:
 /// `_corrupt_records`' (when written beside the topics), each topic's own in topic
@@ -232,7 +232,13 @@ impl Ingest {
                         batches,
                     })
                     .collect();
-                let result = self.write_parts(storage, &table, parts, lineage, (true, false));
+                let result = self.write_parts(
+                    storage,
+                    &table,
+                    parts,
+                    lineage,
+                    (Write::Replace, Again::Never),
+                );
                 let done = written.fetch_add(1, Ordering::Relaxed) + 1;
                 self.report_progress(Progress::TableWritten {
                     table: table.to_string(),

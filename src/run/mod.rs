@@ -23,7 +23,7 @@ use crate::lease::Lease;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT};
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT, Stage};
 use crate::run_control::{Invariant, TableWrite, invariant_row};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
@@ -427,7 +427,7 @@ impl Ingest {
         let mut counters = RunCounters::start(&self.catalog);
         // 1. Discover: the batch key and its files, validated before any I/O.
         let found = self.discover(batch_dirs)?;
-        counters.mark("discover", &self.catalog);
+        counters.mark(Stage::Discover, &self.catalog);
         self.catalog.check_put_if_absent()?;
         let mut storage = self.storage()?;
         let lineage = Lineage::of(&found.key, &found.folders, started_micros);
@@ -439,7 +439,7 @@ impl Ingest {
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
         let _preopen = self.prior_runs(&mut storage, &found.key, &leases, landed, if_loaded)?;
-        counters.mark("lease", &self.catalog);
+        counters.mark(Stage::Lease, &self.catalog);
         // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.key);
@@ -452,20 +452,20 @@ impl Ingest {
         )?;
         self.failpoint("after_staging")?;
         warnings.append(&mut staged.warnings);
-        counters.mark("stage", &self.catalog);
+        counters.mark(Stage::Staging, &self.catalog);
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
         let in_memory = staged.memory.is_some();
         let staging = (&staging_table, &lineage);
         writes.extend(self.write_tables(&storage, &mut staged, staging, &found, &leases)?);
         self.failpoint("before_run_control")?;
-        counters.mark("tables", &self.catalog);
+        counters.mark(Stage::Tables, &self.catalog);
         still_held()?;
         // 7. Run control: one row per write, the row accounting, written once.
         let retries = counters.retries(&self.catalog);
         let run = (&*run_id, &found.key, (started_micros, retries));
         let recorded = self.record_run(&storage, writes, &staged, run, &leases);
-        counters.mark("run_control", &self.catalog);
+        counters.mark(Stage::RunControl, &self.catalog);
         self.failpoint("before_drop_staging")?;
         if !in_memory {
             self.finish_staging(&staging_table, recorded.failed(), &mut warnings);
@@ -819,10 +819,10 @@ struct RunCounters {
     retries: u64,
     replans: u64,
     calls: u64,
-    by_stage: BTreeMap<String, u64>,
+    by_stage: BTreeMap<Stage, u64>,
     /// When the last stage ended, and each stage's wall time.
     mark: Instant,
-    seconds: BTreeMap<String, f64>,
+    seconds: BTreeMap<Stage, f64>,
 }
 
 impl RunCounters {
@@ -839,14 +839,12 @@ impl RunCounters {
     }
 
     /// The calls and the time since the last mark are `stage`'s.
-    fn mark(&mut self, stage: &str, catalog: &Catalog) {
+    fn mark(&mut self, stage: Stage, catalog: &Catalog) {
         let now = catalog.store_calls();
-        self.by_stage
-            .insert(stage.to_string(), now.saturating_sub(self.calls));
+        self.by_stage.insert(stage, now.saturating_sub(self.calls));
         self.calls = now;
         let at = Instant::now();
-        self.seconds
-            .insert(stage.to_string(), (at - self.mark).as_secs_f64());
+        self.seconds.insert(stage, (at - self.mark).as_secs_f64());
         self.mark = at;
     }
 
@@ -857,12 +855,20 @@ impl RunCounters {
 
     /// Fills the report's counters (the calls since the last mark are `cleanup`'s).
     fn finish(mut self, catalog: &Catalog, report: &mut BatchReport) {
-        self.mark("cleanup", catalog);
+        self.mark(Stage::Cleanup, catalog);
         report.store_retries = self.retries(catalog);
         report.commit_replans = catalog.commit_replans().saturating_sub(self.replans);
-        report.store_calls = self.by_stage;
-        report.stage_seconds = self.seconds;
+        report.store_calls = by_name(self.by_stage);
+        report.stage_seconds = by_name(self.seconds);
     }
+}
+
+/// `per_stage` keyed by the stages' names, as reports carry them.
+fn by_name<V>(per_stage: BTreeMap<Stage, V>) -> BTreeMap<String, V> {
+    per_stage
+        .into_iter()
+        .map(|(stage, v)| (stage.as_str().to_string(), v))
+        .collect()
 }
 
 /// What a run does with a batch whose latest run loaded it.

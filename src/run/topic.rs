@@ -16,7 +16,7 @@ use crate::flatten::{self, Lineage};
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 use crate::stage::spill::StagingTable;
-use crate::table::{self, Committed, Storage};
+use crate::table::{self, Committed, Storage, Write};
 
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in
@@ -160,6 +160,16 @@ struct TopicWrites<'t> {
     by_table: BTreeMap<TableName, TableWrite>,
 }
 
+/// Whether other topics write a table later in the run.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Again {
+    /// They do: the table's state after this write is kept for them
+    /// ([`Storage::keep_warm`]).
+    Later,
+    /// This write is the run's last to the table.
+    Never,
+}
+
 impl<'t> TopicWrites<'t> {
     fn new(topic: &'t str, rows_in: u64) -> Self {
         TopicWrites {
@@ -178,21 +188,24 @@ impl<'t> TopicWrites<'t> {
         table: TableName,
         batches: Vec<RecordBatch>,
     ) {
-        let first = match self.by_table.get(&table) {
+        let write = match self.by_table.get(&table) {
             Some(w) if w.result.is_err() => return,
-            Some(_) => false,
-            None => true,
+            Some(_) => Write::Append,
+            None => Write::Replace,
         };
         let started_micros = now_micros();
         let meta = vec![(self.topic.to_string(), self.rows_in, rows_of(&batches))];
         // One commit per (topic, table): the other topics write the shared tables again.
-        let again = fan.gather.is_none();
+        let again = match fan.gather {
+            None => Again::Later,
+            Some(_) => Again::Never,
+        };
         let result = run.write_topic(
             fan.storage,
             &table,
             (self.topic, batches),
             fan.lineage,
-            (first, again),
+            (write, again),
         );
         for w in part_writes(&table, meta, result, started_micros, now_micros()) {
             self.add(w);
@@ -276,22 +289,20 @@ impl Ingest {
     /// Commits one topic's rows for `table` under the table's lock (replacing the
     /// batch's rows of the topic, or appending a later slice), then runs
     /// [`Self::after_write`].
-    /// `again`: other topics write the table later in the run (its state is kept for
-    /// them, [`Storage::keep_warm`]).
     pub(super) fn write_topic(
         &self,
         storage: &Storage,
         table: &TableName,
         (topic, batches): (&str, Vec<RecordBatch>),
         lineage: &Lineage,
-        (replace, again): (bool, bool),
+        (write, again): (Write, Again),
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         let parts = vec![table::Part {
             topic: topic.to_string(),
             batches,
             evolution: self.config.flatten.evolution_for(topic),
         }];
-        self.write_parts(storage, table, parts, lineage, (replace, again))
+        self.write_parts(storage, table, parts, lineage, (write, again))
     }
 
     /// Commits `parts` to `table` in one commit under the table's lock (replacing the
@@ -304,7 +315,7 @@ impl Ingest {
         table: &TableName,
         parts: Vec<table::Part>,
         lineage: &Lineage,
-        (replace, again): (bool, bool),
+        (write, again): (Write, Again),
     ) -> Result<(Committed, Vec<table::PartOutcome>)> {
         // The table's string columns, from the flattened rows' dictionaries: one table's
         // rows at a time, before its lock is taken.
@@ -324,11 +335,11 @@ impl Ingest {
                 table,
                 parts.clone(),
                 &lineage.key,
-                replace,
+                write,
             ))
         });
         written.map(|((c, outcomes), t)| {
-            if let Some(t) = t.as_ref().filter(|_| again) {
+            if let Some(t) = t.as_ref().filter(|_| again == Again::Later) {
                 storage.keep_warm(table, &t.table);
             }
             (self.after_write(storage, table, c, t), outcomes)

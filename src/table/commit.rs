@@ -12,14 +12,16 @@ use deltalake::{DeltaTable, DeltaTableError};
 
 use super::entry::{CommitNotes, commit_on, put_commit, with_batch_txns};
 use super::files::TOPICS_TAG;
-use super::files::{BatchFiles, BatchRows, batch_files, same_schema, topics_of, whole_removes};
+use super::files::{
+    BatchFiles, BatchRows, Folders, batch_files, same_schema, topics_of, whole_removes,
+};
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
 use super::stats::{Pending, WrittenTable};
 use super::strict::READ_VERSION;
 use super::unloaded::Unopened;
 use super::{
-    Committed, Part, PartOutcome, Storage, Work, Written, arrow_schema, keyed, writer_properties,
+    Committed, Part, PartOutcome, Storage, Work, Write, Written, arrow_schema, writer_properties,
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
@@ -28,19 +30,19 @@ use crate::naming::TableName;
 
 impl Storage {
     /// [`Storage::open_or_new_unless`], with the table's schema when it exists and
-    /// whether its rows are keyed by `_landing_path`.
+    /// how its rows tell their folder ([`Folders::SourceFile`] when it does not exist).
     async fn open_for_write(
         &self,
         table: &TableName,
         unopened: Unopened,
-    ) -> Result<(DeltaTable, Option<DeltaTable>, Option<SchemaRef>, bool)> {
+    ) -> Result<(DeltaTable, Option<DeltaTable>, Option<SchemaRef>, Folders)> {
         let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let schema = existing
             .as_ref()
             .map(|t| arrow_schema(table, t))
             .transpose()?;
-        let keyed = schema.as_deref().is_some_and(keyed);
-        Ok((handle, existing, schema, keyed))
+        let folders = schema.as_deref().map_or(Folders::SourceFile, Folders::of);
+        Ok((handle, existing, schema, folders))
     }
 
     /// Replaces the rows of `key` with `batch` (creating the table when needed) in
@@ -53,7 +55,7 @@ impl Storage {
         batch: RecordBatch,
         key: &BatchKey,
     ) -> Result<Committed> {
-        let unopened = match self.open_unloaded(table, key, true).await {
+        let unopened = match self.open_unloaded(table, key, Write::Replace).await {
             Ok(u) => {
                 let fitted = [fit::cast_to_table(table, batch.clone(), &u.schema)?];
                 if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
@@ -63,28 +65,28 @@ impl Storage {
             }
             Err(why) => why,
         };
-        let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
+        let (handle, existing, schema, folders) = self.open_for_write(table, unopened).await?;
         let batch = match &schema {
             Some(schema) => fit::cast_to_table(table, batch, schema)?,
             None => batch,
         };
         let may_hold = existing
             .as_ref()
-            .is_some_and(|t| batch_files(t, key, keyed).may_hold());
+            .is_some_and(|t| batch_files(t, key, folders).may_hold());
         // A new table, or one without rows of this batch: the direct create or append.
         let existing = if may_hold {
             existing
         } else {
             let batches = std::slice::from_ref(&batch);
             match self
-                .write_direct(table, &handle, existing, true, batches, Some(key))
+                .write_direct(table, &handle, existing, Write::Append, batches, Some(key))
                 .await?
             {
                 Direct::Done(c, _) => return Ok(c),
                 Direct::NotApplicable(existing) => existing,
             }
         };
-        let rows = may_hold.then(|| BatchRows::of(key, keyed));
+        let rows = may_hold.then(|| BatchRows::of(key, folders));
         let (c, _) = self
             .write_rewrite(table, &handle, existing, &[batch], rows, key)
             .await?;
@@ -96,35 +98,35 @@ impl Storage {
     /// [`super::shape::conform`]) with its topic's evolution mode, then the rows of this batch
     /// for the topics that fit are replaced. A part that is refused (evolution `fail`)
     /// leaves its topic's earlier rows alone and gets its error back in its outcome.
-    /// `replace = false` appends instead (the later slices of an over-budget topic).
+    /// [`Write::Append`] appends instead (the later slices of an over-budget topic).
     pub(crate) async fn replace_parts(
         &self,
         table: &TableName,
         parts: Vec<Part>,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> Result<(Written, Option<WrittenTable>)> {
         let t0 = std::time::Instant::now();
         let unopened = match self
-            .replace_parts_unloaded(table, &parts, key, replace)
+            .replace_parts_unloaded(table, &parts, key, write)
             .await?
         {
             Ok(written) => return Ok((written, None)),
             Err(why) => why,
         };
-        let (handle, existing, schema, keyed) = self.open_for_write(table, unopened).await?;
-        let fitted = fit_parts(table, &parts, schema, existing.is_some());
+        let (handle, existing, schema, folders) = self.open_for_write(table, unopened).await?;
+        let fitted = fit_parts(table, &parts, schema);
         if fitted.batches.is_empty() {
             return Ok(((Committed::default(), fitted.outcomes), None));
         }
         let batches = fit::widen(table, &fitted.batches)?;
         let files = match &existing {
-            Some(t) if replace => batch_files(t, key, keyed),
+            Some(t) if write == Write::Replace => batch_files(t, key, folders),
             _ => BatchFiles::None,
         };
-        let plain_append = !files.may_hold();
+        let write = files.write();
         let t1 = std::time::Instant::now();
-        let topics = (&fitted.topics[..], keyed);
+        let topics = (&fitted.topics[..], folders);
         let existing = match self
             .whole_files(table, existing, files, &batches, key, topics)
             .await?
@@ -136,7 +138,7 @@ impl Storage {
             Err(existing) => existing,
         };
         let existing = match self
-            .write_direct(table, &handle, existing, plain_append, &batches, Some(key))
+            .write_direct(table, &handle, existing, write, &batches, Some(key))
             .await?
         {
             Direct::Done(c, written) => {
@@ -147,7 +149,8 @@ impl Storage {
         };
         // A plain append (schemas merged) for a later slice of a topic whose first slice
         // already replaced its rows, or a table without rows of this batch.
-        let rows = (!plain_append).then(|| BatchRows::of_topics(key, &fitted.topics, keyed));
+        let rows =
+            (write == Write::Replace).then(|| BatchRows::of_topics(key, &fitted.topics, folders));
         let t1 = std::time::Instant::now();
         let (c, written) = self
             .write_rewrite(table, &handle, existing, &batches, rows, key)
@@ -165,11 +168,11 @@ impl Storage {
         files: BatchFiles,
         batches: &[RecordBatch],
         key: &BatchKey,
-        topics_keyed: (&[String], bool),
+        topics_folders: (&[String], Folders),
     ) -> Result<std::result::Result<(Committed, WrittenTable), Option<DeltaTable>>> {
         match (existing, files) {
             (Some(t), BatchFiles::Whole(whole)) => match self
-                .replace_whole_files(table, &t, batches, key, topics_keyed, whole)
+                .replace_whole_files(table, &t, batches, key, topics_folders, whole)
                 .await?
             {
                 Some(done) => Ok(Ok(done)),
@@ -188,14 +191,14 @@ impl Storage {
         table: &TableName,
         parts: &[Part],
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> Result<std::result::Result<Written, Unopened>> {
         let t0 = std::time::Instant::now();
-        let u = match self.open_unloaded(table, key, replace).await {
+        let u = match self.open_unloaded(table, key, write).await {
             Ok(u) => u,
             Err(why) => return Ok(Err(why)),
         };
-        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)), true);
+        let fitted = fit_parts(table, parts, Some(Arc::clone(&u.schema)));
         if fitted.batches.is_empty() {
             return Ok(Ok((Committed::default(), fitted.outcomes)));
         }
@@ -336,8 +339,8 @@ impl Storage {
     }
 
     /// The direct paths, nothing read back: a new table is created with
-    /// `batches` ([`Self::create_with_files`]); an existing one gets them appended when
-    /// `append` allows it and they have the table's schema ([`Self::append_files`]).
+    /// `batches` ([`Self::create_with_files`]); an existing one gets them appended for a
+    /// [`Write::Append`] when they have the table's schema ([`Self::append_files`]).
     /// Otherwise [`Direct::NotApplicable`] hands back the table for
     /// [`Storage::write_rewrite`] (loaded anew when another writer created it meanwhile).
     pub(super) async fn write_direct(
@@ -345,7 +348,7 @@ impl Storage {
         table: &TableName,
         handle: &DeltaTable,
         existing: Option<DeltaTable>,
-        append: bool,
+        write: Write,
         batches: &[RecordBatch],
         key: Option<&BatchKey>,
     ) -> Result<Direct> {
@@ -368,7 +371,7 @@ impl Storage {
                 Created::NotApplicable => Ok(Direct::NotApplicable(None)),
             };
         };
-        if !append || same_schema(table, &t, batches)?.is_none() {
+        if write == Write::Replace || same_schema(table, &t, batches)?.is_none() {
             return Ok(Direct::NotApplicable(Some(t)));
         }
         let (c, written) = self
@@ -391,7 +394,7 @@ impl Storage {
         t: &DeltaTable,
         batches: &[RecordBatch],
         key: &BatchKey,
-        (topics, keyed): (&[String], bool),
+        (topics, folders): (&[String], Folders),
         whole: Vec<super::files::WholeFile>,
     ) -> Result<Option<(Committed, WrittenTable)>> {
         use deltalake::kernel::Action;
@@ -405,7 +408,7 @@ impl Storage {
             return Ok(None);
         };
         let snapshot = t.snapshot().map_err(delta)?;
-        let predicate = BatchRows::of_topics(key, topics, keyed).sql();
+        let predicate = BatchRows::of_topics(key, topics, folders).sql();
         let stats = StatsColumns::of(snapshot);
         let log_store = t.log_store();
         let notes = CommitNotes {
@@ -567,7 +570,7 @@ impl Storage {
         key: &BatchKey,
     ) -> Result<Committed> {
         // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
-        let unopened = match self.open_unloaded(table, key, false).await {
+        let unopened = match self.open_unloaded(table, key, Write::Append).await {
             Ok(u) => {
                 let batches = std::slice::from_ref(&batch);
                 if let Some(c) = self.append_unloaded(table, &u, batches, key).await? {
@@ -580,7 +583,7 @@ impl Storage {
         let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
-            .write_direct(table, &handle, existing, true, batches, Some(key))
+            .write_direct(table, &handle, existing, Write::Append, batches, Some(key))
             .await?
         {
             Direct::Done(c, _) => return Ok(c),
@@ -602,7 +605,7 @@ impl Storage {
         let Some(t) = self.open(table).await? else {
             return Ok(None);
         };
-        let rows = BatchRows::of(key, keyed(arrow_schema(table, &t)?.as_ref()));
+        let rows = BatchRows::of(key, Folders::of(arrow_schema(table, &t)?.as_ref()));
         let what = Rewrite {
             rows: Some(rows),
             key: None,
@@ -793,14 +796,14 @@ pub(super) struct Fitted {
 
 /// Fits each part to the table's `schema` as the parts before it leave it, with its
 /// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
-/// (`exists = false`) takes every part's columns. A refused slice refuses its whole part
-/// (a topic's rows go in whole or not at all), which leaves the schema as it was.
+/// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
+/// part (a topic's rows go in whole or not at all), which leaves the schema as it was.
 pub(super) fn fit_parts(
     table: &TableName,
     parts: &[Part],
     mut schema: Option<SchemaRef>,
-    exists: bool,
 ) -> Fitted {
+    let exists = schema.is_some();
     let mut fitted = Fitted {
         batches: Vec::with_capacity(parts.len()),
         topics: Vec::with_capacity(parts.len()),

@@ -7,7 +7,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::error::ArrowError;
 use deltalake::DeltaTable;
 
-use super::arrow_schema;
+use super::{Write, arrow_schema};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::{self, LANDING_PATH, TableName};
@@ -39,20 +39,30 @@ impl BatchFiles {
     pub(super) fn may_hold(&self) -> bool {
         !matches!(self, BatchFiles::None)
     }
+
+    /// What a write of the batch does with the rows of it these files hold: replaces
+    /// them when some file may hold any, else only appends.
+    pub(super) fn write(&self) -> Write {
+        if self.may_hold() {
+            Write::Replace
+        } else {
+            Write::Append
+        }
+    }
 }
 
 /// [`BatchFiles`] of `t` for `key`: one pass over its files' statistics. A file holds
 /// rows of the batch when its `_batch_id` range holds the id and its `_landing_path`
 /// range one of the batch's; a file of the same batch id from other folders only is not
 /// the batch's. A file that may hold rows from before landing paths (null, or a table
-/// not `keyed`: without the column) is [`BatchFiles::Mixed`].
-pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, keyed: bool) -> BatchFiles {
+/// of [`Folders::SourceFile`]: without the column) is [`BatchFiles::Mixed`].
+pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, folders: Folders) -> BatchFiles {
     let Ok(snapshot) = t.snapshot() else {
         return BatchFiles::Mixed;
     };
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        match file_holds(&f, key, keyed) {
+        match file_holds(&f, key, folders) {
             Ok(None) => continue,
             Ok(Some(file)) => whole.push(file),
             Err(Mixed) => return BatchFiles::Mixed,
@@ -73,7 +83,7 @@ struct Mixed;
 fn file_holds(
     f: &deltalake::kernel::LogicalFileView,
     key: &BatchKey,
-    keyed: bool,
+    folders: Folders,
 ) -> Result<Option<WholeFile>, Mixed> {
     let Some(stats) = f
         .stats()
@@ -94,7 +104,7 @@ fn file_holds(
     if !key.landing_paths.is_empty() {
         // Rows written before landing paths (null, or no column yet) are told apart
         // by `_source_file` only: the rewrite decides, row by row.
-        if !keyed {
+        if folders == Folders::SourceFile {
             return Err(Mixed);
         }
         match landing_of(&stats, key) {
@@ -267,37 +277,59 @@ pub(super) fn same_schema(
     Ok(same.then_some(schema))
 }
 
+/// How a table's rows tell the landing folder they came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Folders {
+    /// By the `_landing_path` column (null in rows written before landing paths, which
+    /// `_source_file` tells).
+    LandingPath,
+    /// By `_source_file` only: the table has no `_landing_path` column.
+    SourceFile,
+}
+
+impl Folders {
+    /// How the rows of a table of `schema` tell their folder.
+    pub(super) fn of(schema: &arrow::datatypes::Schema) -> Folders {
+        if schema.field_with_name(LANDING_PATH).is_ok() {
+            Folders::LandingPath
+        } else {
+            Folders::SourceFile
+        }
+    }
+}
+
 /// The rows of one batch in a table, of some of its topics or all: `_batch_id = X AND
 /// (_landing_path IN (<its folders>) OR (_landing_path IS NULL AND <legacy>))`, where
 /// `<legacy>` matches rows written before landing paths (when the batch id was the whole
 /// key) by their `_source_file`: `_source_file LIKE '%/<suffix>/%'` for each folder's
-/// [`BatchKey::legacy_suffixes`]. In a table without the column (not `keyed`),
-/// `_batch_id = X AND <legacy>`. A key without landing paths (benches) is `_batch_id = X`.
+/// [`BatchKey::legacy_suffixes`]. In a table without the column
+/// ([`Folders::SourceFile`]), `_batch_id = X AND <legacy>`. A key without landing paths
+/// (benches) is `_batch_id = X`.
 /// With topics, `AND _topic IN (topics)`: rows of a topic that failed to flatten are left
 /// alone, and so are rows of other folders with the same batch id. A null never matches,
 /// as in SQL.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct BatchRows<'a> {
     key: &'a BatchKey,
-    keyed: bool,
+    folders: Folders,
     topics: Option<&'a [String]>,
 }
 
 impl<'a> BatchRows<'a> {
     /// Every row of the batch.
-    pub(crate) fn of(key: &'a BatchKey, keyed: bool) -> Self {
+    pub(crate) fn of(key: &'a BatchKey, folders: Folders) -> Self {
         BatchRows {
             key,
-            keyed,
+            folders,
             topics: None,
         }
     }
 
     /// The batch's rows of `topics`.
-    pub(crate) fn of_topics(key: &'a BatchKey, topics: &'a [String], keyed: bool) -> Self {
+    pub(crate) fn of_topics(key: &'a BatchKey, topics: &'a [String], folders: Folders) -> Self {
         BatchRows {
             key,
-            keyed,
+            folders,
             topics: Some(topics),
         }
     }
@@ -338,7 +370,7 @@ impl<'a> BatchRows<'a> {
             let is_legacy =
                 || value(&files, i).is_some_and(|f| legacy.iter().any(|s| f.contains(s.as_str())));
             let folder = self.key.landing_paths.is_empty()
-                || if self.keyed {
+                || if self.folders == Folders::LandingPath {
                     match value(&paths, i) {
                         Some(p) => self.key.landing_paths.contains(&p),
                         None => is_legacy(),
@@ -377,7 +409,7 @@ impl<'a> BatchRows<'a> {
                 1 => legacy[0].clone(),
                 _ => format!("({})", legacy.join(" OR ")),
             };
-            if self.keyed {
+            if self.folders == Folders::LandingPath {
                 sql.push_str(&format!(
                     " AND ({LANDING_PATH} IN ({}) OR {LANDING_PATH} IS NULL AND {legacy})",
                     list(&self.key.landing_paths)

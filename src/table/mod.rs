@@ -232,6 +232,16 @@ pub(crate) struct Part {
     pub(crate) evolution: crate::config::Evolution,
 }
 
+/// What a write of a batch's rows does with the rows of that batch a table holds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Write {
+    /// Replaces them: the table may hold rows of the batch, which are looked for.
+    Replace,
+    /// Appends beside them (a later slice of a topic whose first slice replaced its
+    /// rows, or a table only ever appended to): nothing is looked for.
+    Append,
+}
+
 /// The properties every commit of bronze starts from: delta-rs's clean-up of expired log
 /// entries after a checkpoint is off. It lists the whole log and reads each entry's
 /// modification time, a cost that grows with the table's history (after a backfill of
@@ -354,7 +364,9 @@ impl Storage {
     /// `(unloaded handle, loaded table if it exists)`; a table [`Storage::preopen`]
     /// loaded ahead is taken from there.
     async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        if let Some(preopen::Ahead::Loaded(opened)) = self.preopened.take(table, true).await {
+        if let Some(preopen::Ahead::Loaded(opened)) =
+            self.preopened.take(table, preopen::Open::Loaded).await
+        {
             return opened;
         }
         if let Some(opened) = self.open_warm(table).await {
@@ -490,11 +502,6 @@ fn arrow_schema(table: &TableName, t: &DeltaTable) -> Result<SchemaRef> {
         .arrow_schema())
 }
 
-/// Whether a table's schema has the `_landing_path` column (rows keyed by folder).
-fn keyed(schema: &arrow::datatypes::Schema) -> bool {
-    schema.field_with_name(LANDING_PATH).is_ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::commit::Created;
@@ -613,7 +620,11 @@ mod tests {
         let write = |s: &Storage, topic: &str, rows: i64, batch: &str| {
             let s = s.clone();
             let (name, key, p) = (name.clone(), k(batch), part_of(topic, rows, batch));
-            async move { s.replace_parts(&name, vec![p], &key, true).await.unwrap() }
+            async move {
+                s.replace_parts(&name, vec![p], &key, Write::Replace)
+                    .await
+                    .unwrap()
+            }
         };
         write(&s, "quote", 5, "b1").await;
         let (_, written) = write(&s, "trade", 3, "b1").await;
@@ -638,7 +649,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let ((c, outcomes), written) = s
-            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         // Created at version 0; nothing to maintain, so no table state was loaded.
@@ -682,7 +693,12 @@ mod tests {
         // The next batch's rows go in as an append on the unloaded table (its log has
         // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
-            .replace_parts(&name, vec![part_of("quote", 3, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 3, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (1, 3));
@@ -693,7 +709,12 @@ mod tests {
 
         // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
         let ((c, _), _) = s
-            .replace_parts(&name, vec![part_of("quote", 2, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 2, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (2, 2));
@@ -796,7 +817,7 @@ mod tests {
             )
             .unwrap();
             let ((c, _), written) = s
-                .replace_parts(&name, vec![p], &k(&id), true)
+                .replace_parts(&name, vec![p], &k(&id), Write::Replace)
                 .await
                 .unwrap();
             let version = day - 1;
@@ -846,7 +867,7 @@ mod tests {
         let mut before: Vec<String> = Vec::new();
         for version in 0..10u64 {
             let ((c, _), written) = s
-                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), true)
+                .replace_parts(&name, vec![part("quote", 4)], &k("b1"), Write::Replace)
                 .await
                 .unwrap();
             assert_eq!(c.version, version);
@@ -879,7 +900,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
@@ -888,7 +909,7 @@ mod tests {
             let name = name.clone();
             async move {
                 let (_, written) = s
-                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), true)
+                    .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                     .await
                     .unwrap();
                 written.unwrap()
@@ -915,7 +936,7 @@ mod tests {
     /// A table of three batches in three files, and two handles on it as of then.
     async fn three_files_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), true)
+            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
@@ -959,7 +980,7 @@ mod tests {
         let rerun = part_of("quote", 2, "b2").batches.remove(0);
         let handle = s.handle(&name).unwrap();
         let key = k("b2");
-        let replace = Some(files::BatchRows::of(&key, false));
+        let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
         let Err(e) = s
             .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
             .await
@@ -968,7 +989,7 @@ mod tests {
         };
         assert!(is_replannable_conflict(&e), "{e:?}");
         // Planned again (what `write_parts` does): the batch's 4 rows become 2.
-        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, true)
+        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, Write::Replace)
             .await
             .unwrap();
         let t = s.open(&name).await.unwrap().unwrap();
@@ -1027,13 +1048,16 @@ mod tests {
         let name = TableName::for_topic("quote");
         let b1 = k("b1");
         let first = vec![part_of("quote", 2, "b1")];
-        other.replace_parts(&name, first, &b1, true).await.unwrap();
+        other
+            .replace_parts(&name, first, &b1, Write::Replace)
+            .await
+            .unwrap();
         let (run, waiting) = preopened_run(dir.path(), &k(key), unloaded_appends, &name).await;
         assert!(waiting, "opened ahead");
         let b3 = k("b3");
         let meanwhile = vec![part_of("quote", 3, "b3")];
         other
-            .replace_parts(&name, meanwhile, &b3, true)
+            .replace_parts(&name, meanwhile, &b3, Write::Replace)
             .await
             .unwrap();
         (dir, other, run)
@@ -1046,7 +1070,12 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b2", true).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .replace_parts(&name, vec![part_of("quote", 4, "b2")], &k("b2"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 4, "b2")],
+                &k("b2"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert!(!run.preopened.waiting(&name), "its pre-open taken");
@@ -1063,7 +1092,12 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b1", false).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .replace_parts(&name, vec![part_of("quote", 5, "b1")], &k("b1"), true)
+            .replace_parts(
+                &name,
+                vec![part_of("quote", 5, "b1")],
+                &k("b1"),
+                Write::Replace,
+            )
             .await
             .unwrap();
         assert!(!run.preopened.waiting(&name), "its pre-open taken");
@@ -1103,9 +1137,11 @@ mod tests {
         first: Vec<Part>,
         rerun: Part,
     ) -> Committed {
-        s.replace_parts(table, first, &k("b1"), true).await.unwrap();
+        s.replace_parts(table, first, &k("b1"), Write::Replace)
+            .await
+            .unwrap();
         let ((c, _), _) = s
-            .replace_parts(table, vec![rerun], &k("b1"), true)
+            .replace_parts(table, vec![rerun], &k("b1"), Write::Replace)
             .await
             .unwrap();
         c
@@ -1152,7 +1188,7 @@ mod tests {
         // `bronze.topics` tag names them, so it goes whole, without a plan.
         let both = || vec![part("quote", 5), part("trade", 4)];
         let fresh = TableName::for_topic("fresh");
-        s.replace_parts(&fresh, both(), &k("b1"), true)
+        s.replace_parts(&fresh, both(), &k("b1"), Write::Replace)
             .await
             .unwrap();
         let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
@@ -1165,7 +1201,7 @@ mod tests {
                 &fresh,
                 vec![part("quote", 2), part("trade", 3)],
                 &k("b1"),
-                true,
+                Write::Replace,
             )
             .await
             .unwrap();
@@ -1186,7 +1222,7 @@ mod tests {
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.
         let ((c, _), _) = s
-            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), true)
+            .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert_eq!(c.version, 2);
@@ -1229,16 +1265,16 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
-        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), true)
+        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let u = s
-            .open_unloaded(&name, &k("b2"), true)
+            .open_unloaded(&name, &k("b2"), Write::Replace)
             .await
             .expect("unloaded");
         assert_eq!(u.version, 0);
         // Another writer commits version 1 meanwhile.
-        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), true)
+        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), Write::Replace)
             .await
             .unwrap();
         let appended = s
@@ -1266,8 +1302,12 @@ mod tests {
             key: None,
         };
         s.rewrite(&name, &t, &rows, append).await.unwrap();
-        assert!(s.open_unloaded(&name, &k("b1"), true).await.is_err());
-        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), true)
+        assert!(
+            s.open_unloaded(&name, &k("b1"), Write::Replace)
+                .await
+                .is_err()
+        );
+        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let t = s.open(&name).await.unwrap().unwrap();
@@ -1275,13 +1315,25 @@ mod tests {
 
         // Bronze's own table, until `txn`s may expire.
         let trade = TableName::for_topic("trade");
-        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), true)
+        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
-        assert!(s.open_unloaded(&trade, &k("b2"), true).await.is_ok());
+        assert!(
+            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
         // Its own batch: only for a plain append (a later slice of it).
-        assert!(s.open_unloaded(&trade, &k("b1"), true).await.is_err());
-        assert!(s.open_unloaded(&trade, &k("b1"), false).await.is_ok());
+        assert!(
+            s.open_unloaded(&trade, &k("b1"), Write::Replace)
+                .await
+                .is_err()
+        );
+        assert!(
+            s.open_unloaded(&trade, &k("b1"), Write::Append)
+                .await
+                .is_ok()
+        );
         let t = s.open(&trade).await.unwrap().unwrap();
         t.set_tbl_properties()
             .with_properties(std::collections::HashMap::from([(
@@ -1291,7 +1343,9 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            s.open_unloaded(&trade, &k("b2"), true).await.err(),
+            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .err(),
             Some(Unopened::Other)
         );
         // Unless the run's lease and `_run_control` tell instead (writes record no
@@ -1300,10 +1354,20 @@ mod tests {
             batch_txns: false,
             ..storage(dir.path())
         };
-        assert!(leased.open_unloaded(&trade, &k("b2"), true).await.is_ok());
-        assert!(leased.open_unloaded(&name, &k("b2"), true).await.is_err());
+        assert!(
+            leased
+                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
+        assert!(
+            leased
+                .open_unloaded(&name, &k("b2"), Write::Replace)
+                .await
+                .is_err()
+        );
         leased
-            .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), true)
+            .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), Write::Replace)
             .await
             .unwrap();
         assert!(
@@ -1315,15 +1379,15 @@ mod tests {
         // was killed). The caller creates it without looking again.
         let none = TableName::for_topic("none");
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
             Some(Unopened::Absent)
         );
         std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), true).await.err(),
+            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
             Some(Unopened::Absent)
         );
-        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), true)
+        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), Write::Replace)
             .await
             .unwrap();
         let t = s.open(&none).await.unwrap().unwrap();
@@ -1334,10 +1398,18 @@ mod tests {
             ..storage(dir.path())
         };
         let shared = TableName::for_topic("shared");
-        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), true)
+        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
-        assert!(off.open_unloaded(&shared, &k("b2"), true).await.is_err());
-        assert!(s.open_unloaded(&shared, &k("b2"), true).await.is_ok());
+        assert!(
+            off.open_unloaded(&shared, &k("b2"), Write::Replace)
+                .await
+                .is_err()
+        );
+        assert!(
+            s.open_unloaded(&shared, &k("b2"), Write::Replace)
+                .await
+                .is_ok()
+        );
     }
 }

@@ -8,9 +8,9 @@ use std::sync::Arc;
 
 use deltalake::DeltaTable;
 
-use super::Storage;
 use super::unloaded::{Unloaded, Unopened};
-use super::writable::{Look, Refusal, look};
+use super::writable::{Look, Refusal, Removes, look};
+use super::{Storage, Write};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::RUN_CONTROL_TABLE;
@@ -31,9 +31,18 @@ pub(super) enum Ahead {
     Loaded(Result<(DeltaTable, Option<DeltaTable>)>),
 }
 
-/// A pre-open under way: whether it loads the table, and its task.
+/// How a write opens a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Open {
+    /// From its log alone ([`Storage::open_unloaded`]).
+    Unloaded,
+    /// Loaded with its file list ([`Storage::open_or_new`]).
+    Loaded,
+}
+
+/// A pre-open under way: how it opens the table, and its task.
 struct Opening {
-    loaded: bool,
+    open: Open,
     task: tokio::task::JoinHandle<Ahead>,
 }
 
@@ -67,25 +76,25 @@ impl Preopened {
         }
     }
 
-    /// Starts `open` for `table` unless the table was opened or taken already.
+    /// Starts `start` for `table` unless the table was opened or taken already.
     fn offer(
         &self,
         table: TableName,
-        loaded: bool,
-        open: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
+        open: Open,
+        start: impl FnOnce() -> tokio::task::JoinHandle<Ahead>,
     ) {
         if let Entry::Vacant(v) = self.tables.lock().entry(table) {
             v.insert(Some(Opening {
-                loaded,
-                task: open(),
+                open,
+                task: start(),
             }));
         }
     }
 
-    /// The pre-open of `table` of that kind (`loaded` or not), awaited, if one was
+    /// The pre-open of `table` that opens it the `open` way, awaited, if one was
     /// started and not taken. A table asked for first is claimed: no pre-open starts for
     /// it afterwards (it would read a version the write is about to pass).
-    pub(super) async fn take(&self, table: &TableName, loaded: bool) -> Option<Ahead> {
+    pub(super) async fn take(&self, table: &TableName, open: Open) -> Option<Ahead> {
         let task = {
             let mut tables = self.tables.lock();
             match tables.entry(table.clone()) {
@@ -94,7 +103,7 @@ impl Preopened {
                     None
                 }
                 Entry::Occupied(mut o) => match o.get() {
-                    Some(opening) if opening.loaded == loaded => o.get_mut().take(),
+                    Some(opening) if opening.open == open => o.get_mut().take(),
                     _ => None,
                 },
             }
@@ -103,11 +112,11 @@ impl Preopened {
         task?.task.await.ok()
     }
 
-    /// Leaves `ahead`, opened for `table`'s first write (of that kind, `loaded` or not),
-    /// for that write to take, in place of any pre-open of the table.
-    pub(super) fn put(&self, table: TableName, loaded: bool, ahead: Ahead) {
+    /// Leaves `ahead`, opened the `open` way for `table`'s first write, for that write to
+    /// take, in place of any pre-open of the table.
+    pub(super) fn put(&self, table: TableName, open: Open, ahead: Ahead) {
         let opening = Opening {
-            loaded,
+            open,
             task: tokio::spawn(async move { ahead }),
         };
         if let Some(Some(replaced)) = self.tables.lock().insert(table, Some(opening)) {
@@ -190,17 +199,18 @@ impl Storage {
         // Err: no landing fetch (a local landing folder), or it stopped.
         let _ = landed.wait_for(|done| *done).await;
         for table in tables {
-            let appended = table.as_str() == RUN_CONTROL_TABLE;
-            let loaded = !appended && !self.unloaded_appends;
+            let write = first_write(&table);
+            let open = self.open_for(write);
             let (storage, key, name) = (self.clone(), key.clone(), table.clone());
-            self.preopened.offer(table, loaded, move || {
+            self.preopened.offer(table, open, move || {
                 tokio::spawn(async move {
-                    if loaded {
-                        Ahead::Loaded(storage.open_or_new_now(&name).await)
-                    } else {
-                        let (opened, look) =
-                            storage.open_unloaded_looked(&name, &key, !appended).await;
-                        Ahead::Unloaded(opened, look)
+                    match open {
+                        Open::Loaded => Ahead::Loaded(storage.open_or_new_now(&name).await),
+                        Open::Unloaded => {
+                            let (opened, look) =
+                                storage.open_unloaded_looked(&name, &key, write).await;
+                            Ahead::Unloaded(opened, look)
+                        }
                     }
                 })
             });
@@ -260,11 +270,43 @@ impl Storage {
 }
 
 impl Storage {
+    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
+    /// the batch ([`Storage::unloaded_appends`] off), else from its log alone.
+    fn open_for(&self, write: Write) -> Open {
+        if write == Write::Replace && !self.unloaded_appends {
+            Open::Loaded
+        } else {
+            Open::Unloaded
+        }
+    }
+
+    /// Whether this run's writes may remove files: a rerun of a batch that may have rows
+    /// in its tables ([`Storage::unloaded_appends`] off) replaces them.
+    pub(super) fn removes(&self) -> Removes {
+        if self.unloaded_appends {
+            Removes::Nothing
+        } else {
+            Removes::Files
+        }
+    }
+}
+
+/// What a run's first write to `table` does with the batch's rows there:
+/// `_run_control` is only appended to, the other tables replace them.
+fn first_write(table: &TableName) -> Write {
+    if table.as_str() == RUN_CONTROL_TABLE {
+        Write::Append
+    } else {
+        Write::Replace
+    }
+}
+
+impl Storage {
     /// Opens `table` for an append of `key`'s rows without listing its files (only the
     /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
     /// full load, BENCHMARKS.md), when that is safe:
     ///
-    /// - the table holds no rows of `key` (not checked when `replace` is off: the rows
+    /// - the table holds no rows of `key` (not checked for [`Write::Append`]: the rows
     ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
     ///   found no record of the batch in `_run_control` and no lease a run of it left
     ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
@@ -285,11 +327,11 @@ impl Storage {
         &self,
         table: &TableName,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> std::result::Result<Unloaded, Unopened> {
         // A batch seen before has its `txn` in its tables: a replacing write would find
         // it there. An append of more rows needs no `txn` check.
-        if replace && !self.unloaded_appends {
+        if self.open_for(write) == Open::Loaded {
             return Err(Unopened::Other);
         }
         // Kept loaded from this run's last commit to it: reading its new log entries
@@ -297,10 +339,10 @@ impl Storage {
         if self.is_warm(table) {
             return Err(Unopened::Other);
         }
-        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, false).await {
+        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, Open::Unloaded).await {
             return opened;
         }
-        self.open_unloaded_now(table, key, replace).await
+        self.open_unloaded_now(table, key, write).await
     }
 
     /// The tables of the schema a batch of `topics` (their topic tables) may write that
@@ -366,15 +408,17 @@ impl Storage {
     /// or another topic's) from its log alone; what was opened the way the write opens
     /// it is left for the write.
     async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
-        let appended = table.as_str() == RUN_CONTROL_TABLE;
+        let write = first_write(table);
         // How the table's write (and its pre-open) opens it.
-        let loaded = !appended && !self.unloaded_appends;
-        let (ahead, kept) = match self.preopened.take(table, loaded).await {
+        let open = self.open_for(write);
+        let (ahead, kept) = match self.preopened.take(table, open).await {
             Some(ahead) => (ahead, true),
-            None if loaded && writes => (Ahead::Loaded(self.open_or_new_now(table).await), true),
+            None if open == Open::Loaded && writes => {
+                (Ahead::Loaded(self.open_or_new_now(table).await), true)
+            }
             None => {
-                let (opened, look) = self.open_unloaded_looked(table, key, !appended).await;
-                (Ahead::Unloaded(opened, look), !loaded)
+                let (opened, look) = self.open_unloaded_looked(table, key, write).await;
+                (Ahead::Unloaded(opened, look), open == Open::Unloaded)
             }
         };
         let look = match &ahead {
@@ -382,11 +426,11 @@ impl Storage {
             Ahead::Loaded(Ok((t, _))) => t
                 .snapshot()
                 .ok()
-                .map(|s| look(s.snapshot().table_configuration(), !self.unloaded_appends)),
+                .map(|s| look(s.snapshot().table_configuration(), self.removes())),
             Ahead::Loaded(Err(_)) => None,
         };
         if kept {
-            self.preopened.put(table.clone(), loaded, ahead);
+            self.preopened.put(table.clone(), open, ahead);
         }
         look
     }

@@ -9,7 +9,7 @@ use deltalake::DeltaTableError;
 
 use super::entry::put_commit;
 use super::writable::Look;
-use super::{Committed, Storage};
+use super::{Committed, Storage, Write};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
@@ -51,9 +51,9 @@ impl Storage {
         &self,
         table: &TableName,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> std::result::Result<Unloaded, Unopened> {
-        self.open_unloaded_looked(table, key, replace).await.0
+        self.open_unloaded_looked(table, key, write).await.0
     }
 
     /// [`Storage::open_unloaded_now`], and what the table's protocol and metadata allow
@@ -63,21 +63,16 @@ impl Storage {
         &self,
         table: &TableName,
         key: &BatchKey,
-        replace: bool,
+        write: Write,
     ) -> (std::result::Result<Unloaded, Unopened>, Option<Look>) {
         let app_ids = seen_ids(key);
         let compact_at = self.auto_compact_at;
         let batch_txns = self.batch_txns;
-        let removes = !self.unloaded_appends;
+        let removes = self.removes();
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
             let look = super::writable::look(snapshot.table_configuration(), removes);
             let plain = look.refusal.is_none()
-                && plain_append(
-                    snapshot,
-                    engine,
-                    (compact_at, batch_txns, replace),
-                    &app_ids,
-                );
+                && plain_append(snapshot, engine, (compact_at, batch_txns, write), &app_ids);
             Some((plain.then(|| Arc::clone(snapshot)), look))
         });
         match self.clock.time(super::Work::Open, opened).await {
@@ -204,12 +199,12 @@ impl Storage {
 /// Whether an append to `snapshot`'s table may commit from its log alone: nothing about
 /// the table asks more of a writer than data files with statistics, the next commit is
 /// due no checkpoint or auto compaction check, and (for a replacing write) no rows of the
-/// batch (`app_ids`) are there. `(compact_at, batch_txns, replace)` as
+/// batch (`app_ids`) are there. `(compact_at, batch_txns, write)` as
 /// [`Storage::open_unloaded_looked`] has them.
 fn plain_append(
     snapshot: &buoyant_kernel::SnapshotRef,
     engine: &dyn buoyant_kernel::Engine,
-    (compact_at, batch_txns, replace): (Option<u64>, bool, bool),
+    (compact_at, batch_txns, write): (Option<u64>, bool, Write),
     app_ids: &[String],
 ) -> bool {
     use deltalake::table::config::TablePropertiesExt as _;
@@ -226,7 +221,7 @@ fn plain_append(
         .map(String::as_str)
         == Some("true")
         && (!batch_txns || props.set_transaction_retention_duration.is_none());
-    let plain = (told || !replace)
+    let plain = (told || write == Write::Append)
         && props
             .column_mapping_mode
             .is_none_or(|m| m == buoyant_kernel::table_features::ColumnMappingMode::None)
@@ -244,7 +239,7 @@ fn plain_append(
     if Arc::clone(snapshot).transaction(committer, engine).is_err() {
         return false;
     }
-    !replace || txn_seen(app_ids, snapshot, engine) == Some(false)
+    write == Write::Append || txn_seen(app_ids, snapshot, engine) == Some(false)
 }
 
 /// The [`Unloaded`] table of `snapshot`; [`Unopened::Other`] when a column carries

@@ -105,10 +105,19 @@ impl Refusal {
     }
 }
 
-/// Why bronze will not write the table of `config` (`None`: it will); `removes` when
-/// the write may remove files (a rerun replacing the batch's rows). The constraint's or
-/// column's own fix comes before the feature it brings.
-pub(crate) fn refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
+/// Whether a write may remove files from a table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Removes {
+    /// It may: a rerun replaces the batch's rows.
+    Files,
+    /// It only adds files.
+    Nothing,
+}
+
+/// Why bronze will not write the table of `config` (`None`: it will) with a write that
+/// `removes` what it says. The constraint's or column's own fix comes before the feature
+/// it brings.
+pub(crate) fn refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
     constraint_refusal(config)
         .or_else(|| column_refusal(config))
         .or_else(|| protocol_refusal(config))
@@ -186,12 +195,12 @@ fn protocol_refusal(config: &TableConfiguration) -> Option<Refusal> {
 }
 
 /// An append-only table, when the write may remove files.
-fn append_only_refusal(config: &TableConfiguration, removes: bool) -> Option<Refusal> {
+fn append_only_refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
     let protocol = config.protocol();
     let append_only = config.table_properties().append_only == Some(true)
         && (protocol.min_writer_version() < 7
             || config.is_feature_supported(&TableFeature::AppendOnly));
-    (removes && append_only).then(|| {
+    (removes == Removes::Files && append_only).then(|| {
         Refusal::of(
             "delta.appendOnly",
             "a rerun replaces the batch's rows, which removes files, and the table is \
@@ -203,7 +212,7 @@ fn append_only_refusal(config: &TableConfiguration, removes: bool) -> Option<Ref
 }
 
 /// [`refusal`] and whether the table is a child table, from its protocol and metadata.
-pub(crate) fn look(config: &TableConfiguration, removes: bool) -> Look {
+pub(crate) fn look(config: &TableConfiguration, removes: Removes) -> Look {
     Look {
         refusal: refusal(config, removes),
         child: config
