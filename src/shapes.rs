@@ -14,8 +14,8 @@ use crate::maintenance::{
     VacuumReport,
 };
 use crate::report::{BatchReport, TableOutcome};
-use crate::run_control::RunControlRow;
 use crate::run::{BacklogOutcome, BatchStatus, EntityStatus, Failure, InProgress, PendingBatch};
+use crate::run_control::RunControlRow;
 use crate::stage::{CorruptLine, FileStats};
 
 /// Each result type by the name of its Python dataclass, with one value of it as JSON.
