@@ -401,7 +401,14 @@ fn vacuum(
         let m = ingest.maintenance();
         tables_of(&m, tables)?
             .iter()
-            .map(|t| m.vacuum(t, retain_hours, dry_run, force))
+            .map(|t| {
+                let vacuum = m.vacuum_table(t).with_dry_run(dry_run).with_force(force);
+                match retain_hours {
+                    Some(hours) => vacuum.with_retention_hours(hours),
+                    None => vacuum,
+                }
+                .execute()
+            })
             .collect::<bronze::Result<Vec<_>>>()
     })
 }

@@ -490,21 +490,6 @@ impl<'a> Maintenance<'a> {
         }
     }
 
-    /// [`Self::vacuum_table`] in one call (`retention_hours`: `None` for the default).
-    pub fn vacuum(
-        &self,
-        table: &str,
-        retention_hours: Option<u64>,
-        dry_run: bool,
-        force: bool,
-    ) -> Result<VacuumReport> {
-        self.vacuum_table(table)
-            .with_retention_hours(retention_hours.unwrap_or(MIN_RETENTION_HOURS))
-            .with_dry_run(dry_run)
-            .with_force(force)
-            .execute()
-    }
-
     /// Opens `table` under its lock (the snapshot is the latest: taken after the lock)
     /// and runs `f` on it.
     fn locked<T, F: std::future::Future<Output = Result<T>>>(

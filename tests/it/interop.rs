@@ -93,7 +93,7 @@ fn deltalake_polars_and_duckdb_read_what_we_write() {
     }
     check(&lake, "optimize", &old);
     for t in m.tables().unwrap() {
-        m.vacuum(&t, None, false, false).unwrap();
+        m.vacuum_table(&t).execute().unwrap();
     }
     check(&lake, "vacuum", &old);
     for t in m.tables().unwrap() {

@@ -254,11 +254,17 @@ fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
     assert_eq!((opt.files_before, opt.files_after), (with_quote, 1));
     let before = lake.dump("quote_00");
 
-    let err = m.vacuum("quote_00", Some(1), false, false).unwrap_err();
+    let err = m
+        .vacuum_table("quote_00")
+        .with_retention_hours(1)
+        .execute()
+        .unwrap_err();
     assert!(err.to_string().contains("--force"), "{err}");
     // The replaced files are minutes old: within the default 7 days, nothing goes.
     assert!(
-        m.vacuum("quote_00", None, true, false)
+        m.vacuum_table("quote_00")
+            .with_dry_run(true)
+            .execute()
             .unwrap()
             .files
             .is_empty()

@@ -174,7 +174,12 @@ fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
 fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
     maintain(&args.location, |m| {
         each_table(m, &args.tables, |t| {
-            let r = m.vacuum(t, Some(args.retain), args.dry_run, args.force)?;
+            let r = m
+                .vacuum_table(t)
+                .with_retention_hours(args.retain)
+                .with_dry_run(args.dry_run)
+                .with_force(args.force)
+                .execute()?;
             let verb = if r.dry_run { "would delete" } else { "deleted" };
             let mut line = format!("{}: {verb} {} files", r.table, r.files.len());
             for f in &r.files {
