@@ -6,7 +6,7 @@
 //! [`TableLocks`](crate::TableLocks) map, the same as loads, so maintenance and loads of
 //! one process never race on a table. The operations that change a table are builders
 //! ([`Maintenance::optimize_table`], [`Maintenance::vacuum_table`]) as delta-rs's are,
-//! with [`Maintenance::optimize`] and [`Maintenance::vacuum`] as one-call shorthands.
+//! with [`Maintenance::optimize`] as a one-call shorthand.
 //! Compaction commits with `dataChange = false`, so concurrent appends by other writers
 //! do not conflict with it.
 
