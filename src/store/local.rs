@@ -73,14 +73,14 @@ fn files_after(
         let entry = entry.ok()?;
         let name = entry.file_name();
         let name = name.to_str()?;
+        let file_type = entry.file_type().ok()?;
+        if file_type.is_dir() || file_type.is_symlink() {
+            return None;
+        }
         if upload_in_progress(name) {
             continue;
         }
         if !plain(name) {
-            return None;
-        }
-        let file_type = entry.file_type().ok()?;
-        if file_type.is_dir() || file_type.is_symlink() {
             return None;
         }
         if name <= after || !file_type.is_file() {
@@ -279,8 +279,15 @@ mod tests {
         let (fast, plain_store) = both(dir.path(), "t/_delta_log", "t/_delta_log/0");
         assert_eq!(fast, plain_store);
         assert_eq!(fast.len(), 2, "{fast:?}");
-        // A file being written is listed by neither.
         std::fs::remove_file(log.join("a b%.json")).unwrap();
+        // A folder named like a file being written: its files are listed.
+        std::fs::create_dir_all(log.join("d#1")).unwrap();
+        std::fs::write(log.join("d#1/00000000000000000003.json"), "1").unwrap();
+        let (fast, plain_store) = both(dir.path(), "t/_delta_log", "t/_delta_log/0");
+        assert_eq!(fast, plain_store);
+        assert_eq!(fast.len(), 2, "{fast:?}");
+        std::fs::remove_dir_all(log.join("d#1")).unwrap();
+        // A file being written is listed by neither.
         std::fs::write(log.join("00000000000000000002.json#123"), "1").unwrap();
         let (fast, plain_store) = both(dir.path(), "t/_delta_log", "t/_delta_log/0");
         assert_eq!(fast, plain_store);
