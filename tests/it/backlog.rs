@@ -702,6 +702,23 @@ fn the_ledger_is_rebuilt_when_lost_and_follows_failed_reruns_and_late_folders() 
 fn unordered_loads_one_entitys_batches_at_once_and_a_failure_holds_none_back() {
     let dir = tempfile::tempdir().unwrap();
     let landing = landing_zone(dir.path(), &["s/a"], &["d1", "d2", "d3", "d4"]);
+    // Batches long enough that the second loader thread, started a little later, finds
+    // the first one's batch still running (a topic of its own: the fixture's tables
+    // keep their counts).
+    let lines: String = (0..4000)
+        .map(|i| {
+            format!(
+                "{{\"topic\":\"slow\",\"message_id\":\"slow-{i}\",\"payload\":{{\"n\":{i},\"slow_items\":[{{\"k\":\"é{i}\"}}]}}}}\n"
+            )
+        })
+        .collect();
+    for id in ["d1", "d2", "d3", "d4"] {
+        std::fs::write(
+            landing.join(format!("s/a/batch_id={id}/part-slow.jsonl")),
+            &lines,
+        )
+        .unwrap();
+    }
     std::fs::write(
         landing.join("s/a/batch_id=d1/part-unreadable.jsonl"),
         b"{\"topic\":\"t\",\"message_id\":\"m\"}\n",
