@@ -80,7 +80,8 @@ where
             self,
             mut map: A,
         ) -> std::result::Result<Self::Value, A::Error> {
-            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0));
+            // A hint is capped: a format may claim more entries than it holds.
+            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1 << 16));
             while let Some(pair) = map.next_entry()? {
                 out.push(pair);
             }
