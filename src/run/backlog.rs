@@ -10,7 +10,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
 use super::Ingest;
-use super::ledger::{Ledgers, latest_runs};
+use super::ledger::{Ledgers, RunState, latest_runs};
 use crate::batch::{BatchKey, landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
@@ -145,13 +145,12 @@ impl Ingest {
     /// not loaded successfully (a batch whose last run failed is pending again), sorted
     /// by batch id, then landing path.
     pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
-        let BacklogView { folders, ledgers } = self.backlog_view(root.as_ref())?;
-        let mut found = folders;
-        found.retain(|b| {
-            !ledgers
-                .get(&b.landing_path)
-                .is_some_and(|l| l.is_loaded(&b.batch_id))
-        });
+        let BacklogView { folders, .. } = self.backlog_view(root.as_ref())?;
+        let mut found: Vec<PendingBatch> = folders
+            .into_iter()
+            .filter(|(_, run)| !run.is_some_and(|r| r.ok))
+            .map(|(b, _)| b)
+            .collect();
         found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
         Ok(found)
     }
@@ -414,6 +413,7 @@ impl Ingest {
         entities.sort();
         entities.dedup();
         if entities.is_empty() {
+            let folders = folders.into_iter().map(|b| (b, None)).collect();
             return Ok(BacklogView { folders, ledgers });
         }
         let through_before: HashMap<String, String> = ledgers
@@ -426,6 +426,10 @@ impl Ingest {
         for (lp, dir) in &after {
             folders.extend(self.folders_listed_before(&ledgers, lp, dir, &folders)?);
         }
+        folders.sort_unstable_by(|a, b| {
+            (&a.landing_path, &a.batch_id).cmp(&(&b.landing_path, &b.batch_id))
+        });
+        let folders = with_latest_runs(&ledgers, folders);
         advance_listings(&mut ledgers, &folders, &through_before, &in_full);
         self.runtime().block_on(ledgers.save());
         Ok(BacklogView { folders, ledgers })
@@ -761,45 +765,61 @@ struct Listed {
     in_full: HashSet<String>,
 }
 
-/// Per entity: how far its folders are now listed and loaded (every folder up to there
-/// loaded), and when it was listed in full. A folder below where it was listed before
-/// that has no run landed late: it is said.
+/// `folders` (by landing path, then batch id) each with its batch's latest run: one walk
+/// of each entity's ledger.
+fn with_latest_runs(
+    ledgers: &Ledgers,
+    folders: Vec<PendingBatch>,
+) -> Vec<(PendingBatch, Option<RunState>)> {
+    let mut runs = Vec::with_capacity(folders.len());
+    for entity in folders.chunk_by(|a, b| a.landing_path == b.landing_path) {
+        match ledgers.get(&entity[0].landing_path) {
+            Some(ledger) => {
+                runs.extend(ledger.runs_in_order(entity.iter().map(|b| b.batch_id.as_str())))
+            }
+            None => runs.extend(entity.iter().map(|_| None)),
+        }
+    }
+    folders.into_iter().zip(runs).collect()
+}
+
+/// Per entity: how far its folders (by landing path, then batch id, with their latest
+/// runs) are now listed and loaded (every folder up to there loaded), and when it was
+/// listed in full. A folder below where it was listed before that has no run landed
+/// late: it is said.
 fn advance_listings(
     ledgers: &mut Ledgers,
-    folders: &[PendingBatch],
+    folders: &[(PendingBatch, Option<RunState>)],
     through_before: &HashMap<String, String>,
     in_full: &HashSet<String>,
 ) {
     let now = now_micros();
-    let mut ids: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-    for b in folders {
-        ids.entry(&b.landing_path).or_default().push(&b.batch_id);
-    }
-    for (lp, batch_ids) in ids {
+    for entity in folders.chunk_by(|a, b| a.0.landing_path == b.0.landing_path) {
+        let lp = entity[0].0.landing_path.as_str();
         let Some(ledger) = ledgers.get_mut(lp) else {
             continue;
         };
         if let Some(before) = through_before.get(lp) {
-            let mut late: Vec<&&str> = batch_ids
+            let late = entity
                 .iter()
-                .filter(|id| **id <= before.as_str() && !ledger.has_run(id))
-                .collect();
-            late.sort_unstable();
-            for id in late {
+                .take_while(|(b, _)| b.batch_id <= *before)
+                .filter(|(_, run)| run.is_none());
+            for (b, _) in late {
                 tracing::warn!(
                     landing_path = lp,
-                    batch_id = id,
+                    batch_id = b.batch_id,
                     "late batch folder: its id sorts before {before}, a batch the entity loaded already; it is pending and loads before the entity's newer batches"
                 );
             }
         }
-        // The greatest id below the first one not loaded: every id up to it is loaded.
-        let first_not_loaded = batch_ids.iter().filter(|id| !ledger.is_loaded(id)).min();
-        ledger.listed_through = batch_ids
+        // The id before the first one not loaded: every id up to it is loaded.
+        let loaded = entity
             .iter()
-            .filter(|id| first_not_loaded.is_none_or(|first| *id < first))
-            .max()
-            .map(|id| id.to_string());
+            .position(|(_, run)| !run.is_some_and(|r| r.ok))
+            .unwrap_or(entity.len());
+        ledger.listed_through = loaded
+            .checked_sub(1)
+            .map(|last| entity[last].0.batch_id.clone());
         if in_full.contains(lp) {
             ledger.full_listing_micros = now;
         }
@@ -808,7 +828,8 @@ fn advance_listings(
 
 /// The batch folders under a landing root and the latest run of each batch.
 pub(super) struct BacklogView {
-    pub(super) folders: Vec<PendingBatch>,
+    /// By landing path, then batch id, each with its batch's latest run (`None`: no run).
+    pub(super) folders: Vec<(PendingBatch, Option<RunState>)>,
     /// The entities' ledgers, up to date: the latest run of each batch.
     pub(super) ledgers: Ledgers,
 }

@@ -28,7 +28,7 @@ use crate::run_control::{RunRow, rows_of, run_control_rows};
 use crate::table::Storage;
 
 /// The ledger format this release reads and writes; another is rebuilt.
-const FORMAT: u32 = 1;
+const FORMAT: u32 = 2;
 
 /// More `_run_control` commits than this since a ledger: one full read costs less.
 const MAX_REPLAY: u64 = 500;
@@ -54,7 +54,7 @@ pub(super) struct Ledger {
     /// The `_run_control` version folded in; `None` when that table did not exist.
     run_control_version: Option<u64>,
     /// The latest run of each batch id.
-    #[serde(deserialize_with = "sorted_map")]
+    #[serde(with = "stored_runs")]
     batches: BTreeMap<String, Entry>,
     /// Every folder of the entity with a batch id up to this one was listed, and its
     /// latest run loaded it: a listing in an object store starts after it.
@@ -64,45 +64,84 @@ pub(super) struct Ledger {
     pub(super) full_listing_micros: i64,
 }
 
-/// A map written in key order, read in one pass and built in bulk (inserting 10,000
-/// keys one by one costs more than the rest of reading a ledger).
-fn sorted_map<'de, D>(d: D) -> std::result::Result<BTreeMap<String, Entry>, D::Error>
-where
-    D: serde::Deserializer<'de>,
-{
-    struct Pairs;
-    impl<'de> serde::de::Visitor<'de> for Pairs {
-        type Value = Vec<(String, Entry)>;
-        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str("a map of batch ids to runs")
-        }
-        fn visit_map<A: serde::de::MapAccess<'de>>(
-            self,
-            mut map: A,
-        ) -> std::result::Result<Self::Value, A::Error> {
-            // A hint is capped: a format may claim more entries than it holds.
-            let mut out = Vec::with_capacity(map.size_hint().unwrap_or(0).min(1 << 16));
-            while let Some(pair) = map.next_entry()? {
-                out.push(pair);
+/// A ledger's runs as stored: the batch ids in order with each one's start, and the
+/// error of each whose latest run failed. Read in one pass and built in bulk (a JSON
+/// object per batch cost more to read than the rest of a no-op `--pending`).
+#[derive(Serialize, Deserialize)]
+struct StoredRuns {
+    ids: Vec<String>,
+    started: Vec<i64>,
+    /// The batches whose latest run failed, with its first failed row's `<table>: <error>`.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    failed: BTreeMap<String, Option<String>>,
+}
+
+mod stored_runs {
+    use super::{BTreeMap, Entry, StoredRuns};
+    use serde::{Deserialize as _, Deserializer, Serialize as _, Serializer};
+
+    pub(super) fn serialize<S: Serializer>(
+        batches: &BTreeMap<String, Entry>,
+        s: S,
+    ) -> Result<S::Ok, S::Error> {
+        let mut stored = StoredRuns {
+            ids: Vec::with_capacity(batches.len()),
+            started: Vec::with_capacity(batches.len()),
+            failed: BTreeMap::new(),
+        };
+        for (id, e) in batches {
+            stored.ids.push(id.clone());
+            stored.started.push(e.started);
+            if !e.ok {
+                stored.failed.insert(id.clone(), e.error.clone());
             }
-            Ok(out)
         }
+        stored.serialize(s)
     }
-    // Sorted input is checked in one pass; the last of equal keys wins, as inserting would.
-    Ok(BTreeMap::from_iter(d.deserialize_map(Pairs)?))
+
+    pub(super) fn deserialize<'de, D: Deserializer<'de>>(
+        d: D,
+    ) -> Result<BTreeMap<String, Entry>, D::Error> {
+        let StoredRuns {
+            ids,
+            started,
+            mut failed,
+        } = StoredRuns::deserialize(d)?;
+        if ids.len() != started.len() {
+            return Err(serde::de::Error::custom("as many starts as batch ids"));
+        }
+        let entries = ids.into_iter().zip(started).map(|(id, started)| {
+            let error = failed.remove(&id);
+            let entry = Entry {
+                started,
+                ok: error.is_none(),
+                error: error.flatten(),
+            };
+            (id, entry)
+        });
+        // Sorted input is checked in one pass; the last of equal ids wins.
+        Ok(BTreeMap::from_iter(entries))
+    }
 }
 
 /// The latest run of one batch.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq)]
 struct Entry {
     /// Its start, microseconds since the Unix epoch.
-    #[serde(rename = "s")]
     started: i64,
     /// No failed row.
     ok: bool,
     /// Its first failed row's `<table>: <error>`.
-    #[serde(rename = "e", default, skip_serializing_if = "Option::is_none")]
     error: Option<String>,
+}
+
+/// Whether a batch's latest run loaded it, and when it started.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct RunState {
+    /// Its start, microseconds since the Unix epoch.
+    pub(super) started: i64,
+    /// No failed row.
+    pub(super) ok: bool,
 }
 
 impl Ledger {
@@ -140,8 +179,31 @@ impl Ledger {
     }
 
     /// Whether `batch_id` has any run.
-    pub(super) fn has_run(&self, batch_id: &str) -> bool {
+    #[cfg(test)]
+    fn has_run(&self, batch_id: &str) -> bool {
         self.batches.contains_key(batch_id)
+    }
+
+    /// The latest run of each of `ids` (in ascending order), in one walk of the ledger
+    /// rather than a look-up each.
+    pub(super) fn runs_in_order<'i>(
+        &self,
+        ids: impl IntoIterator<Item = &'i str>,
+    ) -> Vec<Option<RunState>> {
+        let mut runs = self.batches.iter().peekable();
+        let mut out = Vec::new();
+        let mut previous: Option<&str> = None;
+        for id in ids {
+            debug_assert!(previous <= Some(id), "ids in ascending order");
+            previous = Some(id);
+            while runs.next_if(|(k, _)| k.as_str() < id).is_some() {}
+            let run = runs.peek().filter(|(k, _)| k.as_str() == id);
+            out.push(run.map(|(_, e)| RunState {
+                started: e.started,
+                ok: e.ok,
+            }));
+        }
+        out
     }
 
     /// Takes how far `stored` was listed when that still holds: every batch it had
@@ -580,6 +642,61 @@ mod tests {
         assert_eq!(read(&[run("b2", 2, true)]), (None, 0));
         let failed = [run("b1", 5, false), run("b2", 2, true)];
         assert_eq!(read(&failed), (None, 0));
+    }
+
+    #[test]
+    fn a_ledger_reads_back_as_written_failures_and_all() {
+        let mut ledger = Ledger::new("s/e", Some(4));
+        for r in [run("b2", 2, true), run("b1", 1, false), run("b3", 3, true)] {
+            ledger.fold(&r);
+        }
+        ledger.listed_through = Some("b0".into());
+        let text = serde_json::to_string(&ledger).unwrap();
+        let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(
+            stored["batches"]["ids"],
+            serde_json::json!(["b1", "b2", "b3"])
+        );
+        assert_eq!(stored["batches"]["started"], serde_json::json!([1, 2, 3]));
+        assert_eq!(
+            stored["batches"]["failed"],
+            serde_json::json!({"b1": "t: failed"})
+        );
+        let read: Ledger = serde_json::from_str(&text).unwrap();
+        assert_eq!(read, ledger);
+        assert!(!read.is_loaded("b1") && read.has_run("b1") && read.is_loaded("b3"));
+        // Ids without their starts: not a ledger (it is rebuilt).
+        let short = text.replace("[1,2,3]", "[1,2]");
+        assert!(serde_json::from_str::<Ledger>(&short).is_err());
+    }
+
+    #[test]
+    fn runs_in_order_match_one_look_up_each() {
+        let mut ledger = Ledger::new("s/e", Some(1));
+        for (i, id) in ["b02", "b04", "b06", "b08"].iter().enumerate() {
+            ledger.fold(&run(id, i as i64, i != 2));
+        }
+        let ids = ["b01", "b02", "b02", "b05", "b06", "b08", "b09"];
+        let walked = ledger.runs_in_order(ids);
+        let looked_up: Vec<Option<RunState>> = ids
+            .iter()
+            .map(|id| {
+                let e = ledger.batches.get(*id)?;
+                Some(RunState {
+                    started: e.started,
+                    ok: e.ok,
+                })
+            })
+            .collect();
+        assert_eq!(walked, looked_up);
+        assert_eq!(walked.iter().filter(|r| r.is_some()).count(), 4);
+        assert_eq!(
+            walked[4],
+            Some(RunState {
+                started: 2,
+                ok: false
+            })
+        );
     }
 
     #[test]

@@ -122,11 +122,14 @@ impl Ingest {
         let ttl = self.config.lease_ttl.as_micros() as i64;
         let now = now_micros();
         let mut entities: BTreeMap<String, (EntityStatus, i64)> = BTreeMap::new();
-        for PendingBatch {
-            landing_path,
-            batch_id,
-            folder,
-        } in folders
+        for (
+            PendingBatch {
+                landing_path,
+                batch_id,
+                folder,
+            },
+            run,
+        ) in folders
         {
             let (e, failed_at) = entities.entry(landing_path.clone()).or_insert_with(|| {
                 let e = EntityStatus {
@@ -135,8 +138,6 @@ impl Ingest {
                 };
                 (e, i64::MIN)
             });
-            let run = ledgers.latest_run(&landing_path, &batch_id);
-            let run = run.as_ref();
             let loaded = run.is_some_and(|r| r.ok);
             if let Some(r) = run.filter(|r| r.ok) {
                 e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
@@ -167,9 +168,12 @@ impl Ingest {
             }
             if let Some(r) = run.filter(|r| !r.ok && r.started > *failed_at) {
                 *failed_at = r.started;
+                let error = ledgers
+                    .latest_run(&landing_path, &batch_id)
+                    .and_then(|r| r.error);
                 e.last_failure = Some(Failure {
                     batch_id: batch_id.clone(),
-                    reason: r.error.clone().unwrap_or_else(|| "failed".into()),
+                    reason: error.unwrap_or_else(|| "failed".into()),
                 });
             }
             if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {

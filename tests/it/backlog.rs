@@ -660,9 +660,12 @@ fn the_ledger_is_rebuilt_when_lost_and_follows_failed_reruns_and_late_folders() 
         serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
     assert_eq!(written["landing_path"], "s/a");
     assert_eq!(written["listed_through"], "d3");
-    assert!(written["batches"]["d2"]["ok"].as_bool().unwrap());
+    // Every batch id in order with its run's start; no failed one.
+    assert_eq!(written["batches"]["ids"], serde_json::json!(["d2", "d3"]));
+    assert_eq!(written["batches"]["started"].as_array().unwrap().len(), 2);
+    assert!(written["batches"].get("failed").is_none());
     // Garbled, then lost: rebuilt, and nothing is pending.
-    std::fs::write(&ledger, b"{\"format\": 1, \"landing").unwrap();
+    std::fs::write(&ledger, b"{\"format\": 2, \"landing").unwrap();
     assert!(ingest.pending(&landing).unwrap().is_empty());
     let rebuilt: serde_json::Value =
         serde_json::from_slice(&std::fs::read(&ledger).unwrap()).unwrap();
