@@ -426,9 +426,8 @@ impl Ingest {
         for (lp, dir) in &after {
             folders.extend(self.folders_listed_before(&ledgers, lp, dir, &folders)?);
         }
-        folders.sort_unstable_by(|a, b| {
-            (&a.landing_path, &a.batch_id).cmp(&(&b.landing_path, &b.batch_id))
-        });
+        // Grouped by entity (a stable sort: the listing's groups are runs it merges).
+        folders.sort_by(|a, b| a.landing_path.cmp(&b.landing_path));
         let folders = with_latest_runs(&ledgers, folders);
         advance_listings(&mut ledgers, &folders, &through_before, &in_full);
         self.runtime().block_on(ledgers.save());
@@ -586,7 +585,8 @@ impl Ingest {
                 // The landing path of `dir`'s batch folders: the same for each of them.
                 let mut dir_landing_path: Option<String> = None;
                 for child in children {
-                    let name = child.rsplit('/').next().unwrap_or_default().to_string();
+                    // `dir/<name>`, as both listings give it.
+                    let name = child.get(dir.len() + 1..).unwrap_or_default();
                     match name.strip_prefix("batch_id=") {
                         Some(id) => {
                             let folder = PathBuf::from(&child);
@@ -765,8 +765,7 @@ struct Listed {
     in_full: HashSet<String>,
 }
 
-/// `folders` (by landing path, then batch id) each with its batch's latest run: one walk
-/// of each entity's ledger.
+/// `folders` (grouped by landing path) each with its batch's latest run.
 fn with_latest_runs(
     ledgers: &Ledgers,
     folders: Vec<PendingBatch>,
@@ -775,7 +774,12 @@ fn with_latest_runs(
     for entity in folders.chunk_by(|a, b| a.landing_path == b.landing_path) {
         match ledgers.get(&entity[0].landing_path) {
             Some(ledger) => {
-                runs.extend(ledger.runs_in_order(entity.iter().map(|b| b.batch_id.as_str())))
+                let index = ledger.run_index();
+                runs.extend(
+                    entity
+                        .iter()
+                        .map(|b| index.get(b.batch_id.as_str()).copied()),
+                );
             }
             None => runs.extend(entity.iter().map(|_| None)),
         }
@@ -783,10 +787,10 @@ fn with_latest_runs(
     folders.into_iter().zip(runs).collect()
 }
 
-/// Per entity: how far its folders (by landing path, then batch id, with their latest
-/// runs) are now listed and loaded (every folder up to there loaded), and when it was
-/// listed in full. A folder below where it was listed before that has no run landed
-/// late: it is said.
+/// Per entity: how far its folders (grouped by landing path, with their latest runs) are
+/// now listed and loaded (every folder up to there loaded), and when it was listed in
+/// full. A folder below where it was listed before that has no run landed late: it is
+/// said.
 fn advance_listings(
     ledgers: &mut Ledgers,
     folders: &[(PendingBatch, Option<RunState>)],
@@ -800,26 +804,35 @@ fn advance_listings(
             continue;
         };
         if let Some(before) = through_before.get(lp) {
-            let late = entity
+            let mut late: Vec<&str> = entity
                 .iter()
-                .take_while(|(b, _)| b.batch_id <= *before)
-                .filter(|(_, run)| run.is_none());
-            for (b, _) in late {
+                .filter(|(b, run)| run.is_none() && b.batch_id <= *before)
+                .map(|(b, _)| b.batch_id.as_str())
+                .collect();
+            late.sort_unstable();
+            for id in late {
                 tracing::warn!(
                     landing_path = lp,
-                    batch_id = b.batch_id,
+                    batch_id = id,
                     "late batch folder: its id sorts before {before}, a batch the entity loaded already; it is pending and loads before the entity's newer batches"
                 );
             }
         }
-        // The id before the first one not loaded: every id up to it is loaded.
-        let loaded = entity
+        // The greatest id below the first one not loaded: every id up to it is loaded.
+        fn id((b, _): &(PendingBatch, Option<RunState>)) -> &str {
+            b.batch_id.as_str()
+        }
+        let first_not_loaded = entity
             .iter()
-            .position(|(_, run)| !run.is_some_and(|r| r.ok))
-            .unwrap_or(entity.len());
-        ledger.listed_through = loaded
-            .checked_sub(1)
-            .map(|last| entity[last].0.batch_id.clone());
+            .filter(|(_, run)| !run.is_some_and(|r| r.ok))
+            .map(id)
+            .min();
+        ledger.listed_through = entity
+            .iter()
+            .map(id)
+            .filter(|id| first_not_loaded.is_none_or(|first| *id < first))
+            .max()
+            .map(str::to_string);
         if in_full.contains(lp) {
             ledger.full_listing_micros = now;
         }
@@ -828,7 +841,7 @@ fn advance_listings(
 
 /// The batch folders under a landing root and the latest run of each batch.
 pub(super) struct BacklogView {
-    /// By landing path, then batch id, each with its batch's latest run (`None`: no run).
+    /// Grouped by landing path, each with its batch's latest run (`None`: no run).
     pub(super) folders: Vec<(PendingBatch, Option<RunState>)>,
     /// The entities' ledgers, up to date: the latest run of each batch.
     pub(super) ledgers: Ledgers,

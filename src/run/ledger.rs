@@ -54,8 +54,12 @@ pub(super) struct Ledger {
     /// The `_run_control` version folded in; `None` when that table did not exist.
     run_control_version: Option<u64>,
     /// The latest run of each batch id.
-    #[serde(with = "stored_runs")]
-    batches: BTreeMap<String, Entry>,
+    /// Shared by the ledger as read and as changed until a run is folded in.
+    #[serde(
+        serialize_with = "stored_runs::serialize",
+        deserialize_with = "stored_runs::deserialize"
+    )]
+    batches: Arc<BTreeMap<String, Entry>>,
     /// Every folder of the entity with a batch id up to this one was listed, and its
     /// latest run loaded it: a listing in an object store starts after it.
     pub(super) listed_through: Option<String>,
@@ -64,34 +68,47 @@ pub(super) struct Ledger {
     pub(super) full_listing_micros: i64,
 }
 
-/// A ledger's runs as stored: the batch ids in order with each one's start, and the
-/// error of each whose latest run failed. Read in one pass and built in bulk (a JSON
-/// object per batch cost more to read than the rest of a no-op `--pending`).
+/// A ledger's runs as stored: the batch ids in order, separated by spaces (a batch id
+/// has none), the start of each, and the error of each whose latest run failed. Read
+/// in one pass and built in bulk: a JSON value per batch cost more to read than the
+/// rest of a no-op `--pending`.
 #[derive(Serialize, Deserialize)]
 struct StoredRuns {
-    ids: Vec<String>,
-    started: Vec<i64>,
+    ids: String,
+    /// Microseconds since the Unix epoch, in the order of `ids`, separated by spaces.
+    started: String,
     /// The batches whose latest run failed, with its first failed row's `<table>: <error>`.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     failed: BTreeMap<String, Option<String>>,
 }
 
 mod stored_runs {
-    use super::{BTreeMap, Entry, StoredRuns};
+    use std::fmt::Write as _;
+
+    use super::{Arc, BTreeMap, Entry, StoredRuns, words};
     use serde::{Deserialize as _, Deserializer, Serialize as _, Serializer};
 
     pub(super) fn serialize<S: Serializer>(
-        batches: &BTreeMap<String, Entry>,
+        batches: &Arc<BTreeMap<String, Entry>>,
         s: S,
     ) -> Result<S::Ok, S::Error> {
         let mut stored = StoredRuns {
-            ids: Vec::with_capacity(batches.len()),
-            started: Vec::with_capacity(batches.len()),
+            ids: String::with_capacity(batches.len() * 12),
+            started: String::with_capacity(batches.len() * 17),
             failed: BTreeMap::new(),
         };
-        for (id, e) in batches {
-            stored.ids.push(id.clone());
-            stored.started.push(e.started);
+        for (i, (id, e)) in batches.iter().enumerate() {
+            if id.is_empty() || id.contains(' ') {
+                return Err(serde::ser::Error::custom(format!(
+                    "batch id {id:?} cannot be stored in a ledger"
+                )));
+            }
+            if i > 0 {
+                stored.ids.push(' ');
+                stored.started.push(' ');
+            }
+            stored.ids.push_str(id);
+            let _ = write!(stored.started, "{}", e.started);
             if !e.ok {
                 stored.failed.insert(id.clone(), e.error.clone());
             }
@@ -101,31 +118,59 @@ mod stored_runs {
 
     pub(super) fn deserialize<'de, D: Deserializer<'de>>(
         d: D,
-    ) -> Result<BTreeMap<String, Entry>, D::Error> {
+    ) -> Result<Arc<BTreeMap<String, Entry>>, D::Error> {
+        use serde::de::Error as _;
         let StoredRuns {
             ids,
             started,
             mut failed,
         } = StoredRuns::deserialize(d)?;
-        if ids.len() != started.len() {
-            return Err(serde::de::Error::custom("as many starts as batch ids"));
+        if ids.is_empty() && started.is_empty() {
+            return Ok(Arc::default());
         }
-        let entries = ids.into_iter().zip(started).map(|(id, started)| {
-            let error = failed.remove(&id);
+        let (mut ids, mut started) = (words(&ids), words(&started));
+        let mut entries = Vec::new();
+        loop {
+            let (id, started) = match (ids.next(), started.next()) {
+                (None, None) => break,
+                (Some(id), Some(started)) if !id.is_empty() => (id, started),
+                _ => return Err(D::Error::custom("a start for each batch id")),
+            };
+            let started = started.parse().map_err(D::Error::custom)?;
+            let error = failed.remove(id);
             let entry = Entry {
                 started,
                 ok: error.is_none(),
                 error: error.flatten(),
             };
-            (id, entry)
-        });
+            entries.push((id.to_string(), entry));
+        }
         // Sorted input is checked in one pass; the last of equal ids wins.
-        Ok(BTreeMap::from_iter(entries))
+        Ok(Arc::new(BTreeMap::from_iter(entries)))
     }
 }
 
+/// The parts of `text` between single spaces (a byte loop: `str::split` costs a ledger's
+/// read twice over).
+fn words(text: &str) -> impl Iterator<Item = &str> {
+    let mut rest = Some(text);
+    std::iter::from_fn(move || {
+        let r = rest?;
+        match r.bytes().position(|b| b == b' ') {
+            Some(i) => {
+                rest = Some(&r[i + 1..]);
+                Some(&r[..i])
+            }
+            None => {
+                rest = None;
+                Some(r)
+            }
+        }
+    })
+}
+
 /// The latest run of one batch.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 struct Entry {
     /// Its start, microseconds since the Unix epoch.
     started: i64,
@@ -162,7 +207,7 @@ impl Ledger {
             .get(&run.batch_id)
             .is_none_or(|e| run.started >= e.started);
         if newer {
-            self.batches.insert(
+            Arc::make_mut(&mut self.batches).insert(
                 run.batch_id.clone(),
                 Entry {
                     started: run.started,
@@ -184,26 +229,19 @@ impl Ledger {
         self.batches.contains_key(batch_id)
     }
 
-    /// The latest run of each of `ids` (in ascending order), in one walk of the ledger
-    /// rather than a look-up each.
-    pub(super) fn runs_in_order<'i>(
-        &self,
-        ids: impl IntoIterator<Item = &'i str>,
-    ) -> Vec<Option<RunState>> {
-        let mut runs = self.batches.iter().peekable();
-        let mut out = Vec::new();
-        let mut previous: Option<&str> = None;
-        for id in ids {
-            debug_assert!(previous <= Some(id), "ids in ascending order");
-            previous = Some(id);
-            while runs.next_if(|(k, _)| k.as_str() < id).is_some() {}
-            let run = runs.peek().filter(|(k, _)| k.as_str() == id);
-            out.push(run.map(|(_, e)| RunState {
-                started: e.started,
-                ok: e.ok,
-            }));
-        }
-        out
+    /// The latest run of every batch, to look up by id (a hash look-up costs a fraction
+    /// of a walk down the ordered map).
+    pub(super) fn run_index(&self) -> HashMap<&str, RunState, ahash::RandomState> {
+        self.batches
+            .iter()
+            .map(|(id, e)| {
+                let run = RunState {
+                    started: e.started,
+                    ok: e.ok,
+                };
+                (id.as_str(), run)
+            })
+            .collect()
     }
 
     /// Takes how far `stored` was listed when that still holds: every batch it had
@@ -350,6 +388,12 @@ impl Ledgers {
     async fn replay(&mut self, storage: &Storage, from: Option<u64>) -> Result<bool> {
         let rc = TableName::system(RUN_CONTROL_TABLE);
         let log_store = storage.log_store(&rc)?;
+        if storage.schema_url.scheme() == "file"
+            && let Some(from) = from
+            && no_commit_after(&log_store, from).await
+        {
+            return Ok(true);
+        }
         let latest = match log_store.get_latest_version(from.unwrap_or(0)).await {
             Ok(v) => v,
             // No `_run_control` yet, and none when the ledgers were written.
@@ -449,6 +493,27 @@ impl Ledgers {
             }
         }
     }
+}
+
+/// Whether `version` is the latest commit of a local log: it is there and the next is
+/// not (a clean-up removes the oldest commits first). Two look-ups by name, where
+/// listing a local log from a version on reads every name in its folder.
+async fn no_commit_after(log_store: &deltalake::logstore::LogStoreRef, version: u64) -> bool {
+    let store = log_store.object_store(None);
+    let commit = |v: u64| StorePath::from(format!("_delta_log/{v:020}.json"));
+    // `None`: the store could not say.
+    let exists = |v: u64| {
+        let path = commit(v);
+        let store = Arc::clone(&store);
+        async move {
+            match store.head(&path).await {
+                Ok(_) => Some(true),
+                Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Some(false),
+                Err(_) => None,
+            }
+        }
+    };
+    exists(version + 1).await == Some(false) && exists(version).await == Some(true)
 }
 
 /// The `_run_control` rows added by commit `version` (rows of files added with
@@ -653,11 +718,8 @@ mod tests {
         ledger.listed_through = Some("b0".into());
         let text = serde_json::to_string(&ledger).unwrap();
         let stored: serde_json::Value = serde_json::from_str(&text).unwrap();
-        assert_eq!(
-            stored["batches"]["ids"],
-            serde_json::json!(["b1", "b2", "b3"])
-        );
-        assert_eq!(stored["batches"]["started"], serde_json::json!([1, 2, 3]));
+        assert_eq!(stored["batches"]["ids"], "b1 b2 b3");
+        assert_eq!(stored["batches"]["started"], "1 2 3");
         assert_eq!(
             stored["batches"]["failed"],
             serde_json::json!({"b1": "t: failed"})
@@ -665,38 +727,43 @@ mod tests {
         let read: Ledger = serde_json::from_str(&text).unwrap();
         assert_eq!(read, ledger);
         assert!(!read.is_loaded("b1") && read.has_run("b1") && read.is_loaded("b3"));
+        let empty = Ledger::new("s/e", None);
+        let text_of_empty = serde_json::to_string(&empty).unwrap();
+        assert_eq!(
+            serde_json::from_str::<Ledger>(&text_of_empty).unwrap(),
+            empty
+        );
         // Ids without their starts: not a ledger (it is rebuilt).
-        let short = text.replace("[1,2,3]", "[1,2]");
+        let short = text.replace("\"1 2 3\"", "\"1 2\"");
         assert!(serde_json::from_str::<Ledger>(&short).is_err());
     }
 
     #[test]
-    fn runs_in_order_match_one_look_up_each() {
+    fn the_run_index_has_every_batchs_latest_run_and_a_fold_leaves_the_read_ledger_as_read() {
         let mut ledger = Ledger::new("s/e", Some(1));
-        for (i, id) in ["b02", "b04", "b06", "b08"].iter().enumerate() {
+        for (i, id) in ["b02", "b04", "b06"].iter().enumerate() {
             ledger.fold(&run(id, i as i64, i != 2));
         }
-        let ids = ["b01", "b02", "b02", "b05", "b06", "b08", "b09"];
-        let walked = ledger.runs_in_order(ids);
-        let looked_up: Vec<Option<RunState>> = ids
-            .iter()
-            .map(|id| {
-                let e = ledger.batches.get(*id)?;
-                Some(RunState {
-                    started: e.started,
-                    ok: e.ok,
-                })
-            })
-            .collect();
-        assert_eq!(walked, looked_up);
-        assert_eq!(walked.iter().filter(|r| r.is_some()).count(), 4);
+        let index = ledger.run_index();
+        assert_eq!(index.len(), 3);
         assert_eq!(
-            walked[4],
-            Some(RunState {
+            index["b06"],
+            RunState {
                 started: 2,
                 ok: false
-            })
+            }
         );
+        assert_eq!(
+            index["b02"],
+            RunState {
+                started: 0,
+                ok: true
+            }
+        );
+        let read = ledger.clone();
+        ledger.fold(&run("b06", 9, true));
+        assert_ne!(read, ledger);
+        assert!(!read.is_loaded("b06") && ledger.is_loaded("b06"));
     }
 
     #[test]
