@@ -118,6 +118,25 @@ impl<'de> Deserialize<'de> for ColumnType {
     }
 }
 
+/// The type of a column as a hint names it (`string`, `json`, `decimal(18,2)`), or
+/// Arrow's name for a type no hint names (`timestamp_ntz` for a timestamp without a time
+/// zone).
+pub fn type_text(dt: &arrow::datatypes::DataType, json: bool) -> String {
+    use arrow::datatypes::DataType;
+    match dt {
+        DataType::Utf8 | DataType::LargeUtf8 if json => "json".into(),
+        DataType::Utf8 | DataType::LargeUtf8 => "string".into(),
+        DataType::Boolean => "boolean".into(),
+        DataType::Int64 => "int64".into(),
+        DataType::Float64 => "float64".into(),
+        DataType::Decimal128(p, s) => format!("decimal({p},{s})"),
+        DataType::Date32 => "date".into(),
+        DataType::Timestamp(_, Some(_)) => "timestamp".into(),
+        DataType::Timestamp(_, None) => "timestamp_ntz".into(),
+        other => other.to_string(),
+    }
+}
+
 /// A type `--detect-types` finds in string columns.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

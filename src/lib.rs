@@ -75,7 +75,7 @@ pub use config::{
     ChildNaming, ColumnType, CommitPer, DetectType, EnvelopeConfig, Evolution, FlattenConfig,
     IngestConfig, LockPolicy, TypesMode, default_memory_budget,
 };
-pub use error::{Error, Result, chain as error_chain};
+pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
 pub use report::{BatchReport, MAX_LISTED_CORRUPT, StagingMode, TableOutcome};
