@@ -35,6 +35,7 @@ mod backlog;
 mod builder;
 mod fanout;
 mod gather;
+mod hints;
 mod ledger;
 pub mod metrics;
 mod record;
@@ -455,9 +456,14 @@ impl Ingest {
         counters.mark(Stage::Staging, &self.catalog);
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
+        hints::check_topics(&self.config.flatten, &staged.summary.topics, || {
+            self.runtime().block_on(storage.schema_tables())
+        })?;
         let in_memory = staged.memory.is_some();
-        let staging = (&staging_table, &lineage);
+        let seen = hints::HintsSeen::default();
+        let staging = (&staging_table, &lineage, &seen);
         writes.extend(self.write_tables(&storage, &mut staged, staging, &found, &leases)?);
+        warnings.extend(seen.warnings(&self.config.flatten, &staged.summary.topics));
         self.failpoint("before_run_control")?;
         counters.mark(Stage::Tables, &self.catalog);
         still_held()?;
@@ -551,7 +557,7 @@ impl Ingest {
         &self,
         storage: &Storage,
         staged: &mut StagedBatch,
-        (staging_table, lineage): (&StagingTable, &Lineage),
+        (staging_table, lineage, seen): (&StagingTable, &Lineage, &hints::HintsSeen),
         found: &discover::Discovery,
         leases: &[Lease],
     ) -> Result<Vec<TableWrite>> {
@@ -567,7 +573,7 @@ impl Ingest {
             return Ok(refused);
         }
         leases.iter().for_each(Lease::writing);
-        self.process_topics(storage, staged, staging_table, lineage, found)
+        self.process_topics(storage, staged, (staging_table, seen), lineage, found)
     }
 
     /// The batch's writes when a table it may write is one bronze will not write

@@ -219,7 +219,7 @@ impl Storage {
 
     /// The tables of the schema folder a run may write: its data tables and bronze's
     /// system tables (`_corrupt_records`, `_run_control`), from one listing.
-    pub(super) async fn schema_tables(&self) -> Result<Vec<TableName>> {
+    pub(crate) async fn schema_tables(&self) -> Result<Vec<TableName>> {
         let names: Vec<String> = match &self.root_store {
             Some(store) => {
                 let failed = |reason: String| crate::error::Error::Store {

@@ -1,0 +1,240 @@
+//! Column types through real Delta tables: hints (`[flatten.column_types]`), detection
+//! (`detect_types`), values that do not convert kept in `_rescued_data`, and hints that
+//! contradict an existing column.
+
+use std::path::{Path, PathBuf};
+
+use arrow::datatypes::{DataType, TimeUnit};
+
+use crate::util::*;
+
+fn write_batch(root: &Path, id: &str, lines: &[&str]) -> PathBuf {
+    let dir = root.join(format!("batch_id={id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("part-0.jsonl"), lines.join("\n")).unwrap();
+    dir
+}
+
+/// The flattening settings of a `bronze.toml`.
+fn flatten(toml: &str) -> bronze::FlattenConfig {
+    bronze::Settings::from_toml(toml)
+        .unwrap()
+        .resolve()
+        .unwrap()
+        .flatten
+}
+
+fn run(lake: &TempLake, dir: &Path, toml: &str) -> bronze::BatchReport {
+    lake.ingest()
+        .with_flatten(flatten(toml))
+        .build()
+        .unwrap()
+        .run(dir)
+        .unwrap()
+}
+
+/// The Arrow type of each column of `table`, as the Delta log has them.
+fn types(lake: &TempLake, table: &str) -> std::collections::BTreeMap<String, DataType> {
+    lake.with_table(table, None, async |t| {
+        let schema = t.snapshot().unwrap().snapshot().arrow_schema();
+        schema
+            .fields()
+            .iter()
+            .map(|f| (f.name().clone(), f.data_type().clone()))
+            .collect()
+    })
+}
+
+const HINTS: &str = r#"
+[flatten.column_types]
+"/amount" = "decimal(18,2)"
+"/legs/*/at" = "timestamp"
+
+[topics.order.column_types]
+"/placed/at" = "timestamp"
+"/day" = "date"
+"#;
+
+#[test]
+fn hinted_columns_land_typed_and_what_does_not_convert_is_rescued() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let dir = write_batch(
+        landing.path(),
+        "t1",
+        &[
+            r#"{"topic":"order","message_id":"1","payload":{"amount":12.5,"placed":{"at":"2026-01-15T12:00:00+02:00"},"day":"2026-01-15","legs":[{"at":"2026-01-15T10:00:00.25Z"}]}}"#,
+            r#"{"topic":"order","message_id":"2","payload":{"amount":"1e999","placed":{"at":"n/a"},"day":"2026-01-16"}}"#,
+            r#"{"topic":"quote","message_id":"3","payload":{"amount":"7.10","placed":{"at":"2026-01-15T10:00:00Z"}}}"#,
+        ],
+    );
+    let report = run(&lake, &dir, HINTS);
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    let order = types(&lake, "order");
+    let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    assert_eq!(order["amount"], DataType::Decimal128(18, 2));
+    assert_eq!(order["placed__at"], utc);
+    assert_eq!(order["day"], DataType::Date32);
+    assert_eq!(types(&lake, "legs")["at"], utc);
+    // The hint of one topic leaves the others' columns alone.
+    assert_eq!(types(&lake, "quote")["placed__at"], DataType::Utf8);
+    assert_eq!(types(&lake, "quote")["amount"], DataType::Decimal128(18, 2));
+    let rows = lake.rows("order").sorted_by("_id");
+    let first = rows.eq("_id", "1");
+    let first = first.iter().next().unwrap();
+    assert_eq!(first.get("amount").as_deref(), Some("12.50"));
+    assert_eq!(first.micros("placed__at"), Some(1_768_471_200_000_000));
+    assert_eq!(first.get("day").as_deref(), Some("2026-01-15"));
+    assert_eq!(
+        rows.texts("_rescued_data"),
+        [
+            None,
+            Some(r#"{"/amount":"1e999","/placed/at":"n/a"}"#.into())
+        ]
+    );
+    assert_eq!(lake.rows("quote").values("amount"), ["7.10"]);
+    assert_eq!(
+        lake.rows("legs").iter().next().unwrap().micros("at"),
+        Some(1_768_471_200_250_000)
+    );
+    assert_eq!(report.tables["order"].rescued_values, 2);
+    assert_eq!(report.warnings, Vec::<String>::new());
+    assert_accounted(&lake, &report);
+}
+
+#[test]
+fn a_hint_that_matches_no_column_is_a_warning_and_one_for_no_topic_an_error() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let line = r#"{"topic":"q","message_id":"1","payload":{"sym":"A"}}"#;
+    let dir = write_batch(landing.path(), "w1", &[line]);
+    let report = run(
+        &lake,
+        &dir,
+        "[flatten.column_types]\n\"/price\" = \"float64\"\n",
+    );
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(
+        report.warnings,
+        ["the column type hint `/price` matched no column of this batch"]
+    );
+    // A topic in neither the batch nor the schema: exit 2, no table written.
+    let dir = write_batch(
+        landing.path(),
+        "w2",
+        &[line.replace("\"q\"", "\"r\"").as_str()],
+    );
+    let out = on_catalog(
+        &lake,
+        &[
+            "ingest",
+            dir.to_str().unwrap(),
+            "--column-type",
+            "quote:/sym=int64",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(
+            "`quote:/sym=int64`: no topic `quote` in this batch (r) nor a table of it in the schema"
+        ),
+        "{err}"
+    );
+    assert!(
+        !lake.tables().contains(&"r".to_string()),
+        "{:?}",
+        lake.tables()
+    );
+    // A topic with a table in the schema is not a typo.
+    let out = on_catalog(
+        &lake,
+        &[
+            "ingest",
+            dir.to_str().unwrap(),
+            "--column-type",
+            "q:/sym=string",
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn detected_timestamps_and_dates_land_typed_and_a_later_batch_is_fitted_to_them() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let detect = "[flatten]\ndetect_types = [\"timestamp\", \"date\"]\n";
+    let dir = write_batch(
+        landing.path(),
+        "d1",
+        &[
+            r#"{"topic":"ev","message_id":"1","payload":{"ts":"2026-01-15T10:00:00Z","d":"2026-01-15","s":"2026-01-15"}}"#,
+            r#"{"topic":"ev","message_id":"2","payload":{"ts":"2026-01-15T11:00:00-01:00","d":"2026-01-16","s":"soon"}}"#,
+        ],
+    );
+    assert_eq!(run(&lake, &dir, detect).exit_code(), 0);
+    let ev = types(&lake, "ev");
+    assert_eq!(
+        ev["ts"],
+        DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+    );
+    assert_eq!(ev["d"], DataType::Date32);
+    assert_eq!(ev["s"], DataType::Utf8);
+    let micros: Vec<_> = lake
+        .rows("ev")
+        .sorted_by("_id")
+        .iter()
+        .map(|r| r.micros("ts"))
+        .collect();
+    assert_eq!(
+        micros,
+        [Some(1_768_471_200_000_000), Some(1_768_478_400_000_000)]
+    );
+    // A later batch without detection: its strings are fitted to the table's types.
+    let dir = write_batch(
+        landing.path(),
+        "d2",
+        &[r#"{"topic":"ev","message_id":"3","payload":{"ts":"yesterday","d":"2026-01-17"}}"#],
+    );
+    let report = run(&lake, &dir, "");
+    assert_eq!(report.exit_code(), 0);
+    assert_eq!(report.tables["ev"].rescued_values, 1);
+    let row = lake.rows("ev").eq("_id", "3");
+    assert_eq!(row.values("d"), ["2026-01-17"]);
+    assert_eq!(row.values("_rescued_data"), [r#"{"/ts":"yesterday"}"#]);
+}
+
+#[test]
+fn a_hint_contradicting_an_existing_column_fails_the_table_before_it_is_written() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let line = r#"{"topic":"q","message_id":"1","payload":{"sym":"A"}}"#;
+    assert_eq!(
+        run(&lake, &write_batch(landing.path(), "c1", &[line]), "").exit_code(),
+        0
+    );
+    let version = lake.with_table("q", None, async |t| t.version());
+    let report = run(
+        &lake,
+        &write_batch(landing.path(), "c2", &[line]),
+        "[flatten.column_types]\n\"/sym\" = \"int64\"\n",
+    );
+    assert_eq!(report.exit_code(), 2);
+    let error = report.tables["q"].error.clone().unwrap();
+    assert!(
+        error.contains(
+            "table `q` has column `sym` (/sym) as string, but the hint `/sym` says int64"
+        ),
+        "{error}"
+    );
+    assert_eq!(
+        lake.with_table("q", None, async |t| t.version()),
+        version,
+        "nothing written"
+    );
+}
