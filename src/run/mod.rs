@@ -456,9 +456,6 @@ impl Ingest {
         counters.mark(Stage::Staging, &self.catalog);
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
-        hints::check_topics(&self.config.flatten, &staged.summary.topics, || {
-            self.runtime().block_on(storage.schema_tables())
-        })?;
         let in_memory = staged.memory.is_some();
         let seen = hints::HintsSeen::default();
         let staging = (&staging_table, &lineage, &seen);
@@ -552,7 +549,9 @@ impl Ingest {
     }
 
     /// Writes every topic of the staged batch ([`Ingest::process_topics`]), once every
-    /// table it may write is one bronze writes; else none ([`Ingest::refused`]).
+    /// table it may write is one bronze writes; else none ([`Ingest::refused`]). A column
+    /// type hint for a topic that is nowhere is an error before any write
+    /// ([`hints::check_topics`]); the hints the flattened tables match go to `seen`.
     fn write_tables(
         &self,
         storage: &Storage,
@@ -569,6 +568,9 @@ impl Ingest {
             topics = staged.summary.topics.len(),
             "staged"
         );
+        hints::check_topics(&self.config.flatten, &staged.summary.topics, || {
+            self.runtime().block_on(storage.schema_tables())
+        })?;
         if let Some(refused) = self.refused(storage, &staged.summary, &found.key) {
             return Ok(refused);
         }
