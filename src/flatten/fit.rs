@@ -387,7 +387,8 @@ fn system_column(
     }
 }
 
-/// Entries of an existing `_rescued_data` column, `dup:` arrays unpacked.
+/// Entries of an existing `_rescued_data` column, `dup:` arrays unpacked; each value's
+/// JSON text as it is (a number beyond float64, `1e999`, keeps its literal).
 fn unpack_rescued(base: &ArrayRef) -> Vec<(u32, String, String)> {
     let mut out = Vec::new();
     let Some(strings) = base.as_string_opt::<i32>() else {
@@ -397,19 +398,20 @@ fn unpack_rescued(base: &ArrayRef) -> Vec<(u32, String, String)> {
         if strings.is_null(row) {
             continue;
         }
-        let Ok(serde_json::Value::Object(map)) =
-            serde_json::from_str::<serde_json::Value>(strings.value(row))
-        else {
+        let Ok(doc) = Doc::parse(strings.value(row), usize::MAX) else {
             continue;
         };
-        for (k, v) in map {
-            match v {
-                serde_json::Value::Array(items) if k.starts_with("dup:") => {
-                    for item in items {
-                        out.push((row as u32, k.clone(), item.to_string()));
-                    }
+        if doc.kind(0) != Kind::Object {
+            continue;
+        }
+        for (k, v) in doc.members(0) {
+            let key = doc.str(k).into_owned();
+            if key.starts_with("dup:") && doc.kind(v) == Kind::Array {
+                for item in doc.elements(v) {
+                    out.push((row as u32, key.clone(), doc.raw(item).to_string()));
                 }
-                v => out.push((row as u32, k, v.to_string())),
+            } else {
+                out.push((row as u32, key, doc.raw(v).to_string()));
             }
         }
     }
