@@ -19,6 +19,12 @@
 //! - a payload that is not an object is one `value` column (path ``);
 //! - envelope metadata becomes `_meta__<field>` columns (path `_meta/<pointer>`);
 //! - column types: see [`TypesMode`]. A JSON-text column is marked `bronze.json=true`;
+//! - a column whose pointer in the payload (`*` for an array's elements) has a hint
+//!   ([`crate::column_types`]) takes the hinted type; a value that does not convert is
+//!   null in it and goes to `_rescued_data` under the column's path (`/amount`), as a
+//!   value that does not fit an existing column does. A `json` hint keeps an object or
+//!   array at its pointer whole. Hinted and detectable columns are marked for
+//!   [`fit::to_table`], which detects timestamp and date columns;
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
 //!

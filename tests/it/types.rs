@@ -238,3 +238,60 @@ fn a_hint_contradicting_an_existing_column_fails_the_table_before_it_is_written(
         "nothing written"
     );
 }
+
+/// README's "Types" commands, run as written (in a temporary folder, `bronze` the one
+/// built for the tests): the tables hold what its "after" tables show.
+#[test]
+fn readme_types_commands_run_as_written() {
+    let block = readme_sh_block("### Types");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(&block)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("BRONZE_THREADS", test_threads().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let report = String::from_utf8_lossy(&out.stdout);
+    assert!(report.contains("2 values rescued"), "{report}");
+    assert!(report.contains("1 values rescued"), "{report}");
+    let lake = TempLake::at(dir.path().join("lakehouse"), "bronze");
+    let utc = DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()));
+    let order = types(&lake, "order");
+    assert_eq!(order["amount"], DataType::Decimal128(18, 2));
+    assert_eq!(order["placed_at"], utc);
+    assert_eq!(order["day"], DataType::Date32);
+    assert_eq!(types(&lake, "legs")["ts"], utc);
+    let rows = lake.rows("order").sorted_by("_id");
+    assert_eq!(rows.texts("amount"), [Some("12.50".into()), None]);
+    let placed: Vec<_> = rows.iter().map(|r| r.micros("placed_at")).collect();
+    assert_eq!(placed, [Some(1_768_471_200_000_000), None]);
+    assert_eq!(rows.values("day"), ["2026-01-15", "2026-01-16"]);
+    assert_eq!(
+        rows.texts("_rescued_data"),
+        [
+            None,
+            Some(r#"{"/amount":"1e999","/placed_at":"n/a"}"#.into())
+        ]
+    );
+    let legs = lake.rows("legs").sorted_by("_parent_id");
+    let ts: Vec<_> = legs.iter().map(|r| r.micros("ts")).collect();
+    assert_eq!(ts, [Some(1_768_471_200_000_000), None]);
+    assert_eq!(
+        legs.texts("_rescued_data"),
+        [None, Some(r#"{"/ts":"soon"}"#.into())]
+    );
+}
