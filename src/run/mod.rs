@@ -592,9 +592,12 @@ impl Ingest {
             .iter()
             .map(|(t, _)| TableName::for_topic(t))
             .collect();
-        let refused =
-            self.runtime()
-                .block_on(storage.refusals(&topics, summary.corrupt_lines > 0, key));
+        let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
+        let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
+        let corrupt = summary.corrupt_lines > 0;
+        let refused = self
+            .runtime()
+            .block_on(storage.refusals(&topics, corrupt, key, &conflict));
         if refused.is_empty() {
             return None;
         }

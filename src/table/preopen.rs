@@ -359,6 +359,7 @@ impl Storage {
         topics: &[TableName],
         corrupt: bool,
         key: &BatchKey,
+        conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
 
@@ -394,7 +395,8 @@ impl Storage {
                     || table.as_str() == RUN_CONTROL_TABLE
                     || (table.as_str() == CORRUPT_TABLE && corrupt)
                     || look.child;
-                Some((table, look.refusal.filter(|_| written)?))
+                let refusal = look.refusal.clone().filter(|_| written);
+                Some((table.clone(), refusal.or_else(|| conflict(&table, &look))?))
             })
             .collect();
         refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));

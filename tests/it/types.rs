@@ -210,33 +210,42 @@ fn detected_timestamps_and_dates_land_typed_and_a_later_batch_is_fitted_to_them(
 }
 
 #[test]
-fn a_hint_contradicting_an_existing_column_fails_the_table_before_it_is_written() {
+fn a_hint_contradicting_an_existing_column_fails_the_batch_before_any_write() {
     let landing = tempfile::tempdir().unwrap();
     let lake = TempLake::new();
-    let line = r#"{"topic":"q","message_id":"1","payload":{"sym":"A"}}"#;
-    assert_eq!(
-        run(&lake, &write_batch(landing.path(), "c1", &[line]), "").exit_code(),
-        0
-    );
-    let version = lake.with_table("q", None, async |t| t.version());
-    let report = run(
-        &lake,
-        &write_batch(landing.path(), "c2", &[line]),
-        "[flatten.column_types]\n\"/sym\" = \"int64\"\n",
-    );
-    assert_eq!(report.exit_code(), 2);
-    let error = report.tables["q"].error.clone().unwrap();
-    assert!(
-        error.contains(
-            "table `q` has column `sym` (/sym) as string, but the hint `/sym` says int64"
+    let line = r#"{"topic":"q","message_id":"1","payload":{"sym":"A","legs":[{"px":"1.5"}]}}"#;
+    let first = write_batch(landing.path(), "c1", &[line]);
+    assert_eq!(run(&lake, &first, "").exit_code(), 0);
+    let versions =
+        |lake: &TempLake| ["q", "legs"].map(|t| lake.with_table(t, None, async |t| t.version()));
+    let before = versions(&lake);
+    let other = r#"{"topic":"r","message_id":"2","payload":{"x":1}}"#;
+    let second = write_batch(landing.path(), "c2", &[line, other]);
+    for (hints, says) in [
+        (
+            "[flatten.column_types]\n\"/sym\" = \"int64\"\n",
+            "`q` has column `sym` (/sym) as string, but the hint `/sym` says int64: a hint types new columns only",
         ),
-        "{error}"
-    );
-    assert_eq!(
-        lake.with_table("q", None, async |t| t.version()),
-        version,
-        "nothing written"
-    );
+        (
+            "[topics.q.column_types]\n\"/legs/*/px\" = \"decimal(9,2)\"\n",
+            "`legs` has column `px` (/px) as string, but the hint `q:/legs/*/px` says decimal(9,2)",
+        ),
+    ] {
+        let report = run(&lake, &second, hints);
+        assert_eq!(report.exit_code(), 2);
+        let error = report.tables["q"].error.clone().unwrap();
+        assert!(error.contains(says), "{error}");
+        assert!(
+            error.contains("no table of the batch was written"),
+            "{error}"
+        );
+        assert_eq!(versions(&lake), before, "nothing written");
+        assert!(
+            !lake.tables().contains(&"r".to_string()),
+            "{:?}",
+            lake.tables()
+        );
+    }
 }
 
 /// README's "Types" commands, run as written (in a temporary folder, `bronze` the one
