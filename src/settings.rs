@@ -741,6 +741,59 @@ evolution = "fail"
     }
 
     #[test]
+    fn a_bad_column_type_hint_is_refused_naming_it_in_every_layer() {
+        let file = Settings::from_toml("[flatten.column_types]\n\"/a\" = \"decimal(40,2)\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            file.contains("\"decimal(40,2)\": the precision is 1 to 38"),
+            "{file}"
+        );
+        let python = Settings::from_json(serde_json::json!({
+            "flatten": {"column_types": {"/a": "datetime"}}
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            python.starts_with(
+                "invalid setting `flatten.column_types./a`: unknown type \"datetime\""
+            ),
+            "{python}"
+        );
+        for (toml, says) in [
+            (
+                "[flatten.column_types]\n\"a\" = \"int64\"\n",
+                "invalid setting `column_types`: `a=int64`: \"a\" is not a JSON pointer",
+            ),
+            (
+                "[topics.t.column_types]\n\"/a~\" = \"int64\"\n",
+                "invalid setting `column_types`: `t:/a~=int64`: \"/a~\" is not a JSON pointer",
+            ),
+        ] {
+            let err = Settings::from_toml(toml)
+                .unwrap()
+                .resolve()
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(says), "{err}");
+        }
+        let c =
+            Settings::from_toml("[flatten.column_types]\n\"t:/a\" = \"date\"\n\"/b\" = \"json\"\n")
+                .unwrap()
+                .resolve()
+                .unwrap();
+        assert_eq!(
+            c.flatten.column_type("t", "/a"),
+            Some(crate::column_types::ColumnType::Date)
+        );
+        assert_eq!(c.flatten.column_type("u", "/a"), None);
+        assert_eq!(
+            c.flatten.column_type("u", "/b"),
+            Some(crate::column_types::ColumnType::Json)
+        );
+    }
+
+    #[test]
     fn a_bad_number_has_the_text_of_a_bad_text() {
         for (json, text) in [
             (
