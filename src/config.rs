@@ -107,8 +107,9 @@ pub struct FlattenConfig {
     /// Column types by payload pointer for one topic, over [`Self::column_types`].
     pub topic_column_types:
         std::collections::BTreeMap<String, std::collections::BTreeMap<String, ColumnType>>,
-    /// String columns whose every value is of one of these types get that type (a
-    /// timestamp before a date). Default none.
+    /// A new string column whose every value in the batch is of one of these types gets
+    /// that type (a timestamp before a date); a column a table has keeps its type.
+    /// Default none.
     pub detect_types: Vec<DetectType>,
 }
 
