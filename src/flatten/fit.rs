@@ -925,4 +925,14 @@ mod tests {
         assert_eq!(strings(&c.batch, "name_2"), [Some("lower".into())]);
         assert!(c.batch.column_by_name("name").is_none());
     }
+
+    #[test]
+    fn rescued_values_keep_their_literal_when_fitted_again() {
+        let text = r#"{"/amt":1e999,"dup:/a":[1,2.50]}"#;
+        let rescued: ArrayRef = Arc::new(StringArray::from(vec![Some(text)]));
+        let b = batch(vec![Field::new(RESCUED, DataType::Utf8, true)], vec![rescued]);
+        let target = Schema::new(vec![Field::new(RESCUED, DataType::Utf8, true)]);
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
+        assert_eq!(strings(&c.batch, RESCUED), [Some(text.to_string())]);
+    }
 }
