@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 
+pub use crate::column_types::{ColumnType, DetectType};
 use crate::error::{Error, Result};
 use crate::store::location::{Location, StorageOptions};
 
@@ -100,6 +101,16 @@ pub struct FlattenConfig {
     /// Explicit child table names by array path (`quotes[].currentprice` →
     /// `currentprice`); a leading `payload.` is ignored.
     pub child_tables: std::collections::BTreeMap<String, String>,
+    /// Column types by payload pointer (`/amount` → `decimal(18,2)`), for every topic
+    /// ([`crate::column_types`]).
+    pub column_types: std::collections::BTreeMap<String, ColumnType>,
+    /// Column types by payload pointer for one topic, over [`Self::column_types`].
+    pub topic_column_types:
+        std::collections::BTreeMap<String, std::collections::BTreeMap<String, ColumnType>>,
+    /// A new string column whose every value in the batch is of one of these types gets
+    /// that type (a timestamp before a date); a column a table has keeps its type.
+    /// Default none.
+    pub detect_types: Vec<DetectType>,
 }
 
 impl Default for FlattenConfig {
@@ -111,6 +122,9 @@ impl Default for FlattenConfig {
             topic_evolution: Default::default(),
             child_naming: ChildNaming::Path,
             child_tables: Default::default(),
+            column_types: Default::default(),
+            topic_column_types: Default::default(),
+            detect_types: Vec::new(),
         }
     }
 }
@@ -122,6 +136,29 @@ impl FlattenConfig {
             .get(topic)
             .copied()
             .unwrap_or(self.evolution)
+    }
+
+    /// The type hinted for the value at `pointer` (`*` for an array's elements) in
+    /// `topic`'s payloads: the topic's own hint, else the one for every topic.
+    pub fn column_type(&self, topic: &str, pointer: &str) -> Option<ColumnType> {
+        self.topic_column_types
+            .get(topic)
+            .and_then(|h| h.get(pointer))
+            .or_else(|| self.column_types.get(pointer))
+            .copied()
+    }
+
+    /// Every hint as given (`[TOPIC:]POINTER`), with its topic and pointer.
+    pub fn hints(&self) -> impl Iterator<Item = (String, Option<&str>, &str)> {
+        let all = self
+            .column_types
+            .keys()
+            .map(|p| (p.clone(), None, p.as_str()));
+        let topics = self.topic_column_types.iter().flat_map(|(t, h)| {
+            h.keys()
+                .map(move |p| (format!("{t}:{p}"), Some(t.as_str()), p.as_str()))
+        });
+        all.chain(topics)
     }
 
     /// The explicit child table for an array path, if configured.

@@ -14,6 +14,21 @@ pub const MAX_BATCH_ID_LEN: usize = 128;
 /// Longest part of a landing path accepted ([`Error::InvalidLandingPath`] states it).
 pub const MAX_LANDING_PART_LEN: usize = 128;
 
+/// A hinted column whose table has it with another type ([`Error::TypeHint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeConflict {
+    /// The existing column.
+    pub column: String,
+    /// The column's path in its rows (`bronze.path`).
+    pub path: String,
+    /// The hint's pointer in the payload.
+    pub hint: String,
+    /// The type the table has.
+    pub existing: String,
+    /// The type the hint asks for.
+    pub hinted: String,
+}
+
 /// Result alias used across the crate.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -147,6 +162,17 @@ pub enum Error {
         table: String,
         /// The new fields, as `column (original path)`.
         fields: Vec<String>,
+    },
+    /// A column type hint contradicts the type an existing column already has.
+    #[error(
+        "table `{table}` has column `{}` ({}) as {}, but the hint `{}` says {}: a hint types new columns only; retype the column as the README's \"Types\" says, or drop the hint",
+        conflict.column, conflict.path, conflict.existing, conflict.hint, conflict.hinted
+    )]
+    TypeHint {
+        /// The table.
+        table: String,
+        /// The column and the two types.
+        conflict: Box<TypeConflict>,
     },
     /// No Delta table of that name in the schema.
     #[error("no table `{table}` in this schema; `bronze health` lists the tables")]

@@ -42,6 +42,7 @@ internal!(batch, flatten, json, lease, naming, stage);
 #[doc(hidden)]
 pub mod bench;
 mod catalog;
+pub mod column_types;
 mod config;
 mod error;
 #[cfg(feature = "failpoints")]
@@ -71,10 +72,10 @@ mod validate;
 
 pub use catalog::Catalog;
 pub use config::{
-    ChildNaming, CommitPer, EnvelopeConfig, Evolution, FlattenConfig, IngestConfig, LockPolicy,
-    TypesMode, default_memory_budget,
+    ChildNaming, ColumnType, CommitPer, DetectType, EnvelopeConfig, Evolution, FlattenConfig,
+    IngestConfig, LockPolicy, TypesMode, default_memory_budget,
 };
-pub use error::{Error, Result, chain as error_chain};
+pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
 pub use naming::TableName;
 pub use report::{BatchReport, MAX_LISTED_CORRUPT, StagingMode, TableOutcome};

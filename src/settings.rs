@@ -13,6 +13,7 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
+use crate::column_types::{ColumnType, DetectType};
 use crate::config::{ChildNaming, Evolution, IngestConfig, TypesMode};
 use crate::error::{Error, Result};
 use crate::store::location::{Location, StorageOptions};
@@ -49,11 +50,20 @@ use crate::store::location::{Location, StorageOptions};
 /// evolution = "add"            # or "rescue", "fail"
 /// child_naming = "path"        # or "topic"
 ///
+/// detect_types = ["timestamp", "date"] # string columns of timestamps or dates typed
+///
 /// [flatten.child_tables]
 /// "payload.quotes[].currentprice" = "currentprice"
 ///
+/// [flatten.column_types]       # payload pointer = type, for every topic
+/// "/amount" = "decimal(18,2)"
+/// "/currentprice/*/ts" = "timestamp"
+///
 /// [topics."market.quote"]
 /// evolution = "fail"
+///
+/// [topics."market.quote".column_types]
+/// "/placed_at" = "timestamp"
 ///
 /// [metrics]
 /// push_url = "http://pushgateway:9091" # each batch run's metrics (--metrics-push)
@@ -137,6 +147,11 @@ pub struct FlattenSettings {
     pub child_naming: Option<ChildNaming>,
     /// See [`crate::FlattenConfig::child_tables`].
     pub child_tables: BTreeMap<String, String>,
+    /// Column types by payload pointer (`"/amount" = "decimal(18,2)"`), a key
+    /// `"<topic>:<pointer>"` for one topic ([`crate::FlattenConfig::column_types`]).
+    pub column_types: BTreeMap<String, ColumnType>,
+    /// See [`crate::FlattenConfig::detect_types`].
+    pub detect_types: Option<Vec<DetectType>>,
 }
 
 /// `[topics."<topic>"]` of [`Settings`].
@@ -145,6 +160,9 @@ pub struct FlattenSettings {
 pub struct TopicSettings {
     /// This topic's evolution mode ([`crate::FlattenConfig::topic_evolution`]).
     pub evolution: Option<Evolution>,
+    /// This topic's column types by payload pointer
+    /// ([`crate::FlattenConfig::topic_column_types`]).
+    pub column_types: BTreeMap<String, ColumnType>,
 }
 
 impl Settings {
@@ -269,14 +287,48 @@ impl Settings {
         set(&mut c.flatten.evolution, f.evolution);
         set(&mut c.flatten.child_naming, f.child_naming);
         c.flatten.child_tables.extend(f.child_tables);
+        set(&mut c.flatten.detect_types, f.detect_types);
+        for (key, ty) in f.column_types {
+            let (topic, pointer) = crate::column_types::split_key(&key);
+            let topic = topic.map(str::to_string);
+            hint(&mut c.flatten, topic, pointer, ty)?;
+        }
         c.metrics_push = self.metrics.push_url.or(c.metrics_push.take());
         for (topic, t) in self.topics {
             if let Some(v) = t.evolution {
-                c.flatten.topic_evolution.insert(topic, v);
+                c.flatten.topic_evolution.insert(topic.clone(), v);
+            }
+            for (pointer, ty) in t.column_types {
+                hint(&mut c.flatten, Some(topic.clone()), &pointer, ty)?;
             }
         }
         Ok(())
     }
+}
+
+/// Sets the hint `pointer` → `ty` (of `topic`, or of every topic); refuses a pointer that
+/// is not one, naming the hint.
+fn hint(
+    c: &mut crate::config::FlattenConfig,
+    topic: Option<String>,
+    pointer: &str,
+    ty: ColumnType,
+) -> Result<()> {
+    let key = topic
+        .as_deref()
+        .map_or(pointer.to_string(), |t| format!("{t}:{pointer}"));
+    let named = |reason: String| Error::Config {
+        name: "column_types",
+        reason: format!("`{key}={ty}`: {reason}"),
+    };
+    crate::column_types::check_pointer(pointer).map_err(named)?;
+    let hints = match topic {
+        Some(t) if t.is_empty() => return Err(named("the topic before `:` is empty".into())),
+        Some(t) => c.topic_column_types.entry(t).or_default(),
+        None => &mut c.column_types,
+    };
+    hints.insert(pointer.to_string(), ty);
+    Ok(())
 }
 
 fn set<T>(slot: &mut T, value: Option<T>) {
@@ -685,7 +737,60 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 24);
+        assert_eq!(Settings::default().unset_keys().len(), 26);
+    }
+
+    #[test]
+    fn a_bad_column_type_hint_is_refused_naming_it_in_every_layer() {
+        let file = Settings::from_toml("[flatten.column_types]\n\"/a\" = \"decimal(40,2)\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            file.contains("\"decimal(40,2)\": the precision is 1 to 38"),
+            "{file}"
+        );
+        let python = Settings::from_json(serde_json::json!({
+            "flatten": {"column_types": {"/a": "datetime"}}
+        }))
+        .unwrap_err()
+        .to_string();
+        assert!(
+            python.starts_with(
+                "invalid setting `flatten.column_types./a`: unknown type \"datetime\""
+            ),
+            "{python}"
+        );
+        for (toml, says) in [
+            (
+                "[flatten.column_types]\n\"a\" = \"int64\"\n",
+                "invalid setting `column_types`: `a=int64`: \"a\" is not a JSON pointer",
+            ),
+            (
+                "[topics.t.column_types]\n\"/a~\" = \"int64\"\n",
+                "invalid setting `column_types`: `t:/a~=int64`: \"/a~\" is not a JSON pointer",
+            ),
+        ] {
+            let err = Settings::from_toml(toml)
+                .unwrap()
+                .resolve()
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(says), "{err}");
+        }
+        let c =
+            Settings::from_toml("[flatten.column_types]\n\"t:/a\" = \"date\"\n\"/b\" = \"json\"\n")
+                .unwrap()
+                .resolve()
+                .unwrap();
+        assert_eq!(
+            c.flatten.column_type("t", "/a"),
+            Some(crate::column_types::ColumnType::Date)
+        );
+        assert_eq!(c.flatten.column_type("u", "/a"), None);
+        assert_eq!(
+            c.flatten.column_type("u", "/b"),
+            Some(crate::column_types::ColumnType::Json)
+        );
     }
 
     #[test]

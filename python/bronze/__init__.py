@@ -80,6 +80,12 @@ class BatchFailed(BronzeError):
         self.report = report
 
 
+#: Keys of ``[flatten]`` also taken as keyword arguments of their own:
+#: ``column_types={"/amount": "decimal(18,2)", "trade:/ts": "timestamp"}``,
+#: ``detect_types=["timestamp", "date"]``.
+_FLATTEN_KEYS = ("column_types", "detect_types")
+
+
 def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
     """The JSON settings of the Rust side: the keyword arguments by their names in
     ``bronze.toml`` (``storage_options`` is its ``[storage]``; ``None`` values are left out;
@@ -87,6 +93,7 @@ def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
     ``config_file``, or a dict of its keys)."""
     config = kw.pop("config", None)
     settings: dict[str, Any] = {} if catalog is None else {"catalog": os.fspath(catalog)}
+    flatten: dict[str, Any] = {}
     if isinstance(config, Mapping):
         settings["config"] = dict(config)
     elif config is not None:
@@ -98,7 +105,12 @@ def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
             value = value.total_seconds()
         if key == "metrics_push":  # `[metrics] push_url`, the CLI's --metrics-push
             key, value = "metrics", {"push_url": value}
+        if key in _FLATTEN_KEYS:  # `[flatten]` keys, the CLI's --column-type, --detect-types
+            flatten[key] = dict(value) if isinstance(value, Mapping) else list(value)
+            continue
         settings[key] = value
+    if flatten:
+        settings["flatten"] = {**settings.get("flatten", {}), **flatten}
     if settings.get("storage_options") is not None:
         settings["storage_options"] = {str(k): str(v) for k, v in settings["storage_options"].items()}
     return json.dumps(settings)
@@ -179,7 +191,9 @@ def ingest(
     ``raise_on_failure=False``. Another run holding the batch raises :class:`BatchBusy`.
     Every other key of ``bronze.toml`` is a keyword argument too, under the same name
     (``envelope={"topic_field": "type"}``, ``flatten={"max_depth": 4}``,
-    ``persist_staging=True``, ``resume=False``, ``single_writer=True``); an unknown one
+    ``persist_staging=True``, ``resume=False``, ``single_writer=True``), and
+    ``column_types={"/amount": "decimal(18,2)", "trade:/ts": "timestamp"}`` and
+    ``detect_types=["timestamp", "date"]`` set those keys of ``[flatten]``; an unknown one
     raises :class:`ConfigError` naming it. ``metrics_push="http://pushgateway:9091"``
     pushes the run's metrics to a Prometheus Pushgateway (``--metrics-push``).
     """

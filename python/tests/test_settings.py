@@ -41,6 +41,12 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         {"flatten": {"child_tables": {"quotes[].currentprice": "prices"}}},
     ),
     ('[topics."market.quote"]\nevolution = "fail"', {"topics": {"market.quote": {"evolution": "fail"}}}),
+    ('[flatten]\ndetect_types = ["timestamp", "date"]', {"detect_types": ["timestamp", "date"]}),
+    ('[flatten.column_types]\n"/amount" = "decimal(18,2)"', {"column_types": {"/amount": "decimal(18,2)"}}),
+    (
+        '[topics."market.trade".column_types]\n"/ts" = "timestamp"',
+        {"column_types": {"market.trade:/ts": "timestamp"}},
+    ),
     ('[metrics]\npush_url = "http://gw:9091"', {"metrics_push": "http://gw:9091"}),
 ]
 

@@ -26,16 +26,26 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Float64Array, Int64Array, RecordBatch, StringArray,
-    StringBuilder,
+    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Array, Float64Array,
+    Int64Array, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
 };
 use arrow::compute::cast;
-use arrow::datatypes::{DataType, Field, Float64Type, Int64Type, Schema, SchemaRef};
+use arrow::datatypes::{
+    DataType, Date32Type, Decimal128Type, Field, Float64Type, Int64Type, Schema, SchemaRef,
+    TimeUnit, TimestampMicrosecondType,
+};
 use deltalake::DeltaTableError;
 
 use crate::config::Evolution;
 use crate::error::{Error, Result};
-use crate::flatten::{F64_EXACT_INT, JSON_META, PATH_META, data_field, rescued_column};
+use crate::column_types::{
+    date_text, decimal_text, parse_date, parse_decimal, parse_timestamp, timestamp_text,
+    type_text,
+};
+use crate::flatten::{
+    DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META, data_field,
+    rescued_column, timestamp_type,
+};
 use crate::naming::RESCUED;
 use crate::json::{Doc, Kind, NumClass};
 use crate::naming::{SYSTEM_COLUMNS, TableName};
@@ -77,18 +87,26 @@ impl Text {
     }
 }
 
-/// Fits `batch` to `target` (`None`: a new table, taken as is).
+/// Fits `batch` to `target` (`None`: a new table, taken as is but for the types
+/// detected). The flattener's marks (hinted and detectable columns, the count of values
+/// its hints rescued) are read and dropped here: they are never written.
 pub(crate) fn to_table(
     table: &TableName,
     batch: RecordBatch,
     target: Option<&Schema>,
     evolution: Evolution,
 ) -> Result<Conformed> {
+    let hint_rescued = batch
+        .schema()
+        .metadata()
+        .get(RESCUED_META)
+        .and_then(|n| n.parse::<u64>().ok())
+        .unwrap_or(0);
     let Some(target) = target else {
         return Ok(Conformed {
-            batch,
+            batch: new_table(table, batch)?,
             added: Vec::new(),
-            rescued: 0,
+            rescued: hint_rescued,
         });
     };
     let n = batch.num_rows();
@@ -122,7 +140,88 @@ pub(crate) fn to_table(
     Ok(Conformed {
         batch,
         added,
-        rescued: moved,
+        rescued: moved + hint_rescued,
+    })
+}
+
+/// The rows of a new table: every column as flattened, but for a detectable one whose
+/// values are all of a detected type ([`detect`]), without the flattener's marks.
+fn new_table(table: &TableName, batch: RecordBatch) -> Result<RecordBatch> {
+    let schema = batch.schema();
+    let marked = |f: &Field| {
+        f.metadata().contains_key(HINT_META) || f.metadata().contains_key(DETECT_META)
+    };
+    if schema.metadata().is_empty() && !schema.fields().iter().any(|f| marked(f)) {
+        return Ok(batch);
+    }
+    let mut fields = Vec::with_capacity(schema.fields().len());
+    let mut columns = Vec::with_capacity(schema.fields().len());
+    for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        let (dt, array) = typed_as_detected(field, array);
+        let mut meta = field.metadata().clone();
+        meta.remove(HINT_META);
+        meta.remove(DETECT_META);
+        fields.push(field.as_ref().clone().with_data_type(dt).with_metadata(meta));
+        columns.push(array);
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+        .map_err(|e| Error::arrow(table.as_str(), e))
+}
+
+/// A new column's type and values: those [`detect`] finds for a detectable column, else
+/// its own.
+fn typed_as_detected(field: &Field, array: &ArrayRef) -> (DataType, ArrayRef) {
+    field
+        .metadata()
+        .get(DETECT_META)
+        .and_then(|kinds| detect(array, kinds))
+        .unwrap_or_else(|| (field.data_type().clone(), Arc::clone(array)))
+}
+
+/// A string column whose every value (at least one) is of one of `kinds`
+/// (`timestamp,date`, tried in that order), converted; `None` when no kind fits all.
+fn detect(array: &ArrayRef, kinds: &str) -> Option<(DataType, ArrayRef)> {
+    let strings = array.as_string_opt::<i32>()?;
+    if strings.null_count() == strings.len() {
+        return None;
+    }
+    fn all<T>(strings: &StringArray, parse: fn(&str) -> Option<T>) -> Option<Vec<Option<T>>> {
+        strings
+            .iter()
+            .map(|s| s.map_or(Some(None), |s| parse(s).map(Some)))
+            .collect()
+    }
+    kinds.split(',').find_map(|kind| match kind {
+        "timestamp" => all(strings, parse_timestamp).map(|v| {
+            let a = TimestampMicrosecondArray::from(v).with_timezone("UTC");
+            (timestamp_type(), Arc::new(a) as ArrayRef)
+        }),
+        "date" => all(strings, parse_date)
+            .map(|v| (DataType::Date32, Arc::new(Date32Array::from(v)) as ArrayRef)),
+        _ => None,
+    })
+}
+
+/// Refuses a hinted column (`field`, flattened with its hint's type) that the table has
+/// (`existing`) with another type.
+fn check_hint(table: &TableName, field: &Field, existing: &Field) -> Result<()> {
+    let Some(hint) = field.metadata().get(HINT_META) else {
+        return Ok(());
+    };
+    let have = type_text(existing.data_type(), is_json(existing));
+    let want = type_text(field.data_type(), is_json(field));
+    if have == want {
+        return Ok(());
+    }
+    Err(Error::TypeHint {
+        table: table.to_string(),
+        conflict: Box::new(crate::error::TypeConflict {
+            column: existing.name().clone(),
+            path: path_of(field).to_string(),
+            hint: hint.clone(),
+            existing: have,
+            hinted: want,
+        }),
     })
 }
 
@@ -178,6 +277,7 @@ fn fit_columns(
             .or_else(|| column_by_name(target, name, path));
         match existing {
             Some(t) => {
+                check_hint(table, field, t)?;
                 let (a, r) = convert(array, field, t, path);
                 out.moved += r.len() as u64;
                 out.rescued.extend(r);
@@ -189,9 +289,9 @@ fn fit_columns(
                     let new_name = free_name(name, target, &mut taken);
                     out.added.push(new_name.clone());
                     let json = is_json(field);
-                    let data_type = field.data_type().clone();
+                    let (data_type, array) = typed_as_detected(field, array);
                     out.fields.push(data_field(&new_name, data_type, path, json));
-                    out.columns.push(Arc::clone(array));
+                    out.columns.push(array);
                 }
                 Evolution::Rescue => out.moved += rescue_all(array, field, path, &mut out.rescued),
                 Evolution::Fail if array.null_count() < n => {
@@ -287,7 +387,8 @@ fn system_column(
     }
 }
 
-/// Entries of an existing `_rescued_data` column, `dup:` arrays unpacked.
+/// Entries of an existing `_rescued_data` column, `dup:` arrays unpacked; each value's
+/// JSON text as it is (a number beyond float64, `1e999`, keeps its literal).
 fn unpack_rescued(base: &ArrayRef) -> Vec<(u32, String, String)> {
     let mut out = Vec::new();
     let Some(strings) = base.as_string_opt::<i32>() else {
@@ -297,19 +398,20 @@ fn unpack_rescued(base: &ArrayRef) -> Vec<(u32, String, String)> {
         if strings.is_null(row) {
             continue;
         }
-        let Ok(serde_json::Value::Object(map)) =
-            serde_json::from_str::<serde_json::Value>(strings.value(row))
-        else {
+        let Ok(doc) = Doc::parse(strings.value(row), usize::MAX) else {
             continue;
         };
-        for (k, v) in map {
-            match v {
-                serde_json::Value::Array(items) if k.starts_with("dup:") => {
-                    for item in items {
-                        out.push((row as u32, k.clone(), item.to_string()));
-                    }
+        if doc.kind(0) != Kind::Object {
+            continue;
+        }
+        for (k, v) in doc.members(0) {
+            let key = doc.str(k).into_owned();
+            if key.starts_with("dup:") && doc.kind(v) == Kind::Array {
+                for item in doc.elements(v) {
+                    out.push((row as u32, key.clone(), doc.raw(item).to_string()));
                 }
-                v => out.push((row as u32, k, v.to_string())),
+            } else {
+                out.push((row as u32, key, doc.raw(v).to_string()));
             }
         }
     }
@@ -324,6 +426,10 @@ enum Val<'a> {
     Str(&'a str),
     /// JSON text (from a JSON-text column).
     Json(&'a str),
+    /// A string rendered from a typed value (a timestamp's or a date's text).
+    Text(String),
+    /// A number literal rendered from a typed value (a decimal's).
+    Lit(String),
 }
 
 fn value_at(array: &ArrayRef, text: Text, row: usize) -> Option<Val<'_>> {
@@ -336,9 +442,19 @@ fn value_at(array: &ArrayRef, text: Text, row: usize) -> Option<Val<'_>> {
         DataType::Float64 => Some(Val::Float(array.as_primitive::<Float64Type>().value(row))),
         DataType::Utf8 if text == Text::Json => Some(Val::Json(array.as_string::<i32>().value(row))),
         DataType::Utf8 => Some(Val::Str(array.as_string::<i32>().value(row))),
+        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+            let micros = array.as_primitive::<TimestampMicrosecondType>().value(row);
+            timestamp_text(micros).map(Val::Text)
+        }
+        DataType::Date32 => date_text(array.as_primitive::<Date32Type>().value(row)).map(Val::Text),
+        DataType::Decimal128(_, s) => Some(Val::Lit(decimal_text(
+            array.as_primitive::<Decimal128Type>().value(row),
+            *s,
+        ))),
         _ => None,
     }
 }
+
 
 /// The value at `row` as JSON text (`None` for null).
 fn json_of(array: &ArrayRef, text: Text, row: usize) -> Option<String> {
@@ -347,7 +463,9 @@ fn json_of(array: &ArrayRef, text: Text, row: usize) -> Option<String> {
         Val::Int(i) => i.to_string(),
         Val::Float(f) => float_json(f),
         Val::Str(s) => serde_json::to_string(s).unwrap_or_default(),
+        Val::Text(s) => serde_json::to_string(&s).unwrap_or_default(),
         Val::Json(s) => s.to_string(),
+        Val::Lit(s) => s,
     })
 }
 
@@ -439,6 +557,9 @@ fn convert(
             &mut rescue,
             bool_fit,
         ))),
+        to_type @ (DataType::Timestamp(TimeUnit::Microsecond, Some(_))
+        | DataType::Date32
+        | DataType::Decimal128(..)) => typed_column(array, from_text, to_type, &mut rescue),
         other => {
             // A type bronze does not write (a table created by another tool): every
             // value is rescued rather than guessed at.
@@ -449,6 +570,32 @@ fn convert(
         }
     };
     (out, rescued)
+}
+
+/// `array`'s values in a timestamp (UTC), date or decimal column of type `to`; the
+/// values that do not fit go to `rescue`.
+fn typed_column(
+    array: &ArrayRef,
+    from: Text,
+    to: &DataType,
+    rescue: &mut impl FnMut(usize),
+) -> ArrayRef {
+    match to {
+        DataType::Timestamp(_, tz) => Arc::new(
+            TimestampMicrosecondArray::from(fitted(array, from, rescue, |v| {
+                text_fit(v, parse_timestamp)
+            }))
+            .with_timezone_opt(tz.clone()),
+        ),
+        &DataType::Decimal128(p, s) => Arc::new(
+            Decimal128Array::from(fitted(array, from, rescue, |v| decimal_fit(v, p, s)))
+                .with_precision_and_scale(p, s)
+                .expect("the table's precision and scale are valid"),
+        ),
+        _ => Arc::new(Date32Array::from(fitted(array, from, rescue, |v| {
+            text_fit(v, parse_date)
+        }))),
+    }
 }
 
 /// Every value of `array` as JSON text, nulls kept.
@@ -472,6 +619,7 @@ fn string_column(
         match value_at(array, from, row) {
             None => b.append_null(),
             Some(Val::Str(s)) => b.append_value(s),
+            Some(Val::Text(s)) => b.append_value(s),
             Some(Val::Json(s)) if s.trim_start().starts_with('"') => {
                 match serde_json::from_str::<String>(s) {
                     Ok(v) => b.append_value(v),
@@ -506,6 +654,30 @@ fn float_fit(v: Val<'_>) -> Option<f64> {
         Val::Float(f) => Some(f),
         Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
         _ => None,
+    }
+}
+
+/// What a string becomes in a column of a type `parse` reads from text (a timestamp, a
+/// date): strings only.
+fn text_fit<T>(v: Val<'_>, parse: fn(&str) -> Option<T>) -> Option<T> {
+    match v {
+        Val::Str(s) => parse(s),
+        Val::Text(s) => parse(&s),
+        Val::Json(s) => parse(&serde_json::from_str::<String>(s).ok()?),
+        _ => None,
+    }
+}
+
+/// What a value becomes in a `decimal(p,s)` column: a number, or a string holding one,
+/// with every digit kept.
+fn decimal_fit(v: Val<'_>, p: u8, s: i8) -> Option<i128> {
+    match v {
+        Val::Int(i) => parse_decimal(&i.to_string(), p, s),
+        Val::Float(f) => parse_decimal(&float_json(f), p, s),
+        Val::Str(t) => parse_decimal(t, p, s),
+        Val::Lit(t) | Val::Text(t) => parse_decimal(&t, p, s),
+        Val::Json(t) => parse_decimal(&serde_json::from_str::<String>(t).ok()?, p, s),
+        Val::Bool(_) => None,
     }
 }
 
@@ -752,5 +924,15 @@ mod tests {
         assert_eq!(c.added, ["name_2"]);
         assert_eq!(strings(&c.batch, "name_2"), [Some("lower".into())]);
         assert!(c.batch.column_by_name("name").is_none());
+    }
+
+    #[test]
+    fn rescued_values_keep_their_literal_when_fitted_again() {
+        let text = r#"{"/amt":1e999,"dup:/a":[1,2.50]}"#;
+        let rescued: ArrayRef = Arc::new(StringArray::from(vec![Some(text)]));
+        let b = batch(vec![Field::new(RESCUED, DataType::Utf8, true)], vec![rescued]);
+        let target = Schema::new(vec![Field::new(RESCUED, DataType::Utf8, true)]);
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
+        assert_eq!(strings(&c.batch, RESCUED), [Some(text.to_string())]);
     }
 }

@@ -19,6 +19,12 @@
 //! - a payload that is not an object is one `value` column (path ``);
 //! - envelope metadata becomes `_meta__<field>` columns (path `_meta/<pointer>`);
 //! - column types: see [`TypesMode`]. A JSON-text column is marked `bronze.json=true`;
+//! - a column whose pointer in the payload (`*` for an array's elements) has a hint
+//!   ([`crate::column_types`]) takes the hinted type; a value that does not convert is
+//!   null in it and goes to `_rescued_data` under the column's path (`/amount`), as a
+//!   value that does not fit an existing column does. A `json` hint keeps an object or
+//!   array at its pointer whole. Hinted and detectable columns are marked for
+//!   [`fit::to_table`], which detects timestamp and date columns;
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
 //!
@@ -28,6 +34,7 @@
 pub use crate::naming::TableName;
 
 pub(crate) mod fit;
+mod hinted;
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
@@ -40,6 +47,7 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 
+use crate::column_types::{ColumnType, DetectType};
 use crate::config::{ChildNaming, FlattenConfig, TypesMode};
 use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node, NumClass};
@@ -49,6 +57,15 @@ use crate::naming::{self, ColumnNamer, LANDING_PATH, RESCUED};
 pub const PATH_META: &str = "bronze.path";
 /// Field metadata key marking a column whose values are JSON text.
 pub const JSON_META: &str = "bronze.json";
+/// Field metadata key of a flattened column typed by a hint: the hint's full pointer in
+/// the payload. Read and dropped when the batch is fitted to its table.
+pub const HINT_META: &str = "bronze.hint";
+/// Field metadata key of a flattened string column whose type may be detected: the
+/// types to try (`timestamp,date`). Read and dropped when the batch is fitted.
+pub const DETECT_META: &str = "bronze.detect";
+/// Schema metadata key of a flattened batch: how many values its hints rescued. Read
+/// and dropped when the batch is fitted.
+pub const RESCUED_META: &str = "bronze.rescued";
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -180,6 +197,8 @@ struct PathNode {
     column: Option<usize>,
     /// `(table index, array path)` of the child table of an array at this path.
     child_table: Option<(usize, Rc<str>)>,
+    /// Whether a `json` hint keeps the value at this path whole, once looked up.
+    keep_json: Option<bool>,
 }
 
 impl PathNode {
@@ -191,6 +210,7 @@ impl PathNode {
             index: None,
             column: None,
             child_table: None,
+            keep_json: None,
         }
     }
 }
@@ -201,6 +221,9 @@ struct TableBuilder<'a> {
     /// Array path (`quotes[].legs`) of a child table, for the names and ids of its own
     /// children.
     origin: Option<Rc<str>>,
+    /// JSON pointer of the table's rows in the payload: `` for the topic's table,
+    /// `/currentprice/*` for the elements of the array that created a child table.
+    base: String,
     namer: ColumnNamer,
     nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
@@ -215,10 +238,11 @@ struct TableBuilder<'a> {
 }
 
 impl TableBuilder<'_> {
-    fn new(is_child: bool, origin: Option<Rc<str>>) -> Self {
+    fn new(is_child: bool, origin: Option<Rc<str>>, base: String) -> Self {
         TableBuilder {
             is_child,
             origin,
+            base,
             namer: ColumnNamer::new(),
             nodes: vec![PathNode::new(ROOT, ""), PathNode::new(META_ROOT, "")],
             columns: Vec::new(),
@@ -370,6 +394,9 @@ struct Flattener<'a, 'c> {
     member_bufs: Vec<Members<'a>>,
     /// How the lineage columns are built.
     lineage_columns: LineageColumns,
+    /// Whether a `json` hint applies to this topic (objects and arrays are then looked
+    /// up before they are flattened).
+    json_hints: bool,
 }
 
 /// An object's members: `(key, value, is_last)`.
@@ -490,12 +517,20 @@ fn flatten_with<'a>(
     let mut f = Flattener {
         cfg,
         topic,
-        tables: vec![(topic_table.clone(), TableBuilder::new(false, None))],
+        tables: vec![(
+            topic_table.clone(),
+            TableBuilder::new(false, None, String::new()),
+        )],
         by_name: HashMap::from([(topic_table, TOPIC_TABLE)]),
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
         lineage_columns,
+        json_hints: cfg
+            .column_types
+            .values()
+            .chain(cfg.topic_column_types.get(topic).into_iter().flat_map(|h| h.values()))
+            .any(|t| *t == ColumnType::Json),
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -768,6 +803,10 @@ impl<'a> Flattener<'a, '_> {
     /// Flattens value `v` found at trie `node` of table `t` into `row`.
     fn value(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, v: usize, ctx: RowCtx<'a>) {
         match doc.kind(v) {
+            Kind::Object | Kind::Array if self.json_hints && self.keeps_json(t, node) => {
+                let c = self.tables[t].1.column(node, Within::Payload);
+                self.set(t, row, c, Some(Cell::Json(doc.raw(v))));
+            }
             Kind::Object if !doc.is_empty(v) => self.object(t, row, node, doc, v, ctx),
             Kind::Array if !doc.is_empty(v) => self.array(t, row, node, doc, v, ctx),
             _ => {
@@ -775,6 +814,19 @@ impl<'a> Flattener<'a, '_> {
                 self.set(t, row, c, leaf(doc, v));
             }
         }
+    }
+
+    /// Whether a `json` hint keeps the value at trie `node` of table `t` whole (as its
+    /// JSON text); looked up once per path.
+    fn keeps_json(&mut self, t: usize, node: u32) -> bool {
+        if let Some(keep) = self.tables[t].1.nodes[node as usize].keep_json {
+            return keep;
+        }
+        let table = &self.tables[t].1;
+        let full = format!("{}{}", table.base, pointer(&table.keys(node), None));
+        let keep = self.cfg.column_type(self.topic, &full) == Some(ColumnType::Json);
+        self.tables[t].1.nodes[node as usize].keep_json = Some(keep);
+        keep
     }
 
     /// The child table for the array at trie `node` of a row of table `t`, and its
@@ -818,14 +870,17 @@ impl<'a> Flattener<'a, '_> {
         } else {
             name
         };
-        // The first array path to create a child table names its own children.
+        // The first array path to create a child table names its own children (and its
+        // columns' pointers, for their type hints).
         let c = match self.by_name.get(&name) {
             Some(&c) => c,
             None => {
                 let c = self.tables.len();
+                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+                let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
                 self.by_name.insert(name.clone(), c);
-                self.tables
-                    .push((name, TableBuilder::new(true, Some(Rc::clone(&origin)))));
+                let child = TableBuilder::new(true, Some(Rc::clone(&origin)), base);
+                self.tables.push((name, child));
                 c
             }
         };
@@ -868,7 +923,7 @@ impl<'a> Flattener<'a, '_> {
                 files: &self.files,
                 columns: self.lineage_columns,
             };
-            let batch = build_batch(&name, t, self.topic, &strings, self.cfg.types)?;
+            let batch = build_batch(&name, t, self.topic, &strings, self.cfg)?;
             plan.tables.insert(name, batch);
         }
         Ok(plan)
@@ -1011,7 +1066,7 @@ fn build_batch(
     t: TableBuilder<'_>,
     topic: &str,
     strings: &LineageStrings<'_, '_>,
-    types: TypesMode,
+    cfg: &FlattenConfig,
 ) -> Result<RecordBatch> {
     let n = t.ids.len();
     let lineage = strings.lineage;
@@ -1043,17 +1098,99 @@ fn build_batch(
     arrays.push(Arc::new(
         TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
     ));
-    for ((col_name, path), column) in t.namer.into_names().into_iter().zip(t.columns) {
-        let (dt, json, array) = build_column(column, n, types);
-        fields.push(data_field(&col_name, dt, &path, json));
+    let mut rescued = t.rescued;
+    let before = rescued.len();
+    let names = t.namer.into_names();
+    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.base), cfg, &mut rescued);
+    fields.extend(data_fields);
+    arrays.extend(data);
+    let mut meta = std::collections::HashMap::new();
+    if rescued.len() > before {
+        meta.insert(RESCUED_META.to_string(), (rescued.len() - before).to_string());
+    }
+    if !rescued.is_empty() {
+        fields.push(Field::new(RESCUED, DataType::Utf8, true));
+        arrays.push(rescued_column(n, rescued));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new_with_metadata(fields, meta)), arrays)
+        .map_err(|e| Error::arrow(name.as_str(), e))
+}
+
+/// The `n` rows' data columns of a table whose rows are at `base` in `topic`'s payloads: each
+/// typed as its hint says (the values it rescues appended to `rescued`) or inferred.
+fn data_columns(
+    names: Vec<(String, String)>,
+    (columns, n): (Vec<Column<'_>>, usize),
+    (topic, base): (&str, &str),
+    cfg: &FlattenConfig,
+    rescued: &mut Vec<(u32, String, String)>,
+) -> (Vec<Field>, Vec<ArrayRef>) {
+    let mut fields = Vec::with_capacity(columns.len());
+    let mut arrays = Vec::with_capacity(columns.len());
+    for ((col_name, path), column) in names.into_iter().zip(columns) {
+        let typing = Typing::of(cfg, topic, base, &path);
+        let (dt, json, array) = match typing {
+            Typing::Hinted(ty, _) => hinted::column(column, n, ty, &path, rescued),
+            _ => build_column(column, n, cfg.types),
+        };
+        let mut field = data_field(&col_name, dt, &path, json);
+        typing.mark(&mut field);
+        fields.push(field);
         arrays.push(array);
     }
-    if !t.rescued.is_empty() {
-        fields.push(Field::new(RESCUED, DataType::Utf8, true));
-        arrays.push(rescued_column(n, t.rescued));
+    (fields, arrays)
+}
+
+/// How a data column gets its type: as [`TypesMode`] says, from a hint, or detected
+/// when it is all strings ([`fit`]).
+enum Typing {
+    Inferred,
+    /// The type hinted and the column's full pointer in the payload.
+    Hinted(ColumnType, String),
+    /// The types detection tries.
+    Detect(String),
+}
+
+impl Typing {
+    /// The typing of the column at `path` of a table whose rows are at `base` in
+    /// `topic`'s payloads.
+    fn of(cfg: &FlattenConfig, topic: &str, base: &str, path: &str) -> Typing {
+        if !(path.is_empty() || path.starts_with('/')) {
+            // Envelope metadata (`_meta/…`): never hinted.
+            return Typing::Inferred;
+        }
+        let full = format!("{base}{path}");
+        if let Some(ty) = cfg.column_type(topic, &full) {
+            return Typing::Hinted(ty, full);
+        }
+        if cfg.detect_types.is_empty() || cfg.types == TypesMode::Strings {
+            return Typing::Inferred;
+        }
+        let kinds: Vec<&str> = cfg
+            .detect_types
+            .iter()
+            .map(|d| match d {
+                DetectType::Timestamp => "timestamp",
+                DetectType::Date => "date",
+            })
+            .collect();
+        Typing::Detect(kinds.join(","))
     }
-    RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays)
-        .map_err(|e| Error::arrow(name.as_str(), e))
+
+    /// Marks `field` with its hint (its full pointer) or the types to detect, for
+    /// [`fit::to_table`], which reads and drops the marks.
+    fn mark(self, field: &mut Field) {
+        let (key, value) = match self {
+            Typing::Inferred => return,
+            Typing::Hinted(_, full) => (HINT_META, full),
+            Typing::Detect(_) if *field.data_type() != DataType::Utf8 => return,
+            Typing::Detect(_) if field.metadata().contains_key(JSON_META) => return,
+            Typing::Detect(kinds) => (DETECT_META, kinds),
+        };
+        let mut meta = field.metadata().clone();
+        meta.insert(key.to_string(), value);
+        field.set_metadata(meta);
+    }
 }
 
 /// Largest integer magnitude an `f64` holds exactly (2^53).

@@ -9,6 +9,12 @@
 //! two arrays whose paths sanitise alike would share a table (by design, see the
 //! README). Comparison is up to key order, number formatting (numbers compare as
 //! `f64`, or by literal beyond it), and members that are null or empty objects.
+//!
+//! A second property covers hinted types (`timestamp`, `date`, `decimal`, `json`, a
+//! child table's column): every value comes back, as its column holds it or from
+//! `_rescued_data`, up to what a conversion normalises and nothing else: a timestamp
+//! is its instant in UTC (its offset and the way it was written are not kept), a
+//! string holding a decimal becomes that number.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -17,6 +23,9 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use proptest::prelude::*;
 
 use super::*;
+use crate::column_types::{
+    date_text, decimal_text, parse_decimal, parse_timestamp, timestamp_text,
+};
 use crate::config::Evolution;
 use crate::json::{Doc, Kind, NumClass};
 
@@ -260,6 +269,20 @@ fn cell(b: &RecordBatch, col: usize, row: usize) -> Option<C> {
         DataType::Float64 => num(a.as_primitive::<Float64Type>().value(row)),
         DataType::Utf8 if json => cmp_text(a.as_string::<i32>().value(row))?,
         DataType::Utf8 => C::Str(a.as_string::<i32>().value(row).to_string()),
+        DataType::Decimal128(_, s) => {
+            let v = a.as_primitive::<arrow::datatypes::Decimal128Type>().value(row);
+            num(decimal_text(v, *s).parse().unwrap())
+        }
+        DataType::Date32 => {
+            let days = a.as_primitive::<arrow::datatypes::Date32Type>().value(row);
+            C::Str(date_text(days).unwrap())
+        }
+        DataType::Timestamp(..) => {
+            let micros = a
+                .as_primitive::<arrow::datatypes::TimestampMicrosecondType>()
+                .value(row);
+            C::Str(timestamp_text(micros).unwrap())
+        }
         other => panic!("unexpected column type {other}"),
     })
 }
@@ -411,6 +434,182 @@ proptest! {
                 *batch = fitted.batch;
             }
         }
+        let got2: HashMap<_, _> = rebuild("t", &t2).into_iter().map(|(k, v)| (k, top(v))).collect();
+        prop_assert_eq!(&got2, &want2);
+    }
+}
+
+/// A timestamp string in one of the forms RFC 3339 allows (UTC `Z`, an offset, a space
+/// for `T`, 0 to 6 fraction digits), or a value a timestamp column does not take.
+fn timestamp_value() -> impl Strategy<Value = J> {
+    let text = (
+        -2_208_988_800_000_000i64..4_102_444_800_000_000,
+        -14i32..15,
+        0u8..3,
+    )
+        .prop_map(|(micros, hours, form)| {
+            let utc = chrono::DateTime::from_timestamp_micros(micros).unwrap();
+            let at = utc.with_timezone(&chrono::FixedOffset::east_opt(hours * 3600).unwrap());
+            J::Str(match form {
+                0 => utc.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+                1 => at.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, false),
+                _ => at.format("%Y-%m-%d %H:%M:%S%.f%:z").to_string(),
+            })
+        });
+    prop_oneof![
+        4 => text,
+        1 => Just(J::Str("n/a".into())),
+        1 => Just(J::Str("2026-01-15T10:00:00".into())),
+        1 => Just(J::Str("2026-01-15T10:00:00.1234567890123Z".into())),
+        1 => any::<i64>().prop_map(J::Int),
+        1 => Just(J::Null),
+    ]
+}
+
+/// A date string, or a value a date column does not take.
+fn date_value() -> impl Strategy<Value = J> {
+    prop_oneof![
+        4 => (-30_000i32..30_000).prop_map(|d| J::Str(date_text(d).unwrap())),
+        1 => Just(J::Str("2026-02-30".into())),
+        1 => Just(J::Str("2026-1-5".into())),
+        1 => (0i64..99).prop_map(J::Int),
+    ]
+}
+
+/// A number for a `decimal(10,2)` column, a string holding one, or a value it does not
+/// take (too many digits, too precise, not a number).
+fn decimal_value() -> impl Strategy<Value = J> {
+    prop_oneof![
+        3 => (-99_999_999i64..99_999_999, 0u32..100)
+            .prop_map(|(a, b)| J::Dec(format!("{a}.{b:02}"))),
+        2 => any::<i64>().prop_map(J::Int),
+        1 => (-999i64..999, 0u32..1000).prop_map(|(a, b)| J::Dec(format!("{a}.{b:03}"))),
+        1 => (-999i64..999).prop_map(|a| J::Str(format!("{a}.10"))),
+        1 => Just(J::Big("1e999".into())),
+        1 => Just(J::Str("n/a".into())),
+        1 => any::<bool>().prop_map(J::Bool),
+    ]
+}
+
+/// A payload with hinted members (see [`TYPED_HINTS`]) and others.
+fn typed_payload() -> impl Strategy<Value = J> {
+    let item = (timestamp_value(), scalar())
+        .prop_map(|(at, k)| J::Obj(vec![("at".into(), at), ("k".into(), k)]));
+    (
+        timestamp_value(),
+        date_value(),
+        decimal_value(),
+        value(),
+        prop::collection::vec(item, 1..4),
+        scalar(),
+    )
+        .prop_map(|(ts, day, amt, raw, items, other)| {
+            J::Obj(vec![
+                ("ts".into(), ts),
+                ("day".into(), day),
+                ("amt".into(), amt),
+                ("raw".into(), raw),
+                ("items".into(), J::Arr(items)),
+                ("other".into(), other),
+            ])
+        })
+}
+
+/// The hints of [`typed_payload`]'s members.
+const TYPED_HINTS: &[(&str, &str)] = &[
+    ("/ts", "timestamp"),
+    ("/day", "date"),
+    ("/amt", "decimal(10,2)"),
+    ("/raw", "json"),
+    ("/items/*/at", "timestamp"),
+];
+
+/// `j` as its typed columns give it back: a timestamp that parses as its canonical UTC
+/// text, a string holding a decimal as that number; every other value as it is.
+fn normalised(j: &J) -> J {
+    let ts = |v: &J| match v {
+        J::Str(s) => parse_timestamp(s).map_or(v.clone(), |m| J::Str(timestamp_text(m).unwrap())),
+        other => other.clone(),
+    };
+    let J::Obj(members) = j else { return j.clone() };
+    let members = members
+        .iter()
+        .map(|(k, v)| {
+            let v = match (k.as_str(), v) {
+                ("ts", v) => ts(v),
+                ("amt", J::Str(s)) if parse_decimal(s, 10, 2).is_some() => J::Dec(s.clone()),
+                ("items", J::Arr(items)) => J::Arr(
+                    items
+                        .iter()
+                        .map(|item| match item {
+                            J::Obj(m) => J::Obj(
+                                m.iter()
+                                    .map(|(k, v)| (k.clone(), if k == "at" { ts(v) } else { v.clone() }))
+                                    .collect(),
+                            ),
+                            other => other.clone(),
+                        })
+                        .collect(),
+                ),
+                (_, v) => v.clone(),
+            };
+            (k.clone(), v)
+        })
+        .collect();
+    J::Obj(members)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: CASES / 4, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_typed_value_is_rebuilt_as_converted_or_rescued(
+        first in prop::collection::vec(typed_payload(), 1..5),
+        second in prop::collection::vec(typed_payload(), 1..5),
+    ) {
+        let mut cfg = FlattenConfig::default();
+        for (pointer, ty) in TYPED_HINTS {
+            cfg.column_types.insert(pointer.to_string(), ty.parse().unwrap());
+        }
+        let lineage = Lineage::new("b", 0);
+        let lines = |batch: &[J], prefix: &str| -> (Vec<String>, HashMap<String, Option<C>>) {
+            let mut lines = Vec::new();
+            let mut want = HashMap::new();
+            for (i, p) in batch.iter().enumerate() {
+                let (mut text, mut typed) = (String::new(), String::new());
+                render(p, &mut text);
+                render(&normalised(p), &mut typed);
+                let id = format!("{prefix}{i}");
+                want.insert(id.clone(), prune(cmp_text(&typed)));
+                lines.push(format!(r#"{{"topic":"t","message_id":"{id}","payload":{text}}}"#));
+            }
+            (lines, want)
+        };
+        let fit = |tables: BTreeMap<String, RecordBatch>, to: &BTreeMap<String, RecordBatch>| {
+            tables
+                .into_iter()
+                .map(|(name, batch)| {
+                    let target = to.get(&name).map(|b| b.schema());
+                    let table = TableName::existing(&name).unwrap();
+                    let fitted = crate::flatten::fit::to_table(
+                        &table, batch, target.as_deref(), Evolution::Add,
+                    ).unwrap();
+                    (name, fitted.batch)
+                })
+                .collect::<BTreeMap<_, _>>()
+        };
+        // The first batch creates the tables, typed as hinted.
+        let (l1, want1) = lines(&first, "a");
+        let staged1 = super::tests::stage_topics(&l1);
+        let t1 = fit(tables_of(flatten("t", &staged1["t"], &lineage, &cfg).unwrap()), &BTreeMap::new());
+        let schema = t1["t"].schema();
+        prop_assert_eq!(schema.field_with_name("ts").unwrap().data_type(), &timestamp_type());
+        let got1: HashMap<_, _> = rebuild("t", &t1).into_iter().map(|(k, v)| (k, top(v))).collect();
+        prop_assert_eq!(&got1, &want1);
+        // The second is fitted to them.
+        let (l2, want2) = lines(&second, "b");
+        let staged2 = super::tests::stage_topics(&l2);
+        let t2 = fit(tables_of(flatten("t", &staged2["t"], &lineage, &cfg).unwrap()), &t1);
         let got2: HashMap<_, _> = rebuild("t", &t2).into_iter().map(|(k, v)| (k, top(v))).collect();
         prop_assert_eq!(&got2, &want2);
     }

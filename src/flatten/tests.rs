@@ -6,6 +6,7 @@ use arrow::datatypes::{DataType, Float64Type, Int64Type};
 use super::*;
 use crate::config::EnvelopeConfig;
 use crate::config::TypesMode;
+use crate::column_types::{ColumnType, DetectType};
 use crate::stage::stage_file_bytes;
 
 fn lineage() -> Lineage {
@@ -581,4 +582,179 @@ fn compact_lineage_turns_back_into_the_same_batches() {
         landing("t"),
         [Some("abfss://landing/in".to_string()), None]
     );
+}
+
+/// Flattens `lines` of topic `t` with `cfg`: its tables by name.
+fn run_with(lines: &[&str], cfg: &FlattenConfig) -> BTreeMap<String, RecordBatch> {
+    let staged = stage_topics(lines);
+    let plan = flatten("t", &staged["t"], &lineage(), cfg).unwrap();
+    plan.tables
+        .into_iter()
+        .map(|(t, b)| (t.to_string(), b))
+        .collect()
+}
+
+fn hinted(hints: &[(&str, &str)]) -> FlattenConfig {
+    let mut cfg = FlattenConfig::default();
+    for (pointer, ty) in hints {
+        cfg.column_types
+            .insert(pointer.to_string(), ty.parse().unwrap());
+    }
+    cfg
+}
+
+#[test]
+fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
+    let cfg = hinted(&[
+        ("/amount", "decimal(18,2)"),
+        ("/at/ts", "timestamp"),
+        ("/day", "date"),
+        ("/n", "int64"),
+        ("/ok", "boolean"),
+        ("/raw", "json"),
+        ("/code", "string"),
+        ("/items/*/at", "timestamp"),
+    ]);
+    let t = run_with(
+        &[
+            r#"{"topic":"t","message_id":"1","payload":{"amount":12.5,"at":{"ts":"2026-01-15T12:00:00+02:00"},"day":"2026-01-15","n":7,"ok":true,"raw":"x","code":42,"items":[{"at":"2026-01-15T10:00:00Z"},{"at":"soon"}]}}"#,
+            r#"{"topic":"t","message_id":"2","payload":{"amount":"1e999","at":{"ts":"n/a"},"day":"2026-02-30","n":1.5,"ok":"yes","raw":{"a":1},"code":"A"}}"#,
+            r#"{"topic":"t","message_id":"3","payload":{"amount":1.255,"at":{"ts":"2026-01-15T10:00:00.1234567890123Z"}}}"#,
+        ],
+        &cfg,
+    );
+    let b = &t["t"];
+    let field = |name: &str| b.schema().field_with_name(name).unwrap().clone();
+    assert_eq!(field("amount").data_type(), &DataType::Decimal128(18, 2));
+    assert_eq!(field("at__ts").data_type(), &timestamp_type());
+    assert_eq!(field("day").data_type(), &DataType::Date32);
+    assert_eq!(field("n").data_type(), &DataType::Int64);
+    assert_eq!(field("ok").data_type(), &DataType::Boolean);
+    assert_eq!(field("raw").metadata().get(JSON_META).map(String::as_str), Some("true"));
+    assert_eq!(field("at__ts").metadata().get(HINT_META).map(String::as_str), Some("/at/ts"));
+    let amount = b.column_by_name("amount").unwrap();
+    let amount = amount.as_primitive::<arrow::datatypes::Decimal128Type>();
+    assert_eq!(amount.iter().collect::<Vec<_>>(), [Some(1250), None, None]);
+    let ts = b.column_by_name("at__ts").unwrap();
+    let ts = ts.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+    assert_eq!(ts.iter().collect::<Vec<_>>(), [Some(1_768_471_200_000_000), None, None]);
+    let day = b.column_by_name("day").unwrap();
+    let day = day.as_primitive::<arrow::datatypes::Date32Type>();
+    assert_eq!(day.iter().collect::<Vec<_>>(), [Some(20_468), None, None]);
+    assert_eq!(strings_of(b, "raw"), [Some("\"x\"".into()), Some(r#"{"a":1}"#.into()), None]);
+    assert_eq!(strings_of(b, "code"), [Some("42".into()), Some("A".into()), None]);
+    assert_eq!(
+        strings_of(b, RESCUED),
+        [
+            None,
+            Some(r#"{"/amount":"1e999","/at/ts":"n/a","/day":"2026-02-30","/n":1.5,"/ok":"yes"}"#.into()),
+            Some(r#"{"/amount":1.255,"/at/ts":"2026-01-15T10:00:00.1234567890123Z"}"#.into()),
+        ]
+    );
+    assert_eq!(b.schema().metadata().get(RESCUED_META).map(String::as_str), Some("7"));
+    // A pointer through an array's elements types the child table's column.
+    let items = &t["items"];
+    let at = items.column_by_name("at").unwrap();
+    let at = at.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+    assert_eq!(at.iter().collect::<Vec<_>>(), [Some(1_768_471_200_000_000), None]);
+    assert_eq!(strings_of(items, RESCUED), [None, Some(r#"{"/at":"soon"}"#.into())]);
+    // Fitted to a new table: the marks are gone, the count is the table's.
+    let table = TableName::for_topic("t");
+    let c = fit::to_table(&table, b.clone(), None, crate::config::Evolution::Add).unwrap();
+    assert_eq!(c.rescued, 7);
+    assert!(c.batch.schema().metadata().is_empty());
+    assert!(
+        c.batch
+            .schema()
+            .fields()
+            .iter()
+            .all(|f| !f.metadata().contains_key(HINT_META))
+    );
+}
+
+#[test]
+fn a_topics_own_hint_wins_over_every_topics() {
+    let mut cfg = hinted(&[("/v", "string")]);
+    cfg.topic_column_types
+        .entry("t".into())
+        .or_default()
+        .insert("/v".into(), ColumnType::Int64);
+    let t = run_with(&[r#"{"topic":"t","message_id":"1","payload":{"v":3}}"#], &cfg);
+    assert_eq!(t["t"].column_by_name("v").unwrap().data_type(), &DataType::Int64);
+    assert_eq!(cfg.column_type("other", "/v"), Some(ColumnType::String));
+}
+
+#[test]
+fn detection_types_string_columns_whose_every_value_parses() {
+    let cfg = FlattenConfig {
+        detect_types: vec![DetectType::Timestamp, DetectType::Date],
+        ..FlattenConfig::default()
+    };
+    let lines = [
+        r#"{"topic":"t","message_id":"1","payload":{"ts":"2026-01-15T12:00:00+02:00","d":"2026-01-15","s":"2026-01-15","meta":{"at":"2026-01-15T10:00:00Z"}}}"#,
+        r#"{"topic":"t","message_id":"2","payload":{"ts":"2026-01-16T00:00:00Z","d":"2026-01-16","s":"tomorrow"}}"#,
+    ];
+    let t = run_with(&lines, &cfg);
+    let table = TableName::for_topic("t");
+    let fitted = |target: Option<&Schema>| {
+        fit::to_table(&table, t["t"].clone(), target, crate::config::Evolution::Add)
+            .unwrap()
+            .batch
+    };
+    let new = fitted(None);
+    let ty = |b: &RecordBatch, c: &str| b.schema().field_with_name(c).unwrap().data_type().clone();
+    assert_eq!(ty(&new, "ts"), timestamp_type());
+    assert_eq!(ty(&new, "meta__at"), timestamp_type());
+    assert_eq!(ty(&new, "d"), DataType::Date32);
+    assert_eq!(ty(&new, "s"), DataType::Utf8);
+    let ts = new.column_by_name("ts").unwrap();
+    let ts = ts.as_primitive::<arrow::datatypes::TimestampMicrosecondType>();
+    assert_eq!(ts.value(0), 1_768_471_200_000_000);
+    // A table that has the columns as strings keeps them, and every text as it was.
+    let strings = run_with(&lines, &FlattenConfig::default());
+    let existing = strings["t"].schema();
+    let kept = fitted(Some(&existing));
+    assert_eq!(ty(&kept, "ts"), DataType::Utf8);
+    assert_eq!(
+        strings_of(&kept, "ts"),
+        [Some("2026-01-15T12:00:00+02:00".into()), Some("2026-01-16T00:00:00Z".into())]
+    );
+    // Without detection a later batch's strings are fitted to the detected types; a
+    // value that does not parse is rescued.
+    let later = run_with(
+        &[r#"{"topic":"t","message_id":"3","payload":{"ts":"n/a","d":"2026-01-17"}}"#],
+        &FlattenConfig::default(),
+    );
+    let c = fit::to_table(&table, later["t"].clone(), Some(&new.schema()), crate::config::Evolution::Add)
+        .unwrap();
+    assert_eq!(ty(&c.batch, "ts"), timestamp_type());
+    assert_eq!(strings_of(&c.batch, RESCUED), [Some(r#"{"/ts":"n/a"}"#.into())]);
+    assert_eq!(c.rescued, 1);
+    let d = c.batch.column_by_name("d").unwrap();
+    assert_eq!(d.as_primitive::<arrow::datatypes::Date32Type>().value(0), 20_470);
+}
+
+#[test]
+fn a_hint_contradicting_an_existing_column_names_the_column_and_both_types() {
+    let plain = run_with(
+        &[r#"{"topic":"t","message_id":"1","payload":{"at":{"ts":"2026-01-15T10:00:00Z"}}}"#],
+        &FlattenConfig::default(),
+    );
+    let existing = plain["t"].schema();
+    let typed = run_with(
+        &[r#"{"topic":"t","message_id":"2","payload":{"at":{"ts":"2026-01-15T10:00:00Z"}}}"#],
+        &hinted(&[("/at/ts", "timestamp")]),
+    );
+    let table = TableName::for_topic("t");
+    let err = fit::to_table(&table, typed["t"].clone(), Some(&existing), crate::config::Evolution::Add)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "table `t` has column `at__ts` (/at/ts) as string, but the hint `/at/ts` says timestamp: a hint types new columns only; retype the column as the README's \"Types\" says, or drop the hint"
+    );
+    // The same hint against a table that has the type fits.
+    let new = fit::to_table(&table, typed["t"].clone(), None, crate::config::Evolution::Add).unwrap();
+    let again = fit::to_table(&table, typed["t"].clone(), Some(&new.batch.schema()), crate::config::Evolution::Add);
+    assert!(again.is_ok());
 }

@@ -75,7 +75,7 @@ impl Ingest {
         &self,
         storage: &Storage,
         staged: &mut StagedBatch,
-        staging_table: &StagingTable<'_>,
+        (staging_table, hints): (&StagingTable<'_>, &super::hints::HintsSeen),
         lineage: &Lineage,
         #[cfg_attr(not(feature = "testing"), allow(unused_variables))] found: &discover::Discovery,
     ) -> Result<Vec<TableWrite>> {
@@ -107,6 +107,7 @@ impl Ingest {
             lineage,
             started: now_micros(),
             written: &written,
+            hints,
             total: topics.len(),
             gather: (!waves.per_topic)
                 .then(|| Gather::new(topics, self.parse_pool.current_num_threads())),

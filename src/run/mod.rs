@@ -35,6 +35,7 @@ mod backlog;
 mod builder;
 mod fanout;
 mod gather;
+mod hints;
 mod ledger;
 pub mod metrics;
 mod record;
@@ -456,8 +457,10 @@ impl Ingest {
         // 4-6. Fan out: flatten, fit and write every topic; `_corrupt_records` beside.
         still_held()?;
         let in_memory = staged.memory.is_some();
-        let staging = (&staging_table, &lineage);
+        let seen = hints::HintsSeen::default();
+        let staging = (&staging_table, &lineage, &seen);
         writes.extend(self.write_tables(&storage, &mut staged, staging, &found, &leases)?);
+        warnings.extend(seen.warnings(&self.config.flatten, &staged.summary.topics));
         self.failpoint("before_run_control")?;
         counters.mark(Stage::Tables, &self.catalog);
         still_held()?;
@@ -546,12 +549,14 @@ impl Ingest {
     }
 
     /// Writes every topic of the staged batch ([`Ingest::process_topics`]), once every
-    /// table it may write is one bronze writes; else none ([`Ingest::refused`]).
+    /// table it may write is one bronze writes; else none ([`Ingest::refused`]). A column
+    /// type hint for a topic that is nowhere is an error before any write
+    /// ([`hints::check_topics`]); the hints the flattened tables match go to `seen`.
     fn write_tables(
         &self,
         storage: &Storage,
         staged: &mut StagedBatch,
-        (staging_table, lineage): (&StagingTable, &Lineage),
+        (staging_table, lineage, seen): (&StagingTable, &Lineage, &hints::HintsSeen),
         found: &discover::Discovery,
         leases: &[Lease],
     ) -> Result<Vec<TableWrite>> {
@@ -563,11 +568,14 @@ impl Ingest {
             topics = staged.summary.topics.len(),
             "staged"
         );
+        hints::check_topics(&self.config.flatten, &staged.summary.topics, || {
+            self.runtime().block_on(storage.schema_tables())
+        })?;
         if let Some(refused) = self.refused(storage, &staged.summary, &found.key) {
             return Ok(refused);
         }
         leases.iter().for_each(Lease::writing);
-        self.process_topics(storage, staged, staging_table, lineage, found)
+        self.process_topics(storage, staged, (staging_table, seen), lineage, found)
     }
 
     /// The batch's writes when a table it may write is one bronze will not write
@@ -584,9 +592,12 @@ impl Ingest {
             .iter()
             .map(|(t, _)| TableName::for_topic(t))
             .collect();
-        let refused =
-            self.runtime()
-                .block_on(storage.refusals(&topics, summary.corrupt_lines > 0, key));
+        let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
+        let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
+        let corrupt = summary.corrupt_lines > 0;
+        let refused = self
+            .runtime()
+            .block_on(storage.refusals(&topics, corrupt, key, &conflict));
         if refused.is_empty() {
             return None;
         }

@@ -146,6 +146,8 @@ pub(super) struct Fanout<'a> {
     pub(super) started: i64,
     /// Tables written so far, for the progress.
     pub(super) written: &'a AtomicUsize,
+    /// The column type hints the flattened tables matched.
+    pub(super) hints: &'a super::hints::HintsSeen,
     /// Topics of the batch.
     pub(super) total: usize,
     /// One commit per table: the tables several topics may feed, gathered for the last
@@ -498,7 +500,10 @@ impl Ingest {
                 }
             };
             let plan = match plan {
-                Ok(plan) => plan,
+                Ok(plan) => {
+                    fan.hints.record(topic, &plan);
+                    plan
+                }
                 Err(e) => {
                     own.fail(fan.started, e);
                     break;

@@ -219,7 +219,7 @@ impl Storage {
 
     /// The tables of the schema folder a run may write: its data tables and bronze's
     /// system tables (`_corrupt_records`, `_run_control`), from one listing.
-    pub(super) async fn schema_tables(&self) -> Result<Vec<TableName>> {
+    pub(crate) async fn schema_tables(&self) -> Result<Vec<TableName>> {
         let names: Vec<String> = match &self.root_store {
             Some(store) => {
                 let failed = |reason: String| crate::error::Error::Store {
@@ -359,6 +359,7 @@ impl Storage {
         topics: &[TableName],
         corrupt: bool,
         key: &BatchKey,
+        conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
 
@@ -394,7 +395,8 @@ impl Storage {
                     || table.as_str() == RUN_CONTROL_TABLE
                     || (table.as_str() == CORRUPT_TABLE && corrupt)
                     || look.child;
-                Some((table, look.refusal.filter(|_| written)?))
+                let refusal = look.refusal.clone().filter(|_| written);
+                Some((table.clone(), refusal.or_else(|| conflict(&table, &look))?))
             })
             .collect();
         refused.sort_by(|a, b| a.0.as_str().cmp(b.0.as_str()));

@@ -24,6 +24,36 @@ pub(crate) struct Look {
     pub(crate) refusal: Option<Refusal>,
     /// A child table (it has `_parent_id`): every topic with its array path writes it.
     pub(crate) child: bool,
+    /// The table's schema, for the checks a run makes of it ([`Look::columns`]).
+    pub(crate) schema: buoyant_kernel::schema::SchemaRef,
+}
+
+impl Look {
+    /// The table's columns as `(name, path, type)`: the path its field metadata
+    /// `bronze.path` records (else the name), the type as a hint names it
+    /// ([`crate::column_types::type_text`]).
+    pub(crate) fn columns(&self) -> Vec<(String, String, String)> {
+        use deltalake::kernel::engine::arrow_conversion::TryIntoArrow as _;
+
+        let Ok(schema): std::result::Result<arrow::datatypes::Schema, _> =
+            self.schema.as_ref().try_into_arrow()
+        else {
+            return Vec::new();
+        };
+        schema
+            .fields()
+            .iter()
+            .map(|f| {
+                let meta = f.metadata();
+                let path = meta.get(crate::flatten::PATH_META).unwrap_or(f.name());
+                let json = meta
+                    .get(crate::flatten::JSON_META)
+                    .is_some_and(|v| v == "true");
+                let ty = crate::column_types::type_text(f.data_type(), json);
+                (f.name().clone(), path.clone(), ty)
+            })
+            .collect()
+    }
 }
 
 /// Writer features bronze's writes handle: what deltalake's commits accept without its
@@ -219,6 +249,7 @@ pub(crate) fn look(config: &TableConfiguration, removes: Removes) -> Look {
             .logical_schema()
             .field(crate::naming::PARENT_ID)
             .is_some(),
+        schema: config.logical_schema(),
     }
 }
 

@@ -110,6 +110,31 @@ fn bad_input_exits_2_with_an_error_that_says_what_to_do() {
             "schema",
         ),
     ];
+    // Malformed column type hints, each named in its error.
+    let data = landing.path().join("batch_id=b2");
+    std::fs::create_dir_all(&data).unwrap();
+    std::fs::write(
+        data.join("part-0.jsonl"),
+        r#"{"topic":"t","message_id":"1","payload":{"a":1}}"#,
+    )
+    .unwrap();
+    let mut cases = cases;
+    for (hint, want) in [
+        ("/a=datetime", "unknown type \"datetime\""),
+        (
+            "/a=decimal(40,2)",
+            "\"/a=decimal(40,2)\": \"decimal(40,2)\": the precision is 1 to 38",
+        ),
+        ("a=int64", "\"a=int64\": \"a\" is not a JSON pointer"),
+        ("t:/a", "is not [TOPIC:]POINTER=TYPE"),
+    ] {
+        let args = vec![
+            data.display().to_string(),
+            "--column-type".into(),
+            hint.into(),
+        ];
+        cases.push((args, want));
+    }
     for (args, want) in cases {
         let out = bronze()
             .arg("ingest")

@@ -23,5 +23,6 @@ mod report;
 mod run_control;
 mod staging;
 mod stores;
+mod types;
 mod util;
 mod workers;

@@ -464,6 +464,19 @@ pub struct IngestArgs {
     /// qualified by `topic` (`quote__currentprice`) [default: path].
     #[arg(long, value_parser = parse_enum::<bronze::ChildNaming>)]
     pub child_naming: Option<bronze::ChildNaming>,
+    /// The type of the value at a payload path, for every topic or one:
+    /// `[TOPIC:]POINTER=TYPE`, repeatable (`--column-type '/amount=decimal(18,2)'`,
+    /// `--column-type 'trade:/ts=timestamp'`, `/currentprice/*/ts` for a child table's
+    /// column). TYPE: string, boolean, int64, float64, decimal(P,S), date, timestamp
+    /// (UTC), json. A value that does not convert is null in its column and kept in
+    /// `_rescued_data` (`[flatten.column_types]` in bronze.toml).
+    #[arg(long, value_name = "[TOPIC:]POINTER=TYPE", value_parser = bronze::column_types::parse_hint)]
+    pub column_type: Vec<(String, bronze::ColumnType)>,
+    /// String columns whose every value is an RFC 3339 timestamp (with `Z` or an offset)
+    /// become UTC timestamps, every value a date (`2026-01-15`) dates:
+    /// `--detect-types timestamp,date` (`detect_types` in `[flatten]`) [default: none].
+    #[arg(long, value_delimiter = ',', value_name = "TYPE,...", value_parser = parse_enum::<bronze::DetectType>)]
+    pub detect_types: Option<Vec<bronze::DetectType>>,
     /// Topics processed at once (default: 2 per core, at most 32, on a local catalog; 32
     /// on an object store, where commits wait on the network; 1 = sequential).
     #[arg(long)]
@@ -551,6 +564,8 @@ impl IngestArgs {
                 evolution: self.evolution,
                 child_naming: self.child_naming,
                 child_tables: self.child_table.iter().cloned().collect(),
+                column_types: self.column_type.iter().cloned().collect(),
+                detect_types: self.detect_types.clone(),
             },
             metrics: bronze::MetricsSettings {
                 push_url: self.metrics_push.clone(),
@@ -561,6 +576,7 @@ impl IngestArgs {
                 .map(|(topic, mode)| {
                     let settings = bronze::TopicSettings {
                         evolution: Some(*mode),
+                        ..Default::default()
                     };
                     (topic.clone(), settings)
                 })
@@ -760,6 +776,21 @@ mod tests {
                 "[topics.\"market.quote\"]\nevolution = \"fail\"",
                 &["--topic-evolution", "market.quote=fail"],
                 serde_json::json!({"topics": {"market.quote": {"evolution": "fail"}}}),
+            ),
+            (
+                "[flatten]\ndetect_types = [\"timestamp\", \"date\"]",
+                &["--detect-types", "timestamp,date"],
+                serde_json::json!({"flatten": {"detect_types": ["timestamp", "date"]}}),
+            ),
+            (
+                "[flatten.column_types]\n\"/amount\" = \"decimal(18,2)\"",
+                &["--column-type", "/amount=decimal(18,2)"],
+                serde_json::json!({"flatten": {"column_types": {"/amount": "decimal(18,2)"}}}),
+            ),
+            (
+                "[topics.\"market.trade\".column_types]\n\"/ts\" = \"timestamp\"",
+                &["--column-type", "market.trade:/ts=timestamp"],
+                serde_json::json!({"topics": {"market.trade": {"column_types": {"/ts": "timestamp"}}}}),
             ),
             (
                 "[metrics]\npush_url = \"http://gw:9091\"",

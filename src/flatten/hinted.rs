@@ -1,0 +1,143 @@
+//! Columns typed by a hint ([`crate::column_types`]): each value converted to the hinted
+//! type, or, when it does not convert exactly, null in the column and kept in
+//! `_rescued_data` under the column's path with its JSON text.
+
+use std::sync::Arc;
+
+use arrow::array::{ArrayRef, BooleanBuilder, PrimitiveBuilder};
+use arrow::datatypes::{
+    ArrowPrimitiveType, DataType, Date32Type, Decimal128Type, Float64Type, Int64Type,
+    TimestampMicrosecondType,
+};
+
+use super::{Cell, Column, F64_EXACT_INT, fill_strings, timestamp_type};
+use crate::column_types::{ColumnType, parse_date, parse_decimal, parse_timestamp};
+use crate::json::NumClass;
+
+/// `(type, is JSON text, values)` of a column hinted `ty`; the values that do not convert
+/// are appended to `rescued` as `(row, path, JSON text)`.
+pub(super) fn column(
+    col: Column<'_>,
+    n: usize,
+    ty: ColumnType,
+    path: &str,
+    rescued: &mut Vec<(u32, String, String)>,
+) -> (DataType, bool, ArrayRef) {
+    let cells = &col.cells;
+    let mut keep = |row: u32, cell: Cell<'_>| {
+        rescued.push((row, path.to_string(), cell.json().into_owned()));
+    };
+    match ty {
+        ColumnType::String => {
+            let b = fill_strings(n, cells, |c| c.text());
+            (DataType::Utf8, false, Arc::new(b))
+        }
+        ColumnType::Json => {
+            let b = fill_strings(n, cells, |c| c.json());
+            (DataType::Utf8, true, Arc::new(b))
+        }
+        ColumnType::Boolean => (DataType::Boolean, false, booleans(n, cells, &mut keep)),
+        ColumnType::Int64 => {
+            let mut b = primitive::<Int64Type>(n, cells, &mut keep, int);
+            (DataType::Int64, false, Arc::new(b.finish()))
+        }
+        ColumnType::Float64 => {
+            let mut b = primitive::<Float64Type>(n, cells, &mut keep, float);
+            (DataType::Float64, false, Arc::new(b.finish()))
+        }
+        ColumnType::Decimal(p, s) => {
+            let conv = |c: Cell<'_>| match c {
+                Cell::Num(lit, _) => parse_decimal(lit, p, s),
+                Cell::Str(..) => parse_decimal(&c.text(), p, s),
+                _ => None,
+            };
+            let mut b = primitive::<Decimal128Type>(n, cells, &mut keep, conv)
+                .with_precision_and_scale(p, s)
+                .expect("a hinted precision and scale are valid");
+            (DataType::Decimal128(p, s), false, Arc::new(b.finish()))
+        }
+        ColumnType::Date => {
+            let conv = |c: Cell<'_>| match c {
+                Cell::Str(..) => parse_date(&c.text()),
+                _ => None,
+            };
+            let mut b = primitive::<Date32Type>(n, cells, &mut keep, conv);
+            (DataType::Date32, false, Arc::new(b.finish()))
+        }
+        ColumnType::Timestamp => {
+            let conv = |c: Cell<'_>| match c {
+                Cell::Str(..) => parse_timestamp(&c.text()),
+                _ => None,
+            };
+            let mut b = primitive::<TimestampMicrosecondType>(n, cells, &mut keep, conv)
+                .with_timezone("UTC");
+            (timestamp_type(), false, Arc::new(b.finish()))
+        }
+    }
+}
+
+/// A boolean column of `n` rows from `cells`; a cell that is not a boolean is null and
+/// goes to `keep`.
+fn booleans<'a>(n: usize, cells: &[(u32, Cell<'a>)], keep: &mut impl FnMut(u32, Cell<'a>)) -> ArrayRef {
+    let mut b = BooleanBuilder::with_capacity(n);
+    let mut next = 0u32;
+    for &(row, c) in cells {
+        b.append_nulls((row - next) as usize);
+        match c {
+            Cell::Bool(v) => b.append_value(v),
+            _ => {
+                keep(row, c);
+                b.append_null();
+            }
+        }
+        next = row + 1;
+    }
+    b.append_nulls(n - next as usize);
+    Arc::new(b.finish())
+}
+
+/// A builder of `n` rows holding `conv` of each cell; a cell `conv` refuses is null and
+/// goes to `keep`.
+fn primitive<'a, T: ArrowPrimitiveType>(
+    n: usize,
+    cells: &[(u32, Cell<'a>)],
+    keep: &mut impl FnMut(u32, Cell<'a>),
+    conv: impl Fn(Cell<'a>) -> Option<T::Native>,
+) -> PrimitiveBuilder<T> {
+    let mut b = PrimitiveBuilder::<T>::with_capacity(n);
+    let mut next = 0u32;
+    for &(row, c) in cells {
+        b.append_nulls((row - next) as usize);
+        match conv(c) {
+            Some(v) => b.append_value(v),
+            None => {
+                keep(row, c);
+                b.append_null();
+            }
+        }
+        next = row + 1;
+    }
+    b.append_nulls(n - next as usize);
+    b
+}
+
+/// A JSON integer within int64.
+fn int(c: Cell<'_>) -> Option<i64> {
+    match c {
+        Cell::Num(s, NumClass::Int) => s.parse().ok(),
+        _ => None,
+    }
+}
+
+/// A JSON number a float64 holds: a float, or an integer up to 2^53.
+fn float(c: Cell<'_>) -> Option<f64> {
+    match c {
+        Cell::Num(s, NumClass::Float) => s.parse().ok().filter(|f: &f64| f.is_finite()),
+        Cell::Num(s, NumClass::Int) => s
+            .parse::<i64>()
+            .ok()
+            .filter(|i| i.abs() <= F64_EXACT_INT)
+            .map(|i| i as f64),
+        _ => None,
+    }
+}
