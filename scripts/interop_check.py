@@ -7,12 +7,23 @@ EXPECTED_JSON (written by the Rust test `tests/it/interop.rs`):
   {"tables": [{"path": ".../bronze/quote", "version": 5, "rows": 20,
                "old_version": 2, "old_rows": 10, "columns": ["_id", ...]}, ...]}
 
-Each table is read with deltalake (delta-rs Python), Polars (read_delta) and DuckDB
-(read_parquet over the files deltalake lists: DuckDB's delta extension needs a download
-this machine cannot make), at its current version and, by time travel, at an earlier
-one. Exits 1 with one line per mismatch.
+Each table is read with deltalake (delta-rs Python), Polars (read_delta), DuckDB's
+Parquet reader over the files deltalake lists and DuckDB's own Delta reader
+(`delta_scan`, scripts/duckdb_delta_scan.py: the extension's package pins its DuckDB, so
+it runs apart, from BRONZE_DUCKDB_DELTA, default .emulators/duckdb-delta) at its current
+version, and with deltalake and Polars by time travel at an earlier one.
+
+A table may list `typed` columns (`{"column": "ts", "kind": "timestamp"}`, kinds
+`timestamp`, `date` and `decimal(P,S)`, with their expected `values`: timestamps as
+microseconds since the epoch, dates as YYYY-MM-DD, decimals as text with their scale):
+every reader must see the type (a UTC timestamp, a date, the decimal) and the values; with
+`"spark": true` in the spec, Spark's Parquet reader (local mode) too. Exits 1 with one
+line per mismatch.
 """
+import datetime
 import json
+import os
+import subprocess
 import sys
 
 import duckdb
@@ -20,9 +31,124 @@ import polars as pl
 from deltalake import DeltaTable
 
 
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+
+
+def micros(v: datetime.datetime) -> int:
+    return (v - EPOCH) // datetime.timedelta(microseconds=1)
+
+
+def as_text(kind: str, v) -> str:
+    """A value as the spec has it."""
+    if kind == "timestamp":
+        return str(micros(v))
+    if kind == "date":
+        return v.isoformat()
+    return str(v)
+
+
+def type_ok(engine: str, kind: str, shown: str) -> bool:
+    """Whether `engine` shows `kind` as such (a timestamp must carry UTC: Fabric's SQL
+    endpoint drops a timestamp without a time zone)."""
+    if kind == "timestamp":
+        return {
+            "deltalake": shown in ("timestamp[us, tz=UTC]", "timestamp[us, tz=+00:00]"),
+            "polars": shown in ("Datetime(time_unit='us', time_zone='UTC')",),
+            "duckdb": shown == "TIMESTAMP WITH TIME ZONE",
+            "spark": shown == "timestamp",
+        }[engine]
+    if kind == "date":
+        return {"deltalake": shown == "date32[day]", "polars": shown == "Date",
+                "duckdb": shown == "DATE", "spark": shown == "date"}[engine]
+    p, s = kind[len("decimal("):-1].split(",")
+    return {
+        "deltalake": shown == f"decimal128({p}, {s})",
+        "polars": shown == f"Decimal(precision={p}, scale={s})",
+        "duckdb": shown == f"DECIMAL({p},{s})",
+        "spark": shown == f"decimal({p},{s})",
+    }[engine]
+
+
+def check_typed(path, typed, engine, shown_and_values, problems):
+    """Compares one engine's types and values of a table's typed columns with the spec."""
+    for c in typed:
+        got = shown_and_values.get(c["column"])
+        if got is None:
+            problems.append(f"{path}: {engine} has no column {c['column']}")
+            continue
+        shown, values = got
+        if not type_ok(engine, c["kind"], shown):
+            problems.append(f"{path}: {engine} reads {c['column']} as {shown}, not {c['kind']}")
+        if sorted(values) != sorted(c["values"]):
+            problems.append(f"{path}: {engine} reads {c['column']} as {sorted(values)}, expected {sorted(c['values'])}")
+
+
+def arrow_typed(table, typed):
+    out = {}
+    for c in typed:
+        if c["column"] in table.column_names:
+            col = table.column(c["column"])
+            out[c["column"]] = (str(col.type), [as_text(c["kind"], v) for v in col.to_pylist() if v is not None])
+    return out
+
+
+def polars_typed(frame, typed):
+    out = {}
+    for c in typed:
+        if c["column"] in frame.columns:
+            col = frame.get_column(c["column"])
+            out[c["column"]] = (str(col.dtype), [as_text(c["kind"], v) for v in col.to_list() if v is not None])
+    return out
+
+
+def duckdb_delta(spec_path):
+    """DuckDB's `delta_scan` of every table, by path (scripts/duckdb_delta_scan.py)."""
+    folder = os.environ.get("BRONZE_DUCKDB_DELTA", os.path.join(REPO, ".emulators", "duckdb-delta"))
+    if not os.path.isdir(folder):
+        raise SystemExit(f"DuckDB's Delta reader is not installed in {folder}: run scripts/test, or set BRONZE_DUCKDB_DELTA")
+    out = subprocess.run(
+        [sys.executable, os.path.join(REPO, "scripts", "duckdb_delta_scan.py"), spec_path],
+        env={**os.environ, "PYTHONPATH": folder}, capture_output=True, text=True,
+    )
+    if out.returncode != 0:
+        raise SystemExit(f"duckdb_delta_scan.py failed:\n{out.stderr}")
+    return json.loads(out.stdout)
+
+
+def spark_typed(tables, problems):
+    """Spark's Parquet reader (local mode) over the files deltalake lists."""
+    from pyspark.sql import SparkSession
+
+    spark = (
+        SparkSession.builder.master("local[1]")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+        .getOrCreate()
+    )
+    try:
+        for t in tables:
+            files = DeltaTable(t["path"]).file_uris()
+            if not t.get("typed") or not files:
+                continue
+            frame = spark.read.option("mergeSchema", "true").parquet(*files)
+            got = {}
+            for c in t["typed"]:
+                if c["column"] not in frame.columns:
+                    continue
+                q = f"`{c['column']}`"
+                expr = f"unix_micros({q})" if c["kind"] == "timestamp" else f"CAST({q} AS STRING)"
+                values = [str(r[0]) for r in frame.selectExpr(f"{expr} AS v").collect() if r[0] is not None]
+                got[c["column"]] = (frame.schema[c["column"]].dataType.simpleString(), values)
+            check_typed(t["path"], t["typed"], "spark", got, problems)
+    finally:
+        spark.stop()
+
+
 def main() -> int:
     spec = json.load(open(sys.argv[1]))
     problems = []
+    scanned = duckdb_delta(sys.argv[1])
     for t in spec["tables"]:
         path = t["path"]
         dt = DeltaTable(path)
@@ -37,10 +163,17 @@ def main() -> int:
             ).fetchall()[0][0]
             if dt.file_uris()
             else 0,
+            "duckdb delta_scan": scanned[path]["rows"],
         }
         for engine, rows in got.items():
             if rows != t["rows"]:
                 problems.append(f"{path}: {engine} reads {rows} rows, bronze {t['rows']}")
+        typed = t.get("typed", [])
+        if typed:
+            check_typed(path, typed, "deltalake", arrow_typed(dt.to_pyarrow_table(), typed), problems)
+            check_typed(path, typed, "polars", polars_typed(pl.read_delta(path), typed), problems)
+            duck = {k: (v["type"], v["values"]) for k, v in scanned[path]["typed"].items()}
+            check_typed(path, typed, "duckdb", duck, problems)
         columns = set(pl.read_delta(path).columns)
         missing = set(t["columns"]) - columns
         if missing:
@@ -53,9 +186,13 @@ def main() -> int:
                     problems.append(
                         f"{path}@{t['old_version']}: {engine} reads {rows} rows, bronze {t['old_rows']}"
                     )
+    engines = "deltalake, polars, duckdb and duckdb's delta_scan"
+    if spec.get("spark"):
+        spark_typed(spec["tables"], problems)
+        engines += " and spark"
     for p in problems:
         print(p)
-    print(f"checked {len(spec['tables'])} tables with deltalake, polars and duckdb: {len(problems)} problems")
+    print(f"checked {len(spec['tables'])} tables with {engines}: {len(problems)} problems")
     return 1 if problems else 0
 
 

@@ -1,6 +1,8 @@
-//! Other engines read what we write: deltalake (Python), Polars and DuckDB get the same
-//! rows as our reader after ingest, OPTIMIZE, VACUUM and a checkpoint, including time
-//! travel to an earlier version. `scripts/test` installs the Python side.
+//! Other engines read what we write: deltalake (Python), Polars, DuckDB (its Parquet
+//! reader, and its own Delta reader `delta_scan`) get the same rows as our reader after
+//! ingest, OPTIMIZE, VACUUM and a checkpoint, including time travel to an earlier
+//! version; typed columns read as UTC timestamps, dates and decimals there and in Spark.
+//! `scripts/test` installs the Python side.
 
 use std::path::PathBuf;
 
@@ -48,12 +50,17 @@ fn check(lake: &TempLake, stage: &str, old: &std::collections::BTreeMap<String, 
             "columns": lake.columns(&t),
         }));
     }
+    run_check(
+        &serde_json::json!({ "tables": tables }),
+        stage,
+        tables.len(),
+    );
+}
+
+/// Runs `scripts/interop_check.py` on `spec`, which lists `n` tables.
+fn run_check(spec_json: &serde_json::Value, stage: &str, n: usize) {
     let spec = tempfile::NamedTempFile::new().unwrap();
-    std::fs::write(
-        spec.path(),
-        serde_json::json!({ "tables": tables }).to_string(),
-    )
-    .unwrap();
+    std::fs::write(spec.path(), spec_json.to_string()).unwrap();
     let out = std::process::Command::new(python())
         .arg(repo().join("scripts/interop_check.py"))
         .arg(spec.path())
@@ -65,10 +72,7 @@ fn check(lake: &TempLake, stage: &str, old: &std::collections::BTreeMap<String, 
         "after {stage}:\n{stdout}\n{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(
-        stdout.contains(&format!("checked {} tables", tables.len())),
-        "{stdout}"
-    );
+    assert!(stdout.contains(&format!("checked {n} tables")), "{stdout}");
 }
 
 #[test]
@@ -100,4 +104,73 @@ fn deltalake_polars_and_duckdb_read_what_we_write() {
         m.checkpoint(&t).unwrap();
     }
     check(&lake, "checkpoint", &old);
+}
+
+/// Typed columns (`[flatten.column_types]`) as every reader sees them: a UTC timestamp
+/// (an offset converted, microseconds kept), a date and a decimal, with their values, in
+/// deltalake, Polars, DuckDB's `delta_scan` and Spark's Parquet reader.
+#[test]
+fn every_reader_sees_utc_timestamps_dates_and_decimals() {
+    let landing = tempfile::tempdir().unwrap();
+    let dir = landing.path().join("batch_id=t1");
+    std::fs::create_dir_all(&dir).unwrap();
+    let lines = [
+        r#"{"topic":"order","message_id":"1","payload":{"amount":12.5,"placed":{"at":"2026-01-15T12:00:00+02:00"},"day":"2026-01-15","legs":[{"at":"2026-01-15T05:30:00.123456-04:30"}]}}"#,
+        r#"{"topic":"order","message_id":"2","payload":{"amount":"-0.01","placed":{"at":"1999-12-31T23:59:59Z"},"day":"1999-12-31"}}"#,
+    ];
+    std::fs::write(dir.join("part-0.jsonl"), lines.join("\n")).unwrap();
+    let hints = r#"
+[flatten.column_types]
+"/amount" = "decimal(18,2)"
+"/placed/at" = "timestamp"
+"/day" = "date"
+"/legs/*/at" = "timestamp"
+"#;
+    let flatten = bronze::Settings::from_toml(hints)
+        .unwrap()
+        .resolve()
+        .unwrap()
+        .flatten;
+    let lake = TempLake::new();
+    let report = lake
+        .ingest()
+        .with_flatten(flatten)
+        .build()
+        .unwrap()
+        .run(&dir)
+        .unwrap();
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    let table = |name: &str, typed: serde_json::Value| {
+        serde_json::json!({
+            "path": lake.schema_dir().join(name),
+            "version": version_of(&lake, name),
+            "rows": lake.count(name),
+            "columns": lake.columns(name),
+            "typed": typed,
+        })
+    };
+    let tables = vec![
+        table(
+            "order",
+            serde_json::json!([
+                // 2026-01-15T10:00:00Z and 1999-12-31T23:59:59Z.
+                {"column": "placed__at", "kind": "timestamp",
+                 "values": ["1768471200000000", "946684799000000"]},
+                {"column": "day", "kind": "date", "values": ["2026-01-15", "1999-12-31"]},
+                {"column": "amount", "kind": "decimal(18,2)", "values": ["12.50", "-0.01"]},
+            ]),
+        ),
+        table(
+            "legs",
+            serde_json::json!([
+                {"column": "at", "kind": "timestamp", "values": ["1768471200123456"]},
+            ]),
+        ),
+    ];
+    let n = tables.len();
+    run_check(
+        &serde_json::json!({ "tables": tables, "spark": true }),
+        "a typed load",
+        n,
+    );
 }
