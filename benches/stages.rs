@@ -11,7 +11,7 @@
 //!   compression, beside delta-rs' defaults;
 //! - `commit`: the flattened tables → Delta tables in a local folder, one commit each;
 //! - `dense`: parse, flatten and encode again over a field-dense daily batch
-//!   (`Profile::Dense`).
+//!   (`Profile::Dense`), and flatten + fit with type detection off and on.
 //!
 //! `cargo bench --bench stages`; figures in BENCHMARKS.md.
 
@@ -23,7 +23,7 @@ use arrow::array::RecordBatch;
 use bronze::bench::{self as stages, Compression, ParseScratch, writer_properties};
 use bronze::flatten::{Lineage, TableName, flatten_compact, plain};
 use bronze::testdata::{GenSpec, Profile, generate};
-use bronze::{EnvelopeConfig, FlattenConfig, Ingest};
+use bronze::{DetectType, EnvelopeConfig, FlattenConfig, Ingest};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::ZstdLevel;
@@ -74,16 +74,19 @@ fn lineage() -> Lineage {
 }
 
 fn flatten_all(staging: &bronze::stage::Staging) -> Tables {
-    flatten_tables(staging, true)
+    flatten_tables(staging, true, &FlattenConfig::default())
 }
 
 /// Every topic flattened as the loader does (lineage as dictionaries), with the table's
 /// plain string columns made as at write time when `plain_strings`.
-fn flatten_tables(staging: &bronze::stage::Staging, plain_strings: bool) -> Tables {
-    let cfg = FlattenConfig::default();
+fn flatten_tables(
+    staging: &bronze::stage::Staging,
+    plain_strings: bool,
+    cfg: &FlattenConfig,
+) -> Tables {
     let mut tables: Tables = BTreeMap::new();
     for (topic, batch) in &staging.topics {
-        for (table, b) in flatten_compact(topic, batch, &lineage(), &cfg)
+        for (table, b) in flatten_compact(topic, batch, &lineage(), cfg)
             .unwrap()
             .tables
         {
@@ -289,6 +292,22 @@ fn bench_dense(c: &mut Criterion) {
     g.bench_function(BenchmarkId::new("flatten_all_topics", FILES), |bench| {
         bench.iter(|| flatten_all(black_box(&b.staging)).len())
     });
+    // Flatten, then fit as a first load's new tables, with type detection off and on
+    // (`--detect-types timestamp,date`: the batch's `…Z` timestamp strings become
+    // timestamps): the difference is what detection costs.
+    let mut detecting = FlattenConfig::default();
+    detecting.detect_types = vec![DetectType::Timestamp, DetectType::Date];
+    for (name, cfg) in [
+        ("flatten_fit_detect_off", FlattenConfig::default()),
+        ("flatten_fit_detect_on", detecting),
+    ] {
+        g.bench_function(BenchmarkId::new(name, FILES), |bench| {
+            bench.iter(|| {
+                let tables = flatten_tables(black_box(&b.staging), true, &cfg);
+                stages::fit_new_tables(&tables).unwrap()
+            })
+        });
+    }
     let props = writer_properties(Compression::SNAPPY);
     bench_encode(
         &mut g,
@@ -302,7 +321,7 @@ fn bench_dense(c: &mut Criterion) {
     bench_encode(
         &mut g,
         ("encode_lineage_dictionaries", FILES),
-        &flatten_tables(&b.staging, false),
+        &flatten_tables(&b.staging, false, &FlattenConfig::default()),
         &props,
         b.bytes,
     );

@@ -107,6 +107,26 @@ pub fn commit(
     Ok(rows)
 }
 
+/// The fit stage of a first load: each table's batches fitted as the rows of a new
+/// table (where type detection runs, with `detect_types` set). Returns the rows fitted.
+pub fn fit_new_tables(
+    tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
+) -> Result<usize> {
+    let mut rows = 0;
+    for (table, parts) in tables {
+        for batch in parts.iter().flat_map(|(_, batches)| batches) {
+            let fitted = crate::flatten::fit::to_table(
+                table,
+                batch.clone(),
+                None,
+                crate::config::Evolution::Add,
+            )?;
+            rows += fitted.batch.num_rows();
+        }
+    }
+    Ok(rows)
+}
+
 /// Removes `<catalog>/bronze/` (between bench iterations, so each commit creates its
 /// tables as a first load does).
 pub fn clear(ingest: &Ingest) -> std::io::Result<()> {
