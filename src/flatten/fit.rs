@@ -652,7 +652,7 @@ fn int_fit(v: Val<'_>) -> Option<i64> {
 fn float_fit(v: Val<'_>) -> Option<f64> {
     match v {
         Val::Float(f) => Some(f),
-        Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
+        Val::Int(i) if i.unsigned_abs() <= F64_EXACT_INT.unsigned_abs() => Some(i as f64),
         _ => None,
     }
 }
@@ -853,7 +853,7 @@ mod tests {
         let target = Schema::new(vec![data("q", DataType::Float64, "/q", false)]);
         let b = batch(
             vec![data("q", DataType::Int64, "/q", false)],
-            vec![Arc::new(Int64Array::from(vec![3, i64::MAX]))],
+            vec![Arc::new(Int64Array::from(vec![3, i64::MAX, i64::MIN]))],
         );
         let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         let q = c
@@ -862,10 +862,13 @@ mod tests {
             .unwrap()
             .as_primitive::<Float64Type>();
         assert_eq!(q.value(0), 3.0);
-        assert!(q.is_null(1));
+        assert!(q.is_null(1) && q.is_null(2));
         assert_eq!(
-            strings(&c.batch, RESCUED)[1].as_deref(),
-            Some(r#"{"/q":9223372036854775807}"#)
+            strings(&c.batch, RESCUED)[1..],
+            [
+                Some(r#"{"/q":9223372036854775807}"#.into()),
+                Some(r#"{"/q":-9223372036854775808}"#.into())
+            ]
         );
     }
 

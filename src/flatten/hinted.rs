@@ -136,7 +136,7 @@ fn float(c: Cell<'_>) -> Option<f64> {
         Cell::Num(s, NumClass::Int) => s
             .parse::<i64>()
             .ok()
-            .filter(|i| i.abs() <= F64_EXACT_INT)
+            .filter(|i| i.unsigned_abs() <= F64_EXACT_INT.unsigned_abs())
             .map(|i| i as f64),
         _ => None,
     }

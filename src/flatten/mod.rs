@@ -1242,7 +1242,7 @@ impl CellCounts {
                 Cell::Bool(_) => counts.bools += 1,
                 Cell::Num(s, NumClass::Int) => {
                     counts.ints += 1;
-                    if s.parse::<i64>().is_ok_and(|v| v.abs() > F64_EXACT_INT) {
+                    if s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs()) {
                         counts.wide_ints += 1;
                     }
                 }

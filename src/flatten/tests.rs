@@ -603,8 +603,9 @@ fn hinted(hints: &[(&str, &str)]) -> FlattenConfig {
     cfg
 }
 
-#[test]
-fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
+/// Three messages of topic `t` flattened with a hint of every type (and one through an
+/// array's elements): the first converts, the others do not.
+fn every_type_hinted() -> BTreeMap<String, RecordBatch> {
     let cfg = hinted(&[
         ("/amount", "decimal(18,2)"),
         ("/at/ts", "timestamp"),
@@ -615,14 +616,19 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
         ("/code", "string"),
         ("/items/*/at", "timestamp"),
     ]);
-    let t = run_with(
+    run_with(
         &[
             r#"{"topic":"t","message_id":"1","payload":{"amount":12.5,"at":{"ts":"2026-01-15T12:00:00+02:00"},"day":"2026-01-15","n":7,"ok":true,"raw":"x","code":42,"items":[{"at":"2026-01-15T10:00:00Z"},{"at":"soon"}]}}"#,
             r#"{"topic":"t","message_id":"2","payload":{"amount":"1e999","at":{"ts":"n/a"},"day":"2026-02-30","n":1.5,"ok":"yes","raw":{"a":1},"code":"A"}}"#,
             r#"{"topic":"t","message_id":"3","payload":{"amount":1.255,"at":{"ts":"2026-01-15T10:00:00.1234567890123Z"}}}"#,
         ],
         &cfg,
-    );
+    )
+}
+
+#[test]
+fn hinted_columns_take_their_type() {
+    let t = every_type_hinted();
     let b = &t["t"];
     let field = |name: &str| b.schema().field_with_name(name).unwrap().clone();
     assert_eq!(field("amount").data_type(), &DataType::Decimal128(18, 2));
@@ -643,6 +649,12 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
     assert_eq!(day.iter().collect::<Vec<_>>(), [Some(20_468), None, None]);
     assert_eq!(strings_of(b, "raw"), [Some("\"x\"".into()), Some(r#"{"a":1}"#.into()), None]);
     assert_eq!(strings_of(b, "code"), [Some("42".into()), Some("A".into()), None]);
+}
+
+#[test]
+fn values_a_hint_does_not_convert_are_rescued_and_counted() {
+    let t = every_type_hinted();
+    let b = &t["t"];
     assert_eq!(
         strings_of(b, RESCUED),
         [
@@ -670,6 +682,26 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
             .iter()
             .all(|f| !f.metadata().contains_key(HINT_META))
     );
+}
+
+#[test]
+fn the_smallest_int64_is_an_int64_and_rescued_from_a_float64() {
+    let min = "-9223372036854775808";
+    let t = run_with(
+        &[
+            &format!(r#"{{"topic":"t","message_id":"1","payload":{{"i":{min},"f":{min},"x":{min}}}}}"#),
+            r#"{"topic":"t","message_id":"2","payload":{"i":1,"f":-9007199254740992,"x":0.5}}"#,
+        ],
+        &hinted(&[("/i", "int64"), ("/f", "float64")]),
+    );
+    let b = &t["t"];
+    let i = b.column_by_name("i").unwrap().as_primitive::<Int64Type>();
+    assert_eq!(i.iter().collect::<Vec<_>>(), [Some(i64::MIN), Some(1)]);
+    let f = b.column_by_name("f").unwrap().as_primitive::<Float64Type>();
+    assert_eq!(f.iter().collect::<Vec<_>>(), [None, Some(-9_007_199_254_740_992.0)]);
+    assert_eq!(strings_of(b, RESCUED)[0], Some(format!(r#"{{"/f":{min}}}"#)));
+    // Unhinted, next to a float: a JSON-text column keeps its literal.
+    assert_eq!(strings_of(b, "x")[0].as_deref(), Some(min));
 }
 
 #[test]
