@@ -43,7 +43,8 @@ use crate::column_types::{
     type_text,
 };
 use crate::flatten::{
-    DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META, data_field,
+    DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META, SOURCE_META,
+    data_field,
     rescued_column, timestamp_type,
 };
 use crate::naming::RESCUED;
@@ -149,7 +150,10 @@ pub(crate) fn to_table(
 fn new_table(table: &TableName, batch: RecordBatch) -> Result<RecordBatch> {
     let schema = batch.schema();
     let marked = |f: &Field| {
-        f.metadata().contains_key(HINT_META) || f.metadata().contains_key(DETECT_META)
+        let meta = f.metadata();
+        meta.contains_key(HINT_META)
+            || meta.contains_key(DETECT_META)
+            || meta.contains_key(SOURCE_META)
     };
     if schema.metadata().is_empty() && !schema.fields().iter().any(|f| marked(f)) {
         return Ok(batch);
@@ -157,6 +161,9 @@ fn new_table(table: &TableName, batch: RecordBatch) -> Result<RecordBatch> {
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        if field.metadata().contains_key(SOURCE_META) {
+            continue;
+        }
         let (dt, array) = typed_as_detected(field, array);
         let mut meta = field.metadata().clone();
         meta.remove(HINT_META);
@@ -255,9 +262,19 @@ fn fit_columns(
     let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
     taken.extend(schema.fields().iter().map(|f| f.name().clone()));
     let by_path = columns_by_path(target);
+    // The payload's text of the values hinted columns converted, by column name.
+    let sources: HashMap<&str, &ArrayRef> = schema
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter_map(|(f, a)| Some((f.metadata().get(SOURCE_META)?.as_str(), a)))
+        .collect();
     let mut out = Fitting::default();
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
         let name = field.name().as_str();
+        if field.metadata().contains_key(SOURCE_META) {
+            continue;
+        }
         if name == RESCUED {
             out.base_rescued = Some(Arc::clone(array));
             continue;
@@ -293,7 +310,14 @@ fn fit_columns(
                     out.fields.push(data_field(&new_name, data_type, path, json));
                     out.columns.push(array);
                 }
-                Evolution::Rescue => out.moved += rescue_all(array, field, path, &mut out.rescued),
+                Evolution::Rescue => {
+                    // A hinted column's values as the payload wrote them, when kept.
+                    let (array, text) = match sources.get(name) {
+                        Some(source) => (*source, Text::Json),
+                        None => (array, Text::of(field)),
+                    };
+                    out.moved += rescue_all(array, text, path, &mut out.rescued);
+                }
                 Evolution::Fail if array.null_count() < n => {
                     out.refused.push(format!("{name} ({path})"));
                 }
@@ -341,13 +365,13 @@ fn free_name(name: &str, target: &Schema, taken: &mut HashSet<String>) -> String
 /// Every non-null value of a column moved to `rescued` under its path; how many.
 fn rescue_all(
     array: &ArrayRef,
-    field: &Field,
+    text: Text,
     path: &str,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> u64 {
     let mut moved = 0;
     for row in 0..array.len() {
-        if let Some(json) = json_of(array, Text::of(field), row) {
+        if let Some(json) = json_of(array, text, row) {
             rescued.push((row as u32, path.to_string(), json));
             moved += 1;
         }

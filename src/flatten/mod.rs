@@ -66,6 +66,11 @@ pub const DETECT_META: &str = "bronze.detect";
 /// Schema metadata key of a flattened batch: how many values its hints rescued. Read
 /// and dropped when the batch is fitted.
 pub const RESCUED_META: &str = "bronze.rescued";
+/// Field metadata key of a flattened column that is not written: the payload's JSON text
+/// of each value the hinted column it names converted, kept for a topic whose new fields
+/// are rescued ([`crate::config::Evolution::Rescue`]) so that `_rescued_data` gets the
+/// values as they were written. Read and dropped when the batch is fitted.
+pub const SOURCE_META: &str = "bronze.source";
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -1127,14 +1132,26 @@ fn data_columns(
 ) -> (Vec<Field>, Vec<ArrayRef>) {
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
+    let mut sources = Vec::new();
+    let rescue_new = cfg.evolution_for(topic) == crate::config::Evolution::Rescue;
     for ((col_name, path), column) in names.into_iter().zip(columns) {
         let typing = Typing::of(cfg, topic, base, &path);
         let (dt, json, array) = match typing {
+            Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
+                let cells = column.cells.clone();
+                let typed = hinted::column(column, n, ty, &path, rescued);
+                sources.push(hinted::source_column(&col_name, &cells, n, &typed.2));
+                typed
+            }
             Typing::Hinted(ty, _) => hinted::column(column, n, ty, &path, rescued),
             _ => build_column(column, n, cfg.types),
         };
         let mut field = data_field(&col_name, dt, &path, json);
         typing.mark(&mut field);
+        fields.push(field);
+        arrays.push(array);
+    }
+    for (field, array) in sources {
         fields.push(field);
         arrays.push(array);
     }

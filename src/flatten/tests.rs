@@ -790,3 +790,46 @@ fn a_hint_contradicting_an_existing_column_names_the_column_and_both_types() {
     let again = fit::to_table(&table, typed["t"].clone(), Some(&new.batch.schema()), crate::config::Evolution::Add);
     assert!(again.is_ok());
 }
+
+#[test]
+fn a_new_hinted_column_rescued_by_the_evolution_mode_keeps_each_value_as_written() {
+    let mut cfg = hinted(&[
+        ("/amount", "decimal(18,2)"),
+        ("/ts", "timestamp"),
+        ("/code", "string"),
+        ("/raw", "json"),
+    ]);
+    cfg.evolution = crate::config::Evolution::Rescue;
+    let lines = [
+        r#"{"topic":"t","message_id":"1","payload":{"id":1,"amount":12.50,"ts":"2026-01-15T12:00:00+02:00","code":42,"raw":{"a":1}}}"#,
+        r#"{"topic":"t","message_id":"2","payload":{"id":2,"amount":"n/a","ts":"soon","code":"A"}}"#,
+    ];
+    let t = run_with(&lines, &cfg);
+    let existing = run_with(
+        &[r#"{"topic":"t","message_id":"0","payload":{"id":0}}"#],
+        &FlattenConfig::default(),
+    );
+    let table = TableName::for_topic("t");
+    let evolution = crate::config::Evolution::Rescue;
+    let c = fit::to_table(&table, t["t"].clone(), Some(&existing["t"].schema()), evolution)
+        .unwrap();
+    assert_eq!(
+        strings_of(&c.batch, RESCUED),
+        [
+            Some(r#"{"/amount":12.50,"/code":42,"/raw":{"a":1},"/ts":"2026-01-15T12:00:00+02:00"}"#.into()),
+            Some(r#"{"/amount":"n/a","/code":"A","/ts":"soon"}"#.into()),
+        ]
+    );
+    assert_eq!(c.rescued, 7);
+    let names = col_names(&c.batch);
+    assert!(names.iter().all(|n| !n.starts_with(SOURCE_META)), "{names:?}");
+    // A new table, or one with the columns, takes the typed values; the text is dropped.
+    for target in [None, Some(fit::to_table(&table, t["t"].clone(), None, evolution).unwrap())] {
+        let schema = target.map(|c| c.batch.schema());
+        let c = fit::to_table(&table, t["t"].clone(), schema.as_deref(), evolution).unwrap();
+        let names = col_names(&c.batch);
+        assert!(names.contains(&"amount".to_string()), "{names:?}");
+        assert!(names.iter().all(|n| !n.starts_with(SOURCE_META)), "{names:?}");
+        assert_eq!(c.rescued, 2);
+    }
+}
