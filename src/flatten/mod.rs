@@ -23,7 +23,8 @@
 //!   ([`crate::column_types`]) takes the hinted type; a value that does not convert is
 //!   null in it and goes to `_rescued_data` under the column's path (`/amount`), as a
 //!   value that does not fit an existing column does. A `json` hint keeps an object or
-//!   array at its pointer whole. Hinted and detectable columns are marked for
+//!   array at its pointer whole (at `/arr/*`, each element whole in the child table's
+//!   `value` column, objects too). Hinted and detectable columns are marked for
 //!   [`fit::to_table`], which detects timestamp and date columns;
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
@@ -896,7 +897,9 @@ impl<'a> Flattener<'a, '_> {
     fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
         let (child, origin) = self.child_table(t, node);
         let parent_id = self.tables[t].1.ids[row as usize];
-        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
+        // A `json` hint on the elements (`/arr/*`) keeps each whole in `value`.
+        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object)
+            && !(self.json_hints && self.keeps_json(child, ROOT));
         let prefix = self.id_prefix(child, ctx, &origin, parent_id);
         for (i, elem) in doc.elements(arr).enumerate() {
             let child_row = self.new_row(child, ctx, Some((prefix, parent_id, i)));

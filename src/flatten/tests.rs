@@ -833,3 +833,27 @@ fn a_new_hinted_column_rescued_by_the_evolution_mode_keeps_each_value_as_written
         assert_eq!(c.rescued, 2);
     }
 }
+
+#[test]
+fn a_json_hint_on_an_arrays_elements_keeps_each_whole_in_value() {
+    let cfg = hinted(&[("/legs/*", "json"), ("/tags/*", "json")]);
+    let t = run_with(
+        &[
+            r#"{"topic":"t","message_id":"1","payload":{"legs":[{"px":1,"q":{"a":2}},{"px":2}],"tags":["a",{"b":1},3]}}"#,
+        ],
+        &cfg,
+    );
+    let legs = &t["legs"];
+    assert!(legs.column_by_name("px").is_none());
+    assert_eq!(
+        strings_of(legs, "value"),
+        [Some(r#"{"px":1,"q":{"a":2}}"#.into()), Some(r#"{"px":2}"#.into())]
+    );
+    let field = legs.schema().field_with_name("value").unwrap().clone();
+    assert_eq!(field.metadata().get(JSON_META).map(String::as_str), Some("true"));
+    assert_eq!(field.metadata().get(HINT_META).map(String::as_str), Some("/legs/*"));
+    assert_eq!(
+        strings_of(&t["tags"], "value"),
+        [Some(r#""a""#.into()), Some(r#"{"b":1}"#.into()), Some("3".into())]
+    );
+}
