@@ -230,6 +230,10 @@ struct TableBuilder<'a> {
     /// JSON pointer of the table's rows in the payload: `` for the topic's table,
     /// `/currentprice/*` for the elements of the array that created a child table.
     base: String,
+    /// Every array's elements that fed this child table, sorted (`base` and, for a table
+    /// several array paths share, the others'): a hint types a column when its pointer
+    /// through any of them has one, the first in this order winning.
+    bases: Vec<String>,
     namer: ColumnNamer,
     nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
@@ -248,6 +252,7 @@ impl TableBuilder<'_> {
         TableBuilder {
             is_child,
             origin,
+            bases: vec![base.clone()],
             base,
             namer: ColumnNamer::new(),
             nodes: vec![PathNode::new(ROOT, ""), PathNode::new(META_ROOT, "")],
@@ -829,8 +834,11 @@ impl<'a> Flattener<'a, '_> {
             return keep;
         }
         let table = &self.tables[t].1;
-        let full = format!("{}{}", table.base, pointer(&table.keys(node), None));
-        let keep = self.cfg.column_type(self.topic, &full) == Some(ColumnType::Json);
+        let path = pointer(&table.keys(node), None);
+        let keep = matches!(
+            Typing::of(self.cfg, self.topic, &table.bases, &path),
+            Typing::Hinted(ColumnType::Json, _)
+        );
         self.tables[t].1.nodes[node as usize].keep_json = Some(keep);
         keep
     }
@@ -876,14 +884,24 @@ impl<'a> Flattener<'a, '_> {
         } else {
             name
         };
-        // The first array path to create a child table names its own children (and its
-        // columns' pointers, for their type hints).
+        // The first array path to create a child table names its own children; a hint
+        // types its columns through any array path that feeds it (`bases`).
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
         let c = match self.by_name.get(&name) {
-            Some(&c) => c,
+            Some(&c) => {
+                let bases = &mut self.tables[c].1.bases;
+                if let Err(at) = bases.binary_search(&base) {
+                    bases.insert(at, base);
+                    // The columns' hints are looked up again with this base.
+                    for node in &mut self.tables[c].1.nodes {
+                        node.keep_json = None;
+                    }
+                }
+                c
+            }
             None => {
                 let c = self.tables.len();
-                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-                let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
                 self.by_name.insert(name.clone(), c);
                 let child = TableBuilder::new(true, Some(Rc::clone(&origin)), base);
                 self.tables.push((name, child));
@@ -1109,7 +1127,7 @@ fn build_batch(
     let mut rescued = t.rescued;
     let before = rescued.len();
     let names = t.namer.into_names();
-    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.base), cfg, &mut rescued);
+    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.bases), cfg, &mut rescued);
     fields.extend(data_fields);
     arrays.extend(data);
     let mut meta = std::collections::HashMap::new();
@@ -1124,12 +1142,12 @@ fn build_batch(
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-/// The `n` rows' data columns of a table whose rows are at `base` in `topic`'s payloads: each
-/// typed as its hint says (the values it rescues appended to `rescued`) or inferred.
+/// The `n` rows' data columns of a table whose rows are at `bases` in `topic`'s payloads:
+/// each typed as its hint says (the values it rescues appended to `rescued`) or inferred.
 fn data_columns(
     names: Vec<(String, String)>,
     (columns, n): (Vec<Column<'_>>, usize),
-    (topic, base): (&str, &str),
+    (topic, bases): (&str, &[String]),
     cfg: &FlattenConfig,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> (Vec<Field>, Vec<ArrayRef>) {
@@ -1138,7 +1156,7 @@ fn data_columns(
     let mut sources = Vec::new();
     let rescue_new = cfg.evolution_for(topic) == crate::config::Evolution::Rescue;
     for ((col_name, path), column) in names.into_iter().zip(columns) {
-        let typing = Typing::of(cfg, topic, base, &path);
+        let typing = Typing::of(cfg, topic, bases, &path);
         let (dt, json, array) = match typing {
             Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
                 let cells = column.cells.clone();
@@ -1172,16 +1190,18 @@ enum Typing {
 }
 
 impl Typing {
-    /// The typing of the column at `path` of a table whose rows are at `base` in
-    /// `topic`'s payloads.
-    fn of(cfg: &FlattenConfig, topic: &str, base: &str, path: &str) -> Typing {
+    /// The typing of the column at `path` of a table whose rows are at `bases` in
+    /// `topic`'s payloads: the hint of the first base that has one for it.
+    fn of(cfg: &FlattenConfig, topic: &str, bases: &[String], path: &str) -> Typing {
         if !(path.is_empty() || path.starts_with('/')) {
             // Envelope metadata (`_meta/…`): never hinted.
             return Typing::Inferred;
         }
-        let full = format!("{base}{path}");
-        if let Some(ty) = cfg.column_type(topic, &full) {
-            return Typing::Hinted(ty, full);
+        for base in bases {
+            let full = format!("{base}{path}");
+            if let Some(ty) = cfg.column_type(topic, &full) {
+                return Typing::Hinted(ty, full);
+            }
         }
         if cfg.detect_types.is_empty() || cfg.types == TypesMode::Strings {
             return Typing::Inferred;

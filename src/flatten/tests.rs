@@ -857,3 +857,21 @@ fn a_json_hint_on_an_arrays_elements_keeps_each_whole_in_value() {
         [Some(r#""a""#.into()), Some(r#"{"b":1}"#.into()), Some("3".into())]
     );
 }
+
+#[test]
+fn a_hint_through_any_array_feeding_a_shared_child_table_types_its_column() {
+    let mut cfg = hinted(&[("/b/legs/*/ts", "timestamp")]);
+    cfg.child_tables.insert("a.legs".into(), "legs".into());
+    cfg.child_tables.insert("b.legs".into(), "legs".into());
+    let a = r#""a":{"legs":[{"ts":"2026-01-15T10:00:00Z"}]}"#;
+    let b = r#""b":{"legs":[{"ts":"2026-01-15T11:00:00Z"}]}"#;
+    for payload in [format!("{a},{b}"), format!("{b},{a}")] {
+        let line = format!(r#"{{"topic":"t","message_id":"1","payload":{{{payload}}}}}"#);
+        let t = run_with(&[&line], &cfg);
+        let legs = &t["legs"];
+        let ts = legs.schema().field_with_name("ts").unwrap().clone();
+        assert_eq!(ts.data_type(), &timestamp_type(), "{payload}");
+        assert_eq!(ts.metadata().get(HINT_META).map(String::as_str), Some("/b/legs/*/ts"));
+        assert_eq!(legs.column_by_name("ts").unwrap().null_count(), 0, "{payload}");
+    }
+}
