@@ -117,6 +117,11 @@ impl HintTargets {
         targets
     }
 
+    /// The tables a hint types a column of.
+    pub(super) fn tables(&self) -> Vec<TableName> {
+        self.0.keys().cloned().collect()
+    }
+
     /// Why `table` (as `look` saw it) cannot take the batch: a hinted column it has with
     /// another type, named with both types.
     pub(super) fn conflict(&self, table: &TableName, look: &Look) -> Option<Refusal> {
