@@ -249,6 +249,45 @@ struct Fitting {
     moved: u64,
 }
 
+impl Fitting {
+    /// Takes system column `field`: `_rescued_data` aside (rebuilt with what is rescued
+    /// here), any other by name.
+    fn system(
+        &mut self,
+        table: &TableName,
+        field: &Field,
+        array: &ArrayRef,
+        target: &Schema,
+    ) -> Result<()> {
+        if field.name() == RESCUED {
+            self.base_rescued = Some(Arc::clone(array));
+        } else {
+            let (f, a) = system_column(table, field, array, target)?;
+            self.fields.push(f);
+            self.columns.push(a);
+        }
+        Ok(())
+    }
+
+    /// Takes data column `field` into the table's column `t` for its `path`: converted
+    /// to `t`'s type, what does not fit rescued.
+    fn existing(
+        &mut self,
+        table: &TableName,
+        (field, array): (&Field, &ArrayRef),
+        t: &Field,
+        path: &str,
+    ) -> Result<()> {
+        check_hint(table, field, t)?;
+        let (a, r) = convert(array, field, t, path);
+        self.moved += r.len() as u64;
+        self.rescued.extend(r);
+        self.fields.push(t.clone().with_nullable(true));
+        self.columns.push(a);
+        Ok(())
+    }
+}
+
 /// Fits each column of `batch` to `target`: system columns by name, data columns by
 /// path, a path the table lacks as `evolution` says.
 fn fit_columns(
@@ -262,27 +301,15 @@ fn fit_columns(
     let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
     taken.extend(schema.fields().iter().map(|f| f.name().clone()));
     let by_path = columns_by_path(target);
-    // The payload's text of the values hinted columns converted, by column name.
-    let sources: HashMap<&str, &ArrayRef> = schema
-        .fields()
-        .iter()
-        .zip(batch.columns())
-        .filter_map(|(f, a)| Some((f.metadata().get(SOURCE_META)?.as_str(), a)))
-        .collect();
+    let sources = sources_of(batch);
     let mut out = Fitting::default();
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
         let name = field.name().as_str();
         if field.metadata().contains_key(SOURCE_META) {
             continue;
         }
-        if name == RESCUED {
-            out.base_rescued = Some(Arc::clone(array));
-            continue;
-        }
-        if SYSTEM_COLUMNS.contains(&name) {
-            let (f, a) = system_column(table, field, array, target)?;
-            out.fields.push(f);
-            out.columns.push(a);
+        if name == RESCUED || SYSTEM_COLUMNS.contains(&name) {
+            out.system(table, field, array, target)?;
             continue;
         }
         let path = path_of(field);
@@ -293,14 +320,7 @@ fn fit_columns(
             .copied()
             .or_else(|| column_by_name(target, name, path));
         match existing {
-            Some(t) => {
-                check_hint(table, field, t)?;
-                let (a, r) = convert(array, field, t, path);
-                out.moved += r.len() as u64;
-                out.rescued.extend(r);
-                out.fields.push(t.clone().with_nullable(true));
-                out.columns.push(a);
-            }
+            Some(t) => out.existing(table, (field, array), t, path)?,
             None => match evolution {
                 Evolution::Add => {
                     let new_name = free_name(name, target, &mut taken);
@@ -326,6 +346,18 @@ fn fit_columns(
         }
     }
     Ok(out)
+}
+
+/// The payload's JSON text of the values `batch`'s hinted columns converted, by the
+/// hinted column's name (kept by the flattener for [`Evolution::Rescue`]).
+fn sources_of(batch: &RecordBatch) -> HashMap<&str, &ArrayRef> {
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter_map(|(f, a)| Some((f.metadata().get(SOURCE_META)?.as_str(), a)))
+        .collect()
 }
 
 /// The table's columns that record their path (`bronze.path`), by path.

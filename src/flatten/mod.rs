@@ -309,6 +309,17 @@ impl TableBuilder<'_> {
         id
     }
 
+    /// Records that the elements at `base` are rows of this (shared) child table too.
+    fn fed_from(&mut self, base: String) {
+        if let Err(at) = self.bases.binary_search(&base) {
+            self.bases.insert(at, base);
+            // The columns' hints are looked up again with this base.
+            for node in &mut self.nodes {
+                node.keep_json = None;
+            }
+        }
+    }
+
     /// The decoded keys from the root to `node`.
     fn keys(&self, mut node: u32) -> Vec<&str> {
         let mut keys = Vec::new();
@@ -890,14 +901,7 @@ impl<'a> Flattener<'a, '_> {
         let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
         let c = match self.by_name.get(&name) {
             Some(&c) => {
-                let bases = &mut self.tables[c].1.bases;
-                if let Err(at) = bases.binary_search(&base) {
-                    bases.insert(at, base);
-                    // The columns' hints are looked up again with this base.
-                    for node in &mut self.tables[c].1.nodes {
-                        node.keep_json = None;
-                    }
-                }
+                self.tables[c].1.fed_from(base);
                 c
             }
             None => {
