@@ -9,9 +9,16 @@
 //! scalars). TYPE is one of [`ColumnType`]'s texts.
 //!
 //! What a conversion keeps ([`ColumnType`]): a value that does not convert exactly is
-//! null in its column and kept in `_rescued_data` under its pointer, so no value is lost;
-//! a timestamp is kept as its instant in UTC: its offset (`+02:00`) and the way its text
-//! was written (`T` or space, fraction digits) are normalised away, not rescued.
+//! null in its column and kept in `_rescued_data` under its pointer, so no value is lost.
+//! A value that converts is not rescued, and these are normalised away:
+//! - a timestamp is kept as its instant in UTC: its offset (`+02:00`, `-00:00`) and the
+//!   way its text was written (`T`, `t` or space, `Z` or `z`, fraction digits) are gone;
+//! - a decimal is kept as its value: a string holding one becomes that number, and the
+//!   literal's form (an exponent, trailing zeros, the sign of a zero: `-0` and `-0.00`
+//!   are `0.00`, a decimal having no negative zero) is gone;
+//! - `string` writes a number or boolean as its literal and an empty object or array
+//!   (or one below the depth limit) as its JSON text: `42` and `"42"` read the same;
+//! - `int64` and `float64` keep a number's value, not its literal (`1.50` is `1.5`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,7 +28,8 @@ use serde::{Deserialize, Serialize};
 /// The type a hinted column is written with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ColumnType {
-    /// `string`: strings as they are; any other value as its JSON text.
+    /// `string`: strings as they are; a number or boolean as its literal, an empty
+    /// object or array (or one below the depth limit) as its JSON text.
     String,
     /// `boolean`: JSON booleans.
     Boolean,
@@ -29,13 +37,16 @@ pub enum ColumnType {
     Int64,
     /// `float64`: JSON numbers a float64 holds (integers up to 2^53).
     Float64,
-    /// `decimal(P,S)`: numbers, or strings holding a number, with at most `S` fractional
-    /// digits (after dropping trailing zeros) and `P` digits in all; P ≤ 38, S ≤ P.
+    /// `decimal(P,S)`: numbers, or strings holding a JSON number (nothing around it: not
+    /// ` 5`, `+5`, `.5` nor `5.`), with at most `S` fractional digits (after dropping
+    /// trailing zeros) and `P` digits in all; P ≤ 38, S ≤ P.
     Decimal(u8, i8),
-    /// `date`: `YYYY-MM-DD` strings.
+    /// `date`: `YYYY-MM-DD` strings, 0001-01-01 to 9999-12-31.
     Date,
     /// `timestamp`: RFC 3339 strings with `Z` or an offset, converted to UTC, at most
-    /// microsecond precision (a tz-aware timestamp, UTC, microseconds).
+    /// microsecond precision (a tz-aware timestamp, UTC, microseconds), within
+    /// 0001-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999Z once in UTC; a leap second
+    /// (`:60`) is not taken.
     Timestamp,
     /// `json`: every value as its JSON text (`bronze.json` column).
     Json,
