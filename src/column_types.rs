@@ -58,6 +58,19 @@ pub const TYPES: &str = "string, boolean, int64, float64, decimal(P,S), date, ti
 /// Largest decimal precision (Delta's and Arrow's `Decimal128`).
 pub const MAX_PRECISION: u8 = 38;
 
+impl ColumnType {
+    /// Whether a hint's text could name this type: a decimal's precision 1 to
+    /// [`MAX_PRECISION`] and its scale 0 to the precision (a type built in code may not be).
+    pub fn is_valid(self) -> bool {
+        match self {
+            ColumnType::Decimal(p, s) => {
+                (1..=MAX_PRECISION).contains(&p) && u8::try_from(s).is_ok_and(|s| s <= p)
+            }
+            _ => true,
+        }
+    }
+}
+
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

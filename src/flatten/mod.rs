@@ -1203,7 +1203,9 @@ impl Typing {
         }
         for base in bases {
             let full = format!("{base}{path}");
-            if let Some(ty) = cfg.column_type(topic, &full) {
+            // A type built in code that no hint's text names (`validate` refuses it for a
+            // run) is no hint.
+            if let Some(ty) = cfg.column_type(topic, &full).filter(|t| t.is_valid()) {
                 return Typing::Hinted(ty, full);
             }
         }

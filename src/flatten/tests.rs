@@ -875,3 +875,15 @@ fn a_hint_through_any_array_feeding_a_shared_child_table_types_its_column() {
         assert_eq!(legs.column_by_name("ts").unwrap().null_count(), 0, "{payload}");
     }
 }
+
+#[test]
+fn a_decimal_type_no_hint_could_name_is_no_hint_to_the_flattener() {
+    let mut cfg = FlattenConfig::default();
+    for (pointer, ty) in [("/a", ColumnType::Decimal(40, 2)), ("/b", ColumnType::Decimal(5, -1))] {
+        cfg.column_types.insert(pointer.into(), ty);
+    }
+    let t = run_with(&[r#"{"topic":"t","message_id":"1","payload":{"a":1.5,"b":2}}"#], &cfg);
+    let b = &t["t"];
+    assert_eq!(b.column_by_name("a").unwrap().data_type(), &DataType::Float64);
+    assert_eq!(b.column_by_name("b").unwrap().data_type(), &DataType::Int64);
+}
