@@ -18,7 +18,9 @@
 //!   set to null in the column and kept in `_rescued_data` under its path;
 //! - a path the table has no column for: [`Evolution::Add`] adds it (renamed `_2`, `_3`,
 //!   ... when the name belongs to another path), [`Evolution::Rescue`] moves its values
-//!   to `_rescued_data`, [`Evolution::Fail`] refuses the write naming the fields.
+//!   to `_rescued_data` (a hinted column's as the payload wrote them, which the
+//!   flattener keeps aside for this), [`Evolution::Fail`] refuses the write naming the
+//!   fields.
 //!
 //! Nothing becomes null silently: every value is either in its column or rescued.
 
