@@ -9,9 +9,16 @@
 //! scalars). TYPE is one of [`ColumnType`]'s texts.
 //!
 //! What a conversion keeps ([`ColumnType`]): a value that does not convert exactly is
-//! null in its column and kept in `_rescued_data` under its pointer, so no value is lost;
-//! a timestamp is kept as its instant in UTC: its offset (`+02:00`) and the way its text
-//! was written (`T` or space, fraction digits) are normalised away, not rescued.
+//! null in its column and kept in `_rescued_data` under its pointer, so no value is lost.
+//! A value that converts is not rescued, and these are normalised away:
+//! - a timestamp is kept as its instant in UTC: its offset (`+02:00`, `-00:00`) and the
+//!   way its text was written (`T`, `t` or space, `Z` or `z`, fraction digits) are gone;
+//! - a decimal is kept as its value: a string holding one becomes that number, and the
+//!   literal's form (an exponent, trailing zeros, the sign of a zero: `-0` and `-0.00`
+//!   are `0.00`, a decimal having no negative zero) is gone;
+//! - `string` writes a number or boolean as its literal and an empty object or array
+//!   (or one below the depth limit) as its JSON text: `42` and `"42"` read the same;
+//! - `int64` and `float64` keep a number's value, not its literal (`1.50` is `1.5`).
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,7 +28,8 @@ use serde::{Deserialize, Serialize};
 /// The type a hinted column is written with.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ColumnType {
-    /// `string`: strings as they are; any other value as its JSON text.
+    /// `string`: strings as they are; a number or boolean as its literal, an empty
+    /// object or array (or one below the depth limit) as its JSON text.
     String,
     /// `boolean`: JSON booleans.
     Boolean,
@@ -29,13 +37,16 @@ pub enum ColumnType {
     Int64,
     /// `float64`: JSON numbers a float64 holds (integers up to 2^53).
     Float64,
-    /// `decimal(P,S)`: numbers, or strings holding a number, with at most `S` fractional
-    /// digits (after dropping trailing zeros) and `P` digits in all; P ≤ 38, S ≤ P.
+    /// `decimal(P,S)`: numbers, or strings holding a JSON number (nothing around it: not
+    /// ` 5`, `+5`, `.5` nor `5.`), with at most `S` fractional digits (after dropping
+    /// trailing zeros) and `P` digits in all; P ≤ 38, S ≤ P.
     Decimal(u8, i8),
-    /// `date`: `YYYY-MM-DD` strings.
+    /// `date`: `YYYY-MM-DD` strings, 0001-01-01 to 9999-12-31.
     Date,
     /// `timestamp`: RFC 3339 strings with `Z` or an offset, converted to UTC, at most
-    /// microsecond precision (a tz-aware timestamp, UTC, microseconds).
+    /// microsecond precision (a tz-aware timestamp, UTC, microseconds), within
+    /// 0001-01-01T00:00:00Z ..= 9999-12-31T23:59:59.999999Z once in UTC; a leap second
+    /// (`:60`) is not taken.
     Timestamp,
     /// `json`: every value as its JSON text (`bronze.json` column).
     Json,
@@ -46,6 +57,19 @@ pub const TYPES: &str = "string, boolean, int64, float64, decimal(P,S), date, ti
 
 /// Largest decimal precision (Delta's and Arrow's `Decimal128`).
 pub const MAX_PRECISION: u8 = 38;
+
+impl ColumnType {
+    /// Whether a hint's text could name this type: a decimal's precision 1 to
+    /// [`MAX_PRECISION`] and its scale 0 to the precision (a type built in code may not be).
+    pub fn is_valid(self) -> bool {
+        match self {
+            ColumnType::Decimal(p, s) => {
+                (1..=MAX_PRECISION).contains(&p) && u8::try_from(s).is_ok_and(|s| s <= p)
+            }
+            _ => true,
+        }
+    }
+}
 
 impl fmt::Display for ColumnType {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -194,17 +218,51 @@ pub fn parse_hint(s: &str) -> Result<(String, ColumnType), String> {
     Ok((key.to_string(), ty))
 }
 
+/// Microseconds since the Unix epoch of 0001-01-01T00:00:00Z, the first instant a
+/// `timestamp` column takes.
+pub const MIN_TIMESTAMP_MICROS: i64 = -62_135_596_800_000_000;
+/// Microseconds since the Unix epoch of 9999-12-31T23:59:59.999999Z, the last instant a
+/// `timestamp` column takes.
+pub const MAX_TIMESTAMP_MICROS: i64 = 253_402_300_799_999_999;
+/// Days since the Unix epoch of 0001-01-01, the first day a `date` column takes.
+pub const MIN_DATE_DAYS: i32 = -719_162;
+/// Days since the Unix epoch of 9999-12-31, the last day a `date` column takes.
+pub const MAX_DATE_DAYS: i32 = 2_932_896;
+
+/// Whether the bytes of `b` at `range` are all ASCII digits (false when `b` is shorter).
+fn digits_at(b: &[u8], range: std::ops::Range<usize>) -> bool {
+    b.get(range)
+        .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
+}
+
 /// Microseconds since the Unix epoch of an RFC 3339 timestamp with `Z` or an offset (`T`
-/// or a space between date and time); `None` for anything else, or a value with digits
-/// below the microsecond.
+/// or a space between date and time); `None` for anything else: a value with digits
+/// below the microsecond, a leap second (`:60`, which would silently become the next
+/// minute's `:00`), or an instant outside 0001-01-01T00:00:00Z ..=
+/// 9999-12-31T23:59:59.999999Z once in UTC.
 pub fn parse_timestamp(s: &str) -> Option<i64> {
-    // Cheap shape checks first: detection tries every string of a column.
+    // Cheap shape checks first (detection tries every string of a column), on bytes:
+    // the first 19 are ASCII once they pass, so slicing after them is on a char boundary.
     let b = s.as_bytes();
-    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || !matches!(b[10], b'T' | b't' | b' ') {
+    let shaped = b.len() >= 20
+        && digits_at(b, 0..4)
+        && b[4] == b'-'
+        && digits_at(b, 5..7)
+        && b[7] == b'-'
+        && digits_at(b, 8..10)
+        && matches!(b[10], b'T' | b't' | b' ')
+        && digits_at(b, 11..13)
+        && b[13] == b':'
+        && digits_at(b, 14..16)
+        && b[16] == b':'
+        && digits_at(b, 17..19);
+    if !shaped || b[17] >= b'6' {
+        // `:60` is a leap second, refused; above is no second at all.
         return None;
     }
     // Digits below the nanosecond would be dropped by the parser: refused here.
-    let fraction = s[19..]
+    let fraction = s
+        .get(19..)?
         .strip_prefix('.')
         .map_or(0, |f| f.bytes().take_while(u8::is_ascii_digit).count());
     if fraction > 9 {
@@ -214,7 +272,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     if t.timestamp_subsec_nanos() % 1000 != 0 {
         return None;
     }
-    Some(t.timestamp_micros())
+    Some(t.timestamp_micros()).filter(|m| (MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS).contains(m))
 }
 
 /// The canonical text of a timestamp: RFC 3339 in UTC with `Z`, fractional seconds in
@@ -224,22 +282,24 @@ pub fn timestamp_text(micros: i64) -> Option<String> {
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::AutoSi, true))
 }
 
-/// Days since the Unix epoch of a `YYYY-MM-DD` date; `None` for anything else.
+/// Days since the Unix epoch of a `YYYY-MM-DD` date from 0001-01-01 to 9999-12-31;
+/// `None` for anything else.
 pub fn parse_date(s: &str) -> Option<i32> {
     let b = s.as_bytes();
-    let digits = |r: std::ops::Range<usize>| b[r].iter().all(u8::is_ascii_digit);
     if b.len() != 10
         || b[4] != b'-'
         || b[7] != b'-'
-        || !digits(0..4)
-        || !digits(5..7)
-        || !digits(8..10)
+        || !digits_at(b, 0..4)
+        || !digits_at(b, 5..7)
+        || !digits_at(b, 8..10)
     {
         return None;
     }
     let d = chrono::NaiveDate::parse_from_str(s, "%Y-%m-%d").ok()?;
     let epoch = chrono::NaiveDate::from_ymd_opt(1970, 1, 1)?;
-    i32::try_from(d.signed_duration_since(epoch).num_days()).ok()
+    i32::try_from(d.signed_duration_since(epoch).num_days())
+        .ok()
+        .filter(|d| (MIN_DATE_DAYS..=MAX_DATE_DAYS).contains(d))
 }
 
 /// The text of a date (days since the epoch): `YYYY-MM-DD`.
@@ -249,27 +309,51 @@ pub fn date_text(days: i32) -> Option<String> {
     Some(d.format("%Y-%m-%d").to_string())
 }
 
-/// The unscaled value of a number literal (`12.5`, `-3`, `1.25e2`) in `decimal(p,s)`;
-/// `None` when it has more than `s` fractional digits (after trailing zeros), more than
-/// `p` digits in all, or is not a number.
-pub fn parse_decimal(text: &str, p: u8, s: i8) -> Option<i128> {
-    let t = text.trim();
-    let (neg, t) = match t.as_bytes().first()? {
-        b'-' => (true, &t[1..]),
-        b'+' => (false, &t[1..]),
-        _ => (false, t),
+/// A JSON number literal (`-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?`, nothing around it)
+/// split into its sign, integer digits, fraction digits and exponent; `None` for any
+/// other text, or an exponent beyond `i32`.
+fn json_number(text: &str) -> Option<(bool, &str, &str, i32)> {
+    let (neg, t) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
     };
-    let (mantissa, exp) = match t.find(['e', 'E']) {
-        Some(i) => (&t[..i], t[i + 1..].parse::<i32>().ok()?),
-        None => (t, 0),
-    };
-    let (int, frac) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    if int.is_empty() && frac.is_empty()
-        || !int.bytes().all(|c| c.is_ascii_digit())
-        || !frac.bytes().all(|c| c.is_ascii_digit())
-    {
+    let b = t.as_bytes();
+    let int_len = b.iter().take_while(|c| c.is_ascii_digit()).count();
+    if int_len == 0 || (int_len > 1 && b[0] == b'0') {
         return None;
     }
+    // Each split is after ASCII digits only: on a char boundary.
+    let (int, rest) = t.split_at(int_len);
+    let (frac, rest) = match rest.strip_prefix('.') {
+        Some(r) => {
+            let n = r.bytes().take_while(u8::is_ascii_digit).count();
+            if n == 0 {
+                return None;
+            }
+            r.split_at(n)
+        }
+        None => ("", rest),
+    };
+    let exp = match rest.strip_prefix(['e', 'E']) {
+        Some(e) => {
+            let digits = e.strip_prefix(['+', '-']).unwrap_or(e);
+            if digits.is_empty() || !digits.bytes().all(|c| c.is_ascii_digit()) {
+                return None;
+            }
+            e.parse::<i32>().ok()?
+        }
+        None if rest.is_empty() => 0,
+        None => return None,
+    };
+    Some((neg, int, frac, exp))
+}
+
+/// The unscaled value of a JSON number literal (`12.5`, `-3`, `1.25e2`) in
+/// `decimal(p,s)`; `None` when it has more than `s` fractional digits (after trailing
+/// zeros), more than `p` digits in all, or is not a JSON number (`+5`, `.5`, `5.`,
+/// ` 5`). A negative zero (`-0`, `-0.00`) is zero: a decimal has no sign of zero.
+pub fn parse_decimal(text: &str, p: u8, s: i8) -> Option<i128> {
+    let (neg, int, frac, exp) = json_number(text)?;
     // digits × 10^(exp - frac.len()), as digits with `scale` fractional ones.
     let digits = format!("{int}{frac}");
     let digits = digits.trim_start_matches('0');
@@ -438,5 +522,121 @@ mod tests {
         assert_eq!(decimal_text(1250, 2), "12.50");
         assert_eq!(decimal_text(-1, 2), "-0.01");
         assert_eq!(decimal_text(7, 0), "7");
+    }
+
+    #[test]
+    fn leap_seconds_and_instants_outside_years_1_to_9999_are_refused() {
+        let at = |s| parse_timestamp(s);
+        for bad in [
+            "2016-12-31T23:59:60Z",
+            "2016-12-31T23:59:60.5Z",
+            "2016-12-31 23:59:60+00:00",
+            "0000-01-01T00:00:00Z",
+            "0001-01-01T00:30:00+01:00",
+            "9999-12-31T23:59:59-01:00",
+        ] {
+            assert_eq!(at(bad), None, "{bad}");
+        }
+        assert_eq!(at("0001-01-01T00:00:00Z"), Some(MIN_TIMESTAMP_MICROS));
+        assert_eq!(at("0001-01-01T01:00:00+01:00"), Some(MIN_TIMESTAMP_MICROS));
+        assert_eq!(
+            at("9999-12-31T23:59:59.999999Z"),
+            Some(MAX_TIMESTAMP_MICROS)
+        );
+        assert_eq!(
+            at("9999-12-31T22:59:59.999999-01:00"),
+            Some(MAX_TIMESTAMP_MICROS)
+        );
+        assert_eq!(
+            timestamp_text(MIN_TIMESTAMP_MICROS).unwrap(),
+            "0001-01-01T00:00:00Z"
+        );
+        assert_eq!(
+            timestamp_text(MAX_TIMESTAMP_MICROS).unwrap(),
+            "9999-12-31T23:59:59.999999Z"
+        );
+        assert_eq!(parse_date("0000-12-31"), None);
+        assert_eq!(parse_date("0001-01-01"), Some(MIN_DATE_DAYS));
+        assert_eq!(parse_date("9999-12-31"), Some(MAX_DATE_DAYS));
+    }
+
+    #[test]
+    fn non_ascii_next_to_the_fixed_width_fields_is_refused_not_a_panic() {
+        assert_eq!(parse_timestamp("2026-01-15 日本語です"), None);
+        assert_eq!(parse_timestamp("2026-01-15T10:00:0日Z"), None);
+        for base in ["2026-01-15T10:00:00.123456+02:00", "2026-01-15", "-12.50e1"] {
+            for c in ['é', '日', '€', '😀'] {
+                for i in 0..=base.len() {
+                    // `c` inserted before byte `i`, and put in place of the byte at `i`.
+                    let inserted = format!("{}{c}{}", &base[..i], &base[i..]);
+                    let replaced = format!("{}{c}{}", &base[..i], base.get(i + 1..).unwrap_or(""));
+                    for s in [inserted, replaced] {
+                        assert_eq!(parse_timestamp(&s), None, "{s}");
+                        assert_eq!(parse_date(&s), None, "{s}");
+                        assert_eq!(parse_decimal(&s, 38, 6), None, "{s}");
+                    }
+                }
+            }
+        }
+    }
+
+    proptest::proptest! {
+        /// Whatever the text, the parsers answer and never panic; what they take
+        /// prints back as a value they take again.
+        #[test]
+        fn parsers_never_panic(
+            s in "[0-9\\-:.tTzZeE+ 日é😀]{0,40}",
+            any in ".{0,40}",
+        ) {
+            for s in [s.as_str(), any.as_str()] {
+                if let Some(m) = parse_timestamp(s) {
+                    let text = timestamp_text(m).unwrap();
+                    proptest::prop_assert_eq!(parse_timestamp(&text), Some(m));
+                }
+                if let Some(d) = parse_date(s) {
+                    proptest::prop_assert_eq!(parse_date(&date_text(d).unwrap()), Some(d));
+                }
+                for (p, sc) in [(38, 0), (18, 2), (38, 38), (1, 0)] {
+                    if let Some(v) = parse_decimal(s, p, sc) {
+                        proptest::prop_assert_eq!(parse_decimal(&decimal_text(v, sc), p, sc), Some(v));
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn decimals_take_json_number_syntax_only() {
+        let d = |t| parse_decimal(t, 18, 2);
+        assert_eq!(d("1.5e3"), Some(150_000));
+        assert_eq!(d("15E-1"), Some(150));
+        assert_eq!(d("1e+2"), Some(10_000));
+        assert_eq!(d("-0.5"), Some(-50));
+        assert_eq!(d("-0"), Some(0));
+        assert_eq!(d("-0.00"), Some(0));
+        assert_eq!(d("-0e5"), Some(0));
+        for bad in [
+            " 5",
+            "5 ",
+            "+5",
+            ".5",
+            "5.",
+            "-.5",
+            "01",
+            "-01",
+            "1e",
+            "1e+",
+            "1e-",
+            "--1",
+            "1.5e3.0",
+            "0x1",
+            "1_000",
+            "5e2147483648",
+            "Infinity",
+            "NaN",
+            "１",
+        ] {
+            assert_eq!(d(bad), None, "{bad:?}");
+        }
     }
 }

@@ -354,7 +354,37 @@ impl IngestConfig {
         self.check_catalog()?;
         self.check_envelope()?;
         self.check_limits()?;
-        self.check_outputs()
+        self.check_outputs()?;
+        self.check_column_types()
+    }
+
+    /// Refuses a column type hint built in code that a hint's text could not name: a
+    /// pointer that is not one, or a decimal's precision or scale out of range.
+    fn check_column_types(&self) -> Result<()> {
+        let flatten = &self.flatten;
+        let all = flatten.column_types.iter().map(|(p, t)| (p.clone(), p, t));
+        let own = flatten
+            .topic_column_types
+            .iter()
+            .flat_map(|(topic, hints)| {
+                hints
+                    .iter()
+                    .map(move |(p, t)| (format!("{topic}:{p}"), p, t))
+            });
+        for (key, pointer, ty) in all.chain(own) {
+            let why = match crate::column_types::check_pointer(pointer) {
+                Err(e) => e,
+                Ok(()) if !ty.is_valid() => {
+                    "a decimal's precision is 1 to 38 and its scale 0 to the precision".into()
+                }
+                Ok(()) => continue,
+            };
+            return Err(Error::Config {
+                name: "column_types",
+                reason: format!("`{key}={ty}`: {why}"),
+            });
+        }
+        Ok(())
     }
 
     /// Refuses a catalog URL that did not parse, given as a path, saying why.
@@ -494,5 +524,47 @@ mod tests {
             ..Default::default()
         };
         assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn a_column_type_built_in_code_is_checked_as_its_text_would_be() {
+        for (pointer, ty, says) in [
+            (
+                "/a",
+                ColumnType::Decimal(40, 2),
+                "`t:/a=decimal(40,2)`: a decimal's precision",
+            ),
+            (
+                "/a",
+                ColumnType::Decimal(0, 0),
+                "a decimal's precision is 1 to 38",
+            ),
+            (
+                "/a",
+                ColumnType::Decimal(5, -1),
+                "its scale 0 to the precision",
+            ),
+            (
+                "/a",
+                ColumnType::Decimal(5, 6),
+                "its scale 0 to the precision",
+            ),
+            ("a", ColumnType::Int64, "\"a\" is not a JSON pointer"),
+        ] {
+            let mut c = IngestConfig::default();
+            c.flatten
+                .topic_column_types
+                .entry("t".into())
+                .or_default()
+                .insert(pointer.into(), ty);
+            let err = c.validate().unwrap_err().to_string();
+            assert!(err.contains(says), "{err}");
+            assert!(err.contains(&format!("`t:{pointer}=")), "{err}");
+        }
+        let mut c = IngestConfig::default();
+        c.flatten
+            .column_types
+            .insert("/a".into(), ColumnType::Decimal(38, 38));
+        c.validate().unwrap();
     }
 }

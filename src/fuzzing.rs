@@ -8,6 +8,7 @@ use std::path::Path;
 
 use arrow::array::{Array, RecordBatch, StringArray};
 
+use crate::column_types::{ColumnType, DetectType};
 use crate::config::{EnvelopeConfig, Evolution, FlattenConfig};
 use crate::flatten::{Lineage, flatten};
 use crate::naming::{self, TableName};
@@ -16,16 +17,29 @@ use crate::stage::{IdSet, assemble, stage_file_bytes};
 
 /// Stages `data` as one file, checks the line accounting, flattens every topic and
 /// fits each table's rows to the schema of the rows flattened from the file's first
-/// half (a later batch meeting an earlier table). The first byte picks `max_depth`.
+/// half (a later batch meeting an earlier table). The first byte picks `max_depth` (its
+/// low three bits), and with bit 3 set turns on type detection and hints (`/ts`, `/*/ts`
+/// timestamps, `/day` a date, `/amount` a decimal).
 pub fn parse_and_flatten(data: &[u8]) {
-    let (depth, data) = match data.split_first() {
-        Some((d, rest)) => (1 + usize::from(*d % 8), rest),
-        None => (1, data),
+    let (first, data) = match data.split_first() {
+        Some((d, rest)) => (*d, rest),
+        None => (0, data),
     };
-    let cfg = FlattenConfig {
-        max_depth: depth,
+    let mut cfg = FlattenConfig {
+        max_depth: 1 + usize::from(first % 8),
         ..FlattenConfig::default()
     };
+    if first & 8 != 0 {
+        cfg.detect_types = vec![DetectType::Timestamp, DetectType::Date];
+        for (pointer, ty) in [
+            ("/ts", ColumnType::Timestamp),
+            ("/items/*/ts", ColumnType::Timestamp),
+            ("/day", ColumnType::Date),
+            ("/amount", ColumnType::Decimal(18, 2)),
+        ] {
+            cfg.column_types.insert(pointer.to_string(), ty);
+        }
+    }
     let whole = flatten_all(data, &cfg);
     // The first half, cut at a line end, is an earlier batch of the same feed.
     let cut = data[..data.len() / 2]

@@ -82,8 +82,37 @@ class BatchFailed(BronzeError):
 
 #: Keys of ``[flatten]`` also taken as keyword arguments of their own:
 #: ``column_types={"/amount": "decimal(18,2)", "trade:/ts": "timestamp"}``,
-#: ``detect_types=["timestamp", "date"]``.
+#: ``detect_types=["timestamp", "date"]`` (or ``"timestamp,date"``, as ``--detect-types``).
 _FLATTEN_KEYS = ("column_types", "detect_types")
+
+
+def _flatten_key(key: str, value: Any) -> Any:
+    """The value of a ``[flatten]`` key given as its own keyword argument: ``column_types``
+    a mapping, ``detect_types`` a list of types or one string of them separated by commas."""
+    if key == "column_types":
+        if not isinstance(value, Mapping):
+            raise TypeError(f"column_types is a mapping of pointers to types, not {type(value).__name__}")
+        return dict(value)
+    if isinstance(value, str):
+        return [t.strip() for t in value.split(",")]
+    return list(value)
+
+
+def _merge_flatten(given: Any, own: dict[str, Any]) -> Any:
+    """``flatten={...}`` with the ``[flatten]`` keys given as their own keyword arguments
+    over it: ``column_types`` merged pointer by pointer (the keyword argument's type wins
+    for a pointer in both), ``detect_types`` replaced."""
+    if not own:
+        return given
+    if not isinstance(given, Mapping):
+        return own if given is None else given  # not a mapping: the Rust side names it
+    merged = dict(given)
+    for key, value in own.items():
+        below = merged.get(key)
+        if key == "column_types" and isinstance(below, Mapping):
+            value = {**below, **value}
+        merged[key] = value
+    return merged
 
 
 def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
@@ -106,11 +135,11 @@ def _settings(catalog: Optional[PathLike], **kw: Any) -> str:
         if key == "metrics_push":  # `[metrics] push_url`, the CLI's --metrics-push
             key, value = "metrics", {"push_url": value}
         if key in _FLATTEN_KEYS:  # `[flatten]` keys, the CLI's --column-type, --detect-types
-            flatten[key] = dict(value) if isinstance(value, Mapping) else list(value)
+            flatten[key] = _flatten_key(key, value)
             continue
         settings[key] = value
     if flatten:
-        settings["flatten"] = {**settings.get("flatten", {}), **flatten}
+        settings["flatten"] = _merge_flatten(settings.get("flatten"), flatten)
     if settings.get("storage_options") is not None:
         settings["storage_options"] = {str(k): str(v) for k, v in settings["storage_options"].items()}
     return json.dumps(settings)
@@ -193,8 +222,10 @@ def ingest(
     (``envelope={"topic_field": "type"}``, ``flatten={"max_depth": 4}``,
     ``persist_staging=True``, ``resume=False``, ``single_writer=True``), and
     ``column_types={"/amount": "decimal(18,2)", "trade:/ts": "timestamp"}`` and
-    ``detect_types=["timestamp", "date"]`` set those keys of ``[flatten]``; an unknown one
-    raises :class:`ConfigError` naming it. ``metrics_push="http://pushgateway:9091"``
+    ``detect_types=["timestamp", "date"]`` (or ``"timestamp,date"``) set those keys of
+    ``[flatten]``, merged into ``flatten={...}`` when both are given (a pointer in both
+    takes the type ``column_types=`` gives it; ``detect_types=`` replaces the list); an
+    unknown one raises :class:`ConfigError` naming it. ``metrics_push="http://pushgateway:9091"``
     pushes the run's metrics to a Prometheus Pushgateway (``--metrics-push``).
     """
     folders = [os.fspath(batch)] if isinstance(batch, (str, os.PathLike)) else [os.fspath(b) for b in batch]

@@ -81,6 +81,26 @@ def test_the_table_holds_every_setting() -> None:
     assert _bronze.unset_settings(bronze._settings(catalog, **merged)) == []
 
 
+def test_column_types_merge_into_flatten_and_win_for_a_pointer_in_both(tmp_path: Path) -> None:
+    both = _from_python(
+        flatten={"max_depth": 4, "column_types": {"/a": "int64", "/b": "date"}},
+        column_types={"/b": "string", "/c": "json"},
+    )
+    toml = '[flatten]\nmax_depth = 4\n[flatten.column_types]\n"/a" = "int64"\n"/b" = "string"\n"/c" = "json"'
+    assert both == _from_file(tmp_path, toml)
+    detect = _from_python(flatten={"max_depth": 4, "detect_types": ["date"]}, detect_types=["timestamp"])
+    assert detect == _from_file(tmp_path, '[flatten]\nmax_depth = 4\ndetect_types = ["timestamp"]')
+
+
+def test_detect_types_takes_one_string_as_the_flag_does(tmp_path: Path) -> None:
+    one = _from_file(tmp_path, '[flatten]\ndetect_types = ["timestamp"]')
+    assert _from_python(detect_types="timestamp") == one
+    two = _from_file(tmp_path, '[flatten]\ndetect_types = ["timestamp", "date"]')
+    assert _from_python(detect_types="timestamp,date") == two
+    with pytest.raises(TypeError, match="column_types is a mapping"):
+        _from_python(column_types=["/a=int64"])
+
+
 #: The public functions that take settings: each takes every key of ``bronze.toml``.
 FUNCTIONS = [
     bronze.ingest,

@@ -18,7 +18,9 @@
 //!   set to null in the column and kept in `_rescued_data` under its path;
 //! - a path the table has no column for: [`Evolution::Add`] adds it (renamed `_2`, `_3`,
 //!   ... when the name belongs to another path), [`Evolution::Rescue`] moves its values
-//!   to `_rescued_data`, [`Evolution::Fail`] refuses the write naming the fields.
+//!   to `_rescued_data` (a hinted column's as the payload wrote them, which the
+//!   flattener keeps aside for this), [`Evolution::Fail`] refuses the write naming the
+//!   fields.
 //!
 //! Nothing becomes null silently: every value is either in its column or rescued.
 
@@ -43,7 +45,8 @@ use crate::column_types::{
     type_text,
 };
 use crate::flatten::{
-    DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META, data_field,
+    DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META, SOURCE_META,
+    data_field,
     rescued_column, timestamp_type,
 };
 use crate::naming::RESCUED;
@@ -149,7 +152,10 @@ pub(crate) fn to_table(
 fn new_table(table: &TableName, batch: RecordBatch) -> Result<RecordBatch> {
     let schema = batch.schema();
     let marked = |f: &Field| {
-        f.metadata().contains_key(HINT_META) || f.metadata().contains_key(DETECT_META)
+        let meta = f.metadata();
+        meta.contains_key(HINT_META)
+            || meta.contains_key(DETECT_META)
+            || meta.contains_key(SOURCE_META)
     };
     if schema.metadata().is_empty() && !schema.fields().iter().any(|f| marked(f)) {
         return Ok(batch);
@@ -157,6 +163,9 @@ fn new_table(table: &TableName, batch: RecordBatch) -> Result<RecordBatch> {
     let mut fields = Vec::with_capacity(schema.fields().len());
     let mut columns = Vec::with_capacity(schema.fields().len());
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
+        if field.metadata().contains_key(SOURCE_META) {
+            continue;
+        }
         let (dt, array) = typed_as_detected(field, array);
         let mut meta = field.metadata().clone();
         meta.remove(HINT_META);
@@ -242,6 +251,45 @@ struct Fitting {
     moved: u64,
 }
 
+impl Fitting {
+    /// Takes system column `field`: `_rescued_data` aside (rebuilt with what is rescued
+    /// here), any other by name.
+    fn system(
+        &mut self,
+        table: &TableName,
+        field: &Field,
+        array: &ArrayRef,
+        target: &Schema,
+    ) -> Result<()> {
+        if field.name() == RESCUED {
+            self.base_rescued = Some(Arc::clone(array));
+        } else {
+            let (f, a) = system_column(table, field, array, target)?;
+            self.fields.push(f);
+            self.columns.push(a);
+        }
+        Ok(())
+    }
+
+    /// Takes data column `field` into the table's column `t` for its `path`: converted
+    /// to `t`'s type, what does not fit rescued.
+    fn existing(
+        &mut self,
+        table: &TableName,
+        (field, array): (&Field, &ArrayRef),
+        t: &Field,
+        path: &str,
+    ) -> Result<()> {
+        check_hint(table, field, t)?;
+        let (a, r) = convert(array, field, t, path);
+        self.moved += r.len() as u64;
+        self.rescued.extend(r);
+        self.fields.push(t.clone().with_nullable(true));
+        self.columns.push(a);
+        Ok(())
+    }
+}
+
 /// Fits each column of `batch` to `target`: system columns by name, data columns by
 /// path, a path the table lacks as `evolution` says.
 fn fit_columns(
@@ -255,17 +303,15 @@ fn fit_columns(
     let mut taken: HashSet<String> = target.fields().iter().map(|f| f.name().clone()).collect();
     taken.extend(schema.fields().iter().map(|f| f.name().clone()));
     let by_path = columns_by_path(target);
+    let sources = sources_of(batch);
     let mut out = Fitting::default();
     for (field, array) in schema.fields().iter().zip(batch.columns()) {
         let name = field.name().as_str();
-        if name == RESCUED {
-            out.base_rescued = Some(Arc::clone(array));
+        if field.metadata().contains_key(SOURCE_META) {
             continue;
         }
-        if SYSTEM_COLUMNS.contains(&name) {
-            let (f, a) = system_column(table, field, array, target)?;
-            out.fields.push(f);
-            out.columns.push(a);
+        if name == RESCUED || SYSTEM_COLUMNS.contains(&name) {
+            out.system(table, field, array, target)?;
             continue;
         }
         let path = path_of(field);
@@ -276,14 +322,7 @@ fn fit_columns(
             .copied()
             .or_else(|| column_by_name(target, name, path));
         match existing {
-            Some(t) => {
-                check_hint(table, field, t)?;
-                let (a, r) = convert(array, field, t, path);
-                out.moved += r.len() as u64;
-                out.rescued.extend(r);
-                out.fields.push(t.clone().with_nullable(true));
-                out.columns.push(a);
-            }
+            Some(t) => out.existing(table, (field, array), t, path)?,
             None => match evolution {
                 Evolution::Add => {
                     let new_name = free_name(name, target, &mut taken);
@@ -293,7 +332,14 @@ fn fit_columns(
                     out.fields.push(data_field(&new_name, data_type, path, json));
                     out.columns.push(array);
                 }
-                Evolution::Rescue => out.moved += rescue_all(array, field, path, &mut out.rescued),
+                Evolution::Rescue => {
+                    // A hinted column's values as the payload wrote them, when kept.
+                    let (array, text) = match sources.get(name) {
+                        Some(source) => (*source, Text::Json),
+                        None => (array, Text::of(field)),
+                    };
+                    out.moved += rescue_all(array, text, path, &mut out.rescued);
+                }
                 Evolution::Fail if array.null_count() < n => {
                     out.refused.push(format!("{name} ({path})"));
                 }
@@ -302,6 +348,18 @@ fn fit_columns(
         }
     }
     Ok(out)
+}
+
+/// The payload's JSON text of the values `batch`'s hinted columns converted, by the
+/// hinted column's name (kept by the flattener for [`Evolution::Rescue`]).
+fn sources_of(batch: &RecordBatch) -> HashMap<&str, &ArrayRef> {
+    batch
+        .schema_ref()
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter_map(|(f, a)| Some((f.metadata().get(SOURCE_META)?.as_str(), a)))
+        .collect()
 }
 
 /// The table's columns that record their path (`bronze.path`), by path.
@@ -341,13 +399,13 @@ fn free_name(name: &str, target: &Schema, taken: &mut HashSet<String>) -> String
 /// Every non-null value of a column moved to `rescued` under its path; how many.
 fn rescue_all(
     array: &ArrayRef,
-    field: &Field,
+    text: Text,
     path: &str,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> u64 {
     let mut moved = 0;
     for row in 0..array.len() {
-        if let Some(json) = json_of(array, Text::of(field), row) {
+        if let Some(json) = json_of(array, text, row) {
             rescued.push((row as u32, path.to_string(), json));
             moved += 1;
         }
@@ -652,7 +710,7 @@ fn int_fit(v: Val<'_>) -> Option<i64> {
 fn float_fit(v: Val<'_>) -> Option<f64> {
     match v {
         Val::Float(f) => Some(f),
-        Val::Int(i) if i.abs() <= F64_EXACT_INT => Some(i as f64),
+        Val::Int(i) if i.unsigned_abs() <= F64_EXACT_INT.unsigned_abs() => Some(i as f64),
         _ => None,
     }
 }
@@ -853,7 +911,7 @@ mod tests {
         let target = Schema::new(vec![data("q", DataType::Float64, "/q", false)]);
         let b = batch(
             vec![data("q", DataType::Int64, "/q", false)],
-            vec![Arc::new(Int64Array::from(vec![3, i64::MAX]))],
+            vec![Arc::new(Int64Array::from(vec![3, i64::MAX, i64::MIN]))],
         );
         let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
         let q = c
@@ -862,10 +920,13 @@ mod tests {
             .unwrap()
             .as_primitive::<Float64Type>();
         assert_eq!(q.value(0), 3.0);
-        assert!(q.is_null(1));
+        assert!(q.is_null(1) && q.is_null(2));
         assert_eq!(
-            strings(&c.batch, RESCUED)[1].as_deref(),
-            Some(r#"{"/q":9223372036854775807}"#)
+            strings(&c.batch, RESCUED)[1..],
+            [
+                Some(r#"{"/q":9223372036854775807}"#.into()),
+                Some(r#"{"/q":-9223372036854775808}"#.into())
+            ]
         );
     }
 

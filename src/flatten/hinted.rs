@@ -2,15 +2,16 @@
 //! type, or, when it does not convert exactly, null in the column and kept in
 //! `_rescued_data` under the column's path with its JSON text.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{ArrayRef, BooleanBuilder, PrimitiveBuilder};
+use arrow::array::{Array, ArrayRef, BooleanBuilder, PrimitiveBuilder, StringBuilder};
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Date32Type, Decimal128Type, Float64Type, Int64Type,
+    ArrowPrimitiveType, DataType, Field, Date32Type, Decimal128Type, Float64Type, Int64Type,
     TimestampMicrosecondType,
 };
 
-use super::{Cell, Column, F64_EXACT_INT, fill_strings, timestamp_type};
+use super::{Cell, Column, F64_EXACT_INT, SOURCE_META, fill_strings, timestamp_type};
 use crate::column_types::{ColumnType, parse_date, parse_decimal, parse_timestamp};
 use crate::json::NumClass;
 
@@ -76,6 +77,31 @@ pub(super) fn column(
     }
 }
 
+/// The companion of a hinted column `name` ([`super::SOURCE_META`]): for each row whose
+/// value converted (non-null in `typed`), the value's JSON text as the payload had it.
+pub(super) fn source_column(
+    name: &str,
+    cells: &[(u32, Cell<'_>)],
+    n: usize,
+    typed: &ArrayRef,
+) -> (Field, ArrayRef) {
+    let mut b = StringBuilder::new();
+    let mut next = 0u32;
+    for &(row, c) in cells {
+        b.append_nulls((row - next) as usize);
+        if typed.is_valid(row as usize) {
+            b.append_value(c.json());
+        } else {
+            b.append_null();
+        }
+        next = row + 1;
+    }
+    b.append_nulls(n - next as usize);
+    let meta = HashMap::from([(SOURCE_META.to_string(), name.to_string())]);
+    let field = Field::new(format!("{SOURCE_META}:{name}"), DataType::Utf8, true).with_metadata(meta);
+    (field, Arc::new(b.finish()))
+}
+
 /// A boolean column of `n` rows from `cells`; a cell that is not a boolean is null and
 /// goes to `keep`.
 fn booleans<'a>(n: usize, cells: &[(u32, Cell<'a>)], keep: &mut impl FnMut(u32, Cell<'a>)) -> ArrayRef {
@@ -136,7 +162,7 @@ fn float(c: Cell<'_>) -> Option<f64> {
         Cell::Num(s, NumClass::Int) => s
             .parse::<i64>()
             .ok()
-            .filter(|i| i.abs() <= F64_EXACT_INT)
+            .filter(|i| i.unsigned_abs() <= F64_EXACT_INT.unsigned_abs())
             .map(|i| i as f64),
         _ => None,
     }

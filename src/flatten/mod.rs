@@ -23,7 +23,8 @@
 //!   ([`crate::column_types`]) takes the hinted type; a value that does not convert is
 //!   null in it and goes to `_rescued_data` under the column's path (`/amount`), as a
 //!   value that does not fit an existing column does. A `json` hint keeps an object or
-//!   array at its pointer whole. Hinted and detectable columns are marked for
+//!   array at its pointer whole (at `/arr/*`, each element whole in the child table's
+//!   `value` column, objects too). Hinted and detectable columns are marked for
 //!   [`fit::to_table`], which detects timestamp and date columns;
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
@@ -66,6 +67,11 @@ pub const DETECT_META: &str = "bronze.detect";
 /// Schema metadata key of a flattened batch: how many values its hints rescued. Read
 /// and dropped when the batch is fitted.
 pub const RESCUED_META: &str = "bronze.rescued";
+/// Field metadata key of a flattened column that is not written: the payload's JSON text
+/// of each value the hinted column it names converted, kept for a topic whose new fields
+/// are rescued ([`crate::config::Evolution::Rescue`]) so that `_rescued_data` gets the
+/// values as they were written. Read and dropped when the batch is fitted.
+pub const SOURCE_META: &str = "bronze.source";
 
 /// What a run stamps on every row.
 #[derive(Clone, Debug)]
@@ -224,6 +230,10 @@ struct TableBuilder<'a> {
     /// JSON pointer of the table's rows in the payload: `` for the topic's table,
     /// `/currentprice/*` for the elements of the array that created a child table.
     base: String,
+    /// Every array's elements that fed this child table, sorted (`base` and, for a table
+    /// several array paths share, the others'): a hint types a column when its pointer
+    /// through any of them has one, the first in this order winning.
+    bases: Vec<String>,
     namer: ColumnNamer,
     nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
@@ -242,6 +252,7 @@ impl TableBuilder<'_> {
         TableBuilder {
             is_child,
             origin,
+            bases: vec![base.clone()],
             base,
             namer: ColumnNamer::new(),
             nodes: vec![PathNode::new(ROOT, ""), PathNode::new(META_ROOT, "")],
@@ -296,6 +307,17 @@ impl TableBuilder<'_> {
         }
         *hint = pos + 1;
         id
+    }
+
+    /// Records that the elements at `base` are rows of this (shared) child table too.
+    fn fed_from(&mut self, base: String) {
+        if let Err(at) = self.bases.binary_search(&base) {
+            self.bases.insert(at, base);
+            // The columns' hints are looked up again with this base.
+            for node in &mut self.nodes {
+                node.keep_json = None;
+            }
+        }
     }
 
     /// The decoded keys from the root to `node`.
@@ -823,8 +845,11 @@ impl<'a> Flattener<'a, '_> {
             return keep;
         }
         let table = &self.tables[t].1;
-        let full = format!("{}{}", table.base, pointer(&table.keys(node), None));
-        let keep = self.cfg.column_type(self.topic, &full) == Some(ColumnType::Json);
+        let path = pointer(&table.keys(node), None);
+        let keep = matches!(
+            Typing::of(self.cfg, self.topic, &table.bases, &path),
+            Typing::Hinted(ColumnType::Json, _)
+        );
         self.tables[t].1.nodes[node as usize].keep_json = Some(keep);
         keep
     }
@@ -870,14 +895,17 @@ impl<'a> Flattener<'a, '_> {
         } else {
             name
         };
-        // The first array path to create a child table names its own children (and its
-        // columns' pointers, for their type hints).
+        // The first array path to create a child table names its own children; a hint
+        // types its columns through any array path that feeds it (`bases`).
+        let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+        let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
         let c = match self.by_name.get(&name) {
-            Some(&c) => c,
+            Some(&c) => {
+                self.tables[c].1.fed_from(base);
+                c
+            }
             None => {
                 let c = self.tables.len();
-                let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-                let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
                 self.by_name.insert(name.clone(), c);
                 let child = TableBuilder::new(true, Some(Rc::clone(&origin)), base);
                 self.tables.push((name, child));
@@ -891,7 +919,9 @@ impl<'a> Flattener<'a, '_> {
     fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
         let (child, origin) = self.child_table(t, node);
         let parent_id = self.tables[t].1.ids[row as usize];
-        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object);
+        // A `json` hint on the elements (`/arr/*`) keeps each whole in `value`.
+        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object)
+            && !(self.json_hints && self.keeps_json(child, ROOT));
         let prefix = self.id_prefix(child, ctx, &origin, parent_id);
         for (i, elem) in doc.elements(arr).enumerate() {
             let child_row = self.new_row(child, ctx, Some((prefix, parent_id, i)));
@@ -1101,7 +1131,7 @@ fn build_batch(
     let mut rescued = t.rescued;
     let before = rescued.len();
     let names = t.namer.into_names();
-    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.base), cfg, &mut rescued);
+    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.bases), cfg, &mut rescued);
     fields.extend(data_fields);
     arrays.extend(data);
     let mut meta = std::collections::HashMap::new();
@@ -1116,25 +1146,37 @@ fn build_batch(
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-/// The `n` rows' data columns of a table whose rows are at `base` in `topic`'s payloads: each
-/// typed as its hint says (the values it rescues appended to `rescued`) or inferred.
+/// The `n` rows' data columns of a table whose rows are at `bases` in `topic`'s payloads:
+/// each typed as its hint says (the values it rescues appended to `rescued`) or inferred.
 fn data_columns(
     names: Vec<(String, String)>,
     (columns, n): (Vec<Column<'_>>, usize),
-    (topic, base): (&str, &str),
+    (topic, bases): (&str, &[String]),
     cfg: &FlattenConfig,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> (Vec<Field>, Vec<ArrayRef>) {
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
+    let mut sources = Vec::new();
+    let rescue_new = cfg.evolution_for(topic) == crate::config::Evolution::Rescue;
     for ((col_name, path), column) in names.into_iter().zip(columns) {
-        let typing = Typing::of(cfg, topic, base, &path);
+        let typing = Typing::of(cfg, topic, bases, &path);
         let (dt, json, array) = match typing {
+            Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
+                let cells = column.cells.clone();
+                let typed = hinted::column(column, n, ty, &path, rescued);
+                sources.push(hinted::source_column(&col_name, &cells, n, &typed.2));
+                typed
+            }
             Typing::Hinted(ty, _) => hinted::column(column, n, ty, &path, rescued),
             _ => build_column(column, n, cfg.types),
         };
         let mut field = data_field(&col_name, dt, &path, json);
         typing.mark(&mut field);
+        fields.push(field);
+        arrays.push(array);
+    }
+    for (field, array) in sources {
         fields.push(field);
         arrays.push(array);
     }
@@ -1152,16 +1194,20 @@ enum Typing {
 }
 
 impl Typing {
-    /// The typing of the column at `path` of a table whose rows are at `base` in
-    /// `topic`'s payloads.
-    fn of(cfg: &FlattenConfig, topic: &str, base: &str, path: &str) -> Typing {
+    /// The typing of the column at `path` of a table whose rows are at `bases` in
+    /// `topic`'s payloads: the hint of the first base that has one for it.
+    fn of(cfg: &FlattenConfig, topic: &str, bases: &[String], path: &str) -> Typing {
         if !(path.is_empty() || path.starts_with('/')) {
             // Envelope metadata (`_meta/…`): never hinted.
             return Typing::Inferred;
         }
-        let full = format!("{base}{path}");
-        if let Some(ty) = cfg.column_type(topic, &full) {
-            return Typing::Hinted(ty, full);
+        for base in bases {
+            let full = format!("{base}{path}");
+            // A type built in code that no hint's text names (`validate` refuses it for a
+            // run) is no hint.
+            if let Some(ty) = cfg.column_type(topic, &full).filter(|t| t.is_valid()) {
+                return Typing::Hinted(ty, full);
+            }
         }
         if cfg.detect_types.is_empty() || cfg.types == TypesMode::Strings {
             return Typing::Inferred;
@@ -1242,7 +1288,7 @@ impl CellCounts {
                 Cell::Bool(_) => counts.bools += 1,
                 Cell::Num(s, NumClass::Int) => {
                     counts.ints += 1;
-                    if s.parse::<i64>().is_ok_and(|v| v.abs() > F64_EXACT_INT) {
+                    if s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs()) {
                         counts.wide_ints += 1;
                     }
                 }

@@ -603,8 +603,9 @@ fn hinted(hints: &[(&str, &str)]) -> FlattenConfig {
     cfg
 }
 
-#[test]
-fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
+/// Three messages of topic `t` flattened with a hint of every type (and one through an
+/// array's elements): the first converts, the others do not.
+fn every_type_hinted() -> BTreeMap<String, RecordBatch> {
     let cfg = hinted(&[
         ("/amount", "decimal(18,2)"),
         ("/at/ts", "timestamp"),
@@ -615,14 +616,19 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
         ("/code", "string"),
         ("/items/*/at", "timestamp"),
     ]);
-    let t = run_with(
+    run_with(
         &[
             r#"{"topic":"t","message_id":"1","payload":{"amount":12.5,"at":{"ts":"2026-01-15T12:00:00+02:00"},"day":"2026-01-15","n":7,"ok":true,"raw":"x","code":42,"items":[{"at":"2026-01-15T10:00:00Z"},{"at":"soon"}]}}"#,
             r#"{"topic":"t","message_id":"2","payload":{"amount":"1e999","at":{"ts":"n/a"},"day":"2026-02-30","n":1.5,"ok":"yes","raw":{"a":1},"code":"A"}}"#,
             r#"{"topic":"t","message_id":"3","payload":{"amount":1.255,"at":{"ts":"2026-01-15T10:00:00.1234567890123Z"}}}"#,
         ],
         &cfg,
-    );
+    )
+}
+
+#[test]
+fn hinted_columns_take_their_type() {
+    let t = every_type_hinted();
     let b = &t["t"];
     let field = |name: &str| b.schema().field_with_name(name).unwrap().clone();
     assert_eq!(field("amount").data_type(), &DataType::Decimal128(18, 2));
@@ -643,6 +649,12 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
     assert_eq!(day.iter().collect::<Vec<_>>(), [Some(20_468), None, None]);
     assert_eq!(strings_of(b, "raw"), [Some("\"x\"".into()), Some(r#"{"a":1}"#.into()), None]);
     assert_eq!(strings_of(b, "code"), [Some("42".into()), Some("A".into()), None]);
+}
+
+#[test]
+fn values_a_hint_does_not_convert_are_rescued_and_counted() {
+    let t = every_type_hinted();
+    let b = &t["t"];
     assert_eq!(
         strings_of(b, RESCUED),
         [
@@ -670,6 +682,26 @@ fn hinted_columns_take_their_type_and_rescue_what_does_not_convert() {
             .iter()
             .all(|f| !f.metadata().contains_key(HINT_META))
     );
+}
+
+#[test]
+fn the_smallest_int64_is_an_int64_and_rescued_from_a_float64() {
+    let min = "-9223372036854775808";
+    let t = run_with(
+        &[
+            &format!(r#"{{"topic":"t","message_id":"1","payload":{{"i":{min},"f":{min},"x":{min}}}}}"#),
+            r#"{"topic":"t","message_id":"2","payload":{"i":1,"f":-9007199254740992,"x":0.5}}"#,
+        ],
+        &hinted(&[("/i", "int64"), ("/f", "float64")]),
+    );
+    let b = &t["t"];
+    let i = b.column_by_name("i").unwrap().as_primitive::<Int64Type>();
+    assert_eq!(i.iter().collect::<Vec<_>>(), [Some(i64::MIN), Some(1)]);
+    let f = b.column_by_name("f").unwrap().as_primitive::<Float64Type>();
+    assert_eq!(f.iter().collect::<Vec<_>>(), [None, Some(-9_007_199_254_740_992.0)]);
+    assert_eq!(strings_of(b, RESCUED)[0], Some(format!(r#"{{"/f":{min}}}"#)));
+    // Unhinted, next to a float: a JSON-text column keeps its literal.
+    assert_eq!(strings_of(b, "x")[0].as_deref(), Some(min));
 }
 
 #[test]
@@ -757,4 +789,101 @@ fn a_hint_contradicting_an_existing_column_names_the_column_and_both_types() {
     let new = fit::to_table(&table, typed["t"].clone(), None, crate::config::Evolution::Add).unwrap();
     let again = fit::to_table(&table, typed["t"].clone(), Some(&new.batch.schema()), crate::config::Evolution::Add);
     assert!(again.is_ok());
+}
+
+#[test]
+fn a_new_hinted_column_rescued_by_the_evolution_mode_keeps_each_value_as_written() {
+    let mut cfg = hinted(&[
+        ("/amount", "decimal(18,2)"),
+        ("/ts", "timestamp"),
+        ("/code", "string"),
+        ("/raw", "json"),
+    ]);
+    cfg.evolution = crate::config::Evolution::Rescue;
+    let lines = [
+        r#"{"topic":"t","message_id":"1","payload":{"id":1,"amount":12.50,"ts":"2026-01-15T12:00:00+02:00","code":42,"raw":{"a":1}}}"#,
+        r#"{"topic":"t","message_id":"2","payload":{"id":2,"amount":"n/a","ts":"soon","code":"A"}}"#,
+    ];
+    let t = run_with(&lines, &cfg);
+    let existing = run_with(
+        &[r#"{"topic":"t","message_id":"0","payload":{"id":0}}"#],
+        &FlattenConfig::default(),
+    );
+    let table = TableName::for_topic("t");
+    let evolution = crate::config::Evolution::Rescue;
+    let c = fit::to_table(&table, t["t"].clone(), Some(&existing["t"].schema()), evolution)
+        .unwrap();
+    assert_eq!(
+        strings_of(&c.batch, RESCUED),
+        [
+            Some(r#"{"/amount":12.50,"/code":42,"/raw":{"a":1},"/ts":"2026-01-15T12:00:00+02:00"}"#.into()),
+            Some(r#"{"/amount":"n/a","/code":"A","/ts":"soon"}"#.into()),
+        ]
+    );
+    assert_eq!(c.rescued, 7);
+    let names = col_names(&c.batch);
+    assert!(names.iter().all(|n| !n.starts_with(SOURCE_META)), "{names:?}");
+    // A new table, or one with the columns, takes the typed values; the text is dropped.
+    for target in [None, Some(fit::to_table(&table, t["t"].clone(), None, evolution).unwrap())] {
+        let schema = target.map(|c| c.batch.schema());
+        let c = fit::to_table(&table, t["t"].clone(), schema.as_deref(), evolution).unwrap();
+        let names = col_names(&c.batch);
+        assert!(names.contains(&"amount".to_string()), "{names:?}");
+        assert!(names.iter().all(|n| !n.starts_with(SOURCE_META)), "{names:?}");
+        assert_eq!(c.rescued, 2);
+    }
+}
+
+#[test]
+fn a_json_hint_on_an_arrays_elements_keeps_each_whole_in_value() {
+    let cfg = hinted(&[("/legs/*", "json"), ("/tags/*", "json")]);
+    let t = run_with(
+        &[
+            r#"{"topic":"t","message_id":"1","payload":{"legs":[{"px":1,"q":{"a":2}},{"px":2}],"tags":["a",{"b":1},3]}}"#,
+        ],
+        &cfg,
+    );
+    let legs = &t["legs"];
+    assert!(legs.column_by_name("px").is_none());
+    assert_eq!(
+        strings_of(legs, "value"),
+        [Some(r#"{"px":1,"q":{"a":2}}"#.into()), Some(r#"{"px":2}"#.into())]
+    );
+    let field = legs.schema().field_with_name("value").unwrap().clone();
+    assert_eq!(field.metadata().get(JSON_META).map(String::as_str), Some("true"));
+    assert_eq!(field.metadata().get(HINT_META).map(String::as_str), Some("/legs/*"));
+    assert_eq!(
+        strings_of(&t["tags"], "value"),
+        [Some(r#""a""#.into()), Some(r#"{"b":1}"#.into()), Some("3".into())]
+    );
+}
+
+#[test]
+fn a_hint_through_any_array_feeding_a_shared_child_table_types_its_column() {
+    let mut cfg = hinted(&[("/b/legs/*/ts", "timestamp")]);
+    cfg.child_tables.insert("a.legs".into(), "legs".into());
+    cfg.child_tables.insert("b.legs".into(), "legs".into());
+    let a = r#""a":{"legs":[{"ts":"2026-01-15T10:00:00Z"}]}"#;
+    let b = r#""b":{"legs":[{"ts":"2026-01-15T11:00:00Z"}]}"#;
+    for payload in [format!("{a},{b}"), format!("{b},{a}")] {
+        let line = format!(r#"{{"topic":"t","message_id":"1","payload":{{{payload}}}}}"#);
+        let t = run_with(&[&line], &cfg);
+        let legs = &t["legs"];
+        let ts = legs.schema().field_with_name("ts").unwrap().clone();
+        assert_eq!(ts.data_type(), &timestamp_type(), "{payload}");
+        assert_eq!(ts.metadata().get(HINT_META).map(String::as_str), Some("/b/legs/*/ts"));
+        assert_eq!(legs.column_by_name("ts").unwrap().null_count(), 0, "{payload}");
+    }
+}
+
+#[test]
+fn a_decimal_type_no_hint_could_name_is_no_hint_to_the_flattener() {
+    let mut cfg = FlattenConfig::default();
+    for (pointer, ty) in [("/a", ColumnType::Decimal(40, 2)), ("/b", ColumnType::Decimal(5, -1))] {
+        cfg.column_types.insert(pointer.into(), ty);
+    }
+    let t = run_with(&[r#"{"topic":"t","message_id":"1","payload":{"a":1.5,"b":2}}"#], &cfg);
+    let b = &t["t"];
+    assert_eq!(b.column_by_name("a").unwrap().data_type(), &DataType::Float64);
+    assert_eq!(b.column_by_name("b").unwrap().data_type(), &DataType::Int64);
 }

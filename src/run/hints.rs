@@ -25,9 +25,7 @@ impl HintsSeen {
         let mut seen = self.0.lock();
         for batch in plan.values().flatten() {
             for f in batch.schema().fields() {
-                if let Some(pointer) = f.metadata().get(HINT_META)
-                    && !seen.contains(&(topic.to_string(), pointer.clone()))
-                {
+                if let Some(pointer) = f.metadata().get(HINT_META) {
                     seen.insert((topic.to_string(), pointer.clone()));
                 }
             }
@@ -61,10 +59,12 @@ pub(super) fn check_topics(
     topics: &[(String, u64)],
     tables: impl FnOnce() -> Result<Vec<TableName>>,
 ) -> Result<()> {
+    // A topic with no hints (an empty map, as a library caller may pass) hints nothing.
     let missing: Vec<&String> = cfg
         .topic_column_types
-        .keys()
-        .filter(|t| !topics.iter().any(|(name, _)| name == *t))
+        .iter()
+        .filter(|(t, hints)| !hints.is_empty() && !topics.iter().any(|(name, _)| name == *t))
+        .map(|(t, _)| t)
         .collect();
     if missing.is_empty() {
         return Ok(());
@@ -76,10 +76,9 @@ pub(super) fn check_topics(
     else {
         return Ok(());
     };
-    let (pointer, ty) = cfg.topic_column_types[topic]
-        .iter()
-        .next()
-        .expect("a topic's hints are never empty");
+    let Some((pointer, ty)) = cfg.topic_column_types[topic].iter().next() else {
+        return Ok(());
+    };
     let batch: Vec<&str> = topics.iter().map(|(t, _)| t.as_str()).collect();
     Err(Error::Config {
         name: "column_types",
@@ -116,6 +115,11 @@ impl HintTargets {
             }
         }
         targets
+    }
+
+    /// The tables a hint types a column of.
+    pub(super) fn tables(&self) -> Vec<TableName> {
+        self.0.keys().cloned().collect()
     }
 
     /// Why `table` (as `look` saw it) cannot take the batch: a hinted column it has with
@@ -204,6 +208,11 @@ mod tests {
         assert!(check_topics(&cfg(), &topics, with_table).is_ok());
         let both = [("t".to_string(), 1), ("u".to_string(), 1)];
         assert!(check_topics(&cfg(), &both, || panic!("not listed")).is_ok());
+        // A topic given an empty map of hints (the field is public) is not an error.
+        let mut empty = cfg();
+        empty.topic_column_types.remove("u");
+        empty.topic_column_types.insert("v".into(), BTreeMap::new());
+        assert!(check_topics(&empty, &topics, || panic!("not listed")).is_ok());
     }
 
     #[test]

@@ -595,9 +595,13 @@ impl Ingest {
         let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
         let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
         let corrupt = summary.corrupt_lines > 0;
-        let refused = self
-            .runtime()
-            .block_on(storage.refusals(&topics, corrupt, key, &conflict));
+        let refused = self.runtime().block_on(storage.refusals(
+            &topics,
+            &hinted.tables(),
+            corrupt,
+            key,
+            &conflict,
+        ));
         if refused.is_empty() {
             return None;
         }

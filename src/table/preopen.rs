@@ -352,11 +352,13 @@ impl Storage {
     /// whole table for a batch seen before), by its pre-open if one started
     /// ([`Storage::preopen`]), and the result is left for its write, so a table costs no
     /// more reads than without the check. A schema of more than
-    /// [`MAX_PREOPEN`] tables has only its topic and system tables
-    /// checked here (the others at their commit).
+    /// [`MAX_PREOPEN`] tables has only its topic and system tables and the tables of
+    /// `hinted` (those a column type hint types a column of) checked here (the others at
+    /// their commit).
     pub(crate) async fn refusals(
         &self,
         topics: &[TableName],
+        hinted: &[TableName],
         corrupt: bool,
         key: &BatchKey,
         conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
@@ -368,7 +370,7 @@ impl Storage {
         if tables.len() > MAX_PREOPEN {
             tables.clear();
         }
-        for t in topics.iter().cloned().chain([
+        for t in topics.iter().chain(hinted).cloned().chain([
             TableName::system(CORRUPT_TABLE),
             TableName::system(RUN_CONTROL_TABLE),
         ]) {

@@ -135,6 +135,16 @@ fn bad_input_exits_2_with_an_error_that_says_what_to_do() {
         ];
         cases.push((args, want));
     }
+    cases.push((
+        vec![
+            data.display().to_string(),
+            "--column-type".into(),
+            "t:/a=int64".into(),
+            "--column-type".into(),
+            "t:/a=string".into(),
+        ],
+        "`--column-type t:/a=int64` and `--column-type t:/a=string`: one type per pointer",
+    ));
     for (args, want) in cases {
         let out = bronze()
             .arg("ingest")

@@ -304,3 +304,36 @@ fn readme_types_commands_run_as_written() {
         [None, Some(r#"{"/ts":"soon"}"#.into())]
     );
 }
+
+/// A schema of more tables than the pre-check opens ahead (256) still has a hinted child
+/// table checked before any write.
+#[test]
+fn a_hinted_child_table_is_checked_before_any_write_in_a_schema_of_many_tables() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let line = r#"{"topic":"q","message_id":"1","payload":{"sym":"A","legs":[{"px":"1.5"}]}}"#;
+    let mut lines = vec![line.to_string()];
+    lines.extend(
+        (0..260).map(|i| format!(r#"{{"topic":"t{i}","message_id":"m{i}","payload":{{"x":1}}}}"#)),
+    );
+    let lines: Vec<&str> = lines.iter().map(String::as_str).collect();
+    let first = write_batch(landing.path(), "m1", &lines);
+    assert_eq!(run(&lake, &first, "").exit_code(), 0);
+    let versions =
+        |lake: &TempLake| ["q", "legs"].map(|t| lake.with_table(t, None, async |t| t.version()));
+    let before = versions(&lake);
+    let second = write_batch(landing.path(), "m2", &[line]);
+    let hints = "[topics.q.column_types]\n\"/legs/*/px\" = \"decimal(9,2)\"\n";
+    let report = run(&lake, &second, hints);
+    assert_eq!(report.exit_code(), 2);
+    let error = report.tables["q"].error.clone().unwrap();
+    assert!(
+        error.contains("`legs` has column `px` (/px) as string"),
+        "{error}"
+    );
+    assert!(
+        error.contains("no table of the batch was written"),
+        "{error}"
+    );
+    assert_eq!(versions(&lake), before, "nothing written");
+}

@@ -564,7 +564,7 @@ impl IngestArgs {
                 evolution: self.evolution,
                 child_naming: self.child_naming,
                 child_tables: self.child_table.iter().cloned().collect(),
-                column_types: self.column_type.iter().cloned().collect(),
+                column_types: column_types(&self.column_type)?,
                 detect_types: self.detect_types.clone(),
             },
             metrics: bronze::MetricsSettings {
@@ -591,6 +591,25 @@ impl IngestArgs {
             .over(settings_file(self.config.as_deref())?)
             .resolve()
     }
+}
+
+/// The `--column-type` hints by `[TOPIC:]POINTER`; the same one given twice is an error
+/// naming both (as a key twice in `bronze.toml` is).
+fn column_types(
+    hints: &[(String, bronze::ColumnType)],
+) -> Result<std::collections::BTreeMap<String, bronze::ColumnType>> {
+    let mut out = std::collections::BTreeMap::new();
+    for (key, ty) in hints {
+        if let Some(first) = out.insert(key.clone(), *ty) {
+            return Err(bronze::Error::Config {
+                name: "column_types",
+                reason: format!(
+                    "`--column-type {key}={first}` and `--column-type {key}={ty}`: one type per pointer"
+                ),
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Parses a lower-case setting value the way `bronze.toml` spells it.
