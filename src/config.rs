@@ -171,8 +171,10 @@ impl FlattenConfig {
 }
 
 /// How writes to the same table are serialized. Only [`LockPolicy::PerTable`] is meant
-/// for production; the others exist so benches and tests can compare.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// for production; the others exist so benches and tests can compare. `bronze.toml`'s
+/// `lock_policy = "per_table" | "global" | "none"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum LockPolicy {
     /// One lock per target table: only writes to the same table wait (default).
     #[default]
@@ -183,8 +185,10 @@ pub enum LockPolicy {
     None,
 }
 
-/// How a batch's rows are grouped into Delta commits.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// How a batch's rows are grouped into Delta commits. `bronze.toml`'s
+/// `commit_per = "table" | "topic"`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
 pub enum CommitPer {
     /// One commit per table per batch (default): topics are flattened in parallel, then
     /// every table is written once with all of its topics' rows (one file when small),
@@ -424,8 +428,9 @@ impl IngestConfig {
         Ok(())
     }
 
-    /// Refuses no threads, no topics in parallel, a memory budget under 1 KiB and a
-    /// flattening depth outside 1..=64.
+    /// Refuses no threads, no topics in parallel, a memory budget or a target file size
+    /// under 1 KiB, an auto compaction trigger of no files and a flattening depth outside
+    /// 1..=64.
     fn check_limits(&self) -> Result<()> {
         if self.max_parallel == Some(0) {
             return Err(Error::Config {
@@ -443,6 +448,21 @@ impl IngestConfig {
             return Err(Error::Config {
                 name: "memory-budget",
                 reason: format!("{} bytes is below the 1 KiB minimum", self.memory_budget),
+            });
+        }
+        if self.target_file_size < 1 << 10 {
+            return Err(Error::Config {
+                name: "target_file_size",
+                reason: format!(
+                    "{} bytes is below the 1 KiB minimum; write e.g. 128MiB",
+                    self.target_file_size
+                ),
+            });
+        }
+        if self.auto_compact_min_files == 0 {
+            return Err(Error::Config {
+                name: "auto_compact_min_files",
+                reason: "must be at least 1".into(),
             });
         }
         if !(1..=64).contains(&self.flatten.max_depth) {

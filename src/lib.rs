@@ -87,8 +87,8 @@ pub use run::{
 };
 pub use run_control::{RunControlRow, RunStatus};
 pub use settings::{
-    Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size, TopicSettings,
-    parse_duration, parse_size,
+    Codec, Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size,
+    TopicSettings, parse_duration, parse_size,
 };
 #[doc(hidden)]
 pub use shapes::result_shapes;

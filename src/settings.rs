@@ -14,13 +14,17 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 use crate::column_types::{ColumnType, DetectType};
-use crate::config::{ChildNaming, Evolution, IngestConfig, TypesMode};
+use crate::config::{ChildNaming, CommitPer, Evolution, IngestConfig, LockPolicy, TypesMode};
 use crate::error::{Error, Result};
 use crate::store::location::{Location, StorageOptions};
 
 /// The settings of a run as `bronze.toml` spells them; an unset key keeps the default
 /// (or the value of the layer below). Unknown keys are an error naming them: a typo must
 /// not silently do nothing.
+///
+/// Every setting of [`IngestConfig`] has a key but [`IngestConfig::object_store`]: a store
+/// built in code (to wrap one, or inject latency in a bench) is not text a file could
+/// hold, so it is set with [`crate::IngestBuilder::with_object_store`] only.
 ///
 /// ```toml
 /// catalog = "./lakehouse"        # or s3://…, abfss://…, gs://…
@@ -33,6 +37,13 @@ use crate::store::location::{Location, StorageOptions};
 /// lease_ttl = "10m"             # a batch lease not renewed within it is taken over
 /// full_listing_every = "24h"    # object stores: list every entity in full this often
 /// single_writer = false         # true only for a store without put-if-absent
+/// target_file_size = "128MiB"  # data files a write aims at
+/// compression = "snappy"        # or "lz4_raw", "zstd", "zstd(3)", "gzip", "uncompressed"
+/// auto_compact = true           # compact a table's small files after a commit
+/// auto_compact_min_files = 50   # small files (under half the target) that trigger it
+/// batch_lease = true            # false only when runs are coordinated elsewhere
+/// lock_policy = "per_table"     # or "global", "none" (to compare)
+/// commit_per = "table"          # or "topic": a commit per topic and table (to compare)
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
 /// AWS_REGION = "eu-west-1"
@@ -101,6 +112,21 @@ pub struct Settings {
     pub full_listing_every: Option<Duration>,
     /// One process at a time writes this catalog ([`IngestConfig::single_writer`]).
     pub single_writer: Option<bool>,
+    /// Target size of the data files a write produces, bytes or a size (`128MiB`)
+    /// ([`IngestConfig::target_file_size`]).
+    pub target_file_size: Option<Size>,
+    /// Parquet compression of the data files ([`Codec`], [`IngestConfig::compression`]).
+    pub compression: Option<Codec>,
+    /// Compact a table's small files after a commit ([`IngestConfig::auto_compact`]).
+    pub auto_compact: Option<bool>,
+    /// Small files that trigger auto compaction ([`IngestConfig::auto_compact_min_files`]).
+    pub auto_compact_min_files: Option<u64>,
+    /// Take the batch lease ([`IngestConfig::batch_lease`]).
+    pub batch_lease: Option<bool>,
+    /// How writes to one table are serialized ([`IngestConfig::lock_policy`]).
+    pub lock_policy: Option<LockPolicy>,
+    /// How a batch's rows are grouped into commits ([`IngestConfig::commit_per`]).
+    pub commit_per: Option<CommitPer>,
     /// `[envelope]`: the envelope's field names.
     pub envelope: EnvelopeSettings,
     /// `[flatten]`: how payloads become columns and child tables.
@@ -272,6 +298,13 @@ impl Settings {
             self.full_listing_every.map(|d| d.0),
         );
         set(&mut c.single_writer, self.single_writer);
+        set(&mut c.target_file_size, self.target_file_size.map(|s| s.0));
+        set(&mut c.compression, self.compression.map(Codec::compression));
+        set(&mut c.auto_compact, self.auto_compact);
+        set(&mut c.auto_compact_min_files, self.auto_compact_min_files);
+        set(&mut c.batch_lease, self.batch_lease);
+        set(&mut c.lock_policy, self.lock_policy);
+        set(&mut c.commit_per, self.commit_per);
         let e = self.envelope;
         set(&mut c.envelope.topic_field, e.topic_field);
         if let Some(v) = e.id_field {
@@ -509,6 +542,91 @@ impl<'de> Deserialize<'de> for Size {
     }
 }
 
+/// The Parquet compression of the data files a run writes: `snappy` (the default),
+/// `lz4_raw`, `zstd` (level 1) or `zstd(N)` (N from 1 to 22), `gzip` (level 6) or
+/// `uncompressed`. Snappy is the fastest to write and read of those measured, zstd(1)
+/// makes files about 40 % smaller for twice the encode time, and older Spark and Hive
+/// readers lack LZ4_RAW (BENCHMARKS.md).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Codec(parquet::basic::Compression);
+
+impl Codec {
+    /// The compression data files are written with ([`IngestConfig::compression`]).
+    pub fn compression(self) -> parquet::basic::Compression {
+        self.0
+    }
+}
+
+impl std::str::FromStr for Codec {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        use parquet::basic::{Compression as C, GzipLevel, ZstdLevel};
+        let bad = |why: &str| {
+            format!(
+                "{s:?} is not a compression{why}; write snappy, lz4_raw, zstd, zstd(3), gzip or uncompressed"
+            )
+        };
+        let codec = match s.trim().to_ascii_lowercase().as_str() {
+            "snappy" => C::SNAPPY,
+            "lz4_raw" => C::LZ4_RAW,
+            "zstd" => C::ZSTD(ZstdLevel::default()),
+            "gzip" => C::GZIP(GzipLevel::default()),
+            "uncompressed" => C::UNCOMPRESSED,
+            other => {
+                let level = other
+                    .strip_prefix("zstd(")
+                    .and_then(|l| l.strip_suffix(')'))
+                    .ok_or_else(|| bad(""))?;
+                let level = level
+                    .trim()
+                    .parse()
+                    .ok()
+                    .and_then(|l| ZstdLevel::try_new(l).ok())
+                    .ok_or_else(|| bad(" (the zstd level is 1 to 22)"))?;
+                C::ZSTD(level)
+            }
+        };
+        Ok(Codec(codec))
+    }
+}
+
+impl std::fmt::Display for Codec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        use parquet::basic::Compression as C;
+        match self.0 {
+            C::SNAPPY => f.write_str("snappy"),
+            C::LZ4_RAW => f.write_str("lz4_raw"),
+            C::ZSTD(level) => write!(f, "zstd({})", level.compression_level()),
+            C::GZIP(_) => f.write_str("gzip"),
+            C::UNCOMPRESSED => f.write_str("uncompressed"),
+            other => write!(f, "{other}"),
+        }
+    }
+}
+
+impl Serialize for Codec {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> std::result::Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Codec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        struct Visit;
+        impl serde::de::Visitor<'_> for Visit {
+            type Value = Codec;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a compression (snappy, lz4_raw, zstd, zstd(3), gzip or uncompressed)")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<Codec, E> {
+                v.parse().map_err(E::custom)
+            }
+        }
+        d.deserialize_str(Visit)
+    }
+}
+
 /// Parses a size like `512MB`, `2GiB`, `64k` or `1000` (bytes).
 pub fn parse_size(s: &str) -> Option<u64> {
     let s = s.trim();
@@ -644,6 +762,20 @@ evolution = "fail"
                 "memory_budget = \"lots\"",
                 "is not a size; write e.g. 512MB or 2GiB",
             ),
+            (
+                "target_file_size = \"big\"",
+                "is not a size; write e.g. 512MB or 2GiB",
+            ),
+            (
+                "compression = \"brotli\"",
+                "\"brotli\" is not a compression; write snappy, lz4_raw, zstd, zstd(3), gzip or uncompressed",
+            ),
+            (
+                "lock_policy = \"per_topic\"",
+                "`per_table`, `global`, `none`",
+            ),
+            ("commit_per = \"batch\"", "expected `table` or `topic`"),
+            ("auto_compact = \"yes\"", "auto_compact"),
         ] {
             let err = Settings::from_toml(bad).unwrap_err().to_string();
             assert!(err.contains(key), "{bad:?}: {err}");
@@ -737,7 +869,7 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 26);
+        assert_eq!(Settings::default().unset_keys().len(), 33);
     }
 
     #[test]
@@ -815,6 +947,91 @@ evolution = "fail"
         assert_eq!(
             Duration::from_secs_f64(-1.0).unwrap_err(),
             "-1 seconds is not a duration; give seconds >= 0 or e.g. 10m"
+        );
+    }
+
+    #[test]
+    fn write_settings_parse_round_trip_and_are_checked() {
+        use parquet::basic::{Compression as C, GzipLevel, ZstdLevel};
+        for (text, codec) in [
+            ("snappy", C::SNAPPY),
+            ("lz4_raw", C::LZ4_RAW),
+            ("zstd", C::ZSTD(ZstdLevel::default())),
+            ("ZSTD(3)", C::ZSTD(ZstdLevel::try_new(3).unwrap())),
+            ("zstd(22)", C::ZSTD(ZstdLevel::try_new(22).unwrap())),
+            ("gzip", C::GZIP(GzipLevel::default())),
+            ("uncompressed", C::UNCOMPRESSED),
+        ] {
+            let parsed: Codec = text.parse().unwrap();
+            assert_eq!(parsed.compression(), codec, "{text}");
+            assert_eq!(parsed.to_string().parse::<Codec>(), Ok(parsed), "{text}");
+        }
+        for bad in ["zstd(0)", "zstd(23)", "zstd(x)", "zstd(3", "lz4", ""] {
+            let err = bad.parse::<Codec>().unwrap_err();
+            assert!(
+                err.starts_with(&format!("{bad:?} is not a compression")),
+                "{err}"
+            );
+        }
+        assert!(
+            "zstd(23)"
+                .parse::<Codec>()
+                .unwrap_err()
+                .contains("the zstd level is 1 to 22")
+        );
+        let s = Settings::from_toml(
+            "target_file_size = \"64MiB\"\ncompression = \"zstd(3)\"\nauto_compact = false\n\
+             auto_compact_min_files = 10\nbatch_lease = false\nlock_policy = \"global\"\n\
+             commit_per = \"topic\"\n",
+        )
+        .unwrap();
+        assert_eq!(Settings::from_json(to_json(&s)).unwrap(), s);
+        let c = s.resolve().unwrap();
+        assert_eq!(c.target_file_size, 64 << 20);
+        assert_eq!(c.compression, C::ZSTD(ZstdLevel::try_new(3).unwrap()));
+        assert!(!c.auto_compact);
+        assert_eq!(c.auto_compact_min_files, 10);
+        assert!(!c.batch_lease);
+        assert_eq!(c.lock_policy, LockPolicy::Global);
+        assert_eq!(c.commit_per, CommitPer::Topic);
+        // Unset, they keep the defaults.
+        let d = Settings::default().resolve().unwrap();
+        let default = IngestConfig::default();
+        assert_eq!(
+            (d.target_file_size, d.compression, d.auto_compact),
+            (128 << 20, C::SNAPPY, true)
+        );
+        assert_eq!(
+            (d.auto_compact_min_files, d.batch_lease),
+            (default.auto_compact_min_files, default.batch_lease)
+        );
+        assert_eq!(
+            (d.lock_policy, d.commit_per),
+            (LockPolicy::PerTable, CommitPer::Table)
+        );
+        for (json, says) in [
+            (
+                serde_json::json!({"target_file_size": 10}),
+                "invalid setting `target_file_size`: 10 bytes is below the 1 KiB minimum",
+            ),
+            (
+                serde_json::json!({"auto_compact_min_files": 0}),
+                "invalid setting `auto_compact_min_files`: must be at least 1",
+            ),
+        ] {
+            let err = Settings::from_json(json)
+                .unwrap()
+                .resolve()
+                .unwrap_err()
+                .to_string();
+            assert!(err.starts_with(says), "{err}");
+        }
+        let err = Settings::from_json(serde_json::json!({"compression": "zstd(30)"}))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("invalid setting `compression`: \"zstd(30)\" is not a compression"),
+            "{err}"
         );
     }
 

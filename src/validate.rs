@@ -82,13 +82,12 @@ pub(crate) fn outcomes(
 ) -> (BTreeMap<String, TableOutcome>, Vec<RunControlRow>) {
     let mut tables: BTreeMap<String, TableOutcome> = BTreeMap::new();
     let mut run_control = Vec::with_capacity(writes.len());
-    let landing_paths = key.landing_paths.join(",");
     for w in writes {
         let t = tables.entry(w.table.to_string()).or_default();
         if !w.topic.is_empty() {
             t.topics.push(w.topic.clone());
         }
-        let mut row = write_row(&w, run_id, key, &landing_paths);
+        let mut row = write_row(&w, run_id, key);
         for c in &w.added {
             if !t.added_columns.contains(c) {
                 t.added_columns.push(c.clone());

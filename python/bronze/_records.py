@@ -67,7 +67,7 @@ class RunControlRow:
 
     run_id: str
     batch_id: str
-    landing_paths: str
+    landing_paths: list[str]
     topic: str
     table: str
     rows_in: int

@@ -28,6 +28,13 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ('lease_ttl = "90s"', {"lease_ttl": datetime.timedelta(seconds=90)}),
     ("full_listing_every = 3600", {"full_listing_every": "1h"}),
     ("single_writer = true", {"single_writer": True}),
+    ('target_file_size = "64MiB"', {"target_file_size": "64MiB"}),
+    ('compression = "zstd(3)"', {"compression": "zstd(3)"}),
+    ("auto_compact = false", {"auto_compact": False}),
+    ("auto_compact_min_files = 10", {"auto_compact_min_files": 10}),
+    ("batch_lease = false", {"batch_lease": False}),
+    ('lock_policy = "global"', {"lock_policy": "global"}),
+    ('commit_per = "topic"', {"commit_per": "topic"}),
     ('[envelope]\ntopic_field = "type"', {"envelope": {"topic_field": "type"}}),
     ('[envelope]\nid_field = ""', {"envelope": {"id_field": ""}}),
     ('[envelope]\npayload_field = ""', {"envelope": {"payload_field": ""}}),
@@ -99,6 +106,24 @@ def test_detect_types_takes_one_string_as_the_flag_does(tmp_path: Path) -> None:
     assert _from_python(detect_types="timestamp,date") == two
     with pytest.raises(TypeError, match="column_types is a mapping"):
         _from_python(column_types=["/a=int64"])
+
+
+@pytest.mark.parametrize(
+    "kwargs,text",
+    [
+        ({"compression": "zstd(30)"}, r'"zstd\(30\)" is not a compression \(the zstd level is 1 to 22\)'),
+        ({"compression": "brotli"}, r'"brotli" is not a compression; write snappy, lz4_raw, zstd, zstd\(3\)'),
+        ({"target_file_size": "big"}, r'"big" is not a size; write e\.g\. 512MB or 2GiB'),
+        ({"target_file_size": 10}, "10 bytes is below the 1 KiB minimum"),
+        ({"auto_compact_min_files": 0}, "must be at least 1"),
+        ({"lock_policy": "per_topic"}, "unknown variant `per_topic`, expected one of `per_table`, `global`, `none`"),
+        ({"commit_per": "batch"}, "unknown variant `batch`, expected `table` or `topic`"),
+    ],
+)
+def test_a_bad_write_setting_names_its_key_and_what_it_takes(kwargs: dict[str, Any], text: str) -> None:
+    key = next(iter(kwargs))
+    with pytest.raises(bronze.ConfigError, match=f"`{key}`: {text}"):
+        _from_python(**kwargs)
 
 
 #: The public functions that take settings: each takes every key of ``bronze.toml``.

@@ -47,10 +47,11 @@ pub struct RunControlRow {
     pub run_id: String,
     /// The batch.
     pub batch_id: String,
-    /// The landing paths of the batch's folders (`<source>/<entity>`), comma separated:
-    /// with the batch id, what the run loaded and replaced.
+    /// The landing paths of the batch's folders (`<source>/<entity>`), sorted: with the
+    /// batch id, what the run loaded and replaced. `_run_control`'s column holds them
+    /// comma separated.
     #[serde(default)]
-    pub landing_paths: String,
+    pub landing_paths: Vec<String>,
     /// The topic (empty for `_corrupt_records`).
     pub topic: String,
     /// The table written.
@@ -158,16 +159,11 @@ pub(crate) struct Invariant {
 
 /// The `_run_control` row of write `w` before its result is in: what it took in, when it
 /// ran, the columns it added and the values it rescued.
-pub(crate) fn write_row(
-    w: &TableWrite,
-    run_id: &str,
-    key: &BatchKey,
-    landing_paths: &str,
-) -> RunControlRow {
+pub(crate) fn write_row(w: &TableWrite, run_id: &str, key: &BatchKey) -> RunControlRow {
     RunControlRow {
         run_id: run_id.to_string(),
         batch_id: key.batch_id.clone(),
-        landing_paths: landing_paths.to_string(),
+        landing_paths: key.landing_paths.clone(),
         topic: w.topic.clone(),
         table: w.table.to_string(),
         rows_in: w.rows_in,
@@ -223,7 +219,7 @@ pub(crate) fn invariant_row(
     RunControlRow {
         run_id: run_id.to_string(),
         batch_id: key.batch_id.clone(),
-        landing_paths: key.landing_paths.join(","),
+        landing_paths: key.landing_paths.clone(),
         topic: String::new(),
         table: INVARIANT_ROW.to_string(),
         rows_in: summary.lines,

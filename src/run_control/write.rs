@@ -58,7 +58,10 @@ pub(crate) fn run_control_batch(
     let columns: Vec<ArrayRef> = vec![
         strs(|r| &r.run_id),
         strs(|r| &r.batch_id),
-        strs(|r| &r.landing_paths),
+        // The folders' landing paths, comma separated (a `_landing_path` has no comma).
+        Arc::new(StringArray::from_iter_values(
+            rows.iter().map(|r| r.landing_paths.join(",")),
+        )),
         strs(|r| &r.topic),
         strs(|r| &r.table),
         as_i64(u64s(|r| r.rows_in))?,

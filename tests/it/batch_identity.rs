@@ -186,7 +186,12 @@ fn ten_folders_sharing_a_batch_id_keep_every_folders_rows() {
         assert_eq!(report.batch, format!("{path}/batch_id={ID}"));
         assert_eq!(report.folders.len(), 1);
         assert_eq!(report.folders[0].landing_path, path);
-        assert!(report.run_control.iter().all(|r| r.landing_paths == path));
+        assert!(
+            report
+                .run_control
+                .iter()
+                .all(|r| r.landing_paths == [path.as_str()])
+        );
     }
     for dir in &folders {
         let want = oracle(std::slice::from_ref(dir));

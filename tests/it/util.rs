@@ -459,8 +459,10 @@ pub fn assert_accounted(lake: &TempLake, report: &bronze::BatchReport) {
         report.to_text()
     );
     let of_batch = |table: &str| {
-        lake.rows(table)
-            .of_batch(&report.batch_id, &report.run_control[0].landing_paths)
+        lake.rows(table).of_batch(
+            &report.batch_id,
+            &report.run_control[0].landing_paths.join(","),
+        )
     };
     let mut in_tables = 0;
     for row in &report.run_control {

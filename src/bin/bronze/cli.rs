@@ -521,6 +521,68 @@ pub struct IngestArgs {
     /// landing zones are always listed in full [default: 24h].
     #[arg(long, value_parser = str::parse::<bronze::Duration>, value_name = "DURATION")]
     pub full_listing_every: Option<bronze::Duration>,
+    /// The size the data files of a write aim at (optimize write; bytes or e.g. 64MiB,
+    /// 1GiB). Rows of one table and batch are split into files of about this size, and a
+    /// new table records it as `delta.targetFileSize` (used by `bronze optimize` and
+    /// auto compaction) [default: 128MiB; `target_file_size` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --target-file-size 256MiB
+    #[arg(long, value_parser = str::parse::<bronze::Size>, value_name = "SIZE")]
+    pub target_file_size: Option<bronze::Size>,
+    /// Parquet compression of the data files: snappy (fastest to write and read), lz4_raw
+    /// (as fast; older Spark and Hive readers lack it), zstd or zstd(N) with N 1 to 22
+    /// (zstd(1): files ~40 % smaller for twice the encode time), gzip, uncompressed
+    /// [default: snappy; `compression` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --compression 'zstd(3)'
+    #[arg(long, value_parser = str::parse::<bronze::Codec>, value_name = "CODEC")]
+    pub compression: Option<bronze::Codec>,
+    /// Compact a table right after a commit once it has --auto-compact-min-files files
+    /// under half the target file size (a table with
+    /// `delta.autoOptimize.autoCompact=false` never is) [default: on; `auto_compact` in
+    /// bronze.toml]. Overrides a settings file's `auto_compact = false`.
+    #[arg(long, overrides_with = "no_auto_compact")]
+    pub auto_compact: bool,
+    /// Never compact after a commit: small files wait for `bronze optimize` or `bronze
+    /// maintain` (`auto_compact = false` in bronze.toml).
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --no-auto-compact
+    #[arg(long, overrides_with = "auto_compact")]
+    pub no_auto_compact: bool,
+    /// Files under half the target file size a table must have before a commit compacts
+    /// it [default: 50, Databricks' minNumFiles; `auto_compact_min_files` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --auto-compact-min-files 20
+    #[arg(long, value_name = "N")]
+    pub auto_compact_min_files: Option<u64>,
+    /// Take the batch lease (<CATALOG>/<SCHEMA>/_bronze_leases/), so that two runs of one
+    /// batch never load it at once [default: on; `batch_lease` in bronze.toml]. Overrides
+    /// a settings file's `batch_lease = false`.
+    #[arg(long, overrides_with = "no_batch_lease")]
+    pub batch_lease: bool,
+    /// Take no batch lease: only when runs are coordinated elsewhere (an orchestrator
+    /// that never starts a batch twice); two runs of one batch at once could then
+    /// interleave their commits (`batch_lease = false` in bronze.toml).
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --no-batch-lease
+    #[arg(long, overrides_with = "batch_lease")]
+    pub no_batch_lease: bool,
+    /// How writes to one table are serialized within the run: `per_table` (only writes to
+    /// the same table wait), `global` (every write waits for every other) or `none`
+    /// (Delta's conflict checks alone); the last two exist to compare [default: per_table;
+    /// `lock_policy` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --lock-policy global
+    #[arg(long, value_name = "POLICY", value_parser = parse_enum::<bronze::LockPolicy>)]
+    pub lock_policy: Option<bronze::LockPolicy>,
+    /// How a batch's rows become commits: `table` (one commit per table with every
+    /// topic's rows) or `topic` (one per topic and table, as a notebook looping over
+    /// topics does: more commits and files, kept to compare) [default: table;
+    /// `commit_per` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --commit-per topic
+    #[arg(long, value_name = "UNIT", value_parser = parse_enum::<bronze::CommitPer>)]
+    pub commit_per: Option<bronze::CommitPer>,
     /// Push each batch run's metrics to this Prometheus Pushgateway (job `bronze`,
     /// grouped by landing path; `[metrics] push_url` in bronze.toml): rows per table,
     /// messages, corrupt lines, duplicates, stage times, store requests, success and the
@@ -552,6 +614,13 @@ impl IngestArgs {
             lease_ttl: self.lease_ttl,
             full_listing_every: self.full_listing_every,
             single_writer: self.single_writer.then_some(true),
+            target_file_size: self.target_file_size,
+            compression: self.compression,
+            auto_compact: on_off(self.auto_compact, self.no_auto_compact),
+            auto_compact_min_files: self.auto_compact_min_files,
+            batch_lease: on_off(self.batch_lease, self.no_batch_lease),
+            lock_policy: self.lock_policy,
+            commit_per: self.commit_per,
             envelope: bronze::EnvelopeSettings {
                 topic_field: self.topic_field.clone(),
                 id_field: self.id_field.clone(),
@@ -610,6 +679,12 @@ fn column_types(
         }
     }
     Ok(out)
+}
+
+/// A setting a `--X` / `--no-X` pair gives: `true`, `false`, or unset when neither is
+/// given (clap keeps only the last of the two).
+fn on_off(on: bool, off: bool) -> Option<bool> {
+    (on || off).then_some(on)
 }
 
 /// Parses a lower-case setting value the way `bronze.toml` spells it.
@@ -747,6 +822,41 @@ mod tests {
                 serde_json::json!({"single_writer": true}),
             ),
             (
+                "target_file_size = \"64MiB\"",
+                &["--target-file-size", "64MiB"],
+                serde_json::json!({"target_file_size": "64MiB"}),
+            ),
+            (
+                "compression = \"zstd(3)\"",
+                &["--compression", "zstd(3)"],
+                serde_json::json!({"compression": "zstd(3)"}),
+            ),
+            (
+                "auto_compact = false",
+                &["--no-auto-compact"],
+                serde_json::json!({"auto_compact": false}),
+            ),
+            (
+                "auto_compact_min_files = 10",
+                &["--auto-compact-min-files", "10"],
+                serde_json::json!({"auto_compact_min_files": 10}),
+            ),
+            (
+                "batch_lease = false",
+                &["--no-batch-lease"],
+                serde_json::json!({"batch_lease": false}),
+            ),
+            (
+                "lock_policy = \"global\"",
+                &["--lock-policy", "global"],
+                serde_json::json!({"lock_policy": "global"}),
+            ),
+            (
+                "commit_per = \"topic\"",
+                &["--commit-per", "topic"],
+                serde_json::json!({"commit_per": "topic"}),
+            ),
+            (
                 "[envelope]\ntopic_field = \"type\"",
                 &["--topic-field", "type"],
                 serde_json::json!({"envelope": {"topic_field": "type"}}),
@@ -861,6 +971,26 @@ mod tests {
                 "memory_budget",
                 "\"soon\" is not a size; write e.g. 512MB or 2GiB",
             ),
+            (
+                "--target-file-size",
+                "target_file_size",
+                "\"soon\" is not a size; write e.g. 512MB or 2GiB",
+            ),
+            (
+                "--compression",
+                "compression",
+                "\"soon\" is not a compression; write snappy, lz4_raw, zstd, zstd(3), gzip or uncompressed",
+            ),
+            (
+                "--lock-policy",
+                "lock_policy",
+                "unknown variant `soon`, expected one of `per_table`, `global`, `none`",
+            ),
+            (
+                "--commit-per",
+                "commit_per",
+                "unknown variant `soon`, expected `table` or `topic`",
+            ),
         ] {
             let flag = Cli::try_parse_from(["bronze", "ingest", "d", flag, "soon"])
                 .unwrap_err()
@@ -875,6 +1005,36 @@ mod tests {
                 assert!(got.contains(text), "{got}");
             }
         }
+    }
+
+    /// `--auto-compact` and `--batch-lease` turn back on what a settings file turns off;
+    /// of a flag and its `--no-` the last wins.
+    #[test]
+    fn an_on_flag_overrides_the_files_off_and_the_last_of_a_pair_wins() {
+        let file = Settings::from_toml("auto_compact = false\nbatch_lease = false\n").unwrap();
+        let parse = |flags: &[&str]| {
+            let mut argv = vec!["bronze", "ingest", "d"];
+            argv.extend(flags);
+            let Command::Ingest(args) = Cli::try_parse_from(argv).unwrap().command else {
+                unreachable!("an ingest command")
+            };
+            args.settings()
+                .unwrap()
+                .over(file.clone())
+                .resolve()
+                .unwrap()
+        };
+        let c = parse(&["--auto-compact", "--batch-lease"]);
+        assert!(c.auto_compact && c.batch_lease);
+        let c = parse(&[
+            "--auto-compact",
+            "--no-auto-compact",
+            "--no-batch-lease",
+            "--batch-lease",
+        ]);
+        assert!(!c.auto_compact && c.batch_lease);
+        let c = parse(&[]);
+        assert!(!c.auto_compact && !c.batch_lease);
     }
 
     #[test]
