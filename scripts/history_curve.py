@@ -13,7 +13,9 @@ invocation left there is measured as it is, and the history goes on from where t
 work folder's stands); then every point is
 measured in --repeat rounds, the points interleaved within each round, and the medians
 printed: the next batch (`ingest <folder>` of a new folder, which then joins that
-history), a no-op `ingest --pending`, and `status`. Also printed: `_run_control`'s live
+history; its mean too, as a day that writes checkpoints or compacts counts in full: use
+--repeat 10 or more to cover a checkpoint cycle), a no-op `ingest --pending`, and
+`status`. Also printed: `_run_control`'s live
 files and the catalog's size on disk. Prints one Markdown table row per point.
 
 With --s3 the landing zone and the catalog are in moto's S3 (`scripts/moto_server.py`,
@@ -215,9 +217,12 @@ def live_files(table):
     return None
 
 
-def cell(runs):
-    """Median seconds (and requests, on S3) of `bronze()` results."""
+def cell(runs, mean=False):
+    """Median seconds (and requests, on S3) of `bronze()` results; with `mean`, the mean
+    too (a day that writes checkpoints or compacts counts in full)."""
     took = f"{statistics.median(r[0] for r in runs):.3f} s"
+    if mean:
+        took += f" (mean {statistics.mean(r[0] for r in runs):.3f} s)"
     return f"{took}, {int(statistics.median(r[1] for r in runs))} req" if args.s3 else took
 
 
@@ -232,7 +237,7 @@ def measure(runs):
 
 
 def row(point, runs):
-    return (f"| {point:,} | {cell(runs['next'])} | {cell(runs['noop'])} | {cell(runs['status'])} "
+    return (f"| {point:,} | {cell(runs['next'], mean=True)} | {cell(runs['noop'])} | {cell(runs['status'])} "
             f"| {live_files('_run_control')} | {catalog_bytes() / 1e6:.0f} MB |")
 
 
