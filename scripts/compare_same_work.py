@@ -3,6 +3,9 @@
 
     .venv/bin/python scripts/compare_same_work.py BATCH_DIR [--repeat 3] [--bronze PATH]
 
+(`--bronze` defaults to $BRONZE_BIN, else `target/release/bronze` under $CARGO_TARGET_DIR
+or the repo.)
+
 Runs `bronze ingest BATCH_DIR --catalog <fresh temp folder>` (exit 0, or 1 when corrupt
 lines were kept) and the DuckDB script (into a fresh temp folder), interleaved, N times
 each; prints the wall-clock median of each (whole processes, so interpreter start and
@@ -34,7 +37,12 @@ from deltalake import DeltaTable
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 PEER = os.path.join(HERE, "duckdb_same_work.py")
-BRONZE = "/tmp/bronze-peer/bronze"
+# `cargo build --release`'s binary, or $BRONZE_BIN.
+BRONZE = os.environ.get("BRONZE_BIN") or os.path.join(
+    os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.dirname(HERE), "target"),
+    "release",
+    "bronze",
+)
 SYSTEM_TABLES = {"_run_control", "_bronze_leases", "_bronze_ledger"}
 
 
