@@ -305,6 +305,65 @@ fn readme_types_commands_run_as_written() {
     );
 }
 
+/// README's "Types" batch without the flags: its tables hold what the "before" tables
+/// show (amount as JSON text, the timestamps and dates as strings, nothing rescued).
+#[test]
+fn readme_types_before_tables_are_the_batch_without_the_flags() {
+    let block = readme_sh_block("### Types");
+    // The block up to its `bronze ingest`, then the same ingest without the flags.
+    let setup = &block[..block
+        .find("bronze ingest")
+        .expect("the block runs bronze ingest")];
+    let script =
+        format!("{setup}bronze ingest landing/shop/orders/batch_id=b1 --catalog ./lakehouse\n");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(&script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("BRONZE_THREADS", test_threads().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lake = TempLake::at(dir.path().join("lakehouse"), "bronze");
+    let order = types(&lake, "order");
+    for column in ["amount", "placed_at", "day"] {
+        assert_eq!(order[column], DataType::Utf8, "{column}");
+    }
+    assert_eq!(types(&lake, "legs")["ts"], DataType::Utf8);
+    let rows = lake.rows("order").sorted_by("_id");
+    assert_eq!(
+        rows.texts("amount"),
+        [Some("12.5".into()), Some(r#""1e999""#.into())]
+    );
+    assert_eq!(
+        rows.values("placed_at"),
+        ["2026-01-15T12:00:00+02:00", "n/a"]
+    );
+    assert_eq!(rows.values("day"), ["2026-01-15", "2026-01-16"]);
+    let legs = lake.rows("legs").sorted_by("_parent_id");
+    assert_eq!(legs.values("ts"), ["2026-01-15T10:00:00Z", "soon"]);
+    for table in ["order", "legs"] {
+        let columns = lake.columns(table);
+        assert!(
+            !columns.iter().any(|c| c == "_rescued_data"),
+            "{table}: {columns:?}"
+        );
+    }
+}
+
 /// A schema of more tables than the pre-check opens ahead (256) still has a hinted child
 /// table checked before any write.
 #[test]
