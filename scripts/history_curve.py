@@ -19,7 +19,8 @@ history; its mean too, as a day that writes checkpoints or compacts counts in fu
 files and the catalog's size on disk. Prints one Markdown table row per point.
 
 With --s3 the landing zone and the catalog are in moto's S3 (`scripts/moto_server.py`,
-started here, behind `scripts/faulty_proxy.py --log` which counts requests): each new
+started here, behind `scripts/faulty_proxy.py --log` which counts requests, logged in
+WORKDIR/requests.log after a `# bronze …` line per command): each new
 batch is uploaded to `s3://landing/zone/src/entity/`, the catalog is `s3://lake/hist`,
 and every measured command's requests are printed beside its time (each point measured
 when the history reaches it). Needs the repo's venv (boto3, moto): run it with
@@ -117,11 +118,12 @@ else:
 
 
 def requests():
-    """Requests the proxy has forwarded so far (0 on a local catalog)."""
+    """Requests the proxy has forwarded so far (0 on a local catalog); the log's `# …`
+    lines mark where each command's requests start."""
     if not args.s3:
         return 0
     with open(request_log) as f:
-        return sum(1 for _ in f)
+        return sum(1 for line in f if not line.startswith("#"))
 
 
 def batch_id(n):
@@ -174,6 +176,9 @@ def date_log_entries(since):
 def bronze(*a):
     """Runs `bronze *a --catalog CATALOG`: its seconds, requests and stdout."""
     before = requests()
+    if args.s3:
+        with open(request_log, "a") as log:
+            log.write(f"# bronze {' '.join(a)}\n")
     since = time.time() - 1
     t = time.perf_counter()
     out = subprocess.run([args.bronze, *a, "--catalog", catalog], env=today(),
