@@ -434,7 +434,7 @@ impl IngestConfig {
     fn check_limits(&self) -> Result<()> {
         if self.max_parallel == Some(0) {
             return Err(Error::Config {
-                name: "max-parallel",
+                name: "max_parallel",
                 reason: "must be at least 1".into(),
             });
         }
@@ -446,7 +446,7 @@ impl IngestConfig {
         }
         if self.memory_budget < 1 << 10 {
             return Err(Error::Config {
-                name: "memory-budget",
+                name: "memory_budget",
                 reason: format!("{} bytes is below the 1 KiB minimum", self.memory_budget),
             });
         }
@@ -467,7 +467,7 @@ impl IngestConfig {
         }
         if !(1..=64).contains(&self.flatten.max_depth) {
             return Err(Error::Config {
-                name: "max-depth",
+                name: "max_depth",
                 reason: format!("{} is outside 1..=64", self.flatten.max_depth),
             });
         }
@@ -481,7 +481,7 @@ impl IngestConfig {
             && !(url.starts_with("http://") || url.starts_with("https://"))
         {
             return Err(Error::Config {
-                name: "metrics-push",
+                name: "metrics_push",
                 reason: format!("{url:?} is not a gateway URL; write e.g. http://pushgateway:9091"),
             });
         }

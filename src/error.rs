@@ -118,7 +118,8 @@ pub enum Error {
     /// A setting is out of range or contradicts another one.
     #[error("invalid setting `{name}`: {reason}")]
     Config {
-        /// The setting, as the CLI spells it.
+        /// The setting, as `bronze.toml` and Python's keyword arguments name it (its flag
+        /// is the same name with dashes).
         name: &'static str,
         /// Why it was refused.
         reason: String,

@@ -189,7 +189,7 @@ fn folder_place(dir: &Path, folders: usize, landing_path: Option<&str>) -> Resul
             Ok(p.to_string())
         }
         Some(_) => Err(Error::Config {
-            name: "landing-path",
+            name: "landing_path",
             reason: "--landing-path names the place of one folder; with several folders each takes its own from its path".into(),
         }),
         None => landing_path_of(dir),
