@@ -248,11 +248,9 @@ fn a_hint_contradicting_an_existing_column_fails_the_batch_before_any_write() {
     }
 }
 
-/// README's "Types" commands, run as written (in a temporary folder, `bronze` the one
-/// built for the tests): the tables hold what its "after" tables show.
-#[test]
-fn readme_types_commands_run_as_written() {
-    let block = readme_sh_block("### Types");
+/// Runs `script` with `sh -e` in a new temporary folder, `bronze` the one built for the
+/// tests; it must exit 0. The folder and the output.
+fn run_sh(script: &str) -> (tempfile::TempDir, std::process::Output) {
     let dir = tempfile::tempdir().unwrap();
     let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
     let path = format!(
@@ -262,7 +260,7 @@ fn readme_types_commands_run_as_written() {
     );
     let out = std::process::Command::new("sh")
         .arg("-ec")
-        .arg(&block)
+        .arg(script)
         .current_dir(dir.path())
         .env("PATH", path)
         .env("BRONZE_THREADS", test_threads().to_string())
@@ -274,6 +272,14 @@ fn readme_types_commands_run_as_written() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    (dir, out)
+}
+
+/// README's "Types" commands, run as written (in a temporary folder, `bronze` the one
+/// built for the tests): the tables hold what its "after" tables show.
+#[test]
+fn readme_types_commands_run_as_written() {
+    let (dir, out) = run_sh(&readme_sh_block("### Types"));
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("2 values rescued"), "{report}");
     assert!(report.contains("1 values rescued"), "{report}");
@@ -316,27 +322,7 @@ fn readme_types_before_tables_are_the_batch_without_the_flags() {
         .expect("the block runs bronze ingest")];
     let script =
         format!("{setup}bronze ingest landing/shop/orders/batch_id=b1 --catalog ./lakehouse\n");
-    let dir = tempfile::tempdir().unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("sh")
-        .arg("-ec")
-        .arg(&script)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env("BRONZE_THREADS", test_threads().to_string())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir, _) = run_sh(&script);
     let lake = TempLake::at(dir.path().join("lakehouse"), "bronze");
     let order = types(&lake, "order");
     for column in ["amount", "placed_at", "day"] {
