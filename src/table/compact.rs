@@ -9,6 +9,13 @@
 //! only), a bin closed when the next file would take it past the target, bins of one file
 //! dropped. Z-order interleaves the bits of the first 16 bytes of each column's
 //! order-preserving row encoding, as delta-rs's `zorder_key` does.
+//!
+//! Auto compaction plans by size tiers instead ([`Plan::Tiered`]): the small files from
+//! the smallest up, each taken only while it is no larger than the files taken before it
+//! together. A daily table's new files are merged with the few earlier merges of their
+//! size, never with the whole table: a file is rewritten only into one at least twice its
+//! size, so a row is rewritten about log2(table / new files) times over the table's life
+//! instead of once per compaction, and a compaction's cost does not grow with history.
 
 use std::sync::Arc;
 
@@ -41,6 +48,17 @@ pub struct OptimizeReport {
     pub version: u64,
 }
 
+/// Which files a compaction rewrites.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Plan<'a> {
+    /// Every run of neighbouring files under `target` ([`optimize`]'s bin-packing).
+    BinPack,
+    /// The small files by size tiers (auto compaction; see the module's doc).
+    Tiered,
+    /// Every file, rewritten in Z-order of these columns.
+    ZOrder(&'a [String]),
+}
+
 /// OPTIMIZE of `t` (named `name`): bin-packs toward `target` bytes per file, or Z-orders
 /// by `zorder` when it names columns; one commit, none when there is nothing to do.
 pub(crate) async fn optimize(
@@ -50,6 +68,27 @@ pub(crate) async fn optimize(
     zorder: &[String],
     compression: super::Compression,
 ) -> Result<OptimizeReport> {
+    let plan = if zorder.is_empty() {
+        Plan::BinPack
+    } else {
+        Plan::ZOrder(zorder)
+    };
+    rewrite(name, t, target, plan, compression).await
+}
+
+/// Rewrites the files of `t` that `plan` picks toward `target` bytes per file, in one
+/// commit; none when there is nothing to do.
+pub(crate) async fn rewrite(
+    name: &str,
+    t: DeltaTable,
+    target: u64,
+    plan: Plan<'_>,
+    compression: super::Compression,
+) -> Result<OptimizeReport> {
+    let zorder = match plan {
+        Plan::ZOrder(columns) => columns,
+        Plan::BinPack | Plan::Tiered => &[],
+    };
     let delta = |e| Error::delta(name, "optimize", e);
     let snapshot = t.snapshot().map_err(delta)?;
     let files: Vec<LogicalFileView> = snapshot.log_data().iter().collect();
@@ -64,10 +103,10 @@ pub(crate) async fn optimize(
     };
     let schema = snapshot.snapshot().arrow_schema();
     check_zorder_columns(name, &schema, zorder)?;
-    let bins = if zorder.is_empty() {
-        compaction_bins(&files, target)
-    } else {
-        zorder_bins(&files)
+    let bins = match plan {
+        Plan::BinPack => compaction_bins(&files, target),
+        Plan::Tiered => tiered_bins(&files, target),
+        Plan::ZOrder(_) => zorder_bins(&files),
     };
     if bins.is_empty() {
         return Ok(report);
@@ -236,6 +275,52 @@ fn compaction_bins(files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
     bins
 }
 
+/// The one bin a tiered compaction rewrites (see the module's doc): of the files under
+/// half `target` without deletion vectors, the smallest two, then each next one by size
+/// while it is no larger than those taken together and they stay within `target`; in
+/// the log's order. None when fewer than two files are small.
+fn tiered_bins(files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
+    let sizes: Vec<Option<u64>> = files
+        .iter()
+        .map(|f| {
+            f.deletion_vector_descriptor()
+                .is_none()
+                .then(|| f.size().max(0) as u64)
+        })
+        .collect();
+    let bin = tiers(&sizes, target);
+    if bin.is_empty() {
+        Vec::new()
+    } else {
+        vec![bin]
+    }
+}
+
+/// [`tiered_bins`] on file sizes (`None`: a file that is not rewritten).
+fn tiers(sizes: &[Option<u64>], target: u64) -> Vec<usize> {
+    let small = super::upkeep::small_file_threshold(target);
+    let mut by_size: Vec<(u64, usize)> = sizes
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| s.filter(|s| *s < small).map(|s| (s, i)))
+        .collect();
+    by_size.sort_unstable();
+    let mut taken = Vec::new();
+    let mut total = 0u64;
+    for (size, i) in by_size {
+        if taken.len() >= 2 && (size > total || total + size > target) {
+            break;
+        }
+        taken.push(i);
+        total += size;
+    }
+    if taken.len() < 2 {
+        return Vec::new();
+    }
+    taken.sort_unstable();
+    taken
+}
+
 /// `batches` as one batch sorted by the Z-order key of `columns` (the table's rows in
 /// memory at once, with their key: delta-rs's DataFusion plan could spill its sort).
 fn zordered(
@@ -323,6 +408,66 @@ async fn write(
 mod tests {
     use super::*;
     use arrow::array::{Int64Array, StringArray};
+
+    /// A table's life under auto compaction: a file of `day` bytes a day, a tiered
+    /// compaction whenever 50 files are small; the bytes rewritten and the most small
+    /// files the table held.
+    fn life(days: u64, day: u64, target: u64) -> (u64, usize) {
+        let mut files: Vec<Option<u64>> = Vec::new();
+        let (mut rewritten, mut most) = (0, 0);
+        let small = crate::table::upkeep::small_file_threshold(target);
+        for _ in 0..days {
+            files.push(Some(day));
+            let small_files = files.iter().flatten().filter(|s| **s < small).count();
+            most = most.max(small_files);
+            if small_files < 50 {
+                continue;
+            }
+            let bin = tiers(&files, target);
+            assert!(bin.len() >= 2, "a compaction that takes nothing: {files:?}");
+            let merged: u64 = bin.iter().map(|&i| files[i].unwrap()).sum();
+            rewritten += merged;
+            for &i in bin.iter().rev() {
+                files.remove(i);
+            }
+            files.push(Some(merged));
+        }
+        (rewritten, most)
+    }
+
+    #[test]
+    fn a_tiered_compaction_rewrites_a_row_a_logarithmic_number_of_times() {
+        let target = 128 << 20;
+        // Bytes rewritten per byte loaded: 1.0, 2.0 and 2.8, at most log2(days / 50) plus
+        // one, where rewriting the whole table at every compaction costs days / 100.
+        for (days, most_rewrites) in [(1_000u64, 1.5), (10_000, 2.5), (100_000, 3.5)] {
+            let (rewritten, most) = life(days, 10_000, target);
+            let per_byte = rewritten as f64 / (days * 10_000) as f64;
+            assert!(per_byte <= most_rewrites, "{days} days: {per_byte}");
+            assert!(most <= 50, "{days} days: {most} small files");
+        }
+        // Past half the target a merged file is no longer small and is left alone: 1.9.
+        let (rewritten, _) = life(20_000, 1 << 20, target);
+        assert!((rewritten as f64) / ((20_000u64 << 20) as f64) < 2.5);
+    }
+
+    #[test]
+    fn a_tiered_compaction_takes_the_small_files_by_size_tiers() {
+        let target = 1_000;
+        // Two new files of 10 and the earlier merges of 20 and 40 (each no larger than
+        // what is taken before it), but not 400: the merge of 80 would be a fifth of it.
+        let sizes = [Some(400), Some(40), Some(20), Some(10), Some(10)];
+        assert_eq!(tiers(&sizes, target), vec![1, 2, 3, 4]);
+        // Files of half the target or more, and files with deletion vectors, stay.
+        let sizes = [Some(500), Some(10), None, Some(10), Some(499)];
+        assert_eq!(tiers(&sizes, target), vec![1, 3]);
+        // Within the target: 300 + 300 + 300 + 300 would pass it.
+        let sizes = [Some(300); 4];
+        assert_eq!(tiers(&sizes, target), vec![0, 1, 2]);
+        // The two smallest are taken whatever their sizes; one small file is no bin.
+        assert_eq!(tiers(&[Some(1), Some(400)], target), vec![0, 1]);
+        assert_eq!(tiers(&[Some(1), Some(800)], target), Vec::<usize>::new());
+    }
 
     #[test]
     fn zorder_keys_order_rows_by_both_columns_alike() {

@@ -1,12 +1,15 @@
 //! Table upkeep after a commit, under the table's lock: default table properties added
-//! where missing, and auto compaction (bin-packing) once small files pile up. The
-//! `optimize` command uses the same bin-packing.
+//! where missing, and auto compaction once small files pile up: the small files by size
+//! tiers ([`super::compact::Plan::Tiered`]), so a compaction rewrites the new files and the
+//! few earlier merges of their size, not the whole table. The `optimize` command
+//! bin-packs every small file.
 
 use std::collections::HashMap;
 
 use deltalake::DeltaTable;
 
 pub(crate) use super::compact::optimize;
+use super::compact::{Plan, rewrite};
 use super::stats::Pending;
 use super::{Storage, WrittenTable};
 use crate::error::{Error, Result};
@@ -96,7 +99,7 @@ pub(crate) async fn after_commit(
     if stale {
         load_latest(&mut t, table).await?;
     }
-    optimize(table.as_str(), t, target, &[], storage.compression)
+    rewrite(table.as_str(), t, target, Plan::Tiered, storage.compression)
         .await
         .map(Some)
 }
