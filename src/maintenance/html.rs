@@ -185,8 +185,7 @@ impl Overview {
                 fmt_bytes(t.avg_file_bytes),
                 t.small_files,
                 t.versions_since_checkpoint,
-                t.versions_since_optimize
-                    .map_or("never".to_string(), |v| v.to_string()),
+                t.since_optimize(),
                 t.vacuum_files,
                 esc(&t.action),
             );

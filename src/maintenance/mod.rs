@@ -36,6 +36,8 @@ pub use overview::{BatchRun, FAILURES_SHOWN, FailedWrite, Overview, Stages};
 pub const FLAG_MIN_FILES: u64 = 50;
 /// ...and an average file size under this (25 MB).
 pub const FLAG_MAX_AVG_BYTES: u64 = 25 * 1000 * 1000;
+/// The newest commits `health` searches for the last OPTIMIZE.
+pub const HEALTH_HISTORY: usize = 50;
 /// VACUUM retention under which `--force` is needed (7 days, Delta's default).
 pub const MIN_RETENTION_HOURS: u64 = 168;
 
@@ -57,7 +59,9 @@ pub struct TableHealth {
     pub small_files: u64,
     /// Commits since the last checkpoint (all of them when there is none).
     pub versions_since_checkpoint: u64,
-    /// Commits since the last OPTIMIZE; `None` when never optimized.
+    /// Commits since the last OPTIMIZE; `None` when none of the newest
+    /// [`HEALTH_HISTORY`] commits is one (never optimized, or not lately: `health` reads
+    /// that many commits, not a history that grows by one a batch).
     pub versions_since_optimize: Option<u64>,
     /// Unreferenced files a VACUUM with the default 7-day retention would delete.
     pub vacuum_files: u64,
@@ -70,6 +74,18 @@ pub struct TableHealth {
     pub flagged: bool,
     /// What to run, worst problem first (`optimize`, `vacuum`, `checkpoint`), or `none`.
     pub action: String,
+}
+
+impl TableHealth {
+    /// [`Self::versions_since_optimize`] as `health` prints it: a count, `never`, or
+    /// `50+` when the table has more commits than `health` read.
+    pub fn since_optimize(&self) -> String {
+        match self.versions_since_optimize {
+            Some(v) => v.to_string(),
+            None if self.version < HEALTH_HISTORY as u64 => "never".to_string(),
+            None => format!("{HEALTH_HISTORY}+"),
+        }
+    }
 }
 
 /// The upper bounds of [`TableHealth::file_sizes`]' first five buckets, as fractions of
@@ -119,9 +135,7 @@ impl HealthReport {
             "vacuumable"
         );
         for t in &self.tables {
-            let optim = t
-                .versions_since_optimize
-                .map_or("never".to_string(), |v| v.to_string());
+            let optim = t.since_optimize();
             let _ = writeln!(
                 s,
                 "{:<w$}  {:>7}  {:>6}  {:>12}  {:>10}  {:>5}  {:>6}  {:>7}  {:>10}  {:<4}  {}",
@@ -632,7 +646,7 @@ async fn table_health(
         Some(c) => version.saturating_sub(c),
         None => version + 1,
     };
-    let hist = history(name, t, None).await?;
+    let hist = history(name, t, Some(HEALTH_HISTORY)).await?;
     let versions_since_optimize = hist
         .iter()
         .find(|h| h.operation.as_deref() == Some("OPTIMIZE"))
@@ -778,6 +792,19 @@ mod tests {
         std::fs::write(log("b").join("00000000000000000000.json#1"), "{}").unwrap();
         std::fs::write(log("d").join("00000000000000000010.checkpoint.parquet"), "").unwrap();
         assert_eq!(ingest.maintenance().tables().unwrap(), ["a", "d"]);
+    }
+
+    #[test]
+    fn health_says_never_only_of_a_table_whose_every_commit_it_read() {
+        let at = |version, since| TableHealth {
+            version,
+            versions_since_optimize: since,
+            ..Default::default()
+        };
+        assert_eq!(at(10, None).since_optimize(), "never");
+        assert_eq!(at(49, None).since_optimize(), "never");
+        assert_eq!(at(50, None).since_optimize(), "50+");
+        assert_eq!(at(10_000, Some(3)).since_optimize(), "3");
     }
 
     #[test]
