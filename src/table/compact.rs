@@ -48,6 +48,12 @@ pub struct OptimizeReport {
     pub version: u64,
 }
 
+/// Minimum file size below which a file counts as small: half the target (Databricks'
+/// `minFileSize` default).
+pub fn small_file_threshold(target_file_size: u64) -> u64 {
+    target_file_size / 2
+}
+
 /// Which files a compaction rewrites.
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Plan<'a> {
@@ -298,7 +304,7 @@ fn tiered_bins(files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
 
 /// [`tiered_bins`] on file sizes (`None`: a file that is not rewritten).
 fn tiers(sizes: &[Option<u64>], target: u64) -> Vec<usize> {
-    let small = super::upkeep::small_file_threshold(target);
+    let small = small_file_threshold(target);
     let mut by_size: Vec<(u64, usize)> = sizes
         .iter()
         .enumerate()
@@ -415,7 +421,7 @@ mod tests {
     fn life(days: u64, day: u64, target: u64) -> (u64, usize) {
         let mut files: Vec<Option<u64>> = Vec::new();
         let (mut rewritten, mut most) = (0, 0);
-        let small = crate::table::upkeep::small_file_threshold(target);
+        let small = small_file_threshold(target);
         for _ in 0..days {
             files.push(Some(day));
             let small_files = files.iter().flatten().filter(|s| **s < small).count();

@@ -9,17 +9,12 @@ use std::collections::HashMap;
 use deltalake::DeltaTable;
 
 pub(crate) use super::compact::optimize;
+pub use super::compact::small_file_threshold;
 use super::compact::{Plan, rewrite};
 use super::stats::Pending;
 use super::{Storage, WrittenTable};
 use crate::error::{Error, Result};
 use crate::naming::TableName;
-
-/// Minimum file size below which a file counts as small: half the target (Databricks'
-/// `minFileSize` default).
-pub fn small_file_threshold(target_file_size: u64) -> u64 {
-    target_file_size / 2
-}
 
 /// Table properties every bronze table carries (set at create, added on every run when
 /// missing; a value the user set, e.g. `autoCompact=false`, is kept).
