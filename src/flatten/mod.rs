@@ -501,8 +501,12 @@ impl ChildIds {
         }
     }
 
-    /// The `_id` column: the text and offsets as they are, no copy.
-    fn into_column(self) -> Result<StringArray> {
+    /// The `_id` column: the text and offsets as they are, no copy. Their spare capacity
+    /// is given back first (the allocator shrinks in place): the column may be held
+    /// until the table's commit.
+    fn into_column(mut self) -> Result<StringArray> {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
         if self.overflow {
             return Err(Error::arrow(
                 naming::ID,
