@@ -18,7 +18,7 @@ Then compares the tables, by name: row counts (topic tables, child tables,
 topic row: which duplicate won; the (root id, topic, index) of every child row; file and
 line of every corrupt line); the columns each side has; their Arrow types; and the values
 of every column both have (except `_id` and `_parent_id` of child rows, which are bronze's
-FNV-1a hashes vs the script's md5, `_loaded_at`, `_source_file` compared by file name, and
+positional ids (`<message id>/<path>/<index>`) vs the script's md5, `_loaded_at`, `_source_file` compared by file name, and
 `_reason` up to its first `:`). Where a table's row count differs it says, per topic,
 where, and the known reason. Exits 1 when any table differs in its rows.
 """

@@ -47,8 +47,8 @@ DuckDB; a path that is an array in some messages and an object or scalar in othe
 kept as JSON text instead of being split; numbers an int64 or a double would not hold
 exactly are not kept as JSON text (an integer beyond 2^64 or with a fraction becomes a
 DOUBLE, one between 2^63 and 2^64 a null); `.jsonl.gz` files are not
-read, and a file must be valid UTF-8; `_id` is md5, not bronze's FNV-1a 128, so the ids
-are deterministic but not bronze's.
+read, and a file must be valid UTF-8; `_id` is md5, not bronze's positional id
+(`<message id>/<path>/<index>`), so the ids are deterministic but not bronze's.
 
 Prints one line: wall seconds, lines, messages, corrupt lines, duplicates, tables.
 Exit code 1 when corrupt lines were kept (like bronze), else 0.

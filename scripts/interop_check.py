@@ -17,8 +17,11 @@ A table may list `typed` columns (`{"column": "ts", "kind": "timestamp"}`, kinds
 `timestamp`, `date` and `decimal(P,S)`, with their expected `values`: timestamps as
 microseconds since the epoch, dates as YYYY-MM-DD, decimals as text with their scale):
 every reader must see the type (a UTC timestamp, a date, the decimal) and the values; with
-`"spark": true` in the spec, Spark's Parquet reader (local mode) too. Exits 1 with one
-line per mismatch.
+`"spark": true` in the spec, Spark's Parquet reader (local mode) too.
+
+The keys join in deltalake, Polars and DuckDB: every child row's `_parent_id` is the `_id`
+of a row of the listed tables and its `_root_id` the `_id` of a topic row. Exits 1 with
+one line per mismatch.
 """
 import datetime
 import json
@@ -145,6 +148,51 @@ def spark_typed(tables, problems):
         spark.stop()
 
 
+def check_joins(tables, problems):
+    """Every child row's `_parent_id` joins an `_id` of the tables, its `_root_id` a topic
+    row's `_id`, read by deltalake (pyarrow), Polars and DuckDB's Parquet reader."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    child = [t["path"] for t in tables if "_parent_id" in t["columns"]]
+    topic = [t["path"] for t in tables if "_parent_id" not in t["columns"] and "_id" in t["columns"]]
+    if not child:
+        return
+    everything = child + topic
+    ids = lambda paths: pa.chunked_array(
+        [c for p in paths for c in DeltaTable(p).to_pyarrow_table(columns=["_id"]).column("_id").chunks],
+        pa.string(),
+    )
+    all_ids, roots = ids(everything), ids(topic)
+    pl_ids = lambda paths: pl.concat([pl.read_delta(p, columns=["_id"]) for p in paths]).get_column("_id")
+    pl_all, pl_roots = pl_ids(everything), pl_ids(topic)
+    files = lambda paths: [f for p in paths for f in DeltaTable(p).file_uris()]
+    duck_all, duck_roots = files(everything), files(topic)
+    for path in child:
+        keys = DeltaTable(path).to_pyarrow_table(columns=["_parent_id", "_root_id"])
+        frame = pl.read_delta(path, columns=["_parent_id", "_root_id"])
+        mine = DeltaTable(path).file_uris()
+        for key, arrow_set, polars_set, duck_files in (
+            ("_parent_id", all_ids, pl_all, duck_all),
+            ("_root_id", roots, pl_roots, duck_roots),
+        ):
+            orphans = {
+                "deltalake": keys.num_rows - pc.sum(pc.is_in(keys[key], value_set=arrow_set.combine_chunks())).as_py()
+                if keys.num_rows else 0,
+                "polars": frame.filter(~pl.col(key).is_in(polars_set.implode())).height,
+                "duckdb": duckdb.sql(
+                    f"SELECT count(*) FROM read_parquet($mine, union_by_name = true) c "
+                    f"ANTI JOIN (SELECT _id FROM read_parquet($all, union_by_name = true)) a ON c.{key} = a._id",
+                    params={"mine": mine, "all": duck_files},
+                ).fetchall()[0][0]
+                if mine
+                else 0,
+            }
+            for engine, n in orphans.items():
+                if n:
+                    problems.append(f"{path}: {engine} finds {n} rows whose {key} joins no row")
+
+
 def main() -> int:
     spec = json.load(open(sys.argv[1]))
     problems = []
@@ -186,6 +234,7 @@ def main() -> int:
                     problems.append(
                         f"{path}@{t['old_version']}: {engine} reads {rows} rows, bronze {t['old_rows']}"
                     )
+    check_joins(spec["tables"], problems)
     engines = "deltalake, polars, duckdb and duckdb's delta_scan"
     if spec.get("spark"):
         spark_typed(spec["tables"], problems)

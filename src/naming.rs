@@ -269,61 +269,22 @@ impl ColumnNamer {
 }
 
 /// A stable 128-bit FNV-1a hash of the parts, as 32 hex characters. Stable across Rust
-/// versions and platforms (unlike `DefaultHasher`), so derived ids survive upgrades.
+/// versions and platforms (unlike `DefaultHasher`), so derived names and ids survive
+/// upgrades.
 pub fn stable_id(parts: &[&[u8]]) -> String {
-    StableId::of(parts).hex()
-}
-
-/// [`stable_id`] part by part: a state after some parts can be cloned and finished with
-/// different last parts (a child row's id shares all but its index with its siblings').
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub struct StableId(u128);
-
-impl Default for StableId {
-    fn default() -> Self {
-        Self(0x6c62272e07bb014262b821756295c58d)
-    }
-}
-
-impl StableId {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
     const PRIME: u128 = 0x0000000001000000000000000000013B;
-
-    /// The state after `parts`, in order.
-    pub fn of(parts: &[&[u8]]) -> Self {
-        let mut h = Self::default();
-        for part in parts {
-            h.part(part);
-        }
-        h
-    }
-
-    /// Adds one part.
-    pub fn part(&mut self, part: &[u8]) {
-        let mut h = self.0;
-        for &b in part {
+    let mut h = OFFSET;
+    for part in parts {
+        for &b in *part {
             h ^= u128::from(b);
-            h = h.wrapping_mul(Self::PRIME);
+            h = h.wrapping_mul(PRIME);
         }
         // Separator so that ("ab","c") and ("a","bc") differ.
         h ^= 0xff;
-        self.0 = h.wrapping_mul(Self::PRIME);
+        h = h.wrapping_mul(PRIME);
     }
-
-    /// The hash so far, as 32 hex characters.
-    pub fn hex(&self) -> String {
-        self.hex_digits().iter().copied().map(char::from).collect()
-    }
-
-    /// The hash so far, as 32 ASCII hex digits (no allocation).
-    pub fn hex_digits(&self) -> [u8; 32] {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
-        let mut hex = [0u8; 32];
-        for (i, b) in self.0.to_be_bytes().into_iter().enumerate() {
-            hex[2 * i] = HEX[usize::from(b >> 4)];
-            hex[2 * i + 1] = HEX[usize::from(b & 0xf)];
-        }
-        hex
-    }
+    format!("{h:032x}")
 }
 
 #[cfg(test)]
@@ -405,23 +366,13 @@ mod tests {
         assert_eq!(stable_id(&[b"a"]), stable_id(&[b"a"]));
         assert_ne!(stable_id(&[b"ab", b"c"]), stable_id(&[b"a", b"bc"]));
         assert_eq!(stable_id(&[]).len(), 32);
-        // Pinned: ids written by earlier versions must come out the same.
+        // Pinned: ids of messages without one and names derived by earlier versions
+        // must come out the same.
         assert_eq!(stable_id(&[]), "6c62272e07bb014262b821756295c58d");
         assert_eq!(
             stable_id(&[b"root", b"tbl", b"items", &7u64.to_le_bytes()]),
             "89b77344b9fd29305d9fb92ca4d04e20"
         );
-        // Part by part, from a shared prefix, is the same hash.
-        let mut prefix = StableId::default();
-        for p in [b"root".as_slice(), b"tbl", b"items"] {
-            prefix.part(p);
-        }
-        for idx in 0..3u64 {
-            let mut h = prefix;
-            h.part(&idx.to_le_bytes());
-            let all: [&[u8]; 4] = [b"root", b"tbl", b"items", &idx.to_le_bytes()];
-            assert_eq!(h.hex(), stable_id(&all));
-        }
     }
 
     #[test]

@@ -29,8 +29,12 @@
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
 //!
-//! Keys: topic rows have `_id` = message id; child rows `_id` = stable hash of
-//! (root id, table, array path, parent id, index), `_parent_id`, `_root_id`, `_idx`.
+//! Keys: a topic row's `_id` is its message id. A child row's `_id` is its element's place
+//! in the message: the parent row's `_id`, the array's JSON pointer from the parent's row
+//! (`/holdings`, `/legs/items`: keys with `~` → `~0`, `/` → `~1`) and `/<index>`, so
+//! `m-7/holdings/3/lots/1`; a first-level row starts from the message id escaped the same
+//! way (`a/b` → `a~1b`). Its `_parent_id` is the parent row's `_id`, `_root_id` the message
+//! id, `_idx` the index. See [`ChildIds`] for why these ids are unique.
 
 pub use crate::naming::TableName;
 
@@ -201,7 +205,8 @@ struct PathNode {
     /// Position in `children` by key, once a node has more than [`LINEAR_CHILDREN`].
     index: Option<HashMap<Box<str>, usize>>,
     column: Option<usize>,
-    /// `(table index, array path)` of the child table of an array at this path.
+    /// The child table (its index) of an array at this path, and the path's JSON pointer
+    /// from the row (`/legs`), which a child row's `_id` repeats.
     child_table: Option<(usize, Rc<str>)>,
     /// Whether a `json` hint keeps the value at this path whole, once looked up.
     keep_json: Option<bool>,
@@ -237,8 +242,9 @@ struct TableBuilder<'a> {
     namer: ColumnNamer,
     nodes: Vec<PathNode>,
     columns: Vec<Column<'a>>,
-    ids: Vec<RowId<'a>>,
-    parent_ids: Vec<RowId<'a>>,
+    /// The `_id`s and `_parent_id`s of a child table's rows (empty for a topic's table).
+    ids: ChildIds,
+    /// Each row's message id: a topic row's `_id`, a child row's `_root_id`.
     root_ids: Vec<&'a str>,
     idx: Vec<i64>,
     files: Vec<u32>,
@@ -257,8 +263,7 @@ impl TableBuilder<'_> {
             namer: ColumnNamer::new(),
             nodes: vec![PathNode::new(ROOT, ""), PathNode::new(META_ROOT, "")],
             columns: Vec::new(),
-            ids: Vec::new(),
-            parent_ids: Vec::new(),
+            ids: ChildIds::default(),
             root_ids: Vec::new(),
             idx: Vec::new(),
             files: Vec::new(),
@@ -386,7 +391,7 @@ fn pointer(keys: &[&str], extra: Option<&str>) -> String {
     let mut s = String::new();
     for k in keys.iter().copied().chain(extra) {
         s.push('/');
-        s.push_str(&k.replace('~', "~0").replace('/', "~1"));
+        push_token(&mut s, k);
     }
     s
 }
@@ -414,6 +419,8 @@ struct Flattener<'a, 'c> {
     recorded: usize,
     /// Member lists reused across objects (one per nesting level in use).
     member_bufs: Vec<Members<'a>>,
+    /// Child id prefixes reused across arrays (one per nesting level in use).
+    id_prefixes: Vec<String>,
     /// How the lineage columns are built.
     lineage_columns: LineageColumns,
     /// Whether a `json` hint applies to this topic (objects and arrays are then looked
@@ -424,28 +431,135 @@ struct Flattener<'a, 'c> {
 /// An object's members: `(key, value, is_last)`.
 type Members<'a> = Vec<(Cow<'a, str>, usize, bool)>;
 
-/// A row's `_id`: a topic row's message id, or a child row's derived id, held inline
-/// (child rows are most rows of a nested payload: no allocation each).
-#[derive(Clone, Copy)]
-enum RowId<'a> {
-    Message(&'a str),
-    Derived([u8; 32]),
+/// The `_id`s of a child table's rows as one text, built as the rows are (no allocation per
+/// row): row `r`'s `_id` is `text[ends[r]..ends[r + 1]]`, and its `_parent_id` the first
+/// `parent_lens[r]` bytes of it (0: the parent is a topic row, whose `_id` is the message
+/// id, `_root_id`).
+///
+/// An `_id` is `<message id>` + `<pointer>` + `/<index>` repeated down the levels, where
+/// `<pointer>` is the array's JSON pointer from its parent row, keys escaped by RFC 6901
+/// (`~` → `~0`, `/` → `~1`), and the message id is escaped the same way. So the text up to
+/// the first `/` is the escaped message id, which gives the message id back (escaping is
+/// reversible), and the rest is the JSON pointer of the element in that message's payload
+/// (`/holdings/3/lots/1`). In one payload a pointer names at most one value (a repeated
+/// key is flattened once, the others are rescued), so two rows have the same `_id` only
+/// if they come from the same message id, whatever table, array path, depth or topic fed
+/// them. Message ids are unique across all the topics of a batch (staging drops a repeated
+/// id whatever its topic), so the topic is not part of the id: within a batch a child
+/// table's `_id`s are unique even when several topics feed it. Where message ids repeat
+/// (a dedup key other than the id, or one message id loaded by two batches), child ids
+/// repeat with them, as the topic rows' `_id`s do; `_batch_id` and `_topic` tell such rows
+/// apart.
+#[derive(Debug)]
+struct ChildIds {
+    text: String,
+    /// Arrow offsets of the ids in `text`: 0, then the end of each.
+    ends: Vec<i32>,
+    parent_lens: Vec<u32>,
+    /// Whether `text` outgrew an Arrow string column (2 GiB): an error when it is built.
+    overflow: bool,
 }
 
-impl RowId<'_> {
-    /// The id's text as bytes (a derived id's hex digits are ASCII).
-    fn as_bytes(&self) -> &[u8] {
-        match self {
-            RowId::Message(s) => s.as_bytes(),
-            RowId::Derived(hex) => hex,
+impl Default for ChildIds {
+    fn default() -> Self {
+        ChildIds {
+            text: String::new(),
+            ends: vec![0],
+            parent_lens: Vec::new(),
+            overflow: false,
         }
     }
 }
 
-/// A string column of `values`, each known to be UTF-8 (message ids, hex digits): built
+impl ChildIds {
+    /// Adds the id `prefix` + `idx` of a row whose parent's `_id` is `parent_len` bytes
+    /// of `prefix` (0: the message id).
+    #[inline]
+    fn push(&mut self, prefix: &str, parent_len: u32, idx: usize) {
+        self.text.push_str(prefix);
+        push_index(&mut self.text, idx);
+        match i32::try_from(self.text.len()) {
+            Ok(end) => self.ends.push(end),
+            Err(_) => {
+                self.overflow = true;
+                self.ends.push(i32::MAX);
+            }
+        }
+        self.parent_lens.push(parent_len);
+    }
+
+    /// The `_id` of row `r`.
+    fn id(&self, r: usize) -> &str {
+        &self.text[self.ends[r] as usize..self.ends[r + 1] as usize]
+    }
+
+    /// The `_parent_id` of row `r`, its message id being `root_id`.
+    fn parent_id<'s>(&'s self, r: usize, root_id: &'s str) -> &'s str {
+        match self.parent_lens[r] as usize {
+            0 => root_id,
+            len => &self.id(r)[..len],
+        }
+    }
+
+    /// The `_id` column: the text and offsets as they are, no copy. Their spare capacity
+    /// is given back first (the allocator shrinks in place): the column may be held
+    /// until the table's commit.
+    fn into_column(mut self) -> Result<StringArray> {
+        self.text.shrink_to_fit();
+        self.ends.shrink_to_fit();
+        if self.overflow {
+            return Err(Error::arrow(
+                naming::ID,
+                arrow::error::ArrowError::ComputeError("column over 2 GiB".into()),
+            ));
+        }
+        StringArray::try_new(
+            arrow::buffer::OffsetBuffer::new(self.ends.into()),
+            self.text.into_bytes().into(),
+            None,
+        )
+        .map_err(|e| Error::arrow(naming::ID, e))
+    }
+}
+
+/// Appends `i` in decimal.
+#[inline]
+fn push_index(out: &mut String, mut i: usize) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (i % 10) as u8;
+        i /= 10;
+        if i == 0 {
+            break;
+        }
+    }
+    for &d in &digits[at..] {
+        out.push(char::from(d));
+    }
+}
+
+/// Appends `s` as a JSON pointer token (RFC 6901): `~` → `~0`, `/` → `~1`.
+#[inline]
+fn push_token(out: &mut String, s: &str) {
+    if memchr::memchr2(b'~', b'/', s.as_bytes()).is_none() {
+        out.push_str(s);
+        return;
+    }
+    for c in s.chars() {
+        match c {
+            '~' => out.push_str("~0"),
+            '/' => out.push_str("~1"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A string column of `values`, each known to be UTF-8 (message ids, child ids): built
 /// from their bytes and checked once as a whole, not value by value.
 fn utf8_column<'v>(column: &str, values: impl Iterator<Item = &'v [u8]>) -> Result<StringArray> {
-    // Sized for derived ids (32 hex digits), the most common.
+    // Sized for ids of about 32 bytes (grows if they are longer).
     let rows = values.size_hint().0;
     let mut bytes = Vec::with_capacity(rows * 32);
     let mut offsets = Vec::with_capacity(rows + 1);
@@ -547,6 +661,7 @@ fn flatten_with<'a>(
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
+        id_prefixes: Vec::new(),
         lineage_columns,
         json_hints: cfg
             .column_types
@@ -679,43 +794,40 @@ impl<'a> Flattener<'a, '_> {
         doc.into_nodes()
     }
 
-    /// A new row of table `t`; `parent` is `(id prefix, parent id, index)` for a child
-    /// row, the prefix being the [`naming::StableId`] state its siblings share
-    /// ([`Flattener::id_prefix`]).
-    fn new_row(
-        &mut self,
-        t: usize,
-        ctx: RowCtx<'a>,
-        parent: Option<(naming::StableId, RowId<'a>, usize)>,
-    ) -> u32 {
+    /// A new row of table `t`; `parent` is `(id prefix, parent id length, index)` for a
+    /// child row ([`ChildIds::push`]), the prefix being the one its siblings share.
+    fn new_row(&mut self, t: usize, ctx: RowCtx<'a>, parent: Option<(&str, u32, usize)>) -> u32 {
         let b = &mut self.tables[t].1;
-        let row = b.ids.len() as u32;
+        let row = b.root_ids.len() as u32;
         self.recorded += 1;
-        match parent {
-            Some((mut id, parent_id, idx)) => {
-                id.part(&(idx as u64).to_le_bytes());
-                b.ids.push(RowId::Derived(id.hex_digits()));
-                b.parent_ids.push(parent_id);
-                b.root_ids.push(ctx.root_id);
-                b.idx.push(idx as i64);
-            }
-            None => b.ids.push(RowId::Message(ctx.root_id)),
+        b.root_ids.push(ctx.root_id);
+        if let Some((prefix, parent_len, idx)) = parent {
+            b.ids.push(prefix, parent_len, idx);
+            b.idx.push(idx as i64);
         }
         b.files.push(ctx.file);
         b.lines.push(ctx.line);
         row
     }
 
-    /// The id hash state after the parts a child row of table `t` shares with its
-    /// siblings: its root id, table, array path and parent id (then each row adds its
-    /// index). Computed once per array, not per element.
-    fn id_prefix(&self, t: usize, ctx: RowCtx<'a>, origin: &str, parent_id: RowId<'a>) -> naming::StableId {
-        naming::StableId::of(&[
-            ctx.root_id.as_bytes(),
-            self.tables[t].0.as_str().as_bytes(),
-            origin.as_bytes(),
-            parent_id.as_bytes(),
-        ])
+    /// Writes into `prefix` what the `_id`s of the elements of the array at JSON pointer
+    /// `pointer` below `row` of table `t` share (all but their index): the row's `_id` (a
+    /// topic row's escaped, [`ChildIds`]), the pointer and `/`. Gives the length of the
+    /// row's `_id` in it, 0 for a topic row (its children's `_parent_id` is the message id).
+    fn id_prefix(&self, t: usize, row: u32, pointer: &str, prefix: &mut String) -> u32 {
+        prefix.clear();
+        let parent = &self.tables[t].1;
+        let parent_len = if parent.is_child {
+            prefix.push_str(parent.ids.id(row as usize));
+            // An id is a path in one line of text: far below 4 GiB.
+            prefix.len() as u32
+        } else {
+            push_token(prefix, parent.root_ids[row as usize]);
+            0
+        };
+        prefix.push_str(pointer);
+        prefix.push('/');
+        parent_len
     }
 
     /// Records `cell` (if not null) in column `c` of table `t`.
@@ -854,11 +966,11 @@ impl<'a> Flattener<'a, '_> {
         keep
     }
 
-    /// The child table for the array at trie `node` of a row of table `t`, and its
-    /// array path; resolved once per (table, path).
+    /// The child table for the array at trie `node` of a row of table `t`, and the
+    /// array's JSON pointer from the row; resolved once per (table, path).
     fn child_table(&mut self, t: usize, node: u32) -> (usize, Rc<str>) {
-        if let Some((c, origin)) = &self.tables[t].1.nodes[node as usize].child_table {
-            return (*c, Rc::clone(origin));
+        if let Some((c, pointer)) = &self.tables[t].1.nodes[node as usize].child_table {
+            return (*c, Rc::clone(pointer));
         }
         let (parent_name, parent) = &self.tables[t];
         let keys: Vec<String> = parent.keys(node).into_iter().map(String::from).collect();
@@ -898,7 +1010,8 @@ impl<'a> Flattener<'a, '_> {
         // The first array path to create a child table names its own children; a hint
         // types its columns through any array path that feeds it (`bases`).
         let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-        let base = format!("{}{}/*", self.tables[t].1.base, pointer(&keys, None));
+        let from_row: Rc<str> = pointer(&keys, None).into();
+        let base = format!("{}{from_row}/*", self.tables[t].1.base);
         let c = match self.by_name.get(&name) {
             Some(&c) => {
                 self.tables[c].1.fed_from(base);
@@ -912,19 +1025,21 @@ impl<'a> Flattener<'a, '_> {
                 c
             }
         };
-        self.tables[t].1.nodes[node as usize].child_table = Some((c, Rc::clone(&origin)));
-        (c, origin)
+        self.tables[t].1.nodes[node as usize].child_table = Some((c, Rc::clone(&from_row)));
+        (c, from_row)
     }
 
     fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
-        let (child, origin) = self.child_table(t, node);
-        let parent_id = self.tables[t].1.ids[row as usize];
+        let (child, pointer) = self.child_table(t, node);
         // A `json` hint on the elements (`/arr/*`) keeps each whole in `value`.
         let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object)
             && !(self.json_hints && self.keeps_json(child, ROOT));
-        let prefix = self.id_prefix(child, ctx, &origin, parent_id);
+        // One buffer per nesting level in use, reused: an element's own arrays take
+        // another while this one is held.
+        let mut prefix = self.id_prefixes.pop().unwrap_or_default();
+        let parent_len = self.id_prefix(t, row, &pointer, &mut prefix);
         for (i, elem) in doc.elements(arr).enumerate() {
-            let child_row = self.new_row(child, ctx, Some((prefix, parent_id, i)));
+            let child_row = self.new_row(child, ctx, Some((&prefix, parent_len, i)));
             if all_objects {
                 let before = self.recorded;
                 self.object(child, child_row, ROOT, doc, elem, ctx);
@@ -940,12 +1055,13 @@ impl<'a> Flattener<'a, '_> {
                 self.set(child, child_row, c, leaf(doc, elem));
             }
         }
+        self.id_prefixes.push(prefix);
     }
 
     fn finish(self, lineage: &Lineage) -> Result<TablePlan> {
         let mut plan = TablePlan::default();
         for (name, t) in self.tables {
-            if t.ids.is_empty() {
+            if t.root_ids.is_empty() {
                 continue;
             }
             let strings = LineageStrings {
@@ -1098,24 +1214,30 @@ fn build_batch(
     strings: &LineageStrings<'_, '_>,
     cfg: &FlattenConfig,
 ) -> Result<RecordBatch> {
-    let n = t.ids.len();
+    let n = t.root_ids.len();
     let lineage = strings.lineage;
     let mut fields = vec![Field::new(naming::ID, DataType::Utf8, false)];
-    let mut arrays: Vec<ArrayRef> = vec![Arc::new(utf8_column(
-        naming::ID,
-        t.ids.iter().map(RowId::as_bytes),
-    )?)];
+    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(t.columns.len() + 12);
+    if t.is_child {
+        let (ids, roots) = (&t.ids, &t.root_ids);
+        let parent_ids = (0..n).map(|r| ids.parent_id(r, roots[r]).as_bytes());
+        let parents = strings.runs(naming::PARENT_ID, parent_ids)?;
+        let roots = strings.runs(naming::ROOT_ID, t.root_ids.iter().map(|r| r.as_bytes()))?;
+        arrays.push(Arc::new(t.ids.into_column()?));
+        for (name, (dt, array)) in [(naming::PARENT_ID, parents), (naming::ROOT_ID, roots)] {
+            fields.push(Field::new(name, dt, true));
+            arrays.push(array);
+        }
+        fields.push(Field::new(naming::IDX, DataType::Int64, true));
+        arrays.push(Arc::new(Int64Array::from(t.idx)));
+    } else {
+        let ids = t.root_ids.iter().map(|r| r.as_bytes());
+        arrays.push(Arc::new(utf8_column(naming::ID, ids)?));
+    }
     let mut push = |name: &str, nullable: bool, (dt, array): (DataType, ArrayRef)| {
         fields.push(Field::new(name, dt, nullable));
         arrays.push(array);
     };
-    if t.is_child {
-        let parents = strings.runs(naming::PARENT_ID, t.parent_ids.iter().map(RowId::as_bytes))?;
-        push(naming::PARENT_ID, true, parents);
-        let roots = strings.runs(naming::ROOT_ID, t.root_ids.iter().map(|r| r.as_bytes()))?;
-        push(naming::ROOT_ID, true, roots);
-        push(naming::IDX, true, (DataType::Int64, Arc::new(Int64Array::from(t.idx))));
-    }
     push(naming::BATCH_ID, false, strings.constant(lineage.key.batch_id.as_str(), n));
     let landing = strings.files.iter().map(|f| lineage.landing_path_of(f)).collect();
     push(LANDING_PATH, true, strings.column(landing, &t.files));

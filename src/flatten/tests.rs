@@ -482,34 +482,209 @@ fn a_topic_staged_in_several_batches_flattens_as_one() {
 }
 
 #[test]
-fn child_ids_hash_root_table_path_parent_and_index() {
-    // Siblings share all but their index (the flattener hashes that prefix once);
-    // consecutive rows, parents and tables vary, so a stale prefix would show.
+fn child_ids_are_the_message_id_and_the_elements_pointer() {
+    // Siblings share all but their index (built once per array); consecutive rows,
+    // parents and tables vary, so a stale prefix would show. Keys and message ids are
+    // escaped as JSON pointer tokens: `~` → `~0`, `/` → `~1`.
     let t = run(&[
         r#"{"topic":"o","message_id":"m1","payload":{"lines":[{"taxes":[{"r":1},{"r":2}]},{"taxes":[{"r":3}]}]}}"#,
-        r#"{"topic":"o","message_id":"m2","payload":{"lines":[{"taxes":[{"r":4},{"r":5}]},{}]}}"#,
+        r#"{"topic":"o","message_id":"m/2~","payload":{"lines":[{"taxes":[{"r":4}]},{}],"x/y~z":{"k":[7]}}}"#,
     ]);
-    let mut seen = std::collections::HashSet::new();
-    for (table, origin) in [("lines", "lines"), ("lines__taxes", "lines[].taxes")] {
-        let b = &t[table][0];
-        let ids = strings_of(b, "_id");
-        let parents = strings_of(b, "_parent_id");
-        let roots = strings_of(b, "_root_id");
-        let idx = b
-            .column_by_name("_idx")
-            .unwrap()
-            .as_primitive::<Int64Type>();
-        assert!(ids.len() >= 4, "{table}: {ids:?}");
-        for r in 0..ids.len() {
-            let want = naming::stable_id(&[
-                roots[r].as_deref().unwrap().as_bytes(),
-                table.as_bytes(),
-                origin.as_bytes(),
-                parents[r].as_deref().unwrap().as_bytes(),
-                &(idx.value(r) as u64).to_le_bytes(),
-            ]);
-            assert_eq!(ids[r].as_deref(), Some(want.as_str()), "{table} row {r}");
-            assert!(seen.insert(want), "{table} row {r}: id repeated");
+    let ids = |table: &str| strings_of(&t[table][0], "_id");
+    let parents = |table: &str| strings_of(&t[table][0], "_parent_id");
+    let some = |v: &[&str]| v.iter().map(|s| Some(s.to_string())).collect::<Vec<_>>();
+    assert_eq!(ids("lines"), some(&["m1/lines/0", "m1/lines/1", "m~12~0/lines/0", "m~12~0/lines/1"]));
+    assert_eq!(parents("lines"), some(&["m1", "m1", "m/2~", "m/2~"]));
+    assert_eq!(
+        ids("lines__taxes"),
+        some(&["m1/lines/0/taxes/0", "m1/lines/0/taxes/1", "m1/lines/1/taxes/0", "m~12~0/lines/0/taxes/0"])
+    );
+    assert_eq!(
+        parents("lines__taxes"),
+        some(&["m1/lines/0", "m1/lines/0", "m1/lines/1", "m~12~0/lines/0"])
+    );
+    assert_eq!(strings_of(&t["lines__taxes"][0], "_root_id"), some(&["m1", "m1", "m1", "m/2~"]));
+    let scalar = t.keys().find(|k| k.ends_with("__k")).unwrap();
+    assert_eq!(ids(scalar), some(&["m~12~0/x~1y~0z/k/0"]));
+}
+
+#[test]
+fn one_message_id_in_two_topics_is_one_message() {
+    // Staging drops a repeated message id whatever its topic, so topics sharing a child
+    // table never give it the same `_id` twice from one batch: ids need no topic.
+    let t = run(&[
+        r#"{"topic":"a","message_id":"1","payload":{"currentprice":[{"px":1},{"px":2}]}}"#,
+        r#"{"topic":"b","message_id":"1","payload":{"currentprice":[{"px":3}]}}"#,
+        r#"{"topic":"b","message_id":"2","payload":{"currentprice":[{"px":4}]}}"#,
+    ]);
+    let ids: Vec<_> = t["currentprice"]
+        .iter()
+        .flat_map(|b| strings_of(b, "_id"))
+        .map(Option::unwrap)
+        .collect();
+    assert_eq!(ids, ["1/currentprice/0", "1/currentprice/1", "2/currentprice/0"]);
+    let topics: Vec<_> = t["currentprice"].iter().flat_map(|b| strings_of(b, "_topic")).collect();
+    assert_eq!(topics, [Some("a".to_string()), Some("a".into()), Some("b".into())]);
+}
+
+/// Child ids under random payloads: hostile keys and message ids, arrays of arrays,
+/// scalar arrays, payloads that are arrays, several topics, child tables fed by several
+/// array paths at different depths (mapped onto one, or named alike).
+mod child_id_properties {
+    use std::collections::{BTreeMap, HashMap, HashSet};
+
+    use arrow::array::AsArray;
+    use arrow::datatypes::Int64Type;
+    use proptest::prelude::*;
+    use serde_json::Value;
+
+    use super::*;
+    use crate::config::ChildNaming;
+
+    /// Message ids, one per message (never empty): prefixes of each other, escapes and
+    /// their look-alikes.
+    const MESSAGE_IDS: [&str; 10] = ["m", "m/0", "m/a", "m~1a", "m~01", "~1", "/", "~", "é/日", "m/a/0"];
+
+    fn key() -> impl Strategy<Value = String> {
+        prop::sample::select(vec!["a", "b", "0", "1", "/", "~", "~1", "~0", "a/b", "", "é", "日本", "a__b", "A"])
+            .prop_map(String::from)
+    }
+
+    fn object(inner: impl Strategy<Value = Value>) -> impl Strategy<Value = Value> {
+        prop::collection::btree_map(key(), inner, 0..4).prop_map(|m| Value::Object(m.into_iter().collect()))
+    }
+
+    fn value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            (0i64..5).prop_map(Value::from),
+            "[xy]{0,2}".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(5, 48, 4, |inner| {
+            prop_oneof![
+                // Scalars, mixed values, arrays of arrays.
+                prop::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                // Arrays of objects: child tables with columns.
+                prop::collection::vec(object(inner.clone()), 1..4).prop_map(Value::Array),
+                object(inner),
+            ]
+        })
+    }
+
+    fn payload() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => object(value()),
+            1 => prop::collection::vec(value(), 1..4).prop_map(Value::Array),
+        ]
+    }
+
+    /// `s` unescaped from a JSON pointer token.
+    fn unescape(s: &str) -> String {
+        s.replace("~1", "/").replace("~0", "~")
+    }
+
+    fn escape(s: &str) -> String {
+        s.replace('~', "~0").replace('/', "~1")
+    }
+
+    /// Whether the value at `pointer` in `v` is reached through objects only.
+    fn through_objects(mut v: &Value, pointer: &str) -> bool {
+        for token in pointer.split('/').skip(1) {
+            match v {
+                Value::Object(m) => v = &m[&unescape(token)],
+                _ => return false,
+            }
+        }
+        true
+    }
+
+    /// Every table's batches from flattening `lines` by topic with `cfg`.
+    fn tables(lines: &[String], cfg: &FlattenConfig) -> BTreeMap<String, Vec<RecordBatch>> {
+        let mut out: BTreeMap<String, Vec<RecordBatch>> = BTreeMap::new();
+        for (topic, batch) in &stage_topics(lines) {
+            let plan = flatten(topic, batch, &lineage(), cfg).unwrap();
+            for (t, b) in plan.tables {
+                out.entry(t.to_string()).or_default().push(b);
+            }
+        }
+        out
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, ..ProptestConfig::default() })]
+
+        #[test]
+        fn child_ids_are_unique_joinable_and_name_their_element(
+            payloads in prop::collection::vec(payload(), 1..=MESSAGE_IDS.len()),
+            mapped in any::<bool>(),
+            by_topic in any::<bool>(),
+        ) {
+            let mut cfg = FlattenConfig::default();
+            if mapped {
+                // Arrays at different paths and depths onto one table (a grandchild
+                // table onto its own parent's too).
+                for path in ["a", "b", "0", "b.a", "a[].a", "a[].b", "b[].0.a", ""] {
+                    cfg.child_tables.insert(path.to_string(), "shared".to_string());
+                }
+            }
+            if by_topic {
+                cfg.child_naming = ChildNaming::Topic;
+            }
+            let mut by_id = HashMap::new();
+            let lines: Vec<String> = payloads
+                .iter()
+                .zip(MESSAGE_IDS)
+                .enumerate()
+                .map(|(i, (p, id))| {
+                    by_id.insert(id.to_string(), p.clone());
+                    let (id, p) = (Value::from(id), p.to_string());
+                    format!(r#"{{"topic":"{}","message_id":{id},"payload":{p}}}"#, ["t", "u"][i % 2])
+                })
+                .collect();
+            let tables = tables(&lines, &cfg);
+            // Deterministic: the same input gives the same rows.
+            prop_assert_eq!(&tables, &self::tables(&lines, &cfg));
+            let mut all = HashSet::new();
+            let mut rows = Vec::new();
+            for (name, batches) in &tables {
+                if !col_names(&batches[0]).contains(&"_parent_id".to_string()) {
+                    continue;
+                }
+                let mut in_table = HashSet::new();
+                for b in batches {
+                    let idx = b.column_by_name("_idx").unwrap().as_primitive::<Int64Type>();
+                    let cols = ["_id", "_parent_id", "_root_id"].map(|c| strings_of(b, c));
+                    for r in 0..b.num_rows() {
+                        let [id, parent, root] = cols.each_ref().map(|c| c[r].clone().unwrap());
+                        prop_assert!(in_table.insert(id.clone()), "{} repeats {}", name, id);
+                        prop_assert!(all.insert(id.clone()), "{} in two tables", id);
+                        rows.push((id, parent, root, idx.value(r)));
+                    }
+                }
+            }
+            for (id, parent, root, idx) in &rows {
+                // `_root_id` is the message; the text up to the first `/` is its id
+                // escaped, the rest the element's JSON pointer in its payload.
+                let (first, pointer) = id.split_at(id.find('/').unwrap());
+                prop_assert_eq!(&unescape(first), root);
+                prop_assert_eq!(first, escape(root));
+                let payload = &by_id[root];
+                let (array, last) = pointer.rsplit_once('/').unwrap();
+                prop_assert_eq!(last, idx.to_string());
+                let elements = payload.pointer(array).and_then(Value::as_array);
+                prop_assert!(elements.is_some_and(|e| e.len() > *idx as usize), "{} in {}", id, payload);
+                // `_parent_id` joins: the message id of a first-level row, else a child
+                // row's `_id`, a prefix of this one.
+                if parent == root {
+                    // A first-level row: objects only on the way to its array.
+                    prop_assert!(through_objects(payload, array), "{} is nested", id);
+                } else {
+                    prop_assert!(all.contains(parent), "{} has no parent {}", id, parent);
+                    prop_assert!(id.starts_with(&format!("{parent}/")), "{} under {}", id, parent);
+                }
+                let escaped = format!("{}/", escape(root));
+                prop_assert!(id.starts_with(&escaped), "{} for {}", id, root);
+            }
         }
     }
 }

@@ -164,19 +164,20 @@ impl TaskClock {
     }
 }
 
-/// Lineage and key columns: unique per row (`_id`, `_parent_id`, `_root_id`, `_line`,
-/// `_idx`), where a dictionary only costs a hash per value before parquet falls back to
-/// plain encoding.
-const NO_DICTIONARY: [&str; 5] = [
-    naming::ID,
-    naming::PARENT_ID,
-    naming::ROOT_ID,
-    naming::LINE,
-    naming::IDX,
-];
+/// Lineage and key columns of (nearly) one value per row (`_id`, `_parent_id`, `_root_id`,
+/// `_line`), where a dictionary only costs a hash per value before parquet falls back to
+/// plain encoding. `_idx` keeps its dictionary: a few small indexes repeat on every row
+/// (85 % fewer bytes than plain on a dense historical batch, BENCHMARKS.md).
+const NO_DICTIONARY: [&str; 4] = [naming::ID, naming::PARENT_ID, naming::ROOT_ID, naming::LINE];
 
-/// Columns readers filter on (a replace's file choice, `history`, a user's `WHERE _batch_id =`):
-/// the only ones that get parquet statistics beyond the file level.
+/// Columns whose statistics no reader uses (joined or read, never filtered on): no
+/// parquet statistics at all, which saves a comparison per value and leaves the bytes
+/// as they were.
+const NO_STATISTICS: [&str; 3] = [naming::PARENT_ID, naming::IDX, naming::LINE];
+
+/// Columns readers filter on (a replace's file choice, `history`, a user's `WHERE _batch_id =`,
+/// a child row's `_id`, which starts with its message id): the only ones that get parquet
+/// statistics beyond the file level.
 const FILTERED: [&str; 4] = [
     naming::BATCH_ID,
     naming::TOPIC,
@@ -204,7 +205,8 @@ const PER_FILE_LIMIT: usize = 32 << 20;
 /// Parquet properties of bronze data files (measured in `benches/stages.rs`, figures in
 /// BENCHMARKS.md): no dictionary for per-row keys and a [`DICTIONARY_PAGE_LIMIT`] for
 /// the others, file-level (chunk) statistics for every column (Delta's data skipping
-/// reads those), page-level only for the columns readers filter on.
+/// reads those) but the few never filtered on, page-level only for the columns readers
+/// filter on.
 pub fn writer_properties(compression: Compression) -> WriterProperties {
     let mut b = WriterProperties::builder()
         .set_created_by(concat!("bronze ", env!("CARGO_PKG_VERSION")).to_string())
@@ -216,6 +218,9 @@ pub fn writer_properties(compression: Compression) -> WriterProperties {
     }
     for c in FILTERED {
         b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::Page);
+    }
+    for c in NO_STATISTICS {
+        b = b.set_column_statistics_enabled(ColumnPath::from(c), EnabledStatistics::None);
     }
     for c in PER_FILE {
         b = b.set_column_dictionary_page_size_limit(ColumnPath::from(c), PER_FILE_LIMIT);
@@ -608,6 +613,73 @@ mod tests {
             "{}",
             other.uncompressed_size()
         );
+    }
+
+    /// The key columns of a child table as written: `_idx` dictionary-encoded, the
+    /// per-row keys plain; no statistics on `_parent_id`, `_idx` and `_line`, page
+    /// statistics (a column index) on `_id`, file-level ones on `_root_id`.
+    #[test]
+    fn key_columns_get_their_encodings_and_statistics() {
+        use parquet::basic::Encoding;
+        use parquet::file::reader::{FileReader as _, SerializedFileReader};
+        let rows = 3_000usize;
+        let root = |r: usize| format!("m-{:06}", r / 30);
+        let parent = |r: usize| format!("{}/lots/{}", root(r), r / 6 % 5);
+        let string = |f: &dyn Fn(usize) -> String| {
+            Arc::new(StringArray::from_iter_values((0..rows).map(f))) as ArrayRef
+        };
+        let batch = RecordBatch::try_from_iter(vec![
+            (
+                naming::ID,
+                string(&|r| format!("{}/legs/{}", parent(r), r % 6)),
+            ),
+            (naming::PARENT_ID, string(&parent)),
+            (naming::ROOT_ID, string(&root)),
+            (
+                naming::IDX,
+                Arc::new(Int64Array::from_iter_values(
+                    (0..rows as i64).map(|r| r % 6),
+                )) as ArrayRef,
+            ),
+            (
+                naming::LINE,
+                Arc::new(Int64Array::from_iter_values(
+                    (0..rows as i64).map(|r| r / 30),
+                )) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut bytes = Vec::new();
+        let props = writer_properties(Compression::SNAPPY);
+        let mut w =
+            parquet::arrow::ArrowWriter::try_new(&mut bytes, batch.schema(), Some(props)).unwrap();
+        w.write(&batch).unwrap();
+        w.close().unwrap();
+        let reader = SerializedFileReader::new(bytes::Bytes::from(bytes)).unwrap();
+        let group = reader.metadata().row_group(0);
+        let column = |name: &str| {
+            (0..group.num_columns())
+                .map(|i| group.column(i))
+                .find(|c| c.column_path().string() == name)
+                .unwrap()
+        };
+        let dictionary = |name: &str| {
+            column(name)
+                .encodings()
+                .any(|e| matches!(e, Encoding::RLE_DICTIONARY | Encoding::PLAIN_DICTIONARY))
+        };
+        assert!(dictionary(naming::IDX));
+        for name in [naming::ID, naming::PARENT_ID, naming::ROOT_ID, naming::LINE] {
+            assert!(!dictionary(name), "{name}");
+        }
+        for name in [naming::PARENT_ID, naming::IDX, naming::LINE] {
+            assert!(column(name).statistics().is_none(), "{name}");
+        }
+        for name in [naming::ID, naming::ROOT_ID] {
+            assert!(column(name).statistics().is_some(), "{name}");
+        }
+        assert!(column(naming::ID).column_index_offset().is_some());
+        assert!(column(naming::ROOT_ID).column_index_offset().is_none());
     }
 
     /// A table kept from a run's commit ([`Storage::keep_warm`]) is brought up to date
