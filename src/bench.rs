@@ -96,12 +96,14 @@ pub fn commit(
                 evolution: crate::config::Evolution::Add,
             })
             .collect();
-        let ((c, _), _) = ingest.runtime().block_on(storage.replace_parts(
-            table,
-            parts,
-            &key,
-            crate::table::Write::Replace,
-        ))?;
+        let ((c, _), _) = ingest
+            .runtime()
+            .block_on(storage.committer().replace_parts(
+                table,
+                parts,
+                &key,
+                crate::table::Write::Replace,
+            ))?;
         rows += c.rows_added;
     }
     Ok(rows)

@@ -297,9 +297,8 @@ impl Catalog {
             auto_compact_at: self.auto_compact_at,
             unloaded_appends: true,
             batch_txns: true,
-            preopened: Default::default(),
-            warm: Default::default(),
             clock: Default::default(),
+            opened: Default::default(),
         })
     }
 

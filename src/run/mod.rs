@@ -579,7 +579,7 @@ impl Ingest {
     }
 
     /// The batch's writes when a table it may write is one bronze will not write
-    /// ([`Storage::refusals`]): each topic's fails with one error naming every such
+    /// ([`crate::table::Opener::refusals`]): each topic's fails with one error naming every such
     /// table, what is in the way and the fix, and nothing is written.
     fn refused(
         &self,
@@ -595,7 +595,7 @@ impl Ingest {
         let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
         let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
         let corrupt = summary.corrupt_lines > 0;
-        let refused = self.runtime().block_on(storage.refusals(
+        let refused = self.runtime().block_on(storage.opener().refusals(
             &topics,
             &hinted.tables(),
             corrupt,
@@ -659,7 +659,7 @@ impl Ingest {
 
     /// Whether the batch was loaded before (its `txn` is in `_run_control`: it has rows
     /// in its tables); then the catalog's tables opened while the batch is parsed
-    /// ([`Storage::preopen`], stopped when the returned guard drops). Appends skip the
+    /// ([`crate::table::Opener::preopen`], stopped when the returned guard drops). Appends skip the
     /// file list only for a batch neither seen nor `unrecorded` (its tables hold no row
     /// of it).
     fn seen_then_preopen(
@@ -669,16 +669,18 @@ impl Ingest {
         unrecorded: bool,
         landed: tokio::sync::watch::Receiver<bool>,
     ) -> (bool, crate::table::AbortOnDrop) {
-        let seen = self
-            .runtime()
-            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), key));
+        let seen = self.runtime().block_on(
+            storage
+                .opener()
+                .batch_seen(&TableName::system(RUN_CONTROL_TABLE), key),
+        );
         storage.unloaded_appends = !seen && !unrecorded;
         storage.batch_txns = !self.config.batch_lease;
-        let guard = crate::table::AbortOnDrop(storage.preopened.clone());
-        self.runtime().spawn(storage.clone().preopen(
+        let guard = crate::table::AbortOnDrop(storage.opened.ahead.clone());
+        self.runtime().spawn(storage.opener().preopen(
             key.clone(),
             landed,
-            storage.preopened.offering(),
+            storage.opened.ahead.offering(),
         ));
         (seen, guard)
     }

@@ -39,8 +39,11 @@ impl Ingest {
                 let _guard = self.locks().lock(&rc_table);
                 // A blind append: only another writer's schema change conflicts with it.
                 let appended = self.replanned(&rc_table, || {
-                    self.runtime()
-                        .block_on(storage.append(&rc_table, batch.clone(), key))
+                    self.runtime().block_on(storage.committer().append(
+                        &rc_table,
+                        batch.clone(),
+                        key,
+                    ))
                 });
                 match appended {
                     Ok(c) => {
@@ -72,7 +75,7 @@ impl Ingest {
         if !run_control::upkeep_due(&c) {
             return;
         }
-        match self.runtime().block_on(storage.open(rc_table)) {
+        match self.runtime().block_on(storage.opener().open(rc_table)) {
             Ok(Some(table)) => {
                 let written = crate::table::WrittenTable {
                     table,
@@ -105,7 +108,8 @@ impl Ingest {
             let _guard = self.locks().lock(&table);
             if corrupt.is_empty() {
                 let deleted = self.replanned(&table, || {
-                    self.runtime().block_on(storage.delete_batch(&table, key))
+                    self.runtime()
+                        .block_on(storage.rewriter().delete_batch(&table, key))
                 });
                 match deleted {
                     Ok(None) => return None,
@@ -120,8 +124,11 @@ impl Ingest {
                     .map_err(|e| Error::arrow(table.as_str(), e))
                     .and_then(|batch| {
                         self.replanned(&table, || {
-                            self.runtime()
-                                .block_on(storage.replace(&table, batch.clone(), key))
+                            self.runtime().block_on(storage.committer().replace(
+                                &table,
+                                batch.clone(),
+                                key,
+                            ))
                         })
                     })
             }

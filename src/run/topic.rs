@@ -166,7 +166,7 @@ struct TopicWrites<'t> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Again {
     /// They do: the table's state after this write is kept for them
-    /// ([`Storage::keep_warm`]).
+    /// ([`crate::table::Opener::keep_warm`]).
     Later,
     /// This write is the run's last to the table.
     Never,
@@ -333,7 +333,7 @@ impl Ingest {
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.locks().lock(table);
         let written = self.replanned(table, || {
-            self.runtime().block_on(storage.replace_parts(
+            self.runtime().block_on(storage.committer().replace_parts(
                 table,
                 parts.clone(),
                 &lineage.key,
@@ -342,7 +342,7 @@ impl Ingest {
         });
         written.map(|((c, outcomes), t)| {
             if let Some(t) = t.as_ref().filter(|_| again == Again::Later) {
-                storage.keep_warm(table, &t.table);
+                storage.opener().keep_warm(table, &t.table);
             }
             (self.after_write(storage, table, c, t), outcomes)
         })
