@@ -295,8 +295,6 @@ impl Catalog {
             target_file_size: self.target_file_size,
             compression: self.compression,
             auto_compact_at: self.auto_compact_at,
-            unloaded_appends: true,
-            batch_txns: true,
             clock: Default::default(),
             opened: Default::default(),
         })

@@ -17,7 +17,7 @@ use crate::naming::{self, TableName};
 use crate::report::TableOutcome;
 use crate::run_control::{self, RunControlRow, TableWrite};
 use crate::stage::CorruptLine;
-use crate::table::{Committed, Storage};
+use crate::table::{Committed, RunMode, Storage, Txns};
 
 impl Ingest {
     /// Appends the run's rows to `_run_control` (once, after the parallel phase) and
@@ -25,7 +25,7 @@ impl Ingest {
     /// why.
     pub(super) fn write_run_control(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         rows: &[RunControlRow],
         key: &BatchKey,
         tables: &mut BTreeMap<String, TableOutcome>,
@@ -33,13 +33,16 @@ impl Ingest {
         let rc_table = TableName::system(RUN_CONTROL_TABLE);
         // The batch's `txn` in `_run_control` is what tells the next run of it that it
         // was loaded before ([`Ingest::seen_then_preopen`]).
-        let storage = &run_control::txn_storage(storage);
+        let mode = RunMode {
+            txns: Txns::InTables,
+            ..mode
+        };
         let failed = match run_control::rows_batch(rows) {
             Ok(batch) => {
                 let _guard = self.locks().lock(&rc_table);
                 // A blind append: only another writer's schema change conflicts with it.
                 let appended = self.replanned(&rc_table, || {
-                    self.runtime().block_on(storage.committer().append(
+                    self.runtime().block_on(storage.committer(mode).append(
                         &rc_table,
                         batch.clone(),
                         key,
@@ -94,7 +97,7 @@ impl Ingest {
     /// deletes its old ones. `None` when there was nothing to do (no lines, no table).
     pub(super) fn write_corrupt(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         corrupt: &[CorruptLine],
         lineage: &Lineage,
     ) -> Option<TableWrite> {
@@ -124,7 +127,7 @@ impl Ingest {
                     .map_err(|e| Error::arrow(table.as_str(), e))
                     .and_then(|batch| {
                         self.replanned(&table, || {
-                            self.runtime().block_on(storage.committer().replace(
+                            self.runtime().block_on(storage.committer(mode).replace(
                                 &table,
                                 batch.clone(),
                                 key,

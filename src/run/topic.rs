@@ -16,7 +16,7 @@ use crate::flatten::{self, Lineage};
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 use crate::stage::spill::StagingTable;
-use crate::table::{self, Committed, Storage, Write};
+use crate::table::{self, Committed, RunMode, Storage, Write};
 
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in
@@ -141,6 +141,8 @@ pub(super) enum TopicRows<'a> {
 /// What the topic tasks of one fan-out share.
 pub(super) struct Fanout<'a> {
     pub(super) storage: &'a Storage,
+    /// The run's mode, which its commits follow.
+    pub(super) mode: RunMode,
     pub(super) lineage: &'a Lineage,
     /// When the fan-out started.
     pub(super) started: i64,
@@ -203,7 +205,7 @@ impl<'t> TopicWrites<'t> {
             Some(_) => Again::Never,
         };
         let result = run.write_topic(
-            fan.storage,
+            (fan.storage, fan.mode),
             &table,
             (self.topic, batches),
             fan.lineage,
@@ -293,7 +295,7 @@ impl Ingest {
     /// [`Self::after_write`].
     pub(super) fn write_topic(
         &self,
-        storage: &Storage,
+        storage_mode: (&Storage, RunMode),
         table: &TableName,
         (topic, batches): (&str, Vec<RecordBatch>),
         lineage: &Lineage,
@@ -304,7 +306,7 @@ impl Ingest {
             batches,
             evolution: self.config.flatten.evolution_for(topic),
         }];
-        self.write_parts(storage, table, parts, lineage, (write, again))
+        self.write_parts(storage_mode, table, parts, lineage, (write, again))
     }
 
     /// Commits `parts` to `table` in one commit under the table's lock (replacing the
@@ -313,7 +315,7 @@ impl Ingest {
     /// [`table::is_replannable_conflict`]), then runs [`Self::after_write`].
     pub(super) fn write_parts(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         table: &TableName,
         parts: Vec<table::Part>,
         lineage: &Lineage,
@@ -333,12 +335,13 @@ impl Ingest {
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.locks().lock(table);
         let written = self.replanned(table, || {
-            self.runtime().block_on(storage.committer().replace_parts(
-                table,
-                parts.clone(),
-                &lineage.key,
-                write,
-            ))
+            self.runtime()
+                .block_on(storage.committer(mode).replace_parts(
+                    table,
+                    parts.clone(),
+                    &lineage.key,
+                    write,
+                ))
         });
         written.map(|((c, outcomes), t)| {
             if let Some(t) = t.as_ref().filter(|_| again == Again::Later) {
@@ -539,7 +542,13 @@ impl Ingest {
         );
         let total = early + tables.len();
         rayon::join(write_own, || {
-            self.write_gathered(fan.storage, tables, fan.lineage, fan.written, total)
+            self.write_gathered(
+                (fan.storage, fan.mode),
+                tables,
+                fan.lineage,
+                fan.written,
+                total,
+            )
         })
     }
 

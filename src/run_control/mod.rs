@@ -14,7 +14,7 @@ mod write;
 pub(crate) use read::{RunRow, rows_of, run_control_rows};
 pub(crate) use rows::{Invariant, TableWrite, check_commit, invariant_row, write_row};
 pub use rows::{RunControlRow, RunStatus};
-pub(crate) use write::{rows_batch, txn_storage, upkeep_due};
+pub(crate) use write::{rows_batch, upkeep_due};
 
 /// The `table` value of the `_run_control` row that records a run's row accounting.
 pub const INVARIANT_ROW: &str = "(batch)";

@@ -12,20 +12,11 @@ use super::rows::RunControlRow;
 use crate::error::{Error, Result};
 use crate::flatten;
 use crate::naming::{self, RUN_CONTROL_TABLE};
-use crate::table::{Committed, Storage};
+use crate::table::Committed;
 
 /// `_run_control`'s upkeep runs on every this many of its versions (its appends skip
 /// the file list in between).
 pub(crate) const UPKEEP_EVERY: u64 = 10;
-
-/// The storage `_run_control` is appended through: its commits carry the batch's `txn`,
-/// which is what tells the next run of the batch that it was loaded before.
-pub(crate) fn txn_storage(storage: &Storage) -> Storage {
-    Storage {
-        batch_txns: true,
-        ..storage.clone()
-    }
-}
 
 /// The run's rows as the one batch it appends to `_run_control`.
 pub(crate) fn rows_batch(rows: &[RunControlRow]) -> Result<RecordBatch> {

@@ -16,7 +16,9 @@ use super::open::{Opener, Unloaded, Unopened};
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
 use super::stats::{Pending, WrittenTable};
-use super::{Committed, Part, PartOutcome, Storage, Work, Write, Written, arrow_schema};
+use super::{
+    Committed, Part, PartOutcome, RunMode, Storage, Txns, Work, Write, Written, arrow_schema,
+};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::flatten::fit;
@@ -27,11 +29,13 @@ use crate::naming::TableName;
 #[derive(Clone, Copy)]
 pub(crate) struct Committer<'a> {
     storage: &'a Storage,
+    /// The run's mode: where its `txn`s go, and how its tables open.
+    run: RunMode,
 }
 
 impl<'a> Committer<'a> {
-    pub(super) fn new(storage: &'a Storage) -> Self {
-        Committer { storage }
+    pub(super) fn new(storage: &'a Storage, run: RunMode) -> Self {
+        Committer { storage, run }
     }
 
     fn opener(&self) -> Opener<'a> {
@@ -39,9 +43,9 @@ impl<'a> Committer<'a> {
     }
 
     /// `key` when this run's writes record the batch's `txn` in the tables they write
-    /// ([`Committer::batch_txns`]).
+    /// ([`Txns::InTables`]).
     pub(super) fn txn<'k>(&self, key: Option<&'k BatchKey>) -> Option<&'k BatchKey> {
-        key.filter(|_| self.storage.batch_txns)
+        key.filter(|_| self.run.txns == Txns::InTables)
     }
 
     /// [`Opener::open_or_new_unless`], with the table's schema when it exists and
@@ -72,7 +76,7 @@ impl<'a> Committer<'a> {
     ) -> Result<Committed> {
         let unopened = match self
             .opener()
-            .open_unloaded(table, key, Write::Replace)
+            .open_unloaded(table, key, Write::Replace, self.run)
             .await
         {
             Ok(u) => {
@@ -213,7 +217,11 @@ impl<'a> Committer<'a> {
         write: Write,
     ) -> Result<std::result::Result<Written, Unopened>> {
         let t0 = std::time::Instant::now();
-        let u = match self.opener().open_unloaded(table, key, write).await {
+        let u = match self
+            .opener()
+            .open_unloaded(table, key, write, self.run)
+            .await
+        {
             Ok(u) => u,
             Err(why) => return Ok(Err(why)),
         };
@@ -537,7 +545,11 @@ impl<'a> Committer<'a> {
         key: &BatchKey,
     ) -> Result<Committed> {
         // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
-        let unopened = match self.opener().open_unloaded(table, key, Write::Append).await {
+        let unopened = match self
+            .opener()
+            .open_unloaded(table, key, Write::Append, self.run)
+            .await
+        {
             Ok(u) => {
                 let batches = std::slice::from_ref(&batch);
                 if let Some(c) = self.append_unloaded(table, &u, batches, key).await? {

@@ -186,7 +186,7 @@ async fn put_entry(
 pub(super) struct CommitNotes<'a> {
     /// The batch whose `txn` it records (`None`: no `txn`), when its rows are the
     /// batch's and the run records `txn`s in the tables it writes
-    /// ([`super::unloaded::BATCH_TXN_PROPERTY`]).
+    /// ([`super::BATCH_TXN_PROPERTY`]).
     pub(super) txn: Option<&'a BatchKey>,
     /// The version it was planned on, for a commit that removes files
     /// ([`super::strict::StrictCommits`]).

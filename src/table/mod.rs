@@ -9,12 +9,19 @@
 //! already has a column, its type wins when the new values can be cast losslessly
 //! (`crate::flatten::fit`), otherwise the part fails with an error naming the column.
 //!
-//! - this module: [`Storage`] (a schema's address and write settings), opening tables,
-//!   table properties, parquet writer properties;
-//! - [`commit`]: the commit strategies, cheapest first: an append to a table opened from
-//!   its log alone ([`unloaded`]), a direct commit of new files, a whole-file replace,
-//!   and a rewrite of the files that mix the batch's rows with others ([`rewrite`]) when
-//!   nothing cheaper applies;
+//! - this module: [`Storage`] (a schema's address, write settings and the run's opened
+//!   tables, which each job borrows), a run's [`RunMode`], table properties, parquet
+//!   writer properties;
+//! - [`open`]: [`Opener`], opening tables: loaded, from their log alone for an append,
+//!   ahead of their writes, or kept from the run's last commit to them;
+//! - [`commit`]: [`Committer`], the commit strategies, cheapest first: an append to a
+//!   table opened from its log alone, a direct commit of new files, a whole-file replace,
+//!   and a rewrite of the files that mix the batch's rows with others when nothing
+//!   cheaper applies;
+//! - [`rewrite`]: [`Rewriter`], replacing (or deleting) a batch's rows in files that
+//!   hold others too, and schema merges;
+//! - [`datafiles`]: the data files a commit adds and its commit properties;
+//! - [`partitioned`]: the staging table's append;
 //! - [`scan`]: a table's rows read back (`_run_control`, the staging table);
 //! - [`files`]: which files and rows of a table belong to a batch;
 //! - [`stats`]: what a commit did, read back from the table;
@@ -73,17 +80,6 @@ pub(crate) struct Storage {
     pub(crate) compression: Compression,
     /// Auto compaction's small-file trigger; `None` when auto compaction is off.
     pub(crate) auto_compact_at: Option<u64>,
-    /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
-    /// or one a run wrote rows of without recording them in `_run_control`).
-    pub(crate) unloaded_appends: bool,
-    /// Whether a write of a batch's rows records the batch's `txn` in every table it
-    /// writes ([`BATCH_TXN_PROPERTY`]), and [`Storage::open_unloaded`] trusts a table
-    /// without one to hold no rows of the batch only while its `txn`s never expire. Off
-    /// for loads that hold the batch lease: a run that ends without recording its rows
-    /// in `_run_control` leaves its lease behind, which tells the next run instead, so
-    /// only `_run_control` records the `txn` (each table's set would grow by one per
-    /// batch forever).
-    pub(crate) batch_txns: bool,
     /// Object store options (credentials, endpoints) for deltalake's log stores.
     pub(crate) options: crate::store::location::StorageOptions,
     /// Time the run's table tasks spent in each kind of work ([`TaskClock`]).
@@ -245,6 +241,45 @@ pub(crate) enum Write {
     Append,
 }
 
+/// What a run found of earlier runs of its batch, before writing: whether its tables
+/// may hold rows of the batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// No earlier run of the batch is known: none is recorded in `_run_control` and none
+    /// left its lease behind. Appends and replaces open a table from its log alone
+    /// ([`Opener::open_unloaded`]) when its `txn`s or the run's lease tell it holds no
+    /// row of the batch.
+    #[default]
+    Never,
+    /// An earlier run loaded the batch, or wrote rows of it without recording them in
+    /// `_run_control`: a replace loads the table with its file list to find them.
+    Before,
+}
+
+/// Where a run's writes of a batch's rows record the batch's `txn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Txns {
+    /// In every table they write ([`BATCH_TXN_PROPERTY`]); [`Opener::open_unloaded`]
+    /// then trusts a table without one to hold no rows of the batch only while its
+    /// `txn`s never expire.
+    #[default]
+    InTables,
+    /// In `_run_control` only: loads that hold the batch lease. A run that ends without
+    /// recording its rows in `_run_control` leaves its lease behind, which tells the
+    /// next run instead (each table's set of `txn`s would grow by one per batch
+    /// forever).
+    RunControl,
+}
+
+/// What a run decided about its batch before writing, which its opens and commits
+/// follow ([`Committer`], [`Opener::open_unloaded`]). The default is a first run that
+/// records the batch's `txn` in every table it writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RunMode {
+    pub(crate) seen: Seen,
+    pub(crate) txns: Txns,
+}
+
 /// The properties every commit of bronze starts from: delta-rs's clean-up of expired log
 /// entries after a checkpoint is off. It lists the whole log and reads each entry's
 /// modification time, a cost that grows with the table's history (after a backfill of
@@ -311,9 +346,9 @@ impl Storage {
         Opener::new(self)
     }
 
-    /// Commits to the tables ([`Committer`]).
-    pub(crate) fn committer(&self) -> Committer<'_> {
-        Committer::new(self)
+    /// Commits a `run`'s writes to the tables ([`Committer`]).
+    pub(crate) fn committer(&self, run: RunMode) -> Committer<'_> {
+        Committer::new(self, run)
     }
 
     /// Replaces rows in files that hold others too ([`Rewriter`]).
@@ -482,6 +517,25 @@ mod tests {
     use crate::batch::BatchKey;
     use arrow::array::{ArrayRef, Int64Array, StringArray};
 
+    /// A first run of a batch, which records its `txn` in every table it writes.
+    const FIRST: RunMode = RunMode {
+        seen: Seen::Never,
+        txns: Txns::InTables,
+    };
+
+    /// The mode of a run whose appends open tables from their log alone
+    /// (`unloaded_appends`), or of a rerun of a batch seen before.
+    fn mode(unloaded_appends: bool) -> RunMode {
+        RunMode {
+            seen: if unloaded_appends {
+                Seen::Never
+            } else {
+                Seen::Before
+            },
+            ..FIRST
+        }
+    }
+
     /// A key without landing paths: rows and predicates by batch id alone.
     fn k(id: &str) -> BatchKey {
         BatchKey::of_id(id)
@@ -494,8 +548,6 @@ mod tests {
             target_file_size: 128 << 20,
             compression: Compression::SNAPPY,
             auto_compact_at: None,
-            unloaded_appends: true,
-            batch_txns: true,
             options: Default::default(),
             clock: Default::default(),
             opened: Default::default(),
@@ -581,7 +633,7 @@ mod tests {
         );
     }
 
-    /// A table kept from a run's commit ([`Storage::keep_warm`]) is brought up to date
+    /// A table kept from a run's commit ([`Opener::keep_warm`]) is brought up to date
     /// with what any writer committed since before the run's next write plans on it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_kept_table_sees_other_writers_commits_before_the_next_write() {
@@ -592,7 +644,7 @@ mod tests {
             let s = s.clone();
             let (name, key, p) = (name.clone(), k(batch), part_of(topic, rows, batch));
             async move {
-                s.committer()
+                s.committer(FIRST)
                     .replace_parts(&name, vec![p], &key, Write::Replace)
                     .await
                     .unwrap()
@@ -622,7 +674,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let ((c, outcomes), written) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -672,7 +724,7 @@ mod tests {
         // The next batch's rows go in as an append on the unloaded table (its log has
         // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(
                 &name,
                 vec![part_of("quote", 3, "b2")],
@@ -689,7 +741,7 @@ mod tests {
 
         // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
         let ((c, _), _) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(
                 &name,
                 vec![part_of("quote", 2, "b2")],
@@ -742,7 +794,11 @@ mod tests {
             ),
         ])
         .unwrap();
-        let c = s.committer().replace(&name, batch, &k("b1")).await.unwrap();
+        let c = s
+            .committer(FIRST)
+            .replace(&name, batch, &k("b1"))
+            .await
+            .unwrap();
         assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 2));
         let actions = commit_actions(dir.path(), "_bytes", 0);
         let info = actions
@@ -780,14 +836,10 @@ mod tests {
         }
     }
 
-    /// Ten batches appended to one table, with or without [`Storage::open_unloaded`].
+    /// Ten batches appended to one table, with or without [`Opener::open_unloaded`].
     async fn appends_until_a_checkpoint(unloaded: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Storage {
-            unloaded_appends: unloaded,
-            options: Default::default(),
-            ..storage(dir.path())
-        };
+        let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let log = dir.path().join("quote/_delta_log");
         // Ids that sort after every earlier one: each load is a plain append.
@@ -807,7 +859,7 @@ mod tests {
             )
             .unwrap();
             let ((c, _), written) = s
-                .committer()
+                .committer(mode(unloaded))
                 .replace_parts(&name, vec![p], &k(&id), Write::Replace)
                 .await
                 .unwrap();
@@ -858,7 +910,7 @@ mod tests {
         let mut before: Vec<String> = Vec::new();
         for version in 0..10u64 {
             let ((c, _), written) = s
-                .committer()
+                .committer(FIRST)
                 .replace_parts(&name, vec![part("quote", 4)], &k("b1"), Write::Replace)
                 .await
                 .unwrap();
@@ -892,7 +944,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         for id in ["b1", "b2", "b3"] {
-            s.committer()
+            s.committer(FIRST)
                 .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
@@ -902,7 +954,7 @@ mod tests {
             let name = name.clone();
             async move {
                 let (_, written) = s
-                    .committer()
+                    .committer(FIRST)
                     .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                     .await
                     .unwrap();
@@ -930,7 +982,7 @@ mod tests {
     /// A table of three batches in three files, and two handles on it as of then.
     async fn three_files_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
         for id in ["b1", "b2", "b3"] {
-            s.committer()
+            s.committer(FIRST)
                 .replace_parts(name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
@@ -977,7 +1029,7 @@ mod tests {
         let key = k("b2");
         let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
         let Err(e) = s
-            .committer()
+            .committer(FIRST)
             .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
             .await
         else {
@@ -985,7 +1037,7 @@ mod tests {
         };
         assert!(is_replannable_conflict(&e), "{e:?}");
         // Planned again (what `write_parts` does): the batch's 4 rows become 2.
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, Write::Replace)
             .await
             .unwrap();
@@ -1006,13 +1058,12 @@ mod tests {
     }
 
     /// `storage` reached through an object store (the local file system as one), as
-    /// [`Storage::preopen`] needs, with pre-opens of its own.
-    fn store_storage(dir: &std::path::Path, unloaded_appends: bool) -> Storage {
+    /// [`Opener::preopen`] needs, with pre-opens of its own.
+    fn store_storage(dir: &std::path::Path) -> Storage {
         Storage {
             root_store: Some(Arc::new(
                 deltalake::logstore::object_store::local::LocalFileSystem::new(),
             )),
-            unloaded_appends,
             ..storage(dir)
         }
     }
@@ -1025,10 +1076,12 @@ mod tests {
         unloaded_appends: bool,
         table: &TableName,
     ) -> (Storage, bool) {
-        let run = store_storage(dir, unloaded_appends);
+        let run = store_storage(dir);
         let (_landed, rx) = tokio::sync::watch::channel(true);
         let offering = run.opened.ahead.offering();
-        run.opener().preopen(key.clone(), rx, offering).await;
+        run.opener()
+            .preopen(mode(unloaded_appends), key.clone(), rx, offering)
+            .await;
         let waiting = run.opened.ahead.waiting(table);
         (run, waiting)
     }
@@ -1046,7 +1099,7 @@ mod tests {
         let b1 = k("b1");
         let first = vec![part_of("quote", 2, "b1")];
         other
-            .committer()
+            .committer(FIRST)
             .replace_parts(&name, first, &b1, Write::Replace)
             .await
             .unwrap();
@@ -1055,7 +1108,7 @@ mod tests {
         let b3 = k("b3");
         let meanwhile = vec![part_of("quote", 3, "b3")];
         other
-            .committer()
+            .committer(FIRST)
             .replace_parts(&name, meanwhile, &b3, Write::Replace)
             .await
             .unwrap();
@@ -1069,7 +1122,7 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b2", true).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .committer()
+            .committer(mode(true))
             .replace_parts(
                 &name,
                 vec![part_of("quote", 4, "b2")],
@@ -1092,7 +1145,7 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b1", false).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
-            .committer()
+            .committer(mode(false))
             .replace_parts(
                 &name,
                 vec![part_of("quote", 5, "b1")],
@@ -1138,12 +1191,12 @@ mod tests {
         first: Vec<Part>,
         rerun: Part,
     ) -> Committed {
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(table, first, &k("b1"), Write::Replace)
             .await
             .unwrap();
         let ((c, _), _) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(table, vec![rerun], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -1191,7 +1244,7 @@ mod tests {
         // `bronze.topics` tag names them, so it goes whole, without a plan.
         let both = || vec![part("quote", 5), part("trade", 4)];
         let fresh = TableName::for_topic("fresh");
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&fresh, both(), &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -1201,7 +1254,7 @@ mod tests {
             .collect();
         assert_eq!(tags, vec![r#"["quote","trade"]"#.to_string()]);
         let ((c, _), _) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(
                 &fresh,
                 vec![part("quote", 2), part("trade", 3)],
@@ -1227,7 +1280,7 @@ mod tests {
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.
         let ((c, _), _) = s
-            .committer()
+            .committer(FIRST)
             .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -1246,7 +1299,7 @@ mod tests {
         assert!(existing.is_none());
         s.ensure_local_dir(&name).unwrap();
         let first = s
-            .committer()
+            .committer(FIRST)
             .create_with_files(&handle, &part("quote", 5).batches, Some(&k("b1")))
             .await;
         assert!(matches!(
@@ -1258,7 +1311,7 @@ mod tests {
         let mut other = part("other", 3).batches;
         other[0] = other[0].project(&[0, 1, 2]).unwrap();
         let second = s
-            .committer()
+            .committer(FIRST)
             .create_with_files(&handle, &other, Some(&k("b2")))
             .await;
         assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
@@ -1275,23 +1328,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let u = s
             .opener()
-            .open_unloaded(&name, &k("b2"), Write::Replace)
+            .open_unloaded(&name, &k("b2"), Write::Replace, FIRST)
             .await
             .expect("unloaded");
         assert_eq!(u.version, 0);
         // Another writer commits version 1 meanwhile.
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&name, vec![part("quote", 4)], &k("b3"), Write::Replace)
             .await
             .unwrap();
         let appended = s
-            .committer()
+            .committer(FIRST)
             .append_unloaded(&name, &u, &part("quote", 3).batches, &k("b2"))
             .await
             .unwrap();
@@ -1311,7 +1364,7 @@ mod tests {
         let handle = s.opener().create_handle(&name).await.unwrap();
         let rows = part("quote", 5).batches;
         let t = s
-            .committer()
+            .committer(FIRST)
             .create_empty(&name, &handle, &rows)
             .await
             .unwrap();
@@ -1325,11 +1378,11 @@ mod tests {
             .unwrap();
         assert!(
             s.opener()
-                .open_unloaded(&name, &k("b1"), Write::Replace)
+                .open_unloaded(&name, &k("b1"), Write::Replace, FIRST)
                 .await
                 .is_err()
         );
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&name, vec![part("quote", 2)], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -1338,26 +1391,26 @@ mod tests {
 
         // Bronze's own table, until `txn`s may expire.
         let trade = TableName::for_topic("trade");
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&trade, vec![part("trade", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert!(
             s.opener()
-                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .open_unloaded(&trade, &k("b2"), Write::Replace, FIRST)
                 .await
                 .is_ok()
         );
         // Its own batch: only for a plain append (a later slice of it).
         assert!(
             s.opener()
-                .open_unloaded(&trade, &k("b1"), Write::Replace)
+                .open_unloaded(&trade, &k("b1"), Write::Replace, FIRST)
                 .await
                 .is_err()
         );
         assert!(
             s.opener()
-                .open_unloaded(&trade, &k("b1"), Write::Append)
+                .open_unloaded(&trade, &k("b1"), Write::Append, FIRST)
                 .await
                 .is_ok()
         );
@@ -1371,33 +1424,34 @@ mod tests {
             .unwrap();
         assert_eq!(
             s.opener()
-                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .open_unloaded(&trade, &k("b2"), Write::Replace, FIRST)
                 .await
                 .err(),
             Some(Unopened::Other)
         );
         // Unless the run's lease and `_run_control` tell instead (writes record no
         // `txn`): then the property alone, never on another writer's table.
-        let leased = Storage {
-            batch_txns: false,
-            ..storage(dir.path())
+        let leased = storage(dir.path());
+        let lease = RunMode {
+            txns: Txns::RunControl,
+            ..FIRST
         };
         assert!(
             leased
                 .opener()
-                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .open_unloaded(&trade, &k("b2"), Write::Replace, lease)
                 .await
                 .is_ok()
         );
         assert!(
             leased
                 .opener()
-                .open_unloaded(&name, &k("b2"), Write::Replace)
+                .open_unloaded(&name, &k("b2"), Write::Replace, lease)
                 .await
                 .is_err()
         );
         leased
-            .committer()
+            .committer(lease)
             .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), Write::Replace)
             .await
             .unwrap();
@@ -1411,7 +1465,7 @@ mod tests {
         let none = TableName::for_topic("none");
         assert_eq!(
             s.opener()
-                .open_unloaded(&none, &k("b2"), Write::Replace)
+                .open_unloaded(&none, &k("b2"), Write::Replace, FIRST)
                 .await
                 .err(),
             Some(Unopened::Absent)
@@ -1419,36 +1473,33 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
         assert_eq!(
             s.opener()
-                .open_unloaded(&none, &k("b2"), Write::Replace)
+                .open_unloaded(&none, &k("b2"), Write::Replace, FIRST)
                 .await
                 .err(),
             Some(Unopened::Absent)
         );
-        s.committer()
+        s.committer(FIRST)
             .replace_parts(&none, vec![part("quote", 2)], &k("b2"), Write::Replace)
             .await
             .unwrap();
         let t = s.opener().open(&none).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(0), 2));
         // Off for the run.
-        let off = Storage {
-            unloaded_appends: false,
-            ..storage(dir.path())
-        };
+        let off = storage(dir.path());
         let shared = TableName::for_topic("shared");
-        off.committer()
+        off.committer(mode(false))
             .replace_parts(&shared, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert!(
             off.opener()
-                .open_unloaded(&shared, &k("b2"), Write::Replace)
+                .open_unloaded(&shared, &k("b2"), Write::Replace, mode(false))
                 .await
                 .is_err()
         );
         assert!(
             s.opener()
-                .open_unloaded(&shared, &k("b2"), Write::Replace)
+                .open_unloaded(&shared, &k("b2"), Write::Replace, FIRST)
                 .await
                 .is_ok()
         );

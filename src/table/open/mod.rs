@@ -8,7 +8,9 @@ use std::sync::Arc;
 
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::{Storage, Work, Write};
+use super::{RunMode, Storage, Work, Write};
+#[cfg(doc)]
+use super::{Seen, Txns};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
@@ -164,9 +166,9 @@ impl Opener<'_> {
     /// - the table holds no rows of `key` (not checked for [`Write::Append`]: the rows
     ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
     ///   found no record of the batch in `_run_control` and no lease a run of it left
-    ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
-    ///   record the `txn`s instead ([`Storage::batch_txns`]), only while none expires, so
-    ///   that the log holds one of every batch with rows in the table;
+    ///   ([`Seen::Never`] in `run`), and the log has no `txn` of it; when writes record
+    ///   the `txn`s in the tables ([`Txns::InTables`]), only while none expires, so that
+    ///   the log holds one of every batch with rows in the table;
     /// - the kernel may write to the table, and nothing about it asks more of a writer
     ///   than data files with statistics: no column mapping, row tracking, in-commit
     ///   timestamps, constraints, invariants or generated columns, default statistics
@@ -183,10 +185,11 @@ impl Opener<'_> {
         table: &TableName,
         key: &BatchKey,
         write: Write,
+        run: RunMode,
     ) -> std::result::Result<Unloaded, Unopened> {
         // A batch seen before has its `txn` in its tables: a replacing write would find
         // it there. An append of more rows needs no `txn` check.
-        if self.open_for(write) == Open::Loaded {
+        if run.seen.open_for(write) == Open::Loaded {
             return Err(Unopened::Other);
         }
         // Kept loaded from this run's last commit to it: reading its new log entries
@@ -199,6 +202,6 @@ impl Opener<'_> {
         {
             return opened;
         }
-        self.open_unloaded_now(table, key, write).await
+        self.open_unloaded_now(table, key, write, run).await
     }
 }

@@ -13,8 +13,8 @@ use super::unloaded::{Unloaded, Unopened};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::{CORRUPT_TABLE, RUN_CONTROL_TABLE, TableName};
-use crate::table::Write;
 use crate::table::writable::{Look, Refusal, Removes, look};
+use crate::table::{RunMode, Seen, Write};
 
 /// A schema with more tables than this is not pre-opened ([`Opener::preopen`]): each
 /// table costs 3 + (commits since its last checkpoint) GET requests, wasted on those the
@@ -161,7 +161,7 @@ impl Opener<'_> {
     /// background, from a listing of the schema's folder, once `landed` says the landing
     /// files are in (or its sender is gone): the batch's own requests go first, since its
     /// tables wait for its parse; the log reads then overlap the parse. For a batch never
-    /// seen ([`crate::table::Storage::unloaded_appends`]), from the log alone
+    /// seen ([`Seen::Never`] in `run`), from the log alone
     /// ([`Opener::open_unloaded`]; a table that turns out to hold the batch's `txn` goes
     /// the loaded way, its commits already read by the run's commit-file cache); for a
     /// batch seen before, loaded with its file list. `_run_control` is always appended
@@ -175,6 +175,7 @@ impl Opener<'_> {
     /// schema holds at most [`MAX_PREOPEN`] tables.
     pub(crate) fn preopen(
         &self,
+        run: RunMode,
         key: BatchKey,
         landed: tokio::sync::watch::Receiver<bool>,
         offering: tokio::sync::watch::Sender<()>,
@@ -182,13 +183,14 @@ impl Opener<'_> {
         let storage = self.storage.clone();
         async move {
             let opener = storage.opener();
-            opener.preopen_tables(key, landed, offering).await;
+            opener.preopen_tables(run, key, landed, offering).await;
         }
     }
 
     /// [`Opener::preopen`]'s work.
     async fn preopen_tables(
         &self,
+        run: RunMode,
         key: BatchKey,
         mut landed: tokio::sync::watch::Receiver<bool>,
         _offering: tokio::sync::watch::Sender<()>,
@@ -214,7 +216,7 @@ impl Opener<'_> {
         let _ = landed.wait_for(|done| *done).await;
         for table in tables {
             let write = first_write(&table);
-            let open = self.open_for(write);
+            let open = run.seen.open_for(write);
             let (storage, key, name) = (self.storage.clone(), key.clone(), table.clone());
             self.storage.opened.ahead.offer(table, open, move || {
                 tokio::spawn(async move {
@@ -223,7 +225,7 @@ impl Opener<'_> {
                         Open::Loaded => Ahead::Loaded(opener.open_or_new_now(&name).await),
                         Open::Unloaded => {
                             let (opened, look) =
-                                opener.open_unloaded_looked(&name, &key, write).await;
+                                opener.open_unloaded_looked(&name, &key, write, run).await;
                             Ahead::Unloaded(opened, look)
                         }
                     }
@@ -233,24 +235,23 @@ impl Opener<'_> {
     }
 }
 
-impl Opener<'_> {
+impl Seen {
     /// How a `write` opens a table: loaded for a replace when the table may hold rows of
-    /// the batch ([`crate::table::Storage::unloaded_appends`] off), else from its log alone.
-    pub(super) fn open_for(&self, write: Write) -> Open {
-        if write == Write::Replace && !self.storage.unloaded_appends {
+    /// the batch ([`Seen::Before`]), else from its log alone.
+    pub(super) fn open_for(self, write: Write) -> Open {
+        if write == Write::Replace && self == Seen::Before {
             Open::Loaded
         } else {
             Open::Unloaded
         }
     }
 
-    /// Whether this run's writes may remove files: a rerun of a batch that may have rows
-    /// in its tables ([`crate::table::Storage::unloaded_appends`] off) replaces them.
-    pub(super) fn removes(&self) -> Removes {
-        if self.storage.unloaded_appends {
-            Removes::Nothing
-        } else {
-            Removes::Files
+    /// Whether the run's writes may remove files: a rerun of a batch that may have rows
+    /// in its tables ([`Seen::Before`]) replaces them.
+    pub(super) fn removes(self) -> Removes {
+        match self {
+            Seen::Never => Removes::Nothing,
+            Seen::Before => Removes::Files,
         }
     }
 }
@@ -281,7 +282,7 @@ impl Opener<'_> {
         topics: &[TableName],
         hinted: &[TableName],
         corrupt: bool,
-        key: &BatchKey,
+        (key, run): (&BatchKey, RunMode),
         conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
@@ -304,7 +305,7 @@ impl Opener<'_> {
         };
         let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
             .map(|table| async move {
-                let look = self.look_ahead(&table, key, named(&table)).await;
+                let look = self.look_ahead(&table, (key, run), named(&table)).await;
                 (table, look)
             })
             .buffer_unordered(8)
@@ -332,17 +333,22 @@ impl Opener<'_> {
     /// (from its log alone, or loaded for a batch seen before), any other (a child table,
     /// or another topic's) from its log alone; what was opened the way the write opens
     /// it is left for the write.
-    async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
+    async fn look_ahead(
+        &self,
+        table: &TableName,
+        (key, run): (&BatchKey, RunMode),
+        writes: bool,
+    ) -> Option<Look> {
         let write = first_write(table);
         // How the table's write (and its pre-open) opens it.
-        let open = self.open_for(write);
+        let open = run.seen.open_for(write);
         let (ahead, kept) = match self.storage.opened.ahead.take(table, open).await {
             Some(ahead) => (ahead, true),
             None if open == Open::Loaded && writes => {
                 (Ahead::Loaded(self.open_or_new_now(table).await), true)
             }
             None => {
-                let (opened, look) = self.open_unloaded_looked(table, key, write).await;
+                let (opened, look) = self.open_unloaded_looked(table, key, write, run).await;
                 (Ahead::Unloaded(opened, look), open == Open::Unloaded)
             }
         };
@@ -351,7 +357,7 @@ impl Opener<'_> {
             Ahead::Loaded(Ok((t, _))) => t
                 .snapshot()
                 .ok()
-                .map(|s| look(s.snapshot().table_configuration(), self.removes())),
+                .map(|s| look(s.snapshot().table_configuration(), run.seen.removes())),
             Ahead::Loaded(Err(_)) => None,
         };
         if kept {

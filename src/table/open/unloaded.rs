@@ -9,11 +9,11 @@ use super::Opener;
 use crate::batch::BatchKey;
 use crate::naming::TableName;
 use crate::table::writable::{self, Look};
-use crate::table::{Work, Write};
+use crate::table::{RunMode, Txns, Work, Write};
 
 /// Table property bronze sets on the tables it creates for batches: only bronze writes
 /// rows of batches there, each such commit with a Delta `txn` action for the batch
-/// ([`BatchKey::app_ids`]) when the run records them ([`crate::table::Storage::batch_txns`]). So a
+/// ([`BatchKey::app_ids`]) when the run records them there ([`Txns::InTables`]). So a
 /// batch that `_run_control` has not seen, no run of which left its lease, and whose
 /// `txn` is not in the log has no row in the table, which an append can tell from the
 /// log's protocol, metadata and `txn` actions alone, without the file list
@@ -49,8 +49,9 @@ impl Opener<'_> {
         table: &TableName,
         key: &BatchKey,
         write: Write,
+        run: RunMode,
     ) -> std::result::Result<Unloaded, Unopened> {
-        self.open_unloaded_looked(table, key, write).await.0
+        self.open_unloaded_looked(table, key, write, run).await.0
     }
 
     /// [`Opener::open_unloaded_now`], and what the table's protocol and metadata allow
@@ -61,15 +62,15 @@ impl Opener<'_> {
         table: &TableName,
         key: &BatchKey,
         write: Write,
+        run: RunMode,
     ) -> (std::result::Result<Unloaded, Unopened>, Option<Look>) {
         let app_ids = seen_ids(key);
         let compact_at = self.storage.auto_compact_at;
-        let batch_txns = self.storage.batch_txns;
-        let removes = self.removes();
+        let removes = run.seen.removes();
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
             let look = writable::look(snapshot.table_configuration(), removes);
             let plain = look.refusal.is_none()
-                && plain_append(snapshot, engine, (compact_at, batch_txns, write), &app_ids);
+                && plain_append(snapshot, engine, (compact_at, run.txns, write), &app_ids);
             Some((plain.then(|| Arc::clone(snapshot)), look))
         });
         match self.storage.clock.time(Work::Open, opened).await {
@@ -144,12 +145,12 @@ impl Opener<'_> {
 /// Whether an append to `snapshot`'s table may commit from its log alone: nothing about
 /// the table asks more of a writer than data files with statistics, the next commit is
 /// due no checkpoint or auto compaction check, and (for a replacing write) no rows of the
-/// batch (`app_ids`) are there. `(compact_at, batch_txns, write)` as
+/// batch (`app_ids`) are there. `(compact_at, txns, write)` as
 /// [`Opener::open_unloaded_looked`] has them.
 fn plain_append(
     snapshot: &buoyant_kernel::SnapshotRef,
     engine: &dyn buoyant_kernel::Engine,
-    (compact_at, batch_txns, write): (Option<u64>, bool, Write),
+    (compact_at, txns, write): (Option<u64>, Txns, Write),
     app_ids: &[String],
 ) -> bool {
     use deltalake::table::config::TablePropertiesExt as _;
@@ -165,7 +166,7 @@ fn plain_append(
         .get(BATCH_TXN_PROPERTY)
         .map(String::as_str)
         == Some("true")
-        && (!batch_txns || props.set_transaction_retention_duration.is_none());
+        && (txns == Txns::RunControl || props.set_transaction_retention_duration.is_none());
     let plain = (told || write == Write::Append)
         && props
             .column_mapping_mode
