@@ -23,7 +23,7 @@ use crate::lease::Lease;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT, Stage};
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT, Stage, TableOutcome};
 use crate::run_control::{Invariant, TableWrite, invariant_row};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
@@ -541,8 +541,27 @@ impl Ingest {
             key,
             started,
         ));
-        if self.write_run_control((storage, mode), &run_control, key, &mut tables) {
-            leases.iter().for_each(Lease::recorded);
+        // Run with `_run_control`'s lock held, on the versions its upkeep is due.
+        let upkeep = |table: &TableName, c, written| {
+            self.after_commit(storage, table, c, written);
+        };
+        let appended = crate::run_control::append_rows(
+            &self.catalog,
+            (storage, mode),
+            (&run_control, key),
+            upkeep,
+        );
+        match appended {
+            Ok(()) => leases.iter().for_each(Lease::recorded),
+            // `_run_control`'s outcome says why its rows are not recorded.
+            Err(e) => {
+                let error = self.config.storage_options.mask(&crate::error::chain(&e));
+                let outcome = TableOutcome {
+                    error: Some(error),
+                    ..Default::default()
+                };
+                tables.insert(RUN_CONTROL_TABLE.to_string(), outcome);
+            }
         }
         Recorded {
             tables,
@@ -1037,7 +1056,7 @@ mod tests {
             )
         };
         let mut calls = 0;
-        let written = ingest.replanned(&table, || {
+        let written = ingest.catalog().replanned(&table, || {
             calls += 1;
             if calls < 3 {
                 Err(conflict())
@@ -1048,7 +1067,7 @@ mod tests {
         assert_eq!(written.unwrap(), 3);
         assert_eq!(ingest.catalog().commit_replans(), 2);
         let mut calls = 0;
-        let failed: Result<()> = ingest.replanned(&table, || {
+        let failed: Result<()> = ingest.catalog().replanned(&table, || {
             calls += 1;
             Err(Error::Internal {
                 what: "not a conflict".into(),

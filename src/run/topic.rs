@@ -310,8 +310,8 @@ impl Ingest {
     }
 
     /// Commits `parts` to `table` in one commit under the table's lock (replacing the
-    /// batch's rows of their topics, or appending; planned again, up to [`MAX_REPLANS`]
-    /// times, when another process's commit conflicts with it:
+    /// batch's rows of their topics, or appending; planned again, up to
+    /// [`crate::catalog::MAX_REPLANS`] times, when another process's commit conflicts with it:
     /// [`table::is_replannable_conflict`]), then runs [`Self::after_write`].
     pub(super) fn write_parts(
         &self,
@@ -334,7 +334,7 @@ impl Ingest {
             })
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.locks().lock(table);
-        let written = self.replanned(table, || {
+        let written = self.catalog.replanned(table, || {
             self.runtime()
                 .block_on(storage.committer(mode).replace_parts(
                     table,
@@ -349,31 +349,6 @@ impl Ingest {
             }
             (self.after_write(storage, table, c, t), outcomes)
         })
-    }
-
-    /// Runs `write` (one commit to `table`, planned on the table as it is) until it does
-    /// not lose to another process's conflicting commit: when another process changed
-    /// the table's schema, or added or compacted files the commit's plan depended on,
-    /// while it was in flight, it is planned again on the new version (its files of the
-    /// failed attempt are left unreferenced, for VACUUM), after a jittered pause, up to
-    /// [`MAX_REPLANS`] times ([`table::is_replannable_conflict`]).
-    pub(super) fn replanned<T>(
-        &self,
-        table: &TableName,
-        mut write: impl FnMut() -> Result<T>,
-    ) -> Result<T> {
-        let mut replans = 0;
-        loop {
-            match write() {
-                Err(e) if replans < MAX_REPLANS && table::is_replannable_conflict(&e) => {
-                    replans += 1;
-                    self.catalog().count_replan();
-                    tracing::info!(table = %table, attempt = replans, conflict = %crate::error::chain(&e), "another writer committed to the table meanwhile; planning the commit again");
-                    std::thread::sleep(jittered(replans));
-                }
-                other => return other,
-            }
-        }
     }
 
     /// [`Self::after_commit`] when the write committed something to a table that had
@@ -608,19 +583,4 @@ impl Ingest {
             }
         }
     }
-}
-
-/// Times a commit that lost to another writer's conflicting commit is planned again
-/// (with the pauses of [`jittered`], at most ~13 s in all).
-const MAX_REPLANS: u32 = 8;
-
-/// The pause before re-plan `n`: 50 ms doubling per attempt, with full jitter (so
-/// writers that lost together do not collide again).
-fn jittered(n: u32) -> std::time::Duration {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let cap_ms = 50u64 << n.min(6);
-    std::time::Duration::from_millis(random % cap_ms + 1)
 }
