@@ -233,40 +233,7 @@ impl Opener<'_> {
             });
         }
     }
-}
 
-impl Seen {
-    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
-    /// the batch ([`Seen::Before`]), else from its log alone.
-    pub(super) fn open_for(self, write: Write) -> Open {
-        if write == Write::Replace && self == Seen::Before {
-            Open::Loaded
-        } else {
-            Open::Unloaded
-        }
-    }
-
-    /// Whether the run's writes may remove files: a rerun of a batch that may have rows
-    /// in its tables ([`Seen::Before`]) replaces them.
-    pub(super) fn removes(self) -> Removes {
-        match self {
-            Seen::Never => Removes::Nothing,
-            Seen::Before => Removes::Files,
-        }
-    }
-}
-
-/// What a run's first write to `table` does with the batch's rows there:
-/// `_run_control` is only appended to, the other tables replace them.
-fn first_write(table: &TableName) -> Write {
-    if table.as_str() == RUN_CONTROL_TABLE {
-        Write::Append
-    } else {
-        Write::Replace
-    }
-}
-
-impl Opener<'_> {
     /// The tables of the schema a batch of `topics` (their topic tables) may write that
     /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
     /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
@@ -364,5 +331,36 @@ impl Opener<'_> {
             self.storage.opened.ahead.put(table.clone(), open, ahead);
         }
         look
+    }
+}
+
+impl Seen {
+    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
+    /// the batch ([`Seen::Before`]), else from its log alone.
+    pub(super) fn open_for(self, write: Write) -> Open {
+        if write == Write::Replace && self == Seen::Before {
+            Open::Loaded
+        } else {
+            Open::Unloaded
+        }
+    }
+
+    /// Whether the run's writes may remove files: a rerun of a batch that may have rows
+    /// in its tables ([`Seen::Before`]) replaces them.
+    pub(super) fn removes(self) -> Removes {
+        match self {
+            Seen::Never => Removes::Nothing,
+            Seen::Before => Removes::Files,
+        }
+    }
+}
+
+/// What a run's first write to `table` does with the batch's rows there:
+/// `_run_control` is only appended to, the other tables replace them.
+fn first_write(table: &TableName) -> Write {
+    if table.as_str() == RUN_CONTROL_TABLE {
+        Write::Append
+    } else {
+        Write::Replace
     }
 }
