@@ -85,6 +85,8 @@ pub fn commit(
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
     let storage = ingest.storage()?;
+    // A first load of the batch that records its `txn` in every table.
+    let committer = storage.committer(crate::table::RunMode::default());
     let key = crate::batch::BatchKey::of_id(batch_id);
     let mut rows = 0;
     for (table, parts) in tables {
@@ -96,7 +98,7 @@ pub fn commit(
                 evolution: crate::config::Evolution::Add,
             })
             .collect();
-        let ((c, _), _) = ingest.runtime().block_on(storage.replace_parts(
+        let ((c, _), _) = ingest.runtime().block_on(committer.replace_parts(
             table,
             parts,
             &key,

@@ -11,6 +11,7 @@ use deltalake::logstore::object_store::DynObjectStore;
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::locks::TableLocks;
+use crate::naming::TableName;
 use crate::store::location::{Location, StorageOptions, store_for};
 use crate::store::metered::CallCounter;
 use crate::store::retries::RetryCounter;
@@ -271,9 +272,34 @@ impl Catalog {
         self.replans.load(std::sync::atomic::Ordering::Relaxed)
     }
 
-    pub(crate) fn count_replan(&self) {
+    fn count_replan(&self) {
         self.replans
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Runs `write` (one commit to `table`, planned on the table as it is) until it does
+    /// not lose to another process's conflicting commit: when another process changed
+    /// the table's schema, or added or compacted files the commit's plan depended on,
+    /// while it was in flight, it is planned again on the new version (its files of the
+    /// failed attempt are left unreferenced, for VACUUM), after a jittered pause, up to
+    /// [`MAX_REPLANS`] times ([`crate::table::is_replannable_conflict`]).
+    pub(crate) fn replanned<T>(
+        &self,
+        table: &TableName,
+        mut write: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let mut replans = 0;
+        loop {
+            match write() {
+                Err(e) if replans < MAX_REPLANS && crate::table::is_replannable_conflict(&e) => {
+                    replans += 1;
+                    self.count_replan();
+                    tracing::info!(table = %table, attempt = replans, conflict = %crate::error::chain(&e), "another writer committed to the table meanwhile; planning the commit again");
+                    std::thread::sleep(jittered(replans));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// The counter of the store client's retries (installed on the runtime's threads).
@@ -295,11 +321,8 @@ impl Catalog {
             target_file_size: self.target_file_size,
             compression: self.compression,
             auto_compact_at: self.auto_compact_at,
-            unloaded_appends: true,
-            batch_txns: true,
-            preopened: Default::default(),
-            warm: Default::default(),
             clock: Default::default(),
+            opened: Default::default(),
         })
     }
 
@@ -307,4 +330,19 @@ impl Catalog {
     pub(crate) fn storage(&self) -> Result<Storage> {
         self.storage_with(None)
     }
+}
+
+/// Times a commit that lost to another writer's conflicting commit is planned again
+/// (with the pauses of [`jittered`], at most ~13 s in all).
+pub(crate) const MAX_REPLANS: u32 = 8;
+
+/// The pause before re-plan `n`: 50 ms doubling per attempt, with full jitter (so
+/// writers that lost together do not collide again).
+fn jittered(n: u32) -> std::time::Duration {
+    use std::hash::{BuildHasher as _, Hasher as _};
+    let random = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    let cap_ms = 50u64 << n.min(6);
+    std::time::Duration::from_millis(random % cap_ms + 1)
 }

@@ -14,7 +14,7 @@
 //! next run of the batch takes it over at once and, like a run taking over a dead run's
 //! lease, replaces the batch's rows in every table, since the tables may hold rows of
 //! it that no `_run_control` row tells of. That is what lets appends skip the tables'
-//! per-batch `txn`s ([`crate::table::Storage::open_unloaded`]).
+//! per-batch `txn`s ([`crate::table::Opener::open_unloaded`]).
 //!
 //! While it runs, a heartbeat thread renews the lease every quarter of the TTL with a
 //! conditional update (`If-Match` on S3 and Azure, the object generation on GCS), so a

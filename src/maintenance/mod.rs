@@ -432,7 +432,7 @@ impl<'a> Maintenance<'a> {
     fn open(&self, storage: &Storage, table: &str) -> Result<(TableName, DeltaTable)> {
         let name = TableName::existing(table)?;
         let t = self
-            .block_on(storage.open(&name))?
+            .block_on(storage.opener().open(&name))?
             .ok_or_else(|| Error::NoSuchTable {
                 table: table.to_string(),
             })?;

@@ -18,7 +18,7 @@ use crate::report::StagingMode;
 use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::stage::spill::{StagingSummary, StagingTable};
-use crate::table::{self, Storage, Write};
+use crate::table::{self, RunMode, Storage, Write};
 
 /// Logs the fan-out's time and tables written, and returns its writes in order:
 /// `_corrupt_records`' (when written beside the topics), each topic's own in topic
@@ -73,7 +73,7 @@ impl Ingest {
     /// per table; over budget, topic by topic in waves that fit the memory budget.
     pub(super) fn process_topics(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         staged: &mut StagedBatch,
         (staging_table, hints): (&StagingTable<'_>, &super::hints::HintsSeen),
         lineage: &Lineage,
@@ -104,6 +104,7 @@ impl Ingest {
         let topics = &staged.summary.topics;
         let fan = Fanout {
             storage,
+            mode,
             lineage,
             started: now_micros(),
             written: &written,
@@ -123,7 +124,8 @@ impl Ingest {
             }
         };
         let fan_out = || self.fan_out(&fan, topics, (waves.wave, waves.pool.as_ref()), &rows);
-        let (corrupt_write, results) = self.beside_corrupt(storage, staged, lineage, fan_out);
+        let (corrupt_write, results) =
+            self.beside_corrupt((storage, mode), staged, lineage, fan_out);
         Ok(fanned_out_writes(&fan, corrupt_write, results))
     }
 
@@ -132,14 +134,14 @@ impl Ingest {
     /// write is returned beside `fan_out`'s result.
     fn beside_corrupt<R>(
         &self,
-        storage: &Storage,
+        storage_mode: (&Storage, RunMode),
         staged: &StagedBatch,
         lineage: &Lineage,
         fan_out: impl FnOnce() -> R,
     ) -> (Option<TableWrite>, R) {
         std::thread::scope(|s| {
             let corrupt = (staged.mode == StagingMode::Memory)
-                .then(|| s.spawn(|| self.write_corrupt(storage, &staged.corrupt, lineage)));
+                .then(|| s.spawn(|| self.write_corrupt(storage_mode, &staged.corrupt, lineage)));
             let results = fan_out();
             let corrupt =
                 corrupt.map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)));
@@ -209,7 +211,7 @@ impl Ingest {
     /// in one commit. `total` is the number of tables the run writes, for the progress.
     pub(super) fn write_gathered(
         &self,
-        storage: &Storage,
+        storage_mode: (&Storage, RunMode),
         tables: GatheredTables,
         lineage: &Lineage,
         written: &AtomicUsize,
@@ -234,7 +236,7 @@ impl Ingest {
                     })
                     .collect();
                 let result = self.write_parts(
-                    storage,
+                    storage_mode,
                     &table,
                     parts,
                     lineage,

@@ -434,7 +434,7 @@ impl Ledgers {
 
     /// Whether `_run_control` has a log (a store that cannot say is an error).
     async fn exists(&self, storage: &Storage, rc: &TableName) -> Result<bool> {
-        Ok(storage.open(rc).await?.is_some())
+        Ok(storage.opener().open(rc).await?.is_some())
     }
 
     /// Ledgers for `landing_paths` (and the others this call read), from one full read
@@ -443,7 +443,7 @@ impl Ledgers {
         let rc = TableName::system(RUN_CONTROL_TABLE);
         // The version before the read: commits the read sees beyond it are folded in
         // again by the next replay, which changes nothing (a run folds in once).
-        let version = match storage.open(&rc).await? {
+        let version = match storage.opener().open(&rc).await? {
             Some(t) => t.version(),
             None => None,
         };

@@ -23,12 +23,12 @@ use crate::lease::Lease;
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
-use crate::report::{BatchReport, MAX_LISTED_CORRUPT, Stage};
+use crate::report::{BatchReport, MAX_LISTED_CORRUPT, Stage, TableOutcome};
 use crate::run_control::{Invariant, TableWrite, invariant_row};
 use crate::source::discover;
 use crate::stage::spill::StagingTable;
 use crate::store::location::Location;
-use crate::table::Storage;
+use crate::table::{RunMode, Seen, Storage, Txns};
 use crate::validate::{check_invariant, outcomes};
 
 mod backlog;
@@ -430,7 +430,7 @@ impl Ingest {
         let found = self.discover(batch_dirs)?;
         counters.mark(Stage::Discover, &self.catalog);
         self.catalog.check_put_if_absent()?;
-        let mut storage = self.storage()?;
+        let storage = self.storage()?;
         let lineage = Lineage::of(&found.key, &found.folders, started_micros);
         let (fetched, landed) = tokio::sync::watch::channel(false);
         let early_fetch = self.start_prefetch(&found.files, fetched);
@@ -439,14 +439,16 @@ impl Ingest {
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
-        let _preopen = self.prior_runs(&mut storage, &found.key, &leases, landed, if_loaded)?;
+        let (mode, _preopen) = self.prior_runs(&storage, &found.key, &leases, landed, if_loaded)?;
+        // The run's tables, and the mode its writes to them follow.
+        let run_tables = (&storage, mode);
         counters.mark(Stage::Lease, &self.catalog);
         // 3. Read + stage: every line parsed once, deduplicated, grouped by topic.
         self.failpoint("before_staging")?;
         let staging_table = StagingTable::new(&storage, &found.key);
         let (mut staged, mut writes) = self.stage_batch(
             &found.files,
-            &storage,
+            run_tables,
             &staging_table,
             &lineage,
             early_fetch,
@@ -459,7 +461,7 @@ impl Ingest {
         let in_memory = staged.memory.is_some();
         let seen = hints::HintsSeen::default();
         let staging = (&staging_table, &lineage, &seen);
-        writes.extend(self.write_tables(&storage, &mut staged, staging, &found, &leases)?);
+        writes.extend(self.write_tables(run_tables, &mut staged, staging, &found, &leases)?);
         warnings.extend(seen.warnings(&self.config.flatten, &staged.summary.topics));
         self.failpoint("before_run_control")?;
         counters.mark(Stage::Tables, &self.catalog);
@@ -467,7 +469,7 @@ impl Ingest {
         // 7. Run control: one row per write, the row accounting, written once.
         let retries = counters.retries(&self.catalog);
         let run = (&*run_id, &found.key, (started_micros, retries));
-        let recorded = self.record_run(&storage, writes, &staged, run, &leases);
+        let recorded = self.record_run(run_tables, writes, &staged, run, &leases);
         counters.mark(Stage::RunControl, &self.catalog);
         self.failpoint("before_drop_staging")?;
         if !in_memory {
@@ -490,19 +492,20 @@ impl Ingest {
         warnings
     }
 
-    /// Reads what the catalog holds of the batch's earlier runs and starts pre-opening
-    /// its tables ([`Ingest::seen_then_preopen`]; the guard returned stops it); with
-    /// [`IfLoaded::Stop`], [`Error::AlreadyLoaded`] when the batch's latest run loaded it.
+    /// Reads what the catalog holds of the batch's earlier runs, which decides the run's
+    /// mode, and starts pre-opening its tables ([`Ingest::seen_then_preopen`]; the guard
+    /// returned stops it); with [`IfLoaded::Stop`], [`Error::AlreadyLoaded`] when the
+    /// batch's latest run loaded it.
     fn prior_runs(
         &self,
-        storage: &mut Storage,
+        storage: &Storage,
         key: &BatchKey,
         leases: &[Lease],
         landed: tokio::sync::watch::Receiver<bool>,
         if_loaded: IfLoaded,
-    ) -> Result<crate::table::AbortOnDrop> {
+    ) -> Result<(RunMode, crate::table::AbortOnDrop)> {
         let unrecorded = self.unrecorded_run(storage, key, leases);
-        let (seen, preopen) = self.seen_then_preopen(storage, key, unrecorded, landed);
+        let (seen, mode, preopen) = self.seen_then_preopen(storage, key, unrecorded, landed);
         // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
         // seen is checked against its runs in `_run_control` (unless a run of it ended
         // unrecorded: this run rewrites what that one left).
@@ -511,7 +514,7 @@ impl Ingest {
                 batch: key.to_string(),
             });
         }
-        Ok(preopen)
+        Ok((mode, preopen))
     }
 
     /// The run's outcome per table, its `_run_control` rows (one per write and the row
@@ -519,7 +522,7 @@ impl Ingest {
     /// are told once the rows are recorded.
     fn record_run(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         writes: Vec<TableWrite>,
         staged: &StagedBatch,
         (run_id, key, started): (&str, &BatchKey, (i64, u64)),
@@ -538,8 +541,27 @@ impl Ingest {
             key,
             started,
         ));
-        if self.write_run_control(storage, &run_control, key, &mut tables) {
-            leases.iter().for_each(Lease::recorded);
+        // Run with `_run_control`'s lock held, on the versions its upkeep is due.
+        let upkeep = |table: &TableName, c, written| {
+            self.after_commit(storage, table, c, written);
+        };
+        let appended = crate::run_control::append_rows(
+            &self.catalog,
+            (storage, mode),
+            (&run_control, key),
+            upkeep,
+        );
+        match appended {
+            Ok(()) => leases.iter().for_each(Lease::recorded),
+            // `_run_control`'s outcome says why its rows are not recorded.
+            Err(e) => {
+                let error = self.config.storage_options.mask(&crate::error::chain(&e));
+                let outcome = TableOutcome {
+                    error: Some(error),
+                    ..Default::default()
+                };
+                tables.insert(RUN_CONTROL_TABLE.to_string(), outcome);
+            }
         }
         Recorded {
             tables,
@@ -554,7 +576,7 @@ impl Ingest {
     /// ([`hints::check_topics`]); the hints the flattened tables match go to `seen`.
     fn write_tables(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         staged: &mut StagedBatch,
         (staging_table, lineage, seen): (&StagingTable, &Lineage, &hints::HintsSeen),
         found: &discover::Discovery,
@@ -571,21 +593,27 @@ impl Ingest {
         hints::check_topics(&self.config.flatten, &staged.summary.topics, || {
             self.runtime().block_on(storage.schema_tables())
         })?;
-        if let Some(refused) = self.refused(storage, &staged.summary, &found.key) {
+        if let Some(refused) = self.refused(storage, &staged.summary, (&found.key, mode)) {
             return Ok(refused);
         }
         leases.iter().for_each(Lease::writing);
-        self.process_topics(storage, staged, (staging_table, seen), lineage, found)
+        self.process_topics(
+            (storage, mode),
+            staged,
+            (staging_table, seen),
+            lineage,
+            found,
+        )
     }
 
     /// The batch's writes when a table it may write is one bronze will not write
-    /// ([`Storage::refusals`]): each topic's fails with one error naming every such
+    /// ([`crate::table::Opener::refusals`]): each topic's fails with one error naming every such
     /// table, what is in the way and the fix, and nothing is written.
     fn refused(
         &self,
         storage: &Storage,
         summary: &crate::stage::spill::StagingSummary,
-        key: &BatchKey,
+        key_mode: (&BatchKey, RunMode),
     ) -> Option<Vec<TableWrite>> {
         let topics: Vec<TableName> = summary
             .topics
@@ -595,11 +623,11 @@ impl Ingest {
         let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
         let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
         let corrupt = summary.corrupt_lines > 0;
-        let refused = self.runtime().block_on(storage.refusals(
+        let refused = self.runtime().block_on(storage.opener().refusals(
             &topics,
             &hinted.tables(),
             corrupt,
-            key,
+            key_mode,
             &conflict,
         ));
         if refused.is_empty() {
@@ -636,7 +664,7 @@ impl Ingest {
     /// tables may hold rows of it no record tells of: this run took over the lease that
     /// run left ([`Lease`]); without leases, a lease file of the batch is there (left by
     /// a run that held one), or else only the tables' `txn`s tell
-    /// ([`Storage::batch_txns`]).
+    /// ([`Txns::InTables`]).
     fn unrecorded_run(&self, storage: &Storage, key: &BatchKey, leases: &[Lease]) -> bool {
         if self.config.batch_lease {
             return leases.iter().any(|l| l.took_over.is_some());
@@ -658,29 +686,43 @@ impl Ingest {
     }
 
     /// Whether the batch was loaded before (its `txn` is in `_run_control`: it has rows
-    /// in its tables); then the catalog's tables opened while the batch is parsed
-    /// ([`Storage::preopen`], stopped when the returned guard drops). Appends skip the
-    /// file list only for a batch neither seen nor `unrecorded` (its tables hold no row
-    /// of it).
+    /// in its tables), and the run's mode: appends skip the file list only for a batch
+    /// neither seen nor `unrecorded` (its tables hold no row of it, [`Seen::Never`]), and
+    /// the tables record the batch's `txn` unless the batch lease tells instead
+    /// ([`Txns`]). Then the catalog's tables opened while the batch is parsed
+    /// ([`crate::table::Opener::preopen`], stopped when the returned guard drops).
     fn seen_then_preopen(
         &self,
-        storage: &mut Storage,
+        storage: &Storage,
         key: &BatchKey,
         unrecorded: bool,
         landed: tokio::sync::watch::Receiver<bool>,
-    ) -> (bool, crate::table::AbortOnDrop) {
-        let seen = self
-            .runtime()
-            .block_on(storage.batch_seen(&TableName::system(RUN_CONTROL_TABLE), key));
-        storage.unloaded_appends = !seen && !unrecorded;
-        storage.batch_txns = !self.config.batch_lease;
-        let guard = crate::table::AbortOnDrop(storage.preopened.clone());
-        self.runtime().spawn(storage.clone().preopen(
+    ) -> (bool, RunMode, crate::table::AbortOnDrop) {
+        let seen = self.runtime().block_on(
+            storage
+                .opener()
+                .batch_seen(&TableName::system(RUN_CONTROL_TABLE), key),
+        );
+        let mode = RunMode {
+            seen: if seen || unrecorded {
+                Seen::Before
+            } else {
+                Seen::Never
+            },
+            txns: if self.config.batch_lease {
+                Txns::RunControl
+            } else {
+                Txns::InTables
+            },
+        };
+        let guard = crate::table::AbortOnDrop(storage.opened.ahead.clone());
+        self.runtime().spawn(storage.opener().preopen(
+            mode,
             key.clone(),
             landed,
-            storage.preopened.offering(),
+            storage.opened.ahead.offering(),
         ));
-        (seen, guard)
+        (seen, mode, guard)
     }
 
     /// Discovers the batch folders (see [`discover::discover_folders`]) and says so.
@@ -1014,7 +1056,7 @@ mod tests {
             )
         };
         let mut calls = 0;
-        let written = ingest.replanned(&table, || {
+        let written = ingest.catalog().replanned(&table, || {
             calls += 1;
             if calls < 3 {
                 Err(conflict())
@@ -1025,7 +1067,7 @@ mod tests {
         assert_eq!(written.unwrap(), 3);
         assert_eq!(ingest.catalog().commit_replans(), 2);
         let mut calls = 0;
-        let failed: Result<()> = ingest.replanned(&table, || {
+        let failed: Result<()> = ingest.catalog().replanned(&table, || {
             calls += 1;
             Err(Error::Internal {
                 what: "not a conflict".into(),

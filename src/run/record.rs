@@ -1,7 +1,6 @@
-//! The run's own records: `_corrupt_records` (this batch's corrupt lines, replaced on
-//! rerun) and `_run_control` (one row per write and the row accounting, appended once).
+//! The run's `_corrupt_records`: this batch's corrupt lines, replaced on rerun (the
+//! run's `_run_control` rows are appended by [`crate::run_control::append_rows`]).
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use arrow::array::{
@@ -9,89 +8,21 @@ use arrow::array::{
 };
 use arrow::datatypes::{DataType, Field, Schema};
 
-use super::{Ingest, RUN_CONTROL_TABLE};
-use crate::batch::{BatchKey, now_micros};
+use super::Ingest;
+use crate::batch::now_micros;
 use crate::error::Error;
 use crate::flatten::{self, Lineage};
 use crate::naming::{self, TableName};
-use crate::report::TableOutcome;
-use crate::run_control::{self, RunControlRow, TableWrite};
+use crate::run_control::TableWrite;
 use crate::stage::CorruptLine;
-use crate::table::{Committed, Storage};
+use crate::table::{Committed, RunMode, Storage};
 
 impl Ingest {
-    /// Appends the run's rows to `_run_control` (once, after the parallel phase) and
-    /// says whether it did; when it could not, `_run_control`'s outcome in `tables` says
-    /// why.
-    pub(super) fn write_run_control(
-        &self,
-        storage: &Storage,
-        rows: &[RunControlRow],
-        key: &BatchKey,
-        tables: &mut BTreeMap<String, TableOutcome>,
-    ) -> bool {
-        let rc_table = TableName::system(RUN_CONTROL_TABLE);
-        // The batch's `txn` in `_run_control` is what tells the next run of it that it
-        // was loaded before ([`Ingest::seen_then_preopen`]).
-        let storage = &run_control::txn_storage(storage);
-        let failed = match run_control::rows_batch(rows) {
-            Ok(batch) => {
-                let _guard = self.locks().lock(&rc_table);
-                // A blind append: only another writer's schema change conflicts with it.
-                let appended = self.replanned(&rc_table, || {
-                    self.runtime()
-                        .block_on(storage.append(&rc_table, batch.clone(), key))
-                });
-                match appended {
-                    Ok(c) => {
-                        self.run_control_upkeep(storage, &rc_table, c);
-                        None
-                    }
-                    Err(e) => Some(e),
-                }
-            }
-            Err(e) => Some(e),
-        };
-        let Some(e) = failed else {
-            return true;
-        };
-        tables.insert(
-            RUN_CONTROL_TABLE.to_string(),
-            TableOutcome {
-                error: Some(self.config.storage_options.mask(&crate::error::chain(&e))),
-                ..Default::default()
-            },
-        );
-        false
-    }
-
-    /// On the versions of `_run_control` that [`run_control::upkeep_due`] picks, with its
-    /// lock held: the upkeep of every table (missing properties added, small files compacted once
-    /// they pile up), so the table keeps a few files however many runs it records.
-    fn run_control_upkeep(&self, storage: &Storage, rc_table: &TableName, c: Committed) {
-        if !run_control::upkeep_due(&c) {
-            return;
-        }
-        match self.runtime().block_on(storage.open(rc_table)) {
-            Ok(Some(table)) => {
-                let written = crate::table::WrittenTable {
-                    table,
-                    pending: Default::default(),
-                };
-                self.after_commit(storage, rc_table, c, written);
-            }
-            Ok(None) => {}
-            Err(e) => {
-                tracing::warn!(table = %rc_table, error = %crate::error::chain(&e), "table maintenance after commit failed")
-            }
-        }
-    }
-
     /// Replaces this batch's rows in `_corrupt_records`; when the batch now has none,
     /// deletes its old ones. `None` when there was nothing to do (no lines, no table).
     pub(super) fn write_corrupt(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         corrupt: &[CorruptLine],
         lineage: &Lineage,
     ) -> Option<TableWrite> {
@@ -104,8 +35,9 @@ impl Ingest {
         let result = {
             let _guard = self.locks().lock(&table);
             if corrupt.is_empty() {
-                let deleted = self.replanned(&table, || {
-                    self.runtime().block_on(storage.delete_batch(&table, key))
+                let deleted = self.catalog.replanned(&table, || {
+                    self.runtime()
+                        .block_on(storage.rewriter().delete_batch(&table, key))
                 });
                 match deleted {
                     Ok(None) => return None,
@@ -119,9 +51,12 @@ impl Ingest {
                 corrupt_batch(corrupt, lineage)
                     .map_err(|e| Error::arrow(table.as_str(), e))
                     .and_then(|batch| {
-                        self.replanned(&table, || {
-                            self.runtime()
-                                .block_on(storage.replace(&table, batch.clone(), key))
+                        self.catalog.replanned(&table, || {
+                            self.runtime().block_on(storage.committer(mode).replace(
+                                &table,
+                                batch.clone(),
+                                key,
+                            ))
                         })
                     })
             }

@@ -16,7 +16,7 @@ use crate::source::discover;
 use crate::source::prefetch::{EarlyFetch, Prefetched, fetch_all};
 use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::stage::{self, CorruptLine, IdSet};
-use crate::table::Storage;
+use crate::table::{RunMode, Storage};
 
 /// The staged batch, wherever it lives.
 pub(super) struct StagedBatch {
@@ -194,7 +194,7 @@ impl Ingest {
     pub(super) fn stage_batch(
         &self,
         files: &[discover::SourceFile],
-        storage: &Storage,
+        storage_mode: (&Storage, RunMode),
         staging_table: &StagingTable<'_>,
         lineage: &Lineage,
         early: Option<EarlyFetch>,
@@ -210,7 +210,7 @@ impl Ingest {
         let persisted = (self.config.persist_staging || over_budget).then_some(staging_table);
         let mut chunks = Chunks::new(over_budget.then_some(self.config.memory_budget));
         let chunked = self.stage_chunks(files, &mut chunks, persisted, early)?;
-        self.complete_staging(chunked, &chunks, persisted, (storage, lineage))
+        self.complete_staging(chunked, &chunks, persisted, (storage_mode, lineage))
     }
 
     /// Stages `files` chunk by chunk as `chunks` cuts them, each chunk appended to the
@@ -280,7 +280,7 @@ impl Ingest {
         chunked: Chunked,
         chunks: &Chunks,
         persisted: Option<&StagingTable<'_>>,
-        (storage, lineage): (&Storage, &Lineage),
+        (storage_mode, lineage): ((&Storage, RunMode), &Lineage),
     ) -> Result<(StagedBatch, Vec<TableWrite>)> {
         let Chunked {
             seen,
@@ -300,7 +300,7 @@ impl Ingest {
         summary.topics = counts.into_iter().collect();
         let mut writes = Vec::new();
         if let Some(staging_table) = persisted {
-            writes.extend(self.write_corrupt(storage, &corrupt, lineage));
+            writes.extend(self.write_corrupt(storage_mode, &corrupt, lineage));
             self.runtime()
                 .block_on(staging_table.mark_complete(&summary))?;
         }

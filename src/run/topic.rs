@@ -16,7 +16,7 @@ use crate::flatten::{self, Lineage};
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 use crate::stage::spill::StagingTable;
-use crate::table::{self, Committed, Storage, Write};
+use crate::table::{self, Committed, RunMode, Storage, Write};
 
 /// Staged rows flattened in one pass: a topic staged in memory comes as one batch per
 /// group of files, flattened together; read back from the staging table it comes in
@@ -141,6 +141,8 @@ pub(super) enum TopicRows<'a> {
 /// What the topic tasks of one fan-out share.
 pub(super) struct Fanout<'a> {
     pub(super) storage: &'a Storage,
+    /// The run's mode, which its commits follow.
+    pub(super) mode: RunMode,
     pub(super) lineage: &'a Lineage,
     /// When the fan-out started.
     pub(super) started: i64,
@@ -166,7 +168,7 @@ struct TopicWrites<'t> {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Again {
     /// They do: the table's state after this write is kept for them
-    /// ([`Storage::keep_warm`]).
+    /// ([`crate::table::Opener::keep_warm`]).
     Later,
     /// This write is the run's last to the table.
     Never,
@@ -203,7 +205,7 @@ impl<'t> TopicWrites<'t> {
             Some(_) => Again::Never,
         };
         let result = run.write_topic(
-            fan.storage,
+            (fan.storage, fan.mode),
             &table,
             (self.topic, batches),
             fan.lineage,
@@ -293,7 +295,7 @@ impl Ingest {
     /// [`Self::after_write`].
     pub(super) fn write_topic(
         &self,
-        storage: &Storage,
+        storage_mode: (&Storage, RunMode),
         table: &TableName,
         (topic, batches): (&str, Vec<RecordBatch>),
         lineage: &Lineage,
@@ -304,16 +306,16 @@ impl Ingest {
             batches,
             evolution: self.config.flatten.evolution_for(topic),
         }];
-        self.write_parts(storage, table, parts, lineage, (write, again))
+        self.write_parts(storage_mode, table, parts, lineage, (write, again))
     }
 
     /// Commits `parts` to `table` in one commit under the table's lock (replacing the
-    /// batch's rows of their topics, or appending; planned again, up to [`MAX_REPLANS`]
-    /// times, when another process's commit conflicts with it:
+    /// batch's rows of their topics, or appending; planned again, up to
+    /// [`crate::catalog::MAX_REPLANS`] times, when another process's commit conflicts with it:
     /// [`table::is_replannable_conflict`]), then runs [`Self::after_write`].
     pub(super) fn write_parts(
         &self,
-        storage: &Storage,
+        (storage, mode): (&Storage, RunMode),
         table: &TableName,
         parts: Vec<table::Part>,
         lineage: &Lineage,
@@ -332,45 +334,21 @@ impl Ingest {
             })
             .collect::<Result<Vec<_>>>()?;
         let _guard = self.locks().lock(table);
-        let written = self.replanned(table, || {
-            self.runtime().block_on(storage.replace_parts(
-                table,
-                parts.clone(),
-                &lineage.key,
-                write,
-            ))
+        let written = self.catalog.replanned(table, || {
+            self.runtime()
+                .block_on(storage.committer(mode).replace_parts(
+                    table,
+                    parts.clone(),
+                    &lineage.key,
+                    write,
+                ))
         });
         written.map(|((c, outcomes), t)| {
             if let Some(t) = t.as_ref().filter(|_| again == Again::Later) {
-                storage.keep_warm(table, &t.table);
+                storage.opener().keep_warm(table, &t.table);
             }
             (self.after_write(storage, table, c, t), outcomes)
         })
-    }
-
-    /// Runs `write` (one commit to `table`, planned on the table as it is) until it does
-    /// not lose to another process's conflicting commit: when another process changed
-    /// the table's schema, or added or compacted files the commit's plan depended on,
-    /// while it was in flight, it is planned again on the new version (its files of the
-    /// failed attempt are left unreferenced, for VACUUM), after a jittered pause, up to
-    /// [`MAX_REPLANS`] times ([`table::is_replannable_conflict`]).
-    pub(super) fn replanned<T>(
-        &self,
-        table: &TableName,
-        mut write: impl FnMut() -> Result<T>,
-    ) -> Result<T> {
-        let mut replans = 0;
-        loop {
-            match write() {
-                Err(e) if replans < MAX_REPLANS && table::is_replannable_conflict(&e) => {
-                    replans += 1;
-                    self.catalog().count_replan();
-                    tracing::info!(table = %table, attempt = replans, conflict = %crate::error::chain(&e), "another writer committed to the table meanwhile; planning the commit again");
-                    std::thread::sleep(jittered(replans));
-                }
-                other => return other,
-            }
-        }
     }
 
     /// [`Self::after_commit`] when the write committed something to a table that had
@@ -539,7 +517,13 @@ impl Ingest {
         );
         let total = early + tables.len();
         rayon::join(write_own, || {
-            self.write_gathered(fan.storage, tables, fan.lineage, fan.written, total)
+            self.write_gathered(
+                (fan.storage, fan.mode),
+                tables,
+                fan.lineage,
+                fan.written,
+                total,
+            )
         })
     }
 
@@ -599,19 +583,4 @@ impl Ingest {
             }
         }
     }
-}
-
-/// Times a commit that lost to another writer's conflicting commit is planned again
-/// (with the pauses of [`jittered`], at most ~13 s in all).
-const MAX_REPLANS: u32 = 8;
-
-/// The pause before re-plan `n`: 50 ms doubling per attempt, with full jitter (so
-/// writers that lost together do not collide again).
-fn jittered(n: u32) -> std::time::Duration {
-    use std::hash::{BuildHasher as _, Hasher as _};
-    let random = std::collections::hash_map::RandomState::new()
-        .build_hasher()
-        .finish();
-    let cap_ms = 50u64 << n.min(6);
-    std::time::Duration::from_millis(random % cap_ms + 1)
 }

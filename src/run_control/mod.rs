@@ -4,8 +4,8 @@
 //! run. The backlog's ledgers read it to know which batches each entity has loaded,
 //! `bronze status` and the HTML report to say how each batch's last run went.
 //!
-//! [`rows`] makes the rows from a run's writes, [`write`] turns them into the batch a run
-//! appends, [`read`] reads them back.
+//! [`rows`] makes the rows from a run's writes, [`write`] appends them (one commit per
+//! run, [`append_rows`]), [`read`] reads them back.
 
 mod read;
 mod rows;
@@ -14,7 +14,7 @@ mod write;
 pub(crate) use read::{RunRow, rows_of, run_control_rows};
 pub(crate) use rows::{Invariant, TableWrite, check_commit, invariant_row, write_row};
 pub use rows::{RunControlRow, RunStatus};
-pub(crate) use write::{rows_batch, txn_storage, upkeep_due};
+pub(crate) use write::append_rows;
 
 /// The `table` value of the `_run_control` row that records a run's row accounting.
 pub const INVARIANT_ROW: &str = "(batch)";

@@ -1,5 +1,6 @@
-//! Writing `_run_control`: a run's rows as the one Arrow batch it appends, through a
-//! storage whose commits carry the batch's `txn`, and the cadence of the table's upkeep.
+//! Writing `_run_control`: a run's rows appended as one Arrow batch in one commit that
+//! carries the batch's `txn`, under the table's lock, and the cadence of the table's
+//! upkeep.
 
 use std::sync::Arc;
 
@@ -9,31 +10,68 @@ use arrow::array::{
 use arrow::datatypes::{DataType, Field, Schema};
 
 use super::rows::RunControlRow;
+use crate::batch::BatchKey;
+use crate::catalog::Catalog;
 use crate::error::{Error, Result};
 use crate::flatten;
-use crate::naming::{self, RUN_CONTROL_TABLE};
-use crate::table::{Committed, Storage};
+use crate::naming::{self, RUN_CONTROL_TABLE, TableName};
+use crate::table::{Committed, RunMode, Storage, Txns, WrittenTable};
 
 /// `_run_control`'s upkeep runs on every this many of its versions (its appends skip
 /// the file list in between).
 pub(crate) const UPKEEP_EVERY: u64 = 10;
 
-/// The storage `_run_control` is appended through: its commits carry the batch's `txn`,
-/// which is what tells the next run of the batch that it was loaded before.
-pub(crate) fn txn_storage(storage: &Storage) -> Storage {
-    Storage {
-        batch_txns: true,
-        ..storage.clone()
+/// Appends a run's `rows` (of the batch `key`) to `_run_control` in one commit, once,
+/// after the parallel phase: under the table's lock in `catalog`, and planned again when
+/// another writer's commit conflicts with it ([`Catalog::replanned`]). The commit carries
+/// the batch's `txn` ([`Txns::InTables`], whatever the run's `mode` says of the other
+/// tables): it is what tells the next run of the batch that it was loaded before. On the
+/// versions [`upkeep_due`] picks, `upkeep` runs on the table, the lock still held, so
+/// the table keeps a few files however many runs it records.
+pub(crate) fn append_rows(
+    catalog: &Catalog,
+    (storage, mode): (&Storage, RunMode),
+    (rows, key): (&[RunControlRow], &BatchKey),
+    upkeep: impl FnOnce(&TableName, Committed, WrittenTable),
+) -> Result<()> {
+    let table = TableName::system(RUN_CONTROL_TABLE);
+    let committer = storage.committer(RunMode {
+        txns: Txns::InTables,
+        ..mode
+    });
+    let batch = rows_batch(rows)?;
+    let _guard = catalog.locks().lock(&table);
+    // A blind append: only another writer's schema change conflicts with it.
+    let c = catalog.replanned(&table, || {
+        let append = committer.append(&table, batch.clone(), key);
+        catalog.runtime().block_on(append)
+    })?;
+    if !upkeep_due(&c) {
+        return Ok(());
     }
+    match catalog.runtime().block_on(storage.opener().open(&table)) {
+        Ok(Some(t)) => {
+            let written = WrittenTable {
+                table: t,
+                pending: Default::default(),
+            };
+            upkeep(&table, c, written);
+        }
+        Ok(None) => {}
+        Err(e) => {
+            tracing::warn!(table = %table, error = %crate::error::chain(&e), "table maintenance after commit failed")
+        }
+    }
+    Ok(())
 }
 
 /// The run's rows as the one batch it appends to `_run_control`.
-pub(crate) fn rows_batch(rows: &[RunControlRow]) -> Result<RecordBatch> {
+fn rows_batch(rows: &[RunControlRow]) -> Result<RecordBatch> {
     run_control_batch(rows).map_err(|e| Error::arrow(RUN_CONTROL_TABLE, e))
 }
 
 /// Whether commit `c` to `_run_control` is one its upkeep runs after ([`UPKEEP_EVERY`]).
-pub(crate) fn upkeep_due(c: &Committed) -> bool {
+fn upkeep_due(c: &Committed) -> bool {
     c.version.is_multiple_of(UPKEEP_EVERY)
 }
 

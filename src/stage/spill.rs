@@ -82,7 +82,7 @@ impl<'a> StagingTable<'a> {
 
     /// `Some(summary)` when a complete staging table of this batch exists.
     pub(crate) async fn complete(&self) -> Result<Option<StagingSummary>> {
-        let Some(t) = self.storage.open(&self.table).await? else {
+        let Some(t) = self.storage.opener().open(&self.table).await? else {
             return Ok(None);
         };
         let snapshot = t
@@ -128,9 +128,14 @@ impl<'a> StagingTable<'a> {
             .set_compression(Compression::UNCOMPRESSED)
             .set_dictionary_enabled(false)
             .build();
-        self.storage
-            .append_partitioned(&self.table, &batches, naming::TOPIC_HASH, props)
-            .await
+        crate::table::append_partitioned(
+            self.storage,
+            &self.table,
+            &batches,
+            naming::TOPIC_HASH,
+            props,
+        )
+        .await
     }
 
     /// Marks the table complete, recording the batch's counts.
@@ -162,7 +167,7 @@ impl<'a> StagingTable<'a> {
 
     /// The table, read from its log; an error naming `action` when there is none.
     async fn open_existing(&self, action: &'static str) -> Result<deltalake::DeltaTable> {
-        self.storage.open(&self.table).await?.ok_or_else(|| {
+        self.storage.opener().open(&self.table).await?.ok_or_else(|| {
             Error::delta(
                 self.table.as_str(),
                 action,

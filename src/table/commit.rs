@@ -2,7 +2,6 @@
 //! whole-file replace, and the rewrite of files that mix the batch's rows with others
 //! (and of schema changes, [`super::rewrite`]) when nothing cheaper applies.
 
-use std::num::NonZeroU64;
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
@@ -10,33 +9,53 @@ use arrow::datatypes::SchemaRef;
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::entry::{CommitNotes, commit_on, put_commit, with_batch_txns};
-use super::files::TOPICS_TAG;
-use super::files::{
-    BatchFiles, BatchRows, Folders, batch_files, same_schema, topics_of, whole_removes,
-};
+use super::datafiles::write_data_files;
+use super::entry::{CommitNotes, commit_on, put_commit};
+use super::files::{BatchFiles, BatchRows, Folders, batch_files, same_schema, whole_removes};
+use super::open::{Opener, Unloaded, Unopened};
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
 use super::stats::{Pending, WrittenTable};
-use super::strict::READ_VERSION;
-use super::unloaded::Unopened;
 use super::{
-    Committed, Part, PartOutcome, Storage, Work, Write, Written, arrow_schema, writer_properties,
+    Committed, Part, PartOutcome, RunMode, Storage, Txns, Work, Write, Written, arrow_schema,
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::flatten::fit;
 use crate::naming::TableName;
 
-impl Storage {
-    /// [`Storage::open_or_new_unless`], with the table's schema when it exists and
+/// Commits a batch's rows to the tables of a [`Storage`], each write in one commit, by
+/// the cheapest strategy that applies.
+#[derive(Clone, Copy)]
+pub(crate) struct Committer<'a> {
+    storage: &'a Storage,
+    /// The run's mode: where its `txn`s go, and how its tables open.
+    run: RunMode,
+}
+
+impl<'a> Committer<'a> {
+    pub(super) fn new(storage: &'a Storage, run: RunMode) -> Self {
+        Committer { storage, run }
+    }
+
+    fn opener(&self) -> Opener<'a> {
+        self.storage.opener()
+    }
+
+    /// `key` when this run's writes record the batch's `txn` in the tables they write
+    /// ([`Txns::InTables`]).
+    pub(super) fn txn<'k>(&self, key: Option<&'k BatchKey>) -> Option<&'k BatchKey> {
+        key.filter(|_| self.run.txns == Txns::InTables)
+    }
+
+    /// [`Opener::open_or_new_unless`], with the table's schema when it exists and
     /// how its rows tell their folder ([`Folders::SourceFile`] when it does not exist).
     async fn open_for_write(
         &self,
         table: &TableName,
         unopened: Unopened,
     ) -> Result<(DeltaTable, Option<DeltaTable>, Option<SchemaRef>, Folders)> {
-        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
+        let (handle, existing) = self.opener().open_or_new_unless(table, unopened).await?;
         let schema = existing
             .as_ref()
             .map(|t| arrow_schema(table, t))
@@ -47,15 +66,19 @@ impl Storage {
 
     /// Replaces the rows of `key` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
-    /// appends take the direct paths ([`Storage::open_unloaded`] first, then
-    /// [`Storage::write_direct`]), a replace [`Storage::rewrite`].
+    /// appends take the direct paths ([`Opener::open_unloaded`] first, then
+    /// [`Committer::write_direct`]), a replace [`Rewriter::rewrite`].
     pub(crate) async fn replace(
         &self,
         table: &TableName,
         batch: RecordBatch,
         key: &BatchKey,
     ) -> Result<Committed> {
-        let unopened = match self.open_unloaded(table, key, Write::Replace).await {
+        let unopened = match self
+            .opener()
+            .open_unloaded(table, key, Write::Replace, self.run)
+            .await
+        {
             Ok(u) => {
                 let fitted = [fit::cast_to_table(table, batch.clone(), &u.schema)?];
                 if let Some(c) = self.append_unloaded(table, &u, &fitted, key).await? {
@@ -159,7 +182,7 @@ impl Storage {
         Ok(((c, fitted.outcomes), written))
     }
 
-    /// [`Storage::replace_whole_files`] of `existing` when `files` are
+    /// [`Committer::replace_whole_files`] of `existing` when `files` are
     /// [`BatchFiles::Whole`] and that applies; else `Err` with `existing` back.
     async fn whole_files(
         &self,
@@ -182,8 +205,8 @@ impl Storage {
         }
     }
 
-    /// [`Storage::replace_parts`] on a table opened from its log alone
-    /// ([`Storage::open_unloaded`]): the parts fitted and appended in one commit. `Err`
+    /// [`Committer::replace_parts`] on a table opened from its log alone
+    /// ([`Opener::open_unloaded`]): the parts fitted and appended in one commit. `Err`
     /// with why not when the loaded way must take the table (not openable so, or its
     /// version was taken meanwhile).
     pub(super) async fn replace_parts_unloaded(
@@ -194,7 +217,11 @@ impl Storage {
         write: Write,
     ) -> Result<std::result::Result<Written, Unopened>> {
         let t0 = std::time::Instant::now();
-        let u = match self.open_unloaded(table, key, write).await {
+        let u = match self
+            .opener()
+            .open_unloaded(table, key, write, self.run)
+            .await
+        {
             Ok(u) => u,
             Err(why) => return Ok(Err(why)),
         };
@@ -220,8 +247,8 @@ impl Storage {
 
     /// The path for what the direct ones do not take (schema changes, types outside the
     /// flattener's, replaces of files that mix batches or topics): on an existing table
-    /// [`Storage::rewrite`] replaces the `rows` given (or appends, schemas merged); a new
-    /// table is created first ([`Storage::create_empty`]) and then written to.
+    /// [`Rewriter::rewrite`] replaces the `rows` given (or appends, schemas merged); a new
+    /// table is created first ([`Committer::create_empty`]) and then written to.
     pub(super) async fn write_rewrite(
         &self,
         table: &TableName,
@@ -237,9 +264,13 @@ impl Storage {
         };
         let what = Rewrite {
             rows,
-            key: Some(key),
+            txn: self.txn(Some(key)),
         };
-        let (c, written) = self.rewrite(table, &t, batches, what).await?;
+        let (c, written) = self
+            .storage
+            .rewriter()
+            .rewrite(table, &t, batches, what)
+            .await?;
         Ok((c, Some(written)))
     }
 
@@ -254,7 +285,7 @@ impl Storage {
     ) -> Result<DeltaTable> {
         use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
         let delta = |e| Error::delta(table.as_str(), "create", e);
-        self.ensure_local_dir(table)?;
+        self.storage.ensure_local_dir(table)?;
         let Some(first) = batches.first() else {
             return Err(delta(DeltaTableError::Generic("nothing to write".into())));
         };
@@ -266,12 +297,13 @@ impl Storage {
         let created = handle
             .create()
             .with_columns(kernel.fields().cloned())
-            .with_configuration(self.table_properties(false))
+            .with_configuration(self.storage.table_properties(false))
             .with_save_mode(SaveMode::Ignore)
             .await
             .map_err(delta)?;
         drop(created);
-        self.open(table)
+        self.opener()
+            .open(table)
             .await?
             .ok_or_else(|| delta(DeltaTableError::NotInitialized))
     }
@@ -283,7 +315,7 @@ impl Storage {
     ///
     /// [`Created::NotApplicable`] when a column has a type outside [`plain_type`]'s
     /// (another could need a protocol feature, e.g. `timestampNtz`): the caller creates
-    /// the table through deltalake first ([`Storage::create_empty`]).
+    /// the table through deltalake first ([`Committer::create_empty`]).
     pub(super) async fn create_with_files(
         &self,
         handle: &DeltaTable,
@@ -307,6 +339,7 @@ impl Storage {
         let batches = conformed.as_slice();
         let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
         let configuration: Vec<(String, String)> = self
+            .storage
             .table_properties(key.is_some())
             .into_iter()
             .filter_map(|(k, v)| Some((k, v?)))
@@ -322,16 +355,22 @@ impl Storage {
         // kernel's default number of leading columns (32).
         let stats = StatsColumns::new_table();
         let log_store = handle.log_store();
-        let (adds, c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, CommitNotes::of(key))
-            .await?;
+        let (adds, c, properties) = write_data_files(
+            self.storage,
+            &log_store,
+            schema,
+            batches,
+            stats,
+            CommitNotes::of(self.txn(key)),
+        )
+        .await?;
         let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
         actions.extend(adds.into_iter().map(Action::Add));
         // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
         // taken retries as a commit on top, whose metadata would replace the other
         // writer's schema; here the rows go through the existing-table path instead.
         let put = put_commit(&log_store, 0, properties, actions);
-        Ok(if self.clock.time(Work::Commit, put).await? {
+        Ok(if self.storage.clock.time(Work::Commit, put).await? {
             Created::Committed(c)
         } else {
             Created::Raced
@@ -342,7 +381,7 @@ impl Storage {
     /// `batches` ([`Self::create_with_files`]); an existing one gets them appended for a
     /// [`Write::Append`] when they have the table's schema ([`Self::append_files`]).
     /// Otherwise [`Direct::NotApplicable`] hands back the table for
-    /// [`Storage::write_rewrite`] (loaded anew when another writer created it meanwhile).
+    /// [`Committer::write_rewrite`] (loaded anew when another writer created it meanwhile).
     pub(super) async fn write_direct(
         &self,
         table: &TableName,
@@ -353,7 +392,7 @@ impl Storage {
         key: Option<&BatchKey>,
     ) -> Result<Direct> {
         let Some(t) = existing else {
-            self.ensure_local_dir(table)?;
+            self.storage.ensure_local_dir(table)?;
             let created = self
                 .create_with_files(handle, batches, key)
                 .await
@@ -366,7 +405,7 @@ impl Storage {
                 // unreferenced until a VACUUM.
                 Created::Raced => {
                     tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
-                    Ok(Direct::NotApplicable(self.open(table).await?))
+                    Ok(Direct::NotApplicable(self.opener().open(table).await?))
                 }
                 Created::NotApplicable => Ok(Direct::NotApplicable(None)),
             };
@@ -386,7 +425,7 @@ impl Storage {
     /// those files go whole and the new files are added, in one commit recording the
     /// rows' predicate ([`BatchRows::sql`]). `Ok(None)` (nothing written) when a file of
     /// the batch holds a topic written now beside one that is not (its other rows must
-    /// stay) or the rows need a schema change: the caller's [`Storage::write_rewrite`]
+    /// stay) or the rows need a schema change: the caller's [`Committer::write_rewrite`]
     /// handles those.
     pub(super) async fn replace_whole_files(
         &self,
@@ -412,15 +451,15 @@ impl Storage {
         let stats = StatsColumns::of(snapshot);
         let log_store = t.log_store();
         let notes = CommitNotes {
-            key: Some(key),
+            txn: self.txn(Some(key)),
             read_version: Some(snapshot.version()),
             removed: Some((removes.len() as u64, removed_rows)),
             rewritten_rows: 0,
         };
-        let (adds, mut c, properties) = self
-            .write_data_files(&log_store, schema, batches, stats, notes)
-            .await
-            .map_err(delta)?;
+        let (adds, mut c, properties) =
+            write_data_files(self.storage, &log_store, schema, batches, stats, notes)
+                .await
+                .map_err(delta)?;
         let pending = Pending {
             adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
             removes: removes.iter().map(|r| r.path.clone()).collect(),
@@ -439,78 +478,14 @@ impl Storage {
             },
             pending,
         );
-        let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
+        let (version, written) = self
+            .storage
+            .clock
+            .time(Work::Commit, commit)
+            .await
+            .map_err(delta)?;
         c.version = version;
         Ok(Some((c, written)))
-    }
-
-    /// Writes `batches` as data files of the table behind `log_store` (our writer
-    /// properties, `stats` for the statistics); returns their add actions, what they add,
-    /// and commit properties that record the writer's own row count and, for rows of
-    /// `key`, the batch's `txn` when [`Storage::batch_txns`] ([`BATCH_TXN_PROPERTY`]).
-    pub(super) async fn write_data_files(
-        &self,
-        log_store: &deltalake::logstore::LogStoreRef,
-        schema: SchemaRef,
-        batches: &[RecordBatch],
-        stats: StatsColumns,
-        notes: CommitNotes<'_>,
-    ) -> std::result::Result<
-        (
-            Vec<deltalake::kernel::Add>,
-            Committed,
-            deltalake::kernel::transaction::CommitProperties,
-        ),
-        DeltaTableError,
-    > {
-        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-
-        let started = std::time::Instant::now();
-        let config = WriterConfig::new(
-            schema,
-            Vec::new(),
-            Some(writer_properties(self.compression)),
-            NonZeroU64::new(self.target_file_size),
-            None,
-            stats.num_indexed,
-            stats.columns,
-        );
-        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-        for b in batches {
-            writer.write(b).await?;
-        }
-        let adds = with_topics_tag(writer.close().await?, batches)?;
-        // Rows of removed files written again are not the writer's new rows.
-        let rows: u64 =
-            batches.iter().map(|b| b.num_rows() as u64).sum::<u64>() - notes.rewritten_rows;
-        let c = Committed {
-            files_added: adds.len() as u64,
-            bytes_added: adds.iter().map(|a| a.size.max(0) as u64).sum(),
-            rows_added: rows,
-            ..Default::default()
-        };
-        let metrics = write_metrics(rows, adds.len(), started, notes);
-        let properties = self.write_properties(metrics, notes);
-        self.clock.add(Work::WriteFiles, started);
-        Ok((adds, c, properties))
-    }
-
-    /// Commit properties with `metrics` (`operationMetrics`), the read version `notes`
-    /// give, and the batch's `txn` when [`Storage::batch_txns`].
-    fn write_properties(
-        &self,
-        metrics: serde_json::Value,
-        notes: CommitNotes<'_>,
-    ) -> deltalake::kernel::transaction::CommitProperties {
-        let mut metadata = vec![("operationMetrics".to_string(), metrics)];
-        if let Some(v) = notes.read_version {
-            metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
-        }
-        let mut properties = super::commit_properties().with_metadata(metadata);
-        if let Some(key) = notes.key.filter(|_| self.batch_txns) {
-            properties = with_batch_txns(properties, key);
-        }
-        properties
     }
 
     /// A plain append of rows in the table's own schema: data files written with
@@ -532,15 +507,15 @@ impl Storage {
             return Err(DeltaTableError::Generic("nothing to append".into()));
         };
         let log_store = t.log_store();
-        let (adds, mut c, properties) = self
-            .write_data_files(
-                &log_store,
-                first.schema(),
-                batches,
-                stats,
-                CommitNotes::of(key),
-            )
-            .await?;
+        let (adds, mut c, properties) = write_data_files(
+            self.storage,
+            &log_store,
+            first.schema(),
+            batches,
+            stats,
+            CommitNotes::of(self.txn(key)),
+        )
+        .await?;
         let pending = Pending {
             adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
             removes: Vec::new(),
@@ -557,7 +532,7 @@ impl Storage {
             },
             pending,
         );
-        let (version, written) = self.clock.time(Work::Commit, commit).await?;
+        let (version, written) = self.storage.clock.time(Work::Commit, commit).await?;
         c.version = version;
         Ok((c, written))
     }
@@ -570,7 +545,11 @@ impl Storage {
         key: &BatchKey,
     ) -> Result<Committed> {
         // Opened from its log alone when it can be (no `txn` check: nothing is replaced).
-        let unopened = match self.open_unloaded(table, key, Write::Append).await {
+        let unopened = match self
+            .opener()
+            .open_unloaded(table, key, Write::Append, self.run)
+            .await
+        {
             Ok(u) => {
                 let batches = std::slice::from_ref(&batch);
                 if let Some(c) = self.append_unloaded(table, &u, batches, key).await? {
@@ -580,7 +559,7 @@ impl Storage {
             }
             Err(why) => why,
         };
-        let (handle, existing) = self.open_or_new_unless(table, unopened).await?;
+        let (handle, existing) = self.opener().open_or_new_unless(table, unopened).await?;
         let batches = std::slice::from_ref(&batch);
         let existing = match self
             .write_direct(table, &handle, existing, Write::Append, batches, Some(key))
@@ -595,123 +574,61 @@ impl Storage {
         Ok(c)
     }
 
-    /// Deletes the rows of `key` ([`BatchRows::of`]), if the table exists. Returns the
-    /// version (unchanged when no file held them).
-    pub(crate) async fn delete_batch(
+    /// Appends `batches` to an [`Opener::open_unloaded`] table in one commit at the
+    /// version after the one it was opened at, put only if absent. `Ok(None)`, nothing
+    /// committed, when the batches' schema is not the table's (the loaded path merges
+    /// them) or another writer took that version (the data files written stay
+    /// unreferenced until a VACUUM): the caller goes the loaded way.
+    pub(super) async fn append_unloaded(
         &self,
         table: &TableName,
-        key: &BatchKey,
-    ) -> Result<Option<u64>> {
-        let Some(t) = self.open(table).await? else {
-            return Ok(None);
-        };
-        let rows = BatchRows::of(key, Folders::of(arrow_schema(table, &t)?.as_ref()));
-        let what = Rewrite {
-            rows: Some(rows),
-            key: None,
-        };
-        let (c, _) = self.rewrite(table, &t, &[], what).await?;
-        Ok(Some(c.version))
-    }
-}
-
-impl Storage {
-    /// Appends `batches` to `table`, partitioned by the `partition` column, in one commit
-    /// put as the next version (created at version 0, without table properties, when
-    /// missing). For a table one run writes alone (its staging table): a version taken
-    /// meanwhile is an error.
-    pub(crate) async fn append_partitioned(
-        &self,
-        table: &TableName,
+        u: &Unloaded,
         batches: &[RecordBatch],
-        partition: &str,
-        properties: parquet::file::properties::WriterProperties,
-    ) -> Result<()> {
-        use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+        key: &BatchKey,
+    ) -> Result<Option<Committed>> {
+        if !batches
+            .iter()
+            .all(|b| b.schema().fields() == u.schema.fields())
+        {
+            return Ok(None);
+        }
+        let appended = self.put_unloaded(u, batches, key).await;
+        let c = appended.map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        if c.is_none() {
+            tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
+        }
+        Ok(c)
+    }
+
+    /// [`Committer::append_unloaded`]'s data files and commit.
+    async fn put_unloaded(
+        &self,
+        u: &Unloaded,
+        batches: &[RecordBatch],
+        key: &BatchKey,
+    ) -> std::result::Result<Option<Committed>, DeltaTableError> {
         use deltalake::kernel::Action;
 
-        let delta = |e: DeltaTableError| Error::delta(table.as_str(), "write", e);
-        let Some(first) = batches.first() else {
-            return Ok(());
-        };
-        let handle = self.create_handle(table).await?;
-        let version = handle.version().map_or(0, |v| v + 1);
-        let log_store = handle.log_store();
-        let schema = first.schema();
-        let stats = StatsColumns::new_table();
-        let config = WriterConfig::new(
-            Arc::clone(&schema),
-            vec![partition.to_string()],
-            Some(properties),
-            None,
-            None,
-            stats.num_indexed,
-            stats.columns,
-        );
-        let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-        for b in batches {
-            writer.write(b).await.map_err(delta)?;
+        // Default statistics columns: `open_unloaded` took only such tables.
+        let stats = super::shape::StatsColumns::new_table();
+        let (adds, mut c, properties) = write_data_files(
+            self.storage,
+            &u.log_store,
+            Arc::clone(&u.schema),
+            batches,
+            stats,
+            CommitNotes::of(self.txn(Some(key))),
+        )
+        .await?;
+        let actions = adds.into_iter().map(Action::Add).collect();
+        let version = u.version + 1;
+        let put = put_commit(&u.log_store, version, properties, actions);
+        if !self.storage.clock.time(Work::Commit, put).await? {
+            return Ok(None);
         }
-        let adds = writer.close().await.map_err(delta)?;
-        let mut actions = Vec::with_capacity(adds.len() + 2);
-        if version == 0 {
-            actions.extend(create_actions(table, &schema, partition)?);
-        }
-        actions.extend(adds.into_iter().map(Action::Add));
-        let properties = super::commit_properties();
-        if put_commit(&log_store, version, properties, actions)
-            .await
-            .map_err(delta)?
-        {
-            Ok(())
-        } else {
-            Err(delta(DeltaTableError::Generic(format!(
-                "version {version} was written by another process meanwhile"
-            ))))
-        }
+        c.version = version;
+        Ok(Some(c))
     }
-}
-
-/// `adds` tagged with the topics of `batches` ([`TOPICS_TAG`]) when they name any.
-fn with_topics_tag(
-    mut adds: Vec<deltalake::kernel::Add>,
-    batches: &[RecordBatch],
-) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
-    if let Some(topics) = topics_of(batches).filter(|t| !t.is_empty()) {
-        let tag = serde_json::to_string(&topics)?;
-        for a in &mut adds {
-            a.tags = Some(std::collections::HashMap::from([(
-                TOPICS_TAG.to_string(),
-                Some(tag.clone()),
-            )]));
-        }
-    }
-    Ok(adds)
-}
-
-/// The `operationMetrics` of a write of `rows` new rows in `files` files begun at
-/// `started`, with what `notes` say it removes and writes again.
-fn write_metrics(
-    rows: u64,
-    files: usize,
-    started: std::time::Instant,
-    notes: CommitNotes<'_>,
-) -> serde_json::Value {
-    // The metric names of deltalake's own writes, so `history` reads both alike.
-    let mut metrics = serde_json::json!({
-        "num_added_rows": rows,
-        "num_added_files": files,
-        "execution_time_ms": started.elapsed().as_millis() as u64,
-    });
-    if let Some((files, rows)) = notes.removed {
-        metrics["num_removed_files"] = files.into();
-        metrics["num_removed_rows"] = rows.into();
-    }
-    if notes.rewritten_rows > 0 {
-        // delta-rs's name (DELETE, MERGE) for rows of removed files written again.
-        metrics["num_copied_rows"] = notes.rewritten_rows.into();
-    }
-    metrics
 }
 
 /// Logs at debug level a commit of `table` by `strategy`: how long it took to open and
@@ -741,32 +658,7 @@ fn debug_rewritten(table: &TableName, (started, ready): (std::time::Instant, std
     );
 }
 
-/// The protocol and metadata actions that create `table` with `schema`, partitioned by
-/// the `partition` column, without table properties.
-fn create_actions(
-    table: &TableName,
-    schema: &SchemaRef,
-    partition: &str,
-) -> Result<[deltalake::kernel::Action; 2]> {
-    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-    use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
-
-    let delta = |e: DeltaTableError| Error::delta(table.as_str(), "write", e);
-    let kernel: StructType = schema
-        .as_ref()
-        .try_into_kernel()
-        .map_err(|e| Error::arrow(table.as_str(), e))?;
-    let metadata = new_metadata(&kernel, [partition], Vec::<(String, String)>::new())
-        .map_err(|e| delta(e.into()))?;
-    let protocol: Protocol = serde_json::from_value(serde_json::json!({
-        "minReaderVersion": 1,
-        "minWriterVersion": 2,
-    }))
-    .map_err(|e| delta(e.into()))?;
-    Ok([Action::Protocol(protocol), Action::Metadata(metadata)])
-}
-
-/// What [`Storage::write_direct`] did.
+/// What [`Committer::write_direct`] did.
 pub(super) enum Direct {
     /// Committed; the table for the maintenance after it, if it needs any.
     Done(Committed, Option<WrittenTable>),
@@ -774,7 +666,7 @@ pub(super) enum Direct {
     NotApplicable(Option<DeltaTable>),
 }
 
-/// What [`Storage::create_with_files`] did.
+/// What [`Committer::create_with_files`] did.
 pub(super) enum Created {
     /// The table was created at version 0 with the rows.
     Committed(Committed),

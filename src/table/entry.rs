@@ -181,12 +181,13 @@ async fn put_entry(
 }
 
 /// What a direct commit records beside the rows and files it adds
-/// ([`Storage::write_data_files`]).
+/// ([`super::datafiles::write_data_files`]).
 #[derive(Clone, Copy, Default)]
 pub(super) struct CommitNotes<'a> {
-    /// The batch whose rows it writes: its `txn` when [`Storage::batch_txns`]
-    /// ([`super::unloaded::BATCH_TXN_PROPERTY`]).
-    pub(super) key: Option<&'a BatchKey>,
+    /// The batch whose `txn` it records (`None`: no `txn`), when its rows are the
+    /// batch's and the run records `txn`s in the tables it writes
+    /// ([`super::BATCH_TXN_PROPERTY`]).
+    pub(super) txn: Option<&'a BatchKey>,
     /// The version it was planned on, for a commit that removes files
     /// ([`super::strict::StrictCommits`]).
     pub(super) read_version: Option<u64>,
@@ -197,10 +198,10 @@ pub(super) struct CommitNotes<'a> {
 }
 
 impl<'a> CommitNotes<'a> {
-    /// A commit of `key`'s rows (if any) that removes nothing.
-    pub(super) fn of(key: Option<&'a BatchKey>) -> Self {
+    /// A commit that records the `txn` of `txn` (if any) and removes nothing.
+    pub(super) fn of(txn: Option<&'a BatchKey>) -> Self {
         CommitNotes {
-            key,
+            txn,
             ..Default::default()
         }
     }

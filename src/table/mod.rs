@@ -9,12 +9,19 @@
 //! already has a column, its type wins when the new values can be cast losslessly
 //! (`crate::flatten::fit`), otherwise the part fails with an error naming the column.
 //!
-//! - this module: [`Storage`] (a schema's address and write settings), opening tables,
-//!   table properties, parquet writer properties;
-//! - [`commit`]: the commit strategies, cheapest first: an append to a table opened from
-//!   its log alone ([`unloaded`]), a direct commit of new files, a whole-file replace,
-//!   and a rewrite of the files that mix the batch's rows with others ([`rewrite`]) when
-//!   nothing cheaper applies;
+//! - this module: [`Storage`] (a schema's address, write settings and the run's opened
+//!   tables, which each job borrows), a run's [`RunMode`], table properties, parquet
+//!   writer properties;
+//! - [`open`]: [`Opener`], opening tables: loaded, from their log alone for an append,
+//!   ahead of their writes, or kept from the run's last commit to them;
+//! - [`commit`]: [`Committer`], the commit strategies, cheapest first: an append to a
+//!   table opened from its log alone, a direct commit of new files, a whole-file replace,
+//!   and a rewrite of the files that mix the batch's rows with others when nothing
+//!   cheaper applies;
+//! - [`rewrite`]: [`Rewriter`], replacing (or deleting) a batch's rows in files that
+//!   hold others too, and schema merges;
+//! - [`datafiles`]: the data files a commit adds and its commit properties;
+//! - [`partitioned`]: the staging table's append;
 //! - [`scan`]: a table's rows read back (`_run_control`, the staging table);
 //! - [`files`]: which files and rows of a table belong to a batch;
 //! - [`stats`]: what a commit did, read back from the table;
@@ -26,32 +33,38 @@ use std::sync::Arc;
 use arrow::array::RecordBatch;
 use arrow::datatypes::SchemaRef;
 use deltalake::logstore::object_store::DynObjectStore;
-use deltalake::{DeltaTable, DeltaTableBuilder, DeltaTableError};
+use deltalake::{DeltaTable, DeltaTableBuilder};
 pub use parquet::basic::Compression;
 use parquet::file::properties::{EnabledStatistics, WriterProperties};
 use parquet::schema::types::ColumnPath;
 use url::Url;
 
 use crate::error::{Error, Result};
-use crate::naming::{self, LANDING_PATH, TableName};
+use crate::naming::{self, CORRUPT_TABLE, LANDING_PATH, RUN_CONTROL_TABLE, TableName};
 
 mod commit;
 mod compact;
+mod datafiles;
 mod entry;
 mod files;
-mod preopen;
+mod open;
+mod partitioned;
 mod rewrite;
 pub(crate) mod scan;
 mod shape;
 mod stats;
 mod strict;
-mod unloaded;
 pub(crate) mod upkeep;
 pub(crate) mod writable;
 
-pub(crate) use preopen::AbortOnDrop;
+pub(crate) use commit::Committer;
+use open::BATCH_TXN_PROPERTY;
+#[cfg(test)]
+use open::Unopened;
+pub(crate) use open::{AbortOnDrop, Opener};
+pub(crate) use partitioned::append_partitioned;
+pub(crate) use rewrite::Rewriter;
 pub(crate) use stats::WrittenTable;
-use unloaded::{BATCH_TXN_PROPERTY, Unopened};
 
 /// Where the tables of one schema live, and how to reach them.
 #[derive(Clone, Debug)]
@@ -67,26 +80,12 @@ pub(crate) struct Storage {
     pub(crate) compression: Compression,
     /// Auto compaction's small-file trigger; `None` when auto compaction is off.
     pub(crate) auto_compact_at: Option<u64>,
-    /// Whether appends try [`Storage::open_unloaded`] (off for a batch loaded before,
-    /// or one a run wrote rows of without recording them in `_run_control`).
-    pub(crate) unloaded_appends: bool,
-    /// Whether a write of a batch's rows records the batch's `txn` in every table it
-    /// writes ([`BATCH_TXN_PROPERTY`]), and [`Storage::open_unloaded`] trusts a table
-    /// without one to hold no rows of the batch only while its `txn`s never expire. Off
-    /// for loads that hold the batch lease: a run that ends without recording its rows
-    /// in `_run_control` leaves its lease behind, which tells the next run instead, so
-    /// only `_run_control` records the `txn` (each table's set would grow by one per
-    /// batch forever).
-    pub(crate) batch_txns: bool,
     /// Object store options (credentials, endpoints) for deltalake's log stores.
     pub(crate) options: crate::store::location::StorageOptions,
-    /// Tables opened ahead of their first write ([`Storage::preopen`]).
-    pub(crate) preopened: preopen::Preopened,
     /// Time the run's table tasks spent in each kind of work ([`TaskClock`]).
     pub(crate) clock: Arc<TaskClock>,
-    /// Tables this run will write again, as loaded at their last commit
-    /// ([`Storage::keep_warm`]).
-    pub(crate) warm: Arc<parking_lot::Mutex<std::collections::HashMap<TableName, DeltaTable>>>,
+    /// The run's tables opened ahead of their writes or kept from them ([`Opener`]).
+    pub(crate) opened: open::Opened,
 }
 
 /// Time a run's table tasks spent in each kind of work, summed over the tasks (they run
@@ -247,6 +246,45 @@ pub(crate) enum Write {
     Append,
 }
 
+/// What a run found of earlier runs of its batch, before writing: whether its tables
+/// may hold rows of the batch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Seen {
+    /// No earlier run of the batch is known: none is recorded in `_run_control` and none
+    /// left its lease behind. Appends and replaces open a table from its log alone
+    /// ([`Opener::open_unloaded`]) when its `txn`s or the run's lease tell it holds no
+    /// row of the batch.
+    #[default]
+    Never,
+    /// An earlier run loaded the batch, or wrote rows of it without recording them in
+    /// `_run_control`: a replace loads the table with its file list to find them.
+    Before,
+}
+
+/// Where a run's writes of a batch's rows record the batch's `txn`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum Txns {
+    /// In every table they write ([`BATCH_TXN_PROPERTY`]); [`Opener::open_unloaded`]
+    /// then trusts a table without one to hold no rows of the batch only while its
+    /// `txn`s never expire.
+    #[default]
+    InTables,
+    /// In `_run_control` only: loads that hold the batch lease. A run that ends without
+    /// recording its rows in `_run_control` leaves its lease behind, which tells the
+    /// next run instead (each table's set of `txn`s would grow by one per batch
+    /// forever).
+    RunControl,
+}
+
+/// What a run decided about its batch before writing, which its opens and commits
+/// follow ([`Committer`], [`Opener::open_unloaded`]). The default is a first run that
+/// records the batch's `txn` in every table it writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct RunMode {
+    pub(crate) seen: Seen,
+    pub(crate) txns: Txns,
+}
+
 /// The properties every commit of bronze starts from: delta-rs's clean-up of expired log
 /// entries after a checkpoint is off. It lists the whole log and reads each entry's
 /// modification time, a cost that grows with the table's history (after a backfill of
@@ -308,6 +346,21 @@ pub(crate) struct Committed {
 }
 
 impl Storage {
+    /// Opens the tables ([`Opener`]).
+    pub(crate) fn opener(&self) -> Opener<'_> {
+        Opener::new(self)
+    }
+
+    /// Commits a `run`'s writes to the tables ([`Committer`]).
+    pub(crate) fn committer(&self, run: RunMode) -> Committer<'_> {
+        Committer::new(self, run)
+    }
+
+    /// Replaces rows in files that hold others too ([`Rewriter`]).
+    pub(crate) fn rewriter(&self) -> Rewriter<'_> {
+        Rewriter::new(self)
+    }
+
     pub(crate) fn table_url(&self, table: &TableName) -> Result<Url> {
         self.schema_url
             .join(&format!("{}/", table.as_str()))
@@ -340,18 +393,13 @@ impl Storage {
         })
     }
 
-    /// The table, loaded; `Ok(None)` when there is no Delta table there yet.
-    pub(crate) async fn open(&self, table: &TableName) -> Result<Option<DeltaTable>> {
-        Ok(self.open_or_new(table).await?.1)
-    }
-
     /// The table's log store, nothing read: for reading its commits one by one.
     pub(crate) fn log_store(&self, table: &TableName) -> Result<deltalake::logstore::LogStoreRef> {
         Ok(self.handle(table)?.log_store())
     }
 
     /// The table's handle, not loaded; its commits go through [`strict::StrictCommits`].
-    fn handle(&self, table: &TableName) -> Result<DeltaTable> {
+    pub(super) fn handle(&self, table: &TableName) -> Result<DeltaTable> {
         let t = self
             .builder(table)?
             .build()
@@ -361,93 +409,14 @@ impl Storage {
 
     /// Local catalogs: whether the table's folder has no `_delta_log`, i.e. no table yet
     /// (deltalake reports a missing local path as an error, not as `NotATable`).
-    fn local_log_missing(&self, table: &TableName) -> bool {
+    pub(super) fn local_log_missing(&self, table: &TableName) -> bool {
         self.local_dir(table)
             .is_some_and(|d| !d.join("_delta_log").is_dir())
     }
 
-    /// `(unloaded handle, loaded table if it exists)`; a table [`Storage::preopen`]
-    /// loaded ahead is taken from there.
-    async fn open_or_new(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        if let Some(preopen::Ahead::Loaded(opened)) =
-            self.preopened.take(table, preopen::Open::Loaded).await
-        {
-            return opened;
-        }
-        if let Some(opened) = self.open_warm(table).await {
-            return Ok(opened);
-        }
-        self.open_or_new_now(table).await
-    }
-
-    /// Keeps `t`, as loaded for or after a commit of this run, for the run's next write
-    /// to the table: that write reads only the log entries added since
-    /// ([`Storage::open_or_new`]) rather than the whole log again. Over the memory budget
-    /// every topic commits to the child tables it shares with the others, and each
-    /// commit read the whole log of a table whose versions grew with the topics.
-    pub(crate) fn keep_warm(&self, table: &TableName, t: &DeltaTable) {
-        if t.version().is_some() {
-            self.warm.lock().insert(table.clone(), t.clone());
-        }
-    }
-
-    /// Whether [`Storage::keep_warm`] holds `table`.
-    pub(super) fn is_warm(&self, table: &TableName) -> bool {
-        self.warm.lock().contains_key(table)
-    }
-
-    /// The table [`Storage::keep_warm`] holds, brought up to date with the commits made
-    /// since (by this run or any other writer); `None` when there is none or it cannot
-    /// be brought up to date (then the log is read again).
-    async fn open_warm(&self, table: &TableName) -> Option<(DeltaTable, Option<DeltaTable>)> {
-        let mut t = self.warm.lock().remove(table)?;
-        match self
-            .clock
-            .time(Work::Open, t.update_incremental(None))
-            .await
-        {
-            Ok(()) => Some((t.clone(), Some(t))),
-            Err(e) => {
-                tracing::debug!(table = %table, error = %e, "kept table not brought up to date; reading its log again");
-                None
-            }
-        }
-    }
-
-    /// [`Storage::open_or_new`], reading the log now.
-    async fn open_or_new_now(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        self.clock.time(Work::Open, self.load_now(table)).await
-    }
-
-    /// [`Storage::open_or_new_now`]'s work.
-    async fn load_now(&self, table: &TableName) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        let mut t = self.handle(table)?;
-        if self.local_log_missing(table) {
-            return Ok((t, None));
-        }
-        match t.load().await {
-            Ok(()) => Ok((t.clone(), Some(t))),
-            Err(DeltaTableError::NotATable(_)) => Ok((t, None)),
-            Err(e) => Err(Error::delta(table.as_str(), "open", e)),
-        }
-    }
-
-    /// [`Storage::open_or_new`], without a second look at a log found empty
-    /// ([`Unopened::Absent`]: no table yet, the caller creates it).
-    async fn open_or_new_unless(
-        &self,
-        table: &TableName,
-        unopened: Unopened,
-    ) -> Result<(DeltaTable, Option<DeltaTable>)> {
-        if unopened != Unopened::Absent {
-            return self.open_or_new(table).await;
-        }
-        Ok((self.handle(table)?, None))
-    }
-
     /// Properties set on every table at creation; with `batch_txns`, on a table created
     /// by a write of a batch's rows, [`BATCH_TXN_PROPERTY`] too.
-    fn table_properties(&self, batch_txns: bool) -> Vec<(String, Option<String>)> {
+    pub(super) fn table_properties(&self, batch_txns: bool) -> Vec<(String, Option<String>)> {
         let mut props: Vec<_> = upkeep::default_table_properties(self.target_file_size)
             .into_iter()
             .map(|(k, v)| (k.to_string(), Some(v)))
@@ -456,19 +425,6 @@ impl Storage {
             props.push((BATCH_TXN_PROPERTY.to_string(), Some("true".to_string())));
         }
         props
-    }
-
-    /// A handle to write a table: loaded when it exists, else unloaded (the write creates
-    /// it). Local catalogs get the table folder created.
-    pub(crate) async fn create_handle(&self, table: &TableName) -> Result<DeltaTable> {
-        let (handle, existing) = self.open_or_new(table).await?;
-        match existing {
-            Some(t) => Ok(t),
-            None => {
-                self.ensure_local_dir(table)?;
-                Ok(handle)
-            }
-        }
     }
 
     /// The object store rooted at the table's folder.
@@ -487,8 +443,59 @@ impl Storage {
         self.table_url(table).ok()?.to_file_path().ok()
     }
 
+    /// The tables of the schema folder a run may write: its data tables and bronze's
+    /// system tables (`_corrupt_records`, `_run_control`), from one listing.
+    pub(crate) async fn schema_tables(&self) -> Result<Vec<TableName>> {
+        let names: Vec<String> = match &self.root_store {
+            Some(store) => {
+                let failed = |reason: String| crate::error::Error::Store {
+                    location: self.schema_url.to_string(),
+                    reason,
+                };
+                let dir = deltalake::Path::from_url_path(self.schema_url.path())
+                    .map_err(|e| failed(e.to_string()))?;
+                let listed = store
+                    .list_with_delimiter(Some(&dir))
+                    .await
+                    .map_err(|e| failed(format!("cannot list the schema folder: {e}")))?;
+                listed
+                    .common_prefixes
+                    .iter()
+                    .filter_map(|p| p.filename().map(str::to_string))
+                    .collect()
+            }
+            None => {
+                let dir = self.schema_url.to_file_path().unwrap_or_default();
+                match std::fs::read_dir(&dir) {
+                    Ok(entries) => entries
+                        .filter_map(|e| e.ok())
+                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+                        .filter_map(|e| e.file_name().into_string().ok())
+                        .collect(),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+                    Err(e) => return Err(crate::error::Error::io(&dir, e)),
+                }
+            }
+        };
+        Ok(names
+            .iter()
+            .filter_map(|name| {
+                // Of the folders bronze keeps (`_`), only its system tables are written.
+                if name == RUN_CONTROL_TABLE {
+                    Some(TableName::system(RUN_CONTROL_TABLE))
+                } else if name == CORRUPT_TABLE {
+                    Some(TableName::system(CORRUPT_TABLE))
+                } else if name.starts_with('_') {
+                    None
+                } else {
+                    TableName::existing(name).ok()
+                }
+            })
+            .collect())
+    }
+
     /// Local catalogs: create the table folder (object stores need no folders).
-    fn ensure_local_dir(&self, table: &TableName) -> Result<()> {
+    pub(super) fn ensure_local_dir(&self, table: &TableName) -> Result<()> {
         if let Some(dir) = self.local_dir(table) {
             std::fs::create_dir_all(&dir).map_err(|e| Error::io(dir, e))?;
         }
@@ -515,6 +522,25 @@ mod tests {
     use crate::batch::BatchKey;
     use arrow::array::{ArrayRef, Int64Array, StringArray};
 
+    /// A first run of a batch, which records its `txn` in every table it writes.
+    const FIRST: RunMode = RunMode {
+        seen: Seen::Never,
+        txns: Txns::InTables,
+    };
+
+    /// The mode of a run whose appends open tables from their log alone
+    /// (`unloaded_appends`), or of a rerun of a batch seen before.
+    fn mode(unloaded_appends: bool) -> RunMode {
+        RunMode {
+            seen: if unloaded_appends {
+                Seen::Never
+            } else {
+                Seen::Before
+            },
+            ..FIRST
+        }
+    }
+
     /// A key without landing paths: rows and predicates by batch id alone.
     fn k(id: &str) -> BatchKey {
         BatchKey::of_id(id)
@@ -527,12 +553,9 @@ mod tests {
             target_file_size: 128 << 20,
             compression: Compression::SNAPPY,
             auto_compact_at: None,
-            unloaded_appends: true,
-            batch_txns: true,
             options: Default::default(),
-            preopened: Default::default(),
             clock: Default::default(),
-            warm: Default::default(),
+            opened: Default::default(),
         }
     }
 
@@ -682,7 +705,7 @@ mod tests {
         assert!(column(naming::ROOT_ID).column_index_offset().is_none());
     }
 
-    /// A table kept from a run's commit ([`Storage::keep_warm`]) is brought up to date
+    /// A table kept from a run's commit ([`Opener::keep_warm`]) is brought up to date
     /// with what any writer committed since before the run's next write plans on it.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_kept_table_sees_other_writers_commits_before_the_next_write() {
@@ -693,15 +716,17 @@ mod tests {
             let s = s.clone();
             let (name, key, p) = (name.clone(), k(batch), part_of(topic, rows, batch));
             async move {
-                s.replace_parts(&name, vec![p], &key, Write::Replace)
+                s.committer(FIRST)
+                    .replace_parts(&name, vec![p], &key, Write::Replace)
                     .await
                     .unwrap()
             }
         };
         write(&s, "quote", 5, "b1").await;
         let (_, written) = write(&s, "trade", 3, "b1").await;
-        s.keep_warm(&name, &written.expect("a loaded write").table);
-        assert!(s.is_warm(&name));
+        s.opener()
+            .keep_warm(&name, &written.expect("a loaded write").table);
+        assert!(s.opener().is_warm(&name));
         // Another process (its own storage) replaces batch b1's quote rows and adds b2.
         let other = storage(dir.path());
         write(&other, "quote", 2, "b1").await;
@@ -709,9 +734,9 @@ mod tests {
         // This run's next write: the kept table at the latest version, and its replace
         // of b1's trade rows keeps the other writer's rows.
         let ((c, _), _) = write(&s, "trade", 1, "b1").await;
-        assert!(!s.is_warm(&name), "taken by the write");
+        assert!(!s.opener().is_warm(&name), "taken by the write");
         assert_eq!(c.version, 4);
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(4), 2 + 4 + 1));
     }
 
@@ -721,6 +746,7 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let ((c, outcomes), written) = s
+            .committer(FIRST)
             .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -729,7 +755,12 @@ mod tests {
         assert_eq!(outcomes[0].rows, 5);
         assert!(written.is_none());
 
-        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        let t = s
+            .opener()
+            .open(&name)
+            .await
+            .unwrap()
+            .expect("a Delta table");
         let snapshot = t.snapshot().unwrap();
         let protocol = snapshot.protocol();
         assert_eq!(
@@ -765,6 +796,7 @@ mod tests {
         // The next batch's rows go in as an append on the unloaded table (its log has
         // no `txn` of b2): not due a checkpoint, so nothing to maintain.
         let ((c, _), written) = s
+            .committer(FIRST)
             .replace_parts(
                 &name,
                 vec![part_of("quote", 3, "b2")],
@@ -776,11 +808,12 @@ mod tests {
         assert_eq!((c.version, c.rows_added), (1, 3));
         assert!(written.is_none());
         assert_eq!(txn(1)[0]["appId"], "bronze/b2");
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(1), 8));
 
         // A rerun of b2 finds its `txn`: the loaded path replaces its rows.
         let ((c, _), _) = s
+            .committer(FIRST)
             .replace_parts(
                 &name,
                 vec![part_of("quote", 2, "b2")],
@@ -790,11 +823,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!((c.version, c.rows_added), (2, 2));
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 5 + 2);
-        assert!(s.batch_seen(&name, &k("b2")).await);
-        assert!(!s.batch_seen(&name, &k("b3")).await);
-        assert!(!s.batch_seen(&TableName::for_topic("none"), &k("b2")).await);
+        assert!(s.opener().batch_seen(&name, &k("b2")).await);
+        assert!(!s.opener().batch_seen(&name, &k("b3")).await);
+        assert!(
+            !s.opener()
+                .batch_seen(&TableName::for_topic("none"), &k("b2"))
+                .await
+        );
         // A log that cannot be read may hold it: seen.
         let torn = TableName::for_topic("torn");
         std::fs::create_dir_all(dir.path().join("torn/_delta_log")).unwrap();
@@ -803,7 +840,7 @@ mod tests {
             b"{\"protocol\": not json",
         )
         .unwrap();
-        assert!(s.batch_seen(&torn, &k("b2")).await);
+        assert!(s.opener().batch_seen(&torn, &k("b2")).await);
     }
 
     /// `_corrupt_records` keeps each line's bytes in a binary column: its table is created
@@ -829,7 +866,11 @@ mod tests {
             ),
         ])
         .unwrap();
-        let c = s.replace(&name, batch, &k("b1")).await.unwrap();
+        let c = s
+            .committer(FIRST)
+            .replace(&name, batch, &k("b1"))
+            .await
+            .unwrap();
         assert_eq!((c.version, c.files_added, c.rows_added), (0, 1, 2));
         let actions = commit_actions(dir.path(), "_bytes", 0);
         let info = actions
@@ -851,7 +892,12 @@ mod tests {
             (&protocol["minReaderVersion"], &protocol["minWriterVersion"]),
             (&serde_json::json!(1), &serde_json::json!(2))
         );
-        let t = s.open(&name).await.unwrap().expect("a Delta table");
+        let t = s
+            .opener()
+            .open(&name)
+            .await
+            .unwrap()
+            .expect("a Delta table");
         assert_eq!(live_rows(&t), 2);
     }
 
@@ -862,14 +908,10 @@ mod tests {
         }
     }
 
-    /// Ten batches appended to one table, with or without [`Storage::open_unloaded`].
+    /// Ten batches appended to one table, with or without [`Opener::open_unloaded`].
     async fn appends_until_a_checkpoint(unloaded: bool) {
         let dir = tempfile::tempdir().unwrap();
-        let s = Storage {
-            unloaded_appends: unloaded,
-            options: Default::default(),
-            ..storage(dir.path())
-        };
+        let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         let log = dir.path().join("quote/_delta_log");
         // Ids that sort after every earlier one: each load is a plain append.
@@ -889,6 +931,7 @@ mod tests {
             )
             .unwrap();
             let ((c, _), written) = s
+                .committer(mode(unloaded))
                 .replace_parts(&name, vec![p], &k(&id), Write::Replace)
                 .await
                 .unwrap();
@@ -916,7 +959,7 @@ mod tests {
                 }
             }
         }
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!(t.version(), Some(9));
         assert_eq!(t.snapshot().unwrap().log_data().iter().count(), 10);
     }
@@ -939,6 +982,7 @@ mod tests {
         let mut before: Vec<String> = Vec::new();
         for version in 0..10u64 {
             let ((c, _), written) = s
+                .committer(FIRST)
                 .replace_parts(&name, vec![part("quote", 4)], &k("b1"), Write::Replace)
                 .await
                 .unwrap();
@@ -959,7 +1003,7 @@ mod tests {
                     assert!(!checkpoint.exists());
                 }
             }
-            let t = s.open(&name).await.unwrap().unwrap();
+            let t = s.opener().open(&name).await.unwrap().unwrap();
             assert_eq!(live_rows(&t), 4);
             before = live(&t);
             assert_eq!(before.len(), 1);
@@ -972,7 +1016,8 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
+            s.committer(FIRST)
+                .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
@@ -981,6 +1026,7 @@ mod tests {
             let name = name.clone();
             async move {
                 let (_, written) = s
+                    .committer(FIRST)
                     .replace_parts(&name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                     .await
                     .unwrap();
@@ -1008,11 +1054,12 @@ mod tests {
     /// A table of three batches in three files, and two handles on it as of then.
     async fn three_files_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
         for id in ["b1", "b2", "b3"] {
-            s.replace_parts(name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
+            s.committer(FIRST)
+                .replace_parts(name, vec![part_of("quote", 4, id)], &k(id), Write::Replace)
                 .await
                 .unwrap();
         }
-        let open = || async { s.open(name).await.unwrap().unwrap() };
+        let open = || async { s.opener().open(name).await.unwrap().unwrap() };
         [open().await, open().await]
     }
 
@@ -1032,7 +1079,7 @@ mod tests {
             panic!("a second compaction of removed files committed");
         };
         assert!(is_replannable_conflict(&second), "{second:?}");
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(3), 12));
     }
 
@@ -1054,6 +1101,7 @@ mod tests {
         let key = k("b2");
         let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
         let Err(e) = s
+            .committer(FIRST)
             .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
             .await
         else {
@@ -1061,10 +1109,11 @@ mod tests {
         };
         assert!(is_replannable_conflict(&e), "{e:?}");
         // Planned again (what `write_parts` does): the batch's 4 rows become 2.
-        s.replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&name, vec![part_of("quote", 2, "b2")], &key, Write::Replace)
             .await
             .unwrap();
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 10);
     }
 
@@ -1081,13 +1130,12 @@ mod tests {
     }
 
     /// `storage` reached through an object store (the local file system as one), as
-    /// [`Storage::preopen`] needs, with pre-opens of its own.
-    fn store_storage(dir: &std::path::Path, unloaded_appends: bool) -> Storage {
+    /// [`Opener::preopen`] needs, with pre-opens of its own.
+    fn store_storage(dir: &std::path::Path) -> Storage {
         Storage {
             root_store: Some(Arc::new(
                 deltalake::logstore::object_store::local::LocalFileSystem::new(),
             )),
-            unloaded_appends,
             ..storage(dir)
         }
     }
@@ -1100,11 +1148,13 @@ mod tests {
         unloaded_appends: bool,
         table: &TableName,
     ) -> (Storage, bool) {
-        let run = store_storage(dir, unloaded_appends);
+        let run = store_storage(dir);
         let (_landed, rx) = tokio::sync::watch::channel(true);
-        let offering = run.preopened.offering();
-        run.clone().preopen(key.clone(), rx, offering).await;
-        let waiting = run.preopened.waiting(table);
+        let offering = run.opened.ahead.offering();
+        run.opener()
+            .preopen(mode(unloaded_appends), key.clone(), rx, offering)
+            .await;
+        let waiting = run.opened.ahead.waiting(table);
         (run, waiting)
     }
 
@@ -1121,6 +1171,7 @@ mod tests {
         let b1 = k("b1");
         let first = vec![part_of("quote", 2, "b1")];
         other
+            .committer(FIRST)
             .replace_parts(&name, first, &b1, Write::Replace)
             .await
             .unwrap();
@@ -1129,6 +1180,7 @@ mod tests {
         let b3 = k("b3");
         let meanwhile = vec![part_of("quote", 3, "b3")];
         other
+            .committer(FIRST)
             .replace_parts(&name, meanwhile, &b3, Write::Replace)
             .await
             .unwrap();
@@ -1142,6 +1194,7 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b2", true).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
+            .committer(mode(true))
             .replace_parts(
                 &name,
                 vec![part_of("quote", 4, "b2")],
@@ -1150,9 +1203,9 @@ mod tests {
             )
             .await
             .unwrap();
-        assert!(!run.preopened.waiting(&name), "its pre-open taken");
+        assert!(!run.opened.ahead.waiting(&name), "its pre-open taken");
         assert_eq!((c.version, c.rows_added), (2, 4));
-        let t = other.open(&name).await.unwrap().unwrap();
+        let t = other.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(2), 9));
     }
 
@@ -1164,6 +1217,7 @@ mod tests {
         let (_dir, other, run) = opened_ahead_then_committed_to("b1", false).await;
         let name = TableName::for_topic("quote");
         let ((c, _), _) = run
+            .committer(mode(false))
             .replace_parts(
                 &name,
                 vec![part_of("quote", 5, "b1")],
@@ -1172,9 +1226,9 @@ mod tests {
             )
             .await
             .unwrap();
-        assert!(!run.preopened.waiting(&name), "its pre-open taken");
+        assert!(!run.opened.ahead.waiting(&name), "its pre-open taken");
         assert_eq!((c.version, c.rows_added), (2, 5));
-        let t = other.open(&name).await.unwrap().unwrap();
+        let t = other.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(2), 8));
     }
 
@@ -1209,10 +1263,12 @@ mod tests {
         first: Vec<Part>,
         rerun: Part,
     ) -> Committed {
-        s.replace_parts(table, first, &k("b1"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(table, first, &k("b1"), Write::Replace)
             .await
             .unwrap();
         let ((c, _), _) = s
+            .committer(FIRST)
             .replace_parts(table, vec![rerun], &k("b1"), Write::Replace)
             .await
             .unwrap();
@@ -1237,7 +1293,7 @@ mod tests {
             predicate.contains("_batch_id") && predicate.contains("quote"),
             "{predicate}"
         );
-        let t = s.open(&quote).await.unwrap().unwrap();
+        let t = s.opener().open(&quote).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 3);
 
         // A shared table whose file mixes two topics: replacing one topic's rows goes
@@ -1246,7 +1302,7 @@ mod tests {
         let both = vec![part("quote", 5), part("trade", 4)];
         let c = load_then_rerun(&s, &shared, both, part("quote", 2)).await;
         assert_eq!(c.version, 1);
-        let t = s.open(&shared).await.unwrap().unwrap();
+        let t = s.opener().open(&shared).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 4 + 2);
         let actions = commit_actions(dir.path(), "shared", 1);
         let info = actions.iter().find_map(|a| a.get("commitInfo")).unwrap();
@@ -1260,7 +1316,8 @@ mod tests {
         // `bronze.topics` tag names them, so it goes whole, without a plan.
         let both = || vec![part("quote", 5), part("trade", 4)];
         let fresh = TableName::for_topic("fresh");
-        s.replace_parts(&fresh, both(), &k("b1"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&fresh, both(), &k("b1"), Write::Replace)
             .await
             .unwrap();
         let tags: Vec<_> = commit_actions(dir.path(), "fresh", 0)
@@ -1269,6 +1326,7 @@ mod tests {
             .collect();
         assert_eq!(tags, vec![r#"["quote","trade"]"#.to_string()]);
         let ((c, _), _) = s
+            .committer(FIRST)
             .replace_parts(
                 &fresh,
                 vec![part("quote", 2), part("trade", 3)],
@@ -1290,15 +1348,16 @@ mod tests {
             (&serde_json::json!(1), &serde_json::json!(9)),
             "{info}"
         );
-        let t = s.open(&fresh).await.unwrap().unwrap();
+        let t = s.opener().open(&fresh).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 5);
         // A topic beside them in the file that this write does not replace: planned.
         let ((c, _), _) = s
+            .committer(FIRST)
             .replace_parts(&fresh, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert_eq!(c.version, 2);
-        let t = s.open(&fresh).await.unwrap().unwrap();
+        let t = s.opener().open(&fresh).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 3 + 1);
     }
 
@@ -1308,10 +1367,11 @@ mod tests {
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
         // Two writers both saw no table; the first creates it.
-        let (handle, existing) = s.open_or_new(&name).await.unwrap();
+        let (handle, existing) = s.opener().open_or_new(&name).await.unwrap();
         assert!(existing.is_none());
         s.ensure_local_dir(&name).unwrap();
         let first = s
+            .committer(FIRST)
             .create_with_files(&handle, &part("quote", 5).batches, Some(&k("b1")))
             .await;
         assert!(matches!(
@@ -1322,9 +1382,12 @@ mod tests {
         // the existing-table path); the first writer's schema and rows stay.
         let mut other = part("other", 3).batches;
         other[0] = other[0].project(&[0, 1, 2]).unwrap();
-        let second = s.create_with_files(&handle, &other, Some(&k("b2"))).await;
+        let second = s
+            .committer(FIRST)
+            .create_with_files(&handle, &other, Some(&k("b2")))
+            .await;
         assert!(matches!(second, Ok(Created::Raced)), "{:?}", second.err());
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!(t.version(), Some(0));
         let snapshot = t.snapshot().unwrap();
         let schema = snapshot.snapshot().arrow_schema();
@@ -1337,26 +1400,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let s = storage(dir.path());
         let name = TableName::for_topic("quote");
-        s.replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&name, vec![part("quote", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         let u = s
-            .open_unloaded(&name, &k("b2"), Write::Replace)
+            .opener()
+            .open_unloaded(&name, &k("b2"), Write::Replace, FIRST)
             .await
             .expect("unloaded");
         assert_eq!(u.version, 0);
         // Another writer commits version 1 meanwhile.
-        s.replace_parts(&name, vec![part("quote", 4)], &k("b3"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&name, vec![part("quote", 4)], &k("b3"), Write::Replace)
             .await
             .unwrap();
         let appended = s
+            .committer(FIRST)
             .append_unloaded(&name, &u, &part("quote", 3).batches, &k("b2"))
             .await
             .unwrap();
         assert!(appended.is_none());
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(1), 5 + 4));
-        assert!(!s.batch_seen(&name, &k("b2")).await);
+        assert!(!s.opener().batch_seen(&name, &k("b2")).await);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1366,47 +1433,60 @@ mod tests {
         // Created by another writer (or an older bronze): rows of b1, no `txn`, no
         // property. Never opened unloaded, and b1's rows are replaced, not duplicated.
         let name = TableName::for_topic("quote");
-        let handle = s.create_handle(&name).await.unwrap();
+        let handle = s.opener().create_handle(&name).await.unwrap();
         let rows = part("quote", 5).batches;
-        let t = s.create_empty(&name, &handle, &rows).await.unwrap();
+        let t = s
+            .committer(FIRST)
+            .create_empty(&name, &handle, &rows)
+            .await
+            .unwrap();
         let append = rewrite::Rewrite {
             rows: None,
-            key: None,
+            txn: None,
         };
-        s.rewrite(&name, &t, &rows, append).await.unwrap();
+        s.rewriter()
+            .rewrite(&name, &t, &rows, append)
+            .await
+            .unwrap();
         assert!(
-            s.open_unloaded(&name, &k("b1"), Write::Replace)
+            s.opener()
+                .open_unloaded(&name, &k("b1"), Write::Replace, FIRST)
                 .await
                 .is_err()
         );
-        s.replace_parts(&name, vec![part("quote", 2)], &k("b1"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&name, vec![part("quote", 2)], &k("b1"), Write::Replace)
             .await
             .unwrap();
-        let t = s.open(&name).await.unwrap().unwrap();
+        let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!(live_rows(&t), 2);
 
         // Bronze's own table, until `txn`s may expire.
         let trade = TableName::for_topic("trade");
-        s.replace_parts(&trade, vec![part("trade", 5)], &k("b1"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&trade, vec![part("trade", 5)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert!(
-            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+            s.opener()
+                .open_unloaded(&trade, &k("b2"), Write::Replace, FIRST)
                 .await
                 .is_ok()
         );
         // Its own batch: only for a plain append (a later slice of it).
         assert!(
-            s.open_unloaded(&trade, &k("b1"), Write::Replace)
+            s.opener()
+                .open_unloaded(&trade, &k("b1"), Write::Replace, FIRST)
                 .await
                 .is_err()
         );
         assert!(
-            s.open_unloaded(&trade, &k("b1"), Write::Append)
+            s.opener()
+                .open_unloaded(&trade, &k("b1"), Write::Append, FIRST)
                 .await
                 .is_ok()
         );
-        let t = s.open(&trade).await.unwrap().unwrap();
+        let t = s.opener().open(&trade).await.unwrap().unwrap();
         t.set_tbl_properties()
             .with_properties(std::collections::HashMap::from([(
                 "delta.setTransactionRetentionDuration".to_string(),
@@ -1415,71 +1495,83 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(
-            s.open_unloaded(&trade, &k("b2"), Write::Replace)
+            s.opener()
+                .open_unloaded(&trade, &k("b2"), Write::Replace, FIRST)
                 .await
                 .err(),
             Some(Unopened::Other)
         );
         // Unless the run's lease and `_run_control` tell instead (writes record no
         // `txn`): then the property alone, never on another writer's table.
-        let leased = Storage {
-            batch_txns: false,
-            ..storage(dir.path())
+        let leased = storage(dir.path());
+        let lease = RunMode {
+            txns: Txns::RunControl,
+            ..FIRST
         };
         assert!(
             leased
-                .open_unloaded(&trade, &k("b2"), Write::Replace)
+                .opener()
+                .open_unloaded(&trade, &k("b2"), Write::Replace, lease)
                 .await
                 .is_ok()
         );
         assert!(
             leased
-                .open_unloaded(&name, &k("b2"), Write::Replace)
+                .opener()
+                .open_unloaded(&name, &k("b2"), Write::Replace, lease)
                 .await
                 .is_err()
         );
         leased
+            .committer(lease)
             .replace_parts(&trade, vec![part("trade", 2)], &k("b4"), Write::Replace)
             .await
             .unwrap();
         assert!(
-            !leased.batch_seen(&trade, &k("b4")).await,
+            !leased.opener().batch_seen(&trade, &k("b4")).await,
             "no `txn` written"
         );
-        assert!(s.batch_seen(&trade, &k("b1")).await);
+        assert!(s.opener().batch_seen(&trade, &k("b1")).await);
         // No table yet: a folder without a log, or a log without a commit (a create that
         // was killed). The caller creates it without looking again.
         let none = TableName::for_topic("none");
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
+            s.opener()
+                .open_unloaded(&none, &k("b2"), Write::Replace, FIRST)
+                .await
+                .err(),
             Some(Unopened::Absent)
         );
         std::fs::create_dir_all(dir.path().join("none/_delta_log")).unwrap();
         assert_eq!(
-            s.open_unloaded(&none, &k("b2"), Write::Replace).await.err(),
+            s.opener()
+                .open_unloaded(&none, &k("b2"), Write::Replace, FIRST)
+                .await
+                .err(),
             Some(Unopened::Absent)
         );
-        s.replace_parts(&none, vec![part("quote", 2)], &k("b2"), Write::Replace)
+        s.committer(FIRST)
+            .replace_parts(&none, vec![part("quote", 2)], &k("b2"), Write::Replace)
             .await
             .unwrap();
-        let t = s.open(&none).await.unwrap().unwrap();
+        let t = s.opener().open(&none).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(0), 2));
         // Off for the run.
-        let off = Storage {
-            unloaded_appends: false,
-            ..storage(dir.path())
-        };
+        let off = storage(dir.path());
         let shared = TableName::for_topic("shared");
-        off.replace_parts(&shared, vec![part("quote", 1)], &k("b1"), Write::Replace)
+        off.committer(mode(false))
+            .replace_parts(&shared, vec![part("quote", 1)], &k("b1"), Write::Replace)
             .await
             .unwrap();
         assert!(
-            off.open_unloaded(&shared, &k("b2"), Write::Replace)
+            off.opener()
+                .open_unloaded(&shared, &k("b2"), Write::Replace, mode(false))
                 .await
                 .is_err()
         );
         assert!(
-            s.open_unloaded(&shared, &k("b2"), Write::Replace)
+            s.opener()
+                .open_unloaded(&shared, &k("b2"), Write::Replace, FIRST)
                 .await
                 .is_ok()
         );

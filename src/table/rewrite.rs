@@ -12,14 +12,16 @@ use arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Action, MetadataExt as _};
 use deltalake::{DeltaTable, DeltaTableError};
 
+use super::datafiles::{DataFiles, write_data_files};
 use super::entry::{CommitNotes, commit_on};
 use super::files::BatchRows;
+use super::files::Folders;
 use super::shape::{
     StatsColumns, check_plain_layout, conform, merged_schema, plain_type, read_file,
 };
 use super::stats::{Pending, WrittenTable};
 use super::strict::READ_VERSION;
-use super::{Committed, Storage, Work};
+use super::{Committed, Storage, Work, arrow_schema};
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
@@ -48,7 +50,7 @@ fn widened_schema(
 
 /// The commit's metrics when it only removes files (a batch deleted, no rows written).
 fn delete_properties(
-    removed_files: usize,
+    removed_files: u64,
     removed_rows: u64,
     read_version: u64,
 ) -> deltalake::kernel::transaction::CommitProperties {
@@ -142,16 +144,46 @@ fn commit_actions(
     actions
 }
 
-/// What [`Storage::rewrite`] replaces: the rows `rows` selects, or nothing (an append).
+/// What [`Rewriter::rewrite`] replaces: the rows `rows` selects, or nothing (an append).
 #[derive(Clone, Copy)]
 pub(super) struct Rewrite<'a> {
     /// The rows to replace (`None`: an append that only merges schemas).
     pub(super) rows: Option<BatchRows<'a>>,
-    /// The batch the new rows are of: its `txn` goes in the commit.
-    pub(super) key: Option<&'a BatchKey>,
+    /// The batch whose `txn` the commit records (`None`: none), the new rows' batch.
+    pub(super) txn: Option<&'a BatchKey>,
 }
 
-impl Storage {
+/// Replaces rows of a [`Storage`]'s tables in files that hold others too, reading those
+/// files back.
+#[derive(Clone, Copy)]
+pub(crate) struct Rewriter<'a> {
+    storage: &'a Storage,
+}
+
+impl<'a> Rewriter<'a> {
+    pub(super) fn new(storage: &'a Storage) -> Self {
+        Rewriter { storage }
+    }
+
+    /// Deletes the rows of `key` ([`BatchRows::of`]), if the table exists. Returns the
+    /// version (unchanged when no file held them).
+    pub(crate) async fn delete_batch(
+        &self,
+        table: &TableName,
+        key: &BatchKey,
+    ) -> Result<Option<u64>> {
+        let Some(t) = self.storage.opener().open(table).await? else {
+            return Ok(None);
+        };
+        let rows = BatchRows::of(key, Folders::of(arrow_schema(table, &t)?.as_ref()));
+        let what = Rewrite {
+            rows: Some(rows),
+            txn: None,
+        };
+        let (c, _) = self.rewrite(table, &t, &[], what).await?;
+        Ok(Some(c.version))
+    }
+
     /// One commit on `t` that replaces the rows `what` selects with `batches` (an empty
     /// `batches` deletes them): the files whose `_batch_id` statistics may hold such
     /// rows are read, those that do are removed, and their other rows are written again
@@ -183,26 +215,15 @@ impl Storage {
         let mut all = kept;
         all.extend(new);
         let notes = CommitNotes {
-            key: what.key,
+            txn: what.txn,
             read_version: Some(snapshot.version()),
             removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
             rewritten_rows: kept_rows,
         };
-        let log_store = t.log_store();
-        let (adds, mut c, properties) = if all.is_empty() {
-            let properties = delete_properties(removes.len(), removed_rows, snapshot.version());
-            (Vec::new(), Committed::default(), properties)
-        } else {
-            self.write_data_files(
-                &log_store,
-                Arc::clone(&schema),
-                &all,
-                StatsColumns::of(snapshot),
-                notes,
-            )
+        let (adds, mut c, properties) = self
+            .write_files(t, snapshot, &schema, &all, notes)
             .await
-            .map_err(delta)?
-        };
+            .map_err(delta)?;
         c.rows_added = new_rows;
         let pending = pending_of(&adds, &removes);
         if !schema_changed && removes.is_empty() && adds.is_empty() {
@@ -215,12 +236,46 @@ impl Storage {
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
         let actions = commit_actions(metadata, removes, adds);
         let commit = commit_on(t, snapshot, properties, actions, operation, pending);
-        let (version, written) = self.clock.time(Work::Commit, commit).await.map_err(delta)?;
+        let (version, written) = self
+            .storage
+            .clock
+            .time(Work::Commit, commit)
+            .await
+            .map_err(delta)?;
         c.version = version;
         Ok((c, written))
     }
 
-    /// [`Storage::split_files`] of the rows `rows` selects (nothing to split without),
+    /// `all` written as the data files of a rewrite of `t` (at `snapshot`, in `schema`),
+    /// with the commit properties `notes` give; when nothing is written (a delete), no
+    /// files and a delete's properties.
+    async fn write_files(
+        &self,
+        t: &DeltaTable,
+        snapshot: &deltalake::table::state::DeltaTableState,
+        schema: &SchemaRef,
+        all: &[RecordBatch],
+        notes: CommitNotes<'_>,
+    ) -> std::result::Result<DataFiles, DeltaTableError> {
+        if all.is_empty() {
+            let (files, rows) = notes.removed.unwrap_or_default();
+            let properties = delete_properties(files, rows, snapshot.version());
+            return Ok((Vec::new(), Committed::default(), properties));
+        }
+        let stats = StatsColumns::of(snapshot);
+        let log_store = t.log_store();
+        write_data_files(
+            self.storage,
+            &log_store,
+            Arc::clone(schema),
+            all,
+            stats,
+            notes,
+        )
+        .await
+    }
+
+    /// [`Rewriter::split_files`] of the rows `rows` selects (nothing to split without),
     /// timed as builder work.
     async fn split_rows(
         &self,
@@ -235,7 +290,7 @@ impl Storage {
             Some(rows) => self.split_files(table, t, snapshot, &rows, schema).await?,
             None => (Vec::new(), Vec::new(), 0),
         };
-        self.clock.add(Work::Builder, started);
+        self.storage.clock.add(Work::Builder, started);
         Ok(split)
     }
 

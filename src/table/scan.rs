@@ -55,7 +55,7 @@ pub(crate) async fn read_rows(
     columns: &[&str],
 ) -> Result<Vec<RecordBatch>> {
     use futures::TryStreamExt as _;
-    let Some(t) = storage.open(table).await? else {
+    let Some(t) = storage.opener().open(table).await? else {
         return Ok(Vec::new());
     };
     stream_rows(storage, table, &t, filters, columns)?

@@ -1,6 +1,6 @@
 //! Whether bronze may write a table another engine may have changed (turned on row
 //! tracking, liquid clustering, column mapping, a CHECK constraint…): the table's
-//! protocol and properties against what bronze's writes do. [`super::Storage::refusals`] checks
+//! protocol and properties against what bronze's writes do. [`super::Opener::refusals`] checks
 //! every table a batch would write before the batch's first commit, so a table bronze
 //! cannot write fails the whole batch up front rather than its own commit half way
 //! through the batch.

@@ -8,35 +8,35 @@ use std::sync::Arc;
 
 use deltalake::DeltaTable;
 
+use super::Opener;
 use super::unloaded::{Unloaded, Unopened};
-use super::writable::{Look, Refusal, Removes, look};
-use super::{Storage, Write};
 use crate::batch::BatchKey;
 use crate::error::Result;
-use crate::naming::RUN_CONTROL_TABLE;
-use crate::naming::{CORRUPT_TABLE, TableName};
+use crate::naming::{CORRUPT_TABLE, RUN_CONTROL_TABLE, TableName};
+use crate::table::writable::{Look, Refusal, Removes, look};
+use crate::table::{RunMode, Seen, Write};
 
-/// A schema with more tables than this is not pre-opened ([`Storage::preopen`]): each
+/// A schema with more tables than this is not pre-opened ([`Opener::preopen`]): each
 /// table costs 3 + (commits since its last checkpoint) GET requests, wasted on those the
 /// batch does not write (a schema shared by many entities).
-pub(super) const MAX_PREOPEN: usize = 256;
+const MAX_PREOPEN: usize = 256;
 
 /// A table opened ahead of its first write.
 pub(super) enum Ahead {
-    /// For an append from its log alone ([`Storage::open_unloaded`]), with what its
+    /// For an append from its log alone ([`Opener::open_unloaded`]), with what its
     /// protocol and metadata allow (`None`: its log could not be read).
     Unloaded(std::result::Result<Unloaded, Unopened>, Option<Look>),
     /// Loaded with its file list, for a replace of a batch seen before
-    /// ([`Storage::open_or_new`]).
+    /// ([`Opener::open_or_new`]).
     Loaded(Result<(DeltaTable, Option<DeltaTable>)>),
 }
 
 /// How a write opens a table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Open {
-    /// From its log alone ([`Storage::open_unloaded`]).
+    /// From its log alone ([`Opener::open_unloaded`]).
     Unloaded,
-    /// Loaded with its file list ([`Storage::open_or_new`]).
+    /// Loaded with its file list ([`Opener::open_or_new`]).
     Loaded,
 }
 
@@ -46,19 +46,19 @@ struct Opening {
     task: tokio::task::JoinHandle<Ahead>,
 }
 
-/// The tables [`Storage::preopen`] opened ahead of their writes, shared by a run's
-/// clones of its [`Storage`]. `None`: the table's pre-open was taken, or its write came
+/// The tables [`Opener::preopen`] opened ahead of their writes, shared by a run's
+/// clones of its [`crate::table::Storage`]. `None`: the table's pre-open was taken, or its write came
 /// first (no pre-open starts after that).
 #[derive(Clone, Default)]
 pub(crate) struct Preopened {
     tables: Arc<parking_lot::Mutex<HashMap<TableName, Option<Opening>>>>,
-    /// Told once the run's [`Storage::preopen`] has offered every table it will (its
+    /// Told once the run's [`Opener::preopen`] has offered every table it will (its
     /// sender dropped), when one was started.
     offering: Arc<parking_lot::Mutex<Option<tokio::sync::watch::Receiver<()>>>>,
 }
 
 impl Preopened {
-    /// A sender for the run's [`Storage::preopen`] to hold while it offers tables:
+    /// A sender for the run's [`Opener::preopen`] to hold while it offers tables:
     /// [`Preopened::offered`] waits until it is dropped.
     pub(crate) fn offering(&self) -> tokio::sync::watch::Sender<()> {
         let (offering, offered) = tokio::sync::watch::channel(());
@@ -126,7 +126,7 @@ impl Preopened {
 
     /// Whether a pre-open of `table` was started and not taken.
     #[cfg(test)]
-    pub(super) fn waiting(&self, table: &TableName) -> bool {
+    pub(in crate::table) fn waiting(&self, table: &TableName) -> bool {
         self.tables.lock().get(table).is_some_and(Option::is_some)
     }
 
@@ -156,13 +156,13 @@ impl Drop for AbortOnDrop {
     }
 }
 
-impl Storage {
+impl Opener<'_> {
     /// Opens every table of the schema ahead of its write of `key`'s rows, in the
     /// background, from a listing of the schema's folder, once `landed` says the landing
     /// files are in (or its sender is gone): the batch's own requests go first, since its
     /// tables wait for its parse; the log reads then overlap the parse. For a batch never
-    /// seen ([`Storage::unloaded_appends`]), from the log alone
-    /// ([`Storage::open_unloaded`]; a table that turns out to hold the batch's `txn` goes
+    /// seen ([`Seen::Never`] in `run`), from the log alone
+    /// ([`Opener::open_unloaded`]; a table that turns out to hold the batch's `txn` goes
     /// the loaded way, its commits already read by the run's commit-file cache); for a
     /// batch seen before, loaded with its file list. `_run_control` is always appended
     /// to, from its log alone.
@@ -173,16 +173,32 @@ impl Storage {
     /// between is found by the commit's put-if-absent, which then goes the checked way.
     /// Only for catalogs in an object store (a local log is read in microseconds) whose
     /// schema holds at most [`MAX_PREOPEN`] tables.
-    pub(crate) async fn preopen(
-        self,
+    pub(crate) fn preopen(
+        &self,
+        run: RunMode,
+        key: BatchKey,
+        landed: tokio::sync::watch::Receiver<bool>,
+        offering: tokio::sync::watch::Sender<()>,
+    ) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let storage = self.storage.clone();
+        async move {
+            let opener = storage.opener();
+            opener.preopen_tables(run, key, landed, offering).await;
+        }
+    }
+
+    /// [`Opener::preopen`]'s work.
+    async fn preopen_tables(
+        &self,
+        run: RunMode,
         key: BatchKey,
         mut landed: tokio::sync::watch::Receiver<bool>,
         _offering: tokio::sync::watch::Sender<()>,
     ) {
-        if self.root_store.is_none() {
+        if self.storage.root_store.is_none() {
             return;
         }
-        let tables = match self.schema_tables().await {
+        let tables = match self.storage.schema_tables().await {
             Ok(tables) => tables,
             Err(e) => {
                 tracing::debug!(error = %e, "no pre-open: the schema folder cannot be listed");
@@ -200,15 +216,16 @@ impl Storage {
         let _ = landed.wait_for(|done| *done).await;
         for table in tables {
             let write = first_write(&table);
-            let open = self.open_for(write);
-            let (storage, key, name) = (self.clone(), key.clone(), table.clone());
-            self.preopened.offer(table, open, move || {
+            let open = run.seen.open_for(write);
+            let (storage, key, name) = (self.storage.clone(), key.clone(), table.clone());
+            self.storage.opened.ahead.offer(table, open, move || {
                 tokio::spawn(async move {
+                    let opener = storage.opener();
                     match open {
-                        Open::Loaded => Ahead::Loaded(storage.open_or_new_now(&name).await),
+                        Open::Loaded => Ahead::Loaded(opener.open_or_new_now(&name).await),
                         Open::Unloaded => {
                             let (opened, look) =
-                                storage.open_unloaded_looked(&name, &key, write).await;
+                                opener.open_unloaded_looked(&name, &key, write, run).await;
                             Ahead::Unloaded(opened, look)
                         }
                     }
@@ -217,140 +234,12 @@ impl Storage {
         }
     }
 
-    /// The tables of the schema folder a run may write: its data tables and bronze's
-    /// system tables (`_corrupt_records`, `_run_control`), from one listing.
-    pub(crate) async fn schema_tables(&self) -> Result<Vec<TableName>> {
-        let names: Vec<String> = match &self.root_store {
-            Some(store) => {
-                let failed = |reason: String| crate::error::Error::Store {
-                    location: self.schema_url.to_string(),
-                    reason,
-                };
-                let dir = deltalake::Path::from_url_path(self.schema_url.path())
-                    .map_err(|e| failed(e.to_string()))?;
-                let listed = store
-                    .list_with_delimiter(Some(&dir))
-                    .await
-                    .map_err(|e| failed(format!("cannot list the schema folder: {e}")))?;
-                listed
-                    .common_prefixes
-                    .iter()
-                    .filter_map(|p| p.filename().map(str::to_string))
-                    .collect()
-            }
-            None => {
-                let dir = self.schema_url.to_file_path().unwrap_or_default();
-                match std::fs::read_dir(&dir) {
-                    Ok(entries) => entries
-                        .filter_map(|e| e.ok())
-                        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                        .filter_map(|e| e.file_name().into_string().ok())
-                        .collect(),
-                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-                    Err(e) => return Err(crate::error::Error::io(&dir, e)),
-                }
-            }
-        };
-        Ok(names
-            .iter()
-            .filter_map(|name| {
-                // Of the folders bronze keeps (`_`), only its system tables are written.
-                if name == RUN_CONTROL_TABLE {
-                    Some(TableName::system(RUN_CONTROL_TABLE))
-                } else if name == CORRUPT_TABLE {
-                    Some(TableName::system(CORRUPT_TABLE))
-                } else if name.starts_with('_') {
-                    None
-                } else {
-                    TableName::existing(name).ok()
-                }
-            })
-            .collect())
-    }
-}
-
-impl Storage {
-    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
-    /// the batch ([`Storage::unloaded_appends`] off), else from its log alone.
-    fn open_for(&self, write: Write) -> Open {
-        if write == Write::Replace && !self.unloaded_appends {
-            Open::Loaded
-        } else {
-            Open::Unloaded
-        }
-    }
-
-    /// Whether this run's writes may remove files: a rerun of a batch that may have rows
-    /// in its tables ([`Storage::unloaded_appends`] off) replaces them.
-    pub(super) fn removes(&self) -> Removes {
-        if self.unloaded_appends {
-            Removes::Nothing
-        } else {
-            Removes::Files
-        }
-    }
-}
-
-/// What a run's first write to `table` does with the batch's rows there:
-/// `_run_control` is only appended to, the other tables replace them.
-fn first_write(table: &TableName) -> Write {
-    if table.as_str() == RUN_CONTROL_TABLE {
-        Write::Append
-    } else {
-        Write::Replace
-    }
-}
-
-impl Storage {
-    /// Opens `table` for an append of `key`'s rows without listing its files (only the
-    /// log's protocol, metadata and `txn` actions are read: less than half the CPU of a
-    /// full load, BENCHMARKS.md), when that is safe:
-    ///
-    /// - the table holds no rows of `key` (not checked for [`Write::Append`]: the rows
-    ///   are appended anyway): bronze created it with [`BATCH_TXN_PROPERTY`], the run
-    ///   found no record of the batch in `_run_control` and no lease a run of it left
-    ///   ([`Storage::unloaded_appends`]), and the log has no `txn` of it; when writes
-    ///   record the `txn`s instead ([`Storage::batch_txns`]), only while none expires, so
-    ///   that the log holds one of every batch with rows in the table;
-    /// - the kernel may write to the table, and nothing about it asks more of a writer
-    ///   than data files with statistics: no column mapping, row tracking, in-commit
-    ///   timestamps, constraints, invariants or generated columns, default statistics
-    ///   columns;
-    /// - the next commit is due no checkpoint and no auto compaction check (those commits
-    ///   take the loaded path, which runs them).
-    ///
-    /// Otherwise why not: the loaded path takes the table (and reports what is wrong),
-    /// or creates it when [`Unopened::Absent`].
-    ///
-    /// A table [`Storage::preopen`] opened ahead is taken from there.
-    pub(super) async fn open_unloaded(
-        &self,
-        table: &TableName,
-        key: &BatchKey,
-        write: Write,
-    ) -> std::result::Result<Unloaded, Unopened> {
-        // A batch seen before has its `txn` in its tables: a replacing write would find
-        // it there. An append of more rows needs no `txn` check.
-        if self.open_for(write) == Open::Loaded {
-            return Err(Unopened::Other);
-        }
-        // Kept loaded from this run's last commit to it: reading its new log entries
-        // costs less than the whole log this way reads.
-        if self.is_warm(table) {
-            return Err(Unopened::Other);
-        }
-        if let Some(Ahead::Unloaded(opened, _)) = self.preopened.take(table, Open::Unloaded).await {
-            return opened;
-        }
-        self.open_unloaded_now(table, key, write).await
-    }
-
     /// The tables of the schema a batch of `topics` (their topic tables) may write that
     /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
     /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
     /// `_run_control`. Each table's log is read once (its protocol and metadata, or the
     /// whole table for a batch seen before), by its pre-open if one started
-    /// ([`Storage::preopen`]), and the result is left for its write, so a table costs no
+    /// ([`Opener::preopen`]), and the result is left for its write, so a table costs no
     /// more reads than without the check. A schema of more than
     /// [`MAX_PREOPEN`] tables has only its topic and system tables and the tables of
     /// `hinted` (those a column type hint types a column of) checked here (the others at
@@ -360,13 +249,13 @@ impl Storage {
         topics: &[TableName],
         hinted: &[TableName],
         corrupt: bool,
-        key: &BatchKey,
+        (key, run): (&BatchKey, RunMode),
         conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
 
-        self.preopened.offered().await;
-        let mut tables = self.schema_tables().await.unwrap_or_default();
+        self.storage.opened.ahead.offered().await;
+        let mut tables = self.storage.schema_tables().await.unwrap_or_default();
         if tables.len() > MAX_PREOPEN {
             tables.clear();
         }
@@ -383,7 +272,7 @@ impl Storage {
         };
         let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
             .map(|table| async move {
-                let look = self.look_ahead(&table, key, named(&table)).await;
+                let look = self.look_ahead(&table, (key, run), named(&table)).await;
                 (table, look)
             })
             .buffer_unordered(8)
@@ -411,17 +300,22 @@ impl Storage {
     /// (from its log alone, or loaded for a batch seen before), any other (a child table,
     /// or another topic's) from its log alone; what was opened the way the write opens
     /// it is left for the write.
-    async fn look_ahead(&self, table: &TableName, key: &BatchKey, writes: bool) -> Option<Look> {
+    async fn look_ahead(
+        &self,
+        table: &TableName,
+        (key, run): (&BatchKey, RunMode),
+        writes: bool,
+    ) -> Option<Look> {
         let write = first_write(table);
         // How the table's write (and its pre-open) opens it.
-        let open = self.open_for(write);
-        let (ahead, kept) = match self.preopened.take(table, open).await {
+        let open = run.seen.open_for(write);
+        let (ahead, kept) = match self.storage.opened.ahead.take(table, open).await {
             Some(ahead) => (ahead, true),
             None if open == Open::Loaded && writes => {
                 (Ahead::Loaded(self.open_or_new_now(table).await), true)
             }
             None => {
-                let (opened, look) = self.open_unloaded_looked(table, key, write).await;
+                let (opened, look) = self.open_unloaded_looked(table, key, write, run).await;
                 (Ahead::Unloaded(opened, look), open == Open::Unloaded)
             }
         };
@@ -430,12 +324,43 @@ impl Storage {
             Ahead::Loaded(Ok((t, _))) => t
                 .snapshot()
                 .ok()
-                .map(|s| look(s.snapshot().table_configuration(), self.removes())),
+                .map(|s| look(s.snapshot().table_configuration(), run.seen.removes())),
             Ahead::Loaded(Err(_)) => None,
         };
         if kept {
-            self.preopened.put(table.clone(), open, ahead);
+            self.storage.opened.ahead.put(table.clone(), open, ahead);
         }
         look
+    }
+}
+
+impl Seen {
+    /// How a `write` opens a table: loaded for a replace when the table may hold rows of
+    /// the batch ([`Seen::Before`]), else from its log alone.
+    pub(super) fn open_for(self, write: Write) -> Open {
+        if write == Write::Replace && self == Seen::Before {
+            Open::Loaded
+        } else {
+            Open::Unloaded
+        }
+    }
+
+    /// Whether the run's writes may remove files: a rerun of a batch that may have rows
+    /// in its tables ([`Seen::Before`]) replaces them.
+    pub(super) fn removes(self) -> Removes {
+        match self {
+            Seen::Never => Removes::Nothing,
+            Seen::Before => Removes::Files,
+        }
+    }
+}
+
+/// What a run's first write to `table` does with the batch's rows there:
+/// `_run_control` is only appended to, the other tables replace them.
+fn first_write(table: &TableName) -> Write {
+    if table.as_str() == RUN_CONTROL_TABLE {
+        Write::Append
+    } else {
+        Write::Replace
     }
 }

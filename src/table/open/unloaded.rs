@@ -1,26 +1,23 @@
-//! Appends that open a table from its log alone: protocol, metadata and the `txn`
+//! Tables opened from their log alone for an append: protocol, metadata and the `txn`
 //! actions of the batches, no file list.
 
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use deltalake::DeltaTableError;
 
-use super::entry::put_commit;
-use super::writable::Look;
-use super::{Committed, Storage, Write};
+use super::Opener;
 use crate::batch::BatchKey;
-use crate::error::{Error, Result};
 use crate::naming::TableName;
+use crate::table::writable::{self, Look};
+use crate::table::{RunMode, Txns, Work, Write};
 
 /// Table property bronze sets on the tables it creates for batches: only bronze writes
 /// rows of batches there, each such commit with a Delta `txn` action for the batch
-/// ([`BatchKey::app_ids`]) when the run records them ([`Storage::batch_txns`]). So a
+/// ([`BatchKey::app_ids`]) when the run records them there ([`Txns::InTables`]). So a
 /// batch that `_run_control` has not seen, no run of which left its lease, and whose
 /// `txn` is not in the log has no row in the table, which an append can tell from the
 /// log's protocol, metadata and `txn` actions alone, without the file list
-/// ([`Storage::open_unloaded`]).
+/// ([`Opener::open_unloaded`]).
 pub const BATCH_TXN_PROPERTY: &str = "bronze.batchTransactions";
 
 /// Whether the snapshot's log holds a `txn` of `key`: of one of its folders, or of its
@@ -45,37 +42,38 @@ fn seen_ids(key: &BatchKey) -> Vec<String> {
     ids
 }
 
-impl Storage {
-    /// [`Storage::open_unloaded`], reading the log now.
+impl Opener<'_> {
+    /// [`Opener::open_unloaded`], reading the log now.
     pub(super) async fn open_unloaded_now(
         &self,
         table: &TableName,
         key: &BatchKey,
         write: Write,
+        run: RunMode,
     ) -> std::result::Result<Unloaded, Unopened> {
-        self.open_unloaded_looked(table, key, write).await.0
+        self.open_unloaded_looked(table, key, write, run).await.0
     }
 
-    /// [`Storage::open_unloaded_now`], and what the table's protocol and metadata allow
-    /// ([`super::writable::look`]; `None` when its log could not be read). A table bronze
+    /// [`Opener::open_unloaded_now`], and what the table's protocol and metadata allow
+    /// ([`writable::look`]; `None` when its log could not be read). A table bronze
     /// will not write is never opened this way.
     pub(super) async fn open_unloaded_looked(
         &self,
         table: &TableName,
         key: &BatchKey,
         write: Write,
+        run: RunMode,
     ) -> (std::result::Result<Unloaded, Unopened>, Option<Look>) {
         let app_ids = seen_ids(key);
-        let compact_at = self.auto_compact_at;
-        let batch_txns = self.batch_txns;
-        let removes = self.removes();
+        let compact_at = self.storage.auto_compact_at;
+        let removes = run.seen.removes();
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
-            let look = super::writable::look(snapshot.table_configuration(), removes);
+            let look = writable::look(snapshot.table_configuration(), removes);
             let plain = look.refusal.is_none()
-                && plain_append(snapshot, engine, (compact_at, batch_txns, write), &app_ids);
+                && plain_append(snapshot, engine, (compact_at, run.txns, write), &app_ids);
             Some((plain.then(|| Arc::clone(snapshot)), look))
         });
-        match self.clock.time(super::Work::Open, opened).await {
+        match self.storage.clock.time(Work::Open, opened).await {
             Ok(((Some(snapshot), look), log_store)) => (unloaded(&snapshot, log_store), Some(look)),
             Ok(((None, look), _)) => (Err(Unopened::Other), Some(look)),
             Err(unopened) => (Err(unopened), None),
@@ -109,12 +107,16 @@ impl Storage {
         + Send
         + 'static,
     ) -> std::result::Result<(R, deltalake::logstore::LogStoreRef), Unopened> {
-        if self.local_log_missing(table) {
+        if self.storage.local_log_missing(table) {
             return Err(Unopened::Absent);
         }
         // The table's URL ends with `/`, as the kernel needs to join paths under it.
-        let root = self.table_url(table).map_err(|_| Unopened::Other)?;
-        let log_store = self.handle(table).map_err(|_| Unopened::Other)?.log_store();
+        let root = self.storage.table_url(table).map_err(|_| Unopened::Other)?;
+        let log_store = self
+            .storage
+            .handle(table)
+            .map_err(|_| Unopened::Other)?
+            .log_store();
         let engine = log_store.engine(None);
         let name = table.clone();
         // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
@@ -138,73 +140,17 @@ impl Storage {
         .map_err(|_| Unopened::Other)??;
         Ok((seen, log_store))
     }
-
-    /// Appends `batches` to an [`Storage::open_unloaded`] table in one commit at the
-    /// version after the one it was opened at, put only if absent. `Ok(None)`, nothing
-    /// committed, when the batches' schema is not the table's (the loaded path merges
-    /// them) or another writer took that version (the data files written stay
-    /// unreferenced until a VACUUM): the caller goes the loaded way.
-    pub(super) async fn append_unloaded(
-        &self,
-        table: &TableName,
-        u: &Unloaded,
-        batches: &[RecordBatch],
-        key: &BatchKey,
-    ) -> Result<Option<Committed>> {
-        if !batches
-            .iter()
-            .all(|b| b.schema().fields() == u.schema.fields())
-        {
-            return Ok(None);
-        }
-        let appended = self.put_unloaded(u, batches, key).await;
-        let c = appended.map_err(|e| Error::delta(table.as_str(), "write", e))?;
-        if c.is_none() {
-            tracing::info!(table = %table, "another writer committed meanwhile; writing to the table as it is now");
-        }
-        Ok(c)
-    }
-
-    /// [`Storage::append_unloaded`]'s data files and commit.
-    async fn put_unloaded(
-        &self,
-        u: &Unloaded,
-        batches: &[RecordBatch],
-        key: &BatchKey,
-    ) -> std::result::Result<Option<Committed>, DeltaTableError> {
-        use deltalake::kernel::Action;
-
-        // Default statistics columns: `open_unloaded` took only such tables.
-        let stats = super::shape::StatsColumns::new_table();
-        let (adds, mut c, properties) = self
-            .write_data_files(
-                &u.log_store,
-                Arc::clone(&u.schema),
-                batches,
-                stats,
-                super::entry::CommitNotes::of(Some(key)),
-            )
-            .await?;
-        let actions = adds.into_iter().map(Action::Add).collect();
-        let version = u.version + 1;
-        let put = put_commit(&u.log_store, version, properties, actions);
-        if !self.clock.time(super::Work::Commit, put).await? {
-            return Ok(None);
-        }
-        c.version = version;
-        Ok(Some(c))
-    }
 }
 
 /// Whether an append to `snapshot`'s table may commit from its log alone: nothing about
 /// the table asks more of a writer than data files with statistics, the next commit is
 /// due no checkpoint or auto compaction check, and (for a replacing write) no rows of the
-/// batch (`app_ids`) are there. `(compact_at, batch_txns, write)` as
-/// [`Storage::open_unloaded_looked`] has them.
+/// batch (`app_ids`) are there. `(compact_at, txns, write)` as
+/// [`Opener::open_unloaded_looked`] has them.
 fn plain_append(
     snapshot: &buoyant_kernel::SnapshotRef,
     engine: &dyn buoyant_kernel::Engine,
-    (compact_at, batch_txns, write): (Option<u64>, bool, Write),
+    (compact_at, txns, write): (Option<u64>, Txns, Write),
     app_ids: &[String],
 ) -> bool {
     use deltalake::table::config::TablePropertiesExt as _;
@@ -220,7 +166,7 @@ fn plain_append(
         .get(BATCH_TXN_PROPERTY)
         .map(String::as_str)
         == Some("true")
-        && (!batch_txns || props.set_transaction_retention_duration.is_none());
+        && (txns == Txns::RunControl || props.set_transaction_retention_duration.is_none());
     let plain = (told || write == Write::Append)
         && props
             .column_mapping_mode
@@ -230,7 +176,7 @@ fn plain_append(
         && props.data_skipping_num_indexed_cols.is_none()
         && props.data_skipping_stats_columns.is_none()
         // The commit after this one is due the post-commit work (the checkpoint check of
-        // delta-rs's post-commit hook, as in `Storage::append_files`).
+        // delta-rs's post-commit hook, as in `Committer::append_files`).
         && !(snapshot.version() + 2).is_multiple_of(every);
     if !plain {
         return false;
@@ -265,9 +211,9 @@ fn unloaded(
     })
 }
 
-/// Why [`Storage::open_unloaded`] did not open a table.
+/// Why [`Opener::open_unloaded`] did not open a table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Unopened {
+pub(in crate::table) enum Unopened {
     /// Its log holds no commit: no table yet.
     Absent,
     /// It cannot be read that way, or must not be written that way (the loaded path
@@ -275,13 +221,13 @@ pub(super) enum Unopened {
     Other,
 }
 
-/// A table opened without its file list ([`Storage::open_unloaded`]).
-pub(super) struct Unloaded {
+/// A table opened without its file list ([`Opener::open_unloaded`]).
+pub(in crate::table) struct Unloaded {
     /// The version it was opened at.
-    pub(super) version: u64,
-    pub(super) log_store: deltalake::logstore::LogStoreRef,
+    pub(in crate::table) version: u64,
+    pub(in crate::table) log_store: deltalake::logstore::LogStoreRef,
     /// Its schema, as Arrow.
-    pub(super) schema: SchemaRef,
+    pub(in crate::table) schema: SchemaRef,
 }
 
 /// Whether a field (or one nested in it) carries metadata a writer must act on: Delta's
