@@ -490,8 +490,8 @@ impl<'a> Committer<'a> {
 
     /// A plain append of rows in the table's own schema: data files written with
     /// delta-rs's file writer (same writer properties, same statistics) and committed on
-    /// the table's snapshot, nothing read back
-    /// sets up, which were most of a small commit's cost (BENCHMARKS.md).
+    /// the table's snapshot: nothing is read back, and none of delta-rs's write-operation
+    /// planning is set up (most of a small commit's cost).
     pub(super) async fn append_files(
         &self,
         t: &DeltaTable,
