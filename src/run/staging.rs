@@ -451,13 +451,24 @@ impl Ingest {
             Some(Ok(Some(bytes))) => crate::source::read::decode_bytes(f, bytes),
             _ => self.read_landing_file(f),
         };
-        let mut staging = stage::stage_with_progress(
-            files,
-            &self.config.envelope,
-            (&|| {}, false),
-            &mut stage::IdSet::default(),
-            &reader,
-        )?;
+        // On a thread of its own: the topic task holds a flatten slot here, and a rayon
+        // worker waiting on parallel staging takes up other topic tasks meanwhile, which
+        // would wait for the slot this one holds.
+        let staged = std::thread::scope(|s| {
+            s.spawn(|| {
+                stage::stage_with_progress(
+                    files,
+                    &self.config.envelope,
+                    (&|| {}, false),
+                    &mut stage::IdSet::default(),
+                    &reader,
+                )
+            })
+            .join()
+        });
+        let mut staging = staged.map_err(|_| crate::Error::Internal {
+            what: format!("re-reading the batch for topic {topic:?} panicked"),
+        })??;
         staging
             .topics
             .remove(topic)
