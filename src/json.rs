@@ -168,9 +168,15 @@ impl<'a> Doc<'a> {
     }
 
     /// The decoded value of string node `i`.
+    #[inline]
     pub fn str(&self, i: usize) -> Cow<'a, str> {
-        let escaped = matches!(self.nodes[i].kind, Kind::Str { escaped: true });
-        decode_string(self.raw(i), escaped)
+        let n = self.nodes[i];
+        if n.kind == (Kind::Str { escaped: true }) {
+            decode_string(self.raw(i), true)
+        } else {
+            // Without escapes the value is the text between the quotes.
+            Cow::Borrowed(&self.text[n.start as usize + 1..n.end as usize - 1])
+        }
     }
 }
 

@@ -210,6 +210,8 @@ struct PathNode {
     child_table: Option<(usize, Rc<str>)>,
     /// Whether a `json` hint keeps the value at this path whole, once looked up.
     keep_json: Option<bool>,
+    /// The last object with a member at this path ([`Flattener::members`]).
+    stamp: u32,
 }
 
 impl PathNode {
@@ -222,6 +224,7 @@ impl PathNode {
             column: None,
             child_table: None,
             keep_json: None,
+            stamp: 0,
         }
     }
 }
@@ -418,7 +421,9 @@ struct Flattener<'a, 'c> {
     /// produced nothing).
     recorded: usize,
     /// Member lists reused across objects (one per nesting level in use).
-    member_bufs: Vec<Members<'a>>,
+    member_bufs: Vec<Vec<Member>>,
+    /// The stamp of the object whose members are being resolved ([`PathNode::stamp`]).
+    stamp: u32,
     /// Child id prefixes reused across arrays (one per nesting level in use).
     id_prefixes: Vec<String>,
     /// How the lineage columns are built.
@@ -428,8 +433,15 @@ struct Flattener<'a, 'c> {
     json_hints: bool,
 }
 
-/// An object's members: `(key, value, is_last)`.
-type Members<'a> = Vec<(Cow<'a, str>, usize, bool)>;
+/// A member of an object: its key and value nodes in the document, the trie node of its
+/// key, and whether it is the last member with that key (earlier ones are rescued).
+#[derive(Clone, Copy)]
+struct Member {
+    key: u32,
+    value: u32,
+    node: u32,
+    is_last: bool,
+}
 
 /// The `_id`s of a child table's rows as one text, built as the rows are (no allocation per
 /// row): row `r`'s `_id` is `text[ends[r]..ends[r + 1]]`, and its `_parent_id` the first
@@ -661,6 +673,7 @@ fn flatten_with<'a>(
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
+        stamp: 0,
         id_prefixes: Vec::new(),
         lineage_columns,
         json_hints: cfg
@@ -843,27 +856,33 @@ impl<'a> Flattener<'a, '_> {
         self.recorded += 1;
     }
 
-    /// Members of object `obj`: `(key, value, is_last)`, where `is_last` is false for a
-    /// key that appears again later in the object.
-    fn members(&mut self, doc: &Doc<'a>, obj: usize) -> Members<'a> {
+    /// Members of object `obj` whose row is at trie `node` of table `t`, each with the
+    /// trie node of its key ([`Member`]).
+    fn members(&mut self, t: usize, node: u32, doc: &Doc<'a>, obj: usize) -> Vec<Member> {
         let mut members = self.member_bufs.pop().unwrap_or_default();
-        members.extend(doc.members(obj).map(|(k, v)| (doc.str(k), v, true)));
-        // Objects are small: comparing keys pairwise beats hashing them, once per object
-        // of every message.
-        if members.len() <= 16 {
+        // A key repeated in the object finds the node its first occurrence marked with
+        // this object's stamp. A stamp that wrapped around to an older object's only costs
+        // the exact check below.
+        self.stamp = self.stamp.wrapping_add(1);
+        let stamp = self.stamp;
+        let table = &mut self.tables[t].1;
+        let mut hint = 0;
+        let mut repeats = false;
+        for (k, v) in doc.members(obj) {
+            let n = table.child_node(node, &doc.str(k), &mut hint);
+            let seen = &mut table.nodes[n as usize].stamp;
+            repeats |= *seen == stamp;
+            *seen = stamp;
+            members.push(Member {
+                key: k as u32,
+                value: v as u32,
+                node: n,
+                is_last: true,
+            });
+        }
+        if repeats {
             for i in 0..members.len() {
-                members[i].2 = members[i + 1..].iter().all(|(k, ..)| *k != members[i].0);
-            }
-        } else {
-            let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
-            for (i, (k, ..)) in members.iter().enumerate() {
-                last.insert(k.as_ref(), i);
-            }
-            let last: Vec<bool> = (0..members.len())
-                .map(|i| last[members[i].0.as_ref()] == i)
-                .collect();
-            for (m, l) in members.iter_mut().zip(last) {
-                m.2 = l;
+                members[i].is_last = members[i + 1..].iter().all(|m| m.node != members[i].node);
             }
         }
         members
@@ -892,15 +911,14 @@ impl<'a> Flattener<'a, '_> {
         obj: usize,
         depth: usize,
     ) {
-        let mut hint = 0;
-        let mut members = self.members(doc, obj);
-        for (k, v, is_last) in members.drain(..) {
-            if !is_last {
-                let key = self.dup_key(t, node, &k, Within::Meta);
+        let mut members = self.members(t, node, doc, obj);
+        for m in members.drain(..) {
+            let (v, n) = (m.value as usize, m.node);
+            if !m.is_last {
+                let key = self.dup_key(t, node, &doc.str(m.key as usize), Within::Meta);
                 self.rescue(t, row, key, doc.raw(v).to_string());
                 continue;
             }
-            let n = self.tables[t].1.child_node(node, &k, &mut hint);
             if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth {
                 self.meta_object(t, row, n, doc, v, depth + 1);
             } else {
@@ -920,14 +938,13 @@ impl<'a> Flattener<'a, '_> {
         obj: usize,
         ctx: RowCtx<'a>,
     ) {
-        let mut hint = 0;
-        let mut members = self.members(doc, obj);
-        for (k, v, is_last) in members.drain(..) {
-            if is_last {
-                let n = self.tables[t].1.child_node(node, &k, &mut hint);
-                self.value(t, row, n, doc, v, ctx);
+        let mut members = self.members(t, node, doc, obj);
+        for m in members.drain(..) {
+            let v = m.value as usize;
+            if m.is_last {
+                self.value(t, row, m.node, doc, v, ctx);
             } else {
-                let key = self.dup_key(t, node, &k, Within::Payload);
+                let key = self.dup_key(t, node, &doc.str(m.key as usize), Within::Payload);
                 self.rescue(t, row, key, doc.raw(v).to_string());
             }
         }
