@@ -256,7 +256,8 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
     if b.len() >= u32::MAX as usize {
         return Err(err(0, "text longer than 4 GiB"));
     }
-    let mut stack: Vec<Open> = Vec::new();
+    // One allocation per document for the usual depths (growing it costs more).
+    let mut stack: Vec<Open> = Vec::with_capacity(16);
     let mut i = ws(b, 0);
     // Each round parses one value at `i`, then consumes separators and closing brackets
     // until the next value starts (or the document ends).

@@ -555,7 +555,8 @@ fn push_index(out: &mut String, mut i: usize) {
 /// Appends `s` as a JSON pointer token (RFC 6901): `~` → `~0`, `/` → `~1`.
 #[inline]
 fn push_token(out: &mut String, s: &str) {
-    if memchr::memchr2(b'~', b'/', s.as_bytes()).is_none() {
+    // Ids and keys are short: a plain scan beats setting up a vectorised search.
+    if !s.bytes().any(|b| b == b'~' || b == b'/') {
         out.push_str(s);
         return;
     }
