@@ -1428,7 +1428,11 @@ impl CellCounts {
                 Cell::Bool(_) => counts.bools += 1,
                 Cell::Num(s, NumClass::Int) => {
                     counts.ints += 1;
-                    if s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs()) {
+                    // 15 digits stay below 2^53 (9.007e15).
+                    let digits = s.len() - usize::from(s.starts_with('-'));
+                    if digits > 15
+                        && s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs())
+                    {
                         counts.wide_ints += 1;
                     }
                 }
