@@ -181,11 +181,17 @@ impl<'a> Doc<'a> {
 }
 
 /// Decodes a string literal (with its quotes) that this module validated.
+#[inline]
 pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
     let inner = &raw[1..raw.len() - 1];
     if !escaped {
         return Cow::Borrowed(inner);
     }
+    Cow::Owned(decode_escapes(inner))
+}
+
+/// The text of a string literal's inside `inner`, its escapes decoded.
+fn decode_escapes(inner: &str) -> String {
     let mut out = String::with_capacity(inner.len());
     let mut rest = inner;
     // Runs between escapes are copied whole; only the escapes go char by char.
@@ -217,7 +223,7 @@ pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
         rest = chars.as_str();
     }
     out.push_str(rest);
-    Cow::Owned(out)
+    out
 }
 
 fn hex4(chars: &mut std::str::Chars<'_>) -> u32 {
