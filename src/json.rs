@@ -168,7 +168,7 @@ impl<'a> Doc<'a> {
     }
 
     /// The decoded value of string node `i`.
-    #[inline]
+    #[inline(always)]
     pub fn str(&self, i: usize) -> Cow<'a, str> {
         let n = self.nodes[i];
         if n.kind == (Kind::Str { escaped: true }) {
