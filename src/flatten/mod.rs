@@ -344,10 +344,17 @@ impl TableBuilder<'_> {
 
     /// The column of the value at `node`, a path `within` the payload or the metadata,
     /// named on first sight.
+    #[inline]
     fn column(&mut self, node: u32, within: Within) -> usize {
-        if let Some(c) = self.nodes[node as usize].column {
-            return c;
+        match self.nodes[node as usize].column {
+            Some(c) => c,
+            None => self.new_column(node, within),
         }
+    }
+
+    /// [`TableBuilder::column`] on first sight of the path: names the column.
+    #[cold]
+    fn new_column(&mut self, node: u32, within: Within) -> usize {
         let keys = self.keys(node);
         let (key, name) = if within == Within::Meta {
             (
