@@ -10,8 +10,11 @@
 //! - `encode`: the flattened tables → parquet bytes, with bronze's writer properties per
 //!   compression, beside delta-rs' defaults;
 //! - `commit`: the flattened tables → Delta tables in a local folder, one commit each;
-//! - `dense`: parse, flatten and encode again over a field-dense daily batch
-//!   (`Profile::Dense`), and flatten + fit with type detection off and on.
+//! - `dense`: parse, flatten, fit and encode again over a field-dense daily batch
+//!   (`Profile::Dense`), and flatten + fit with type detection off and on. Its throughput
+//!   is in leaves (non-null values written into data columns, `bronze::bench::counts`), so
+//!   criterion's `elem/s` gives each stage's time per leaf; the batch's leaves and output
+//!   rows are printed first, for the time per row.
 //!
 //! `cargo bench --bench stages`; figures in BENCHMARKS.md.
 
@@ -264,10 +267,11 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-/// The same stages over a field-dense daily batch (`Profile::Dense`: ~27 leaves per
+/// The same stages over a field-dense daily batch (`Profile::Dense`: ~31 leaves per
 /// message, mostly short non-ASCII strings, no padding), where a byte costs more to
 /// parse, flatten and encode than in the padded profile: `dense/parse_*`,
-/// `dense/flatten_all_topics`, `dense/encode_bronze_snappy`.
+/// `dense/flatten_all_topics`, `dense/fit_detect_off`, `dense/encode_bronze_snappy`, each
+/// with its throughput in leaves.
 fn bench_dense(c: &mut Criterion) {
     let b = batch_of(&GenSpec {
         files: FILES,
@@ -275,8 +279,23 @@ fn bench_dense(c: &mut Criterion) {
         ..Default::default()
     });
     let tables = flatten_all(&b.staging);
+    let counts = stages::counts(&tables);
+    let messages: usize = b
+        .staging
+        .topics
+        .values()
+        .flatten()
+        .map(|s| s.num_rows())
+        .sum();
+    eprintln!(
+        "dense: {} landed bytes, {messages} messages, {} leaves, {} output rows in {} tables",
+        b.bytes,
+        counts.leaves,
+        counts.rows,
+        tables.len()
+    );
     let mut g = c.benchmark_group("dense");
-    g.throughput(Throughput::Bytes(b.bytes));
+    g.throughput(Throughput::Elements(counts.leaves));
     g.bench_function(BenchmarkId::new("parse_simd_json_only", FILES), |bench| {
         let mut scratch = ParseScratch::default();
         bench.iter(|| stages::simd_json_parse_only(black_box(&b.one_file), &mut scratch))
@@ -308,6 +327,10 @@ fn bench_dense(c: &mut Criterion) {
             })
         });
     }
+    // Fit alone: the flattened tables as a first load's new tables, detection off.
+    g.bench_function(BenchmarkId::new("fit_detect_off", FILES), |bench| {
+        bench.iter(|| stages::fit_new_tables(black_box(&tables)).unwrap())
+    });
     let props = writer_properties(Compression::SNAPPY);
     bench_encode(
         &mut g,

@@ -142,3 +142,28 @@ pub fn clear(ingest: &Ingest) -> std::io::Result<()> {
         _ => Ok(()),
     }
 }
+
+/// What a batch's flattened tables hold: leaves (non-null values in data columns, the
+/// ones whose field carries a path, lineage and `_rescued_data` not counted) and rows
+/// (of every table, topic and child), for the per-leaf and per-row costs of the stages.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Non-null values in data columns.
+    pub leaves: u64,
+    /// Rows of every table.
+    pub rows: u64,
+}
+
+/// The [`Counts`] of `tables`.
+pub fn counts(tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>) -> Counts {
+    let mut counts = Counts::default();
+    for batch in tables.values().flatten().flat_map(|(_, batches)| batches) {
+        counts.rows += batch.num_rows() as u64;
+        for (field, column) in batch.schema().fields().iter().zip(batch.columns()) {
+            if field.metadata().contains_key(crate::flatten::PATH_META) {
+                counts.leaves += (column.len() - column.null_count()) as u64;
+            }
+        }
+    }
+    counts
+}

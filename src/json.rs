@@ -168,18 +168,30 @@ impl<'a> Doc<'a> {
     }
 
     /// The decoded value of string node `i`.
+    #[inline(always)]
     pub fn str(&self, i: usize) -> Cow<'a, str> {
-        let escaped = matches!(self.nodes[i].kind, Kind::Str { escaped: true });
-        decode_string(self.raw(i), escaped)
+        let n = self.nodes[i];
+        if n.kind == (Kind::Str { escaped: true }) {
+            decode_string(self.raw(i), true)
+        } else {
+            // Without escapes the value is the text between the quotes.
+            Cow::Borrowed(&self.text[n.start as usize + 1..n.end as usize - 1])
+        }
     }
 }
 
 /// Decodes a string literal (with its quotes) that this module validated.
+#[inline]
 pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
     let inner = &raw[1..raw.len() - 1];
     if !escaped {
         return Cow::Borrowed(inner);
     }
+    Cow::Owned(decode_escapes(inner))
+}
+
+/// The text of a string literal's inside `inner`, its escapes decoded.
+fn decode_escapes(inner: &str) -> String {
     let mut out = String::with_capacity(inner.len());
     let mut rest = inner;
     // Runs between escapes are copied whole; only the escapes go char by char.
@@ -211,7 +223,7 @@ pub fn decode_string(raw: &str, escaped: bool) -> Cow<'_, str> {
         rest = chars.as_str();
     }
     out.push_str(rest);
-    Cow::Owned(out)
+    out
 }
 
 fn hex4(chars: &mut std::str::Chars<'_>) -> u32 {
@@ -250,7 +262,8 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
     if b.len() >= u32::MAX as usize {
         return Err(err(0, "text longer than 4 GiB"));
     }
-    let mut stack: Vec<Open> = Vec::new();
+    // One allocation per document for the usual depths (growing it costs more).
+    let mut stack: Vec<Open> = Vec::with_capacity(16);
     let mut i = ws(b, 0);
     // Each round parses one value at `i`, then consumes separators and closing brackets
     // until the next value starts (or the document ends).
@@ -525,6 +538,10 @@ struct NumShape {
     is_float: bool,
     /// Significant digits of its mantissa (leading and trailing zeros do not count).
     significant: usize,
+    /// Digits before the point, and after it.
+    int_digits: usize,
+    frac_digits: usize,
+    has_exponent: bool,
 }
 
 impl NumShape {
@@ -533,13 +550,22 @@ impl NumShape {
     /// validated, without the `i64` / `f64` parse.
     fn class(&self, lit: &str) -> NumClass {
         if !self.is_float {
-            return if lit.parse::<i64>().is_ok() {
+            // 18 digits always fit an `i64` (below 9.2e18).
+            return if self.int_digits <= 18 || lit.parse::<i64>().is_ok() {
                 NumClass::Int
             } else {
                 NumClass::Big
             };
         }
         let significant = self.significant;
+        if significant > 15 {
+            return NumClass::Big;
+        }
+        if !self.has_exponent && self.int_digits <= 300 && self.frac_digits <= 300 {
+            // Below 1e300, so finite; zero only when no digit is significant; and at most
+            // 300 fraction digits keep any other value above the subnormals (1e-308).
+            return NumClass::Float;
+        }
         match lit.parse::<f64>() {
             Ok(v) if v.is_finite() && significant <= 15 && (v != 0.0 || significant == 0) => {
                 // Subnormals print back with fewer digits than they were written with.
@@ -573,6 +599,7 @@ fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
     let int_digits = &b[int_start..j];
     let mut frac_digits: &[u8] = &[];
     let mut is_float = false;
+    let mut has_exponent = false;
     if b.get(j) == Some(&b'.') {
         is_float = true;
         let s = j + 1;
@@ -587,6 +614,7 @@ fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
     }
     if matches!(b.get(j), Some(b'e' | b'E')) {
         is_float = true;
+        has_exponent = true;
         j += 1;
         if matches!(b.get(j), Some(b'+' | b'-')) {
             j += 1;
@@ -609,6 +637,9 @@ fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
         NumShape {
             is_float,
             significant,
+            int_digits: int_digits.len(),
+            frac_digits: frac_digits.len(),
+            has_exponent,
         },
     ))
 }
@@ -737,6 +768,19 @@ mod tests {
         assert_eq!(class("0.0000000000000001234567890123456"), NumClass::Big);
         assert_eq!(class("100000000000000000000.000"), NumClass::Float);
         assert_eq!(class("1.0000000000000001"), NumClass::Big);
+        // Without an exponent, the digits on either side of the point decide.
+        assert_eq!(class("999999999999999999"), NumClass::Int);
+        assert_eq!(class("-999999999999999999"), NumClass::Int);
+        assert_eq!(class("-9223372036854775808"), NumClass::Int);
+        assert_eq!(class("-9223372036854775809"), NumClass::Big);
+        assert_eq!(class("-0.0"), NumClass::Float);
+        let zeros = "0".repeat(300);
+        assert_eq!(class(&format!("1{zeros}{zeros}.0")), NumClass::Big);
+        assert_eq!(class(&format!("1{zeros}.0")), NumClass::Float);
+        assert_eq!(class(&format!("1{}.0", &zeros[1..])), NumClass::Float);
+        assert_eq!(class(&format!("0.{zeros}1")), NumClass::Float);
+        assert_eq!(class(&format!("0.{zeros}{zeros}1")), NumClass::Big);
+        assert_eq!(class("1.5e3"), NumClass::Float);
         assert_eq!(significant_digits(b"00120", b"0300"), 5);
         assert_eq!(significant_digits(b"0", b"000"), 0);
         // Beyond the depth limit numbers are validated, not classified.

@@ -48,8 +48,10 @@ use std::sync::Arc;
 
 use arrow::array::{
     Array, ArrayRef, BooleanBuilder, DictionaryArray, Float64Builder, Int32Array, Int64Array,
-    Int64Builder, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    Int64Builder, NullBufferBuilder, RecordBatch, StringArray, StringBuilder,
+    TimestampMicrosecondArray,
 };
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 
 use crate::column_types::{ColumnType, DetectType};
@@ -210,6 +212,8 @@ struct PathNode {
     child_table: Option<(usize, Rc<str>)>,
     /// Whether a `json` hint keeps the value at this path whole, once looked up.
     keep_json: Option<bool>,
+    /// The last object with a member at this path ([`Flattener::members`]).
+    stamp: u32,
 }
 
 impl PathNode {
@@ -222,6 +226,7 @@ impl PathNode {
             column: None,
             child_table: None,
             keep_json: None,
+            stamp: 0,
         }
     }
 }
@@ -339,10 +344,17 @@ impl TableBuilder<'_> {
 
     /// The column of the value at `node`, a path `within` the payload or the metadata,
     /// named on first sight.
+    #[inline]
     fn column(&mut self, node: u32, within: Within) -> usize {
-        if let Some(c) = self.nodes[node as usize].column {
-            return c;
+        match self.nodes[node as usize].column {
+            Some(c) => c,
+            None => self.new_column(node, within),
         }
+    }
+
+    /// [`TableBuilder::column`] on first sight of the path: names the column.
+    #[cold]
+    fn new_column(&mut self, node: u32, within: Within) -> usize {
         let keys = self.keys(node);
         let (key, name) = if within == Within::Meta {
             (
@@ -418,7 +430,9 @@ struct Flattener<'a, 'c> {
     /// produced nothing).
     recorded: usize,
     /// Member lists reused across objects (one per nesting level in use).
-    member_bufs: Vec<Members<'a>>,
+    member_bufs: Vec<Vec<Member>>,
+    /// The stamp of the object whose members are being resolved ([`PathNode::stamp`]).
+    stamp: u32,
     /// Child id prefixes reused across arrays (one per nesting level in use).
     id_prefixes: Vec<String>,
     /// How the lineage columns are built.
@@ -428,8 +442,15 @@ struct Flattener<'a, 'c> {
     json_hints: bool,
 }
 
-/// An object's members: `(key, value, is_last)`.
-type Members<'a> = Vec<(Cow<'a, str>, usize, bool)>;
+/// A member of an object: its key and value nodes in the document, the trie node of its
+/// key, and whether it is the last member with that key (earlier ones are rescued).
+#[derive(Clone, Copy)]
+struct Member {
+    key: u32,
+    value: u32,
+    node: u32,
+    is_last: bool,
+}
 
 /// The `_id`s of a child table's rows as one text, built as the rows are (no allocation per
 /// row): row `r`'s `_id` is `text[ends[r]..ends[r + 1]]`, and its `_parent_id` the first
@@ -543,7 +564,8 @@ fn push_index(out: &mut String, mut i: usize) {
 /// Appends `s` as a JSON pointer token (RFC 6901): `~` → `~0`, `/` → `~1`.
 #[inline]
 fn push_token(out: &mut String, s: &str) {
-    if memchr::memchr2(b'~', b'/', s.as_bytes()).is_none() {
+    // Ids and keys are short: a plain scan beats setting up a vectorised search.
+    if !s.bytes().any(|b| b == b'~' || b == b'/') {
         out.push_str(s);
         return;
     }
@@ -661,6 +683,7 @@ fn flatten_with<'a>(
         files: Vec::new(),
         recorded: 0,
         member_bufs: Vec::new(),
+        stamp: 0,
         id_prefixes: Vec::new(),
         lineage_columns,
         json_hints: cfg
@@ -843,27 +866,33 @@ impl<'a> Flattener<'a, '_> {
         self.recorded += 1;
     }
 
-    /// Members of object `obj`: `(key, value, is_last)`, where `is_last` is false for a
-    /// key that appears again later in the object.
-    fn members(&mut self, doc: &Doc<'a>, obj: usize) -> Members<'a> {
+    /// Members of object `obj` whose row is at trie `node` of table `t`, each with the
+    /// trie node of its key ([`Member`]).
+    fn members(&mut self, t: usize, node: u32, doc: &Doc<'a>, obj: usize) -> Vec<Member> {
         let mut members = self.member_bufs.pop().unwrap_or_default();
-        members.extend(doc.members(obj).map(|(k, v)| (doc.str(k), v, true)));
-        // Objects are small: comparing keys pairwise beats hashing them, once per object
-        // of every message.
-        if members.len() <= 16 {
+        // A key repeated in the object finds the node its first occurrence marked with
+        // this object's stamp. A stamp that wrapped around to an older object's only costs
+        // the exact check below.
+        self.stamp = self.stamp.wrapping_add(1);
+        let stamp = self.stamp;
+        let table = &mut self.tables[t].1;
+        let mut hint = 0;
+        let mut repeats = false;
+        for (k, v) in doc.members(obj) {
+            let n = table.child_node(node, &doc.str(k), &mut hint);
+            let seen = &mut table.nodes[n as usize].stamp;
+            repeats |= *seen == stamp;
+            *seen = stamp;
+            members.push(Member {
+                key: k as u32,
+                value: v as u32,
+                node: n,
+                is_last: true,
+            });
+        }
+        if repeats {
             for i in 0..members.len() {
-                members[i].2 = members[i + 1..].iter().all(|(k, ..)| *k != members[i].0);
-            }
-        } else {
-            let mut last: HashMap<&str, usize> = HashMap::with_capacity(members.len());
-            for (i, (k, ..)) in members.iter().enumerate() {
-                last.insert(k.as_ref(), i);
-            }
-            let last: Vec<bool> = (0..members.len())
-                .map(|i| last[members[i].0.as_ref()] == i)
-                .collect();
-            for (m, l) in members.iter_mut().zip(last) {
-                m.2 = l;
+                members[i].is_last = members[i + 1..].iter().all(|m| m.node != members[i].node);
             }
         }
         members
@@ -892,15 +921,14 @@ impl<'a> Flattener<'a, '_> {
         obj: usize,
         depth: usize,
     ) {
-        let mut hint = 0;
-        let mut members = self.members(doc, obj);
-        for (k, v, is_last) in members.drain(..) {
-            if !is_last {
-                let key = self.dup_key(t, node, &k, Within::Meta);
+        let mut members = self.members(t, node, doc, obj);
+        for m in members.drain(..) {
+            let (v, n) = (m.value as usize, m.node);
+            if !m.is_last {
+                let key = self.dup_key(t, node, &doc.str(m.key as usize), Within::Meta);
                 self.rescue(t, row, key, doc.raw(v).to_string());
                 continue;
             }
-            let n = self.tables[t].1.child_node(node, &k, &mut hint);
             if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth {
                 self.meta_object(t, row, n, doc, v, depth + 1);
             } else {
@@ -920,14 +948,13 @@ impl<'a> Flattener<'a, '_> {
         obj: usize,
         ctx: RowCtx<'a>,
     ) {
-        let mut hint = 0;
-        let mut members = self.members(doc, obj);
-        for (k, v, is_last) in members.drain(..) {
-            if is_last {
-                let n = self.tables[t].1.child_node(node, &k, &mut hint);
-                self.value(t, row, n, doc, v, ctx);
+        let mut members = self.members(t, node, doc, obj);
+        for m in members.drain(..) {
+            let v = m.value as usize;
+            if m.is_last {
+                self.value(t, row, m.node, doc, v, ctx);
             } else {
-                let key = self.dup_key(t, node, &k, Within::Payload);
+                let key = self.dup_key(t, node, &doc.str(m.key as usize), Within::Payload);
                 self.rescue(t, row, key, doc.raw(v).to_string());
             }
         }
@@ -1410,7 +1437,11 @@ impl CellCounts {
                 Cell::Bool(_) => counts.bools += 1,
                 Cell::Num(s, NumClass::Int) => {
                     counts.ints += 1;
-                    if s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs()) {
+                    // 15 digits stay below 2^53 (9.007e15).
+                    let digits = s.len() - usize::from(s.starts_with('-'));
+                    if digits > 15
+                        && s.parse::<i64>().is_ok_and(|v| v.unsigned_abs() > F64_EXACT_INT.unsigned_abs())
+                    {
                         counts.wide_ints += 1;
                     }
                 }
@@ -1471,21 +1502,80 @@ fn float_column(n: usize, cells: &[(u32, Cell<'_>)]) -> ArrayRef {
     Arc::new(b.finish())
 }
 
+/// A string column of `n` rows from `cells`, each value as `text` gives it.
 fn fill_strings<'a>(
     n: usize,
     cells: &[(u32, Cell<'a>)],
     text: impl Fn(Cell<'a>) -> Cow<'a, str>,
 ) -> StringArray {
     let bytes: usize = cells.iter().map(|(_, c)| c.json().len()).sum();
-    let mut b = StringBuilder::with_capacity(n, bytes);
+    let mut b = StringColumn::with_capacity(n, bytes);
     fill(
         &mut b,
         n,
         cells,
-        |b, c| b.append_value(text(c)),
-        |b| b.append_null(),
+        |b, c| b.push(&text(c)),
+        StringColumn::push_null,
     );
     b.finish()
+}
+
+/// A string column built value by value: offsets, text and validity written directly
+/// (an Arrow builder costs more per value). Panics past 2 GiB of text, as Arrow's do.
+struct StringColumn {
+    offsets: Vec<i32>,
+    text: String,
+    nulls: NullBufferBuilder,
+}
+
+impl StringColumn {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        StringColumn {
+            offsets,
+            text: String::with_capacity(bytes),
+            nulls: NullBufferBuilder::new(rows),
+        }
+    }
+
+    #[inline(always)]
+    fn end(&mut self) {
+        let end = i32::try_from(self.text.len()).expect("byte array offset overflow");
+        self.offsets.push(end);
+    }
+
+    #[inline(always)]
+    fn push(&mut self, value: &str) {
+        self.text.push_str(value);
+        self.end();
+        self.nulls.append_non_null();
+    }
+
+    #[inline(always)]
+    fn push_null(&mut self) {
+        self.end();
+        self.nulls.append_null();
+    }
+
+    fn finish(mut self) -> StringArray {
+        let nulls = self.nulls.finish();
+        string_array(self.offsets, self.text, nulls)
+    }
+}
+
+/// The string column of `text` cut at `offsets`, which must be the lengths of `text` after
+/// each whole `&str` appended to it (0 first, a null's value being empty); `nulls` as its
+/// validity.
+#[allow(unsafe_code)]
+fn string_array(offsets: Vec<i32>, text: String, nulls: Option<NullBuffer>) -> StringArray {
+    let offsets = OffsetBuffer::new(offsets.into());
+    // SAFETY: the values are one `String` (valid UTF-8) and the offsets, as required
+    // above, are char boundaries of it, never decreasing, from 0 to its length: what
+    // `StringArray::new` would check. Checked in debug builds (every test) below.
+    let array = unsafe { StringArray::new_unchecked(offsets, text.into_bytes().into(), nulls) };
+    debug_assert!(array.to_data().validate_full().is_ok());
+    array
 }
 
 /// Cells ahead of the one being appended whose text is prefetched. A column's values lie

@@ -1062,3 +1062,26 @@ fn a_decimal_type_no_hint_could_name_is_no_hint_to_the_flattener() {
     assert_eq!(b.column_by_name("a").unwrap().data_type(), &DataType::Float64);
     assert_eq!(b.column_by_name("b").unwrap().data_type(), &DataType::Int64);
 }
+
+#[test]
+fn repeated_keys_leave_the_column_order_of_first_values() {
+    let t = run(&[
+        r#"{"topic":"d","message_id":"1","payload":{"a":{"x":1},"b":2,"a":{"y":3},"c":{"k":1,"k":2}}}"#,
+        r#"{"topic":"d","message_id":"2","payload":{"c":{"k":3},"a":{"x":4},"b":5}}"#,
+    ]);
+    let b = &t["d"][0];
+    let schema = b.schema();
+    let data: Vec<&str> = schema
+        .fields()
+        .iter()
+        .filter(|f| f.metadata().contains_key(PATH_META))
+        .map(|f| f.name().as_str())
+        .collect();
+    assert_eq!(data, ["b", "a__y", "c__k", "a__x"]);
+    let k = b.column_by_name("c__k").unwrap().as_primitive::<Int64Type>();
+    assert_eq!(k.iter().collect::<Vec<_>>(), [Some(2), Some(3)]);
+    assert_eq!(
+        strings_of(b, RESCUED),
+        [Some(r#"{"dup:/a":[{"x":1}],"dup:/c/k":[1]}"#.into()), None]
+    );
+}
