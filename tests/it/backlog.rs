@@ -707,9 +707,9 @@ fn unordered_loads_one_entitys_batches_at_once_and_a_failure_holds_none_back() {
     let dir = tempfile::tempdir().unwrap();
     let landing = landing_zone(dir.path(), &["s/a"], &["d1", "d2", "d3", "d4"]);
     // Batches long enough that the second loader thread, started a little later, finds
-    // the first one's batch still running (a topic of its own: the fixture's tables
-    // keep their counts).
-    let lines: String = (0..4000)
+    // the first one's batch still running, on a loaded machine too (a topic of its own:
+    // the fixture's tables keep their counts).
+    let lines: String = (0..12000)
         .map(|i| {
             format!(
                 "{{\"topic\":\"slow\",\"message_id\":\"slow-{i}\",\"payload\":{{\"n\":{i},\"slow_items\":[{{\"k\":\"é{i}\"}}]}}}}\n"
