@@ -13,7 +13,8 @@
 //! (matched to the table's column by its original path, field metadata `bronze.path`):
 //! - same type: kept;
 //! - another type: every value that fits the table's type exactly is converted (int64 →
-//!   float64 up to 2^53, anything → a JSON-text column, a JSON string → a string
+//!   float64 up to 2^53, int64 → a narrower integer column of another engine's table
+//!   within its range, anything → a JSON-text column, a JSON string → a string
 //!   column, a JSON number or boolean → its typed column); a value that does not fit is
 //!   set to null in the column and kept in `_rescued_data` under its path;
 //! - a path the table has no column for: [`Evolution::Add`] adds it (renamed `_2`, `_3`,
@@ -28,8 +29,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
 use arrow::array::{
-    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Array, Float64Array,
-    Int64Array, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
+    Array, ArrayRef, AsArray, BooleanArray, Date32Array, Decimal128Array, Float32Array,
+    Float64Array, Int8Array, Int16Array, Int32Array, Int64Array, RecordBatch, StringArray, StringBuilder, TimestampMicrosecondArray,
 };
 use arrow::compute::cast;
 use arrow::datatypes::{
@@ -609,6 +610,27 @@ fn convert(
             &mut rescue,
             float_fit,
         ))),
+        // Narrower types of tables another engine created (Spark's `int`, `smallint`,
+        // `tinyint`, `float`): the values they hold exactly.
+        DataType::Int32 => Arc::new(Int32Array::from(fitted(array, from_text, &mut rescue, |v| {
+            int_fit(v).and_then(|i| i32::try_from(i).ok())
+        }))),
+        DataType::Int16 => Arc::new(Int16Array::from(fitted(array, from_text, &mut rescue, |v| {
+            int_fit(v).and_then(|i| i16::try_from(i).ok())
+        }))),
+        DataType::Int8 => Arc::new(Int8Array::from(fitted(array, from_text, &mut rescue, |v| {
+            int_fit(v).and_then(|i| i8::try_from(i).ok())
+        }))),
+        DataType::Float32 => Arc::new(Float32Array::from(fitted(
+            array,
+            from_text,
+            &mut rescue,
+            |v| {
+                let f = float_fit(v)?;
+                let narrow = f as f32;
+                (f64::from(narrow) == f).then_some(narrow)
+            },
+        ))),
         DataType::Boolean => Arc::new(BooleanArray::from(fitted(
             array,
             from_text,
@@ -927,6 +949,40 @@ mod tests {
                 Some(r#"{"/q":9223372036854775807}"#.into()),
                 Some(r#"{"/q":-9223372036854775808}"#.into())
             ]
+        );
+    }
+
+    #[test]
+    fn ints_narrow_into_another_engines_int_columns_within_range() {
+        use arrow::datatypes::{Float32Type, Int8Type, Int32Type};
+        // Spark's `int`, `tinyint` and `float` columns carry no `bronze.path`.
+        let target = Schema::new(vec![
+            Field::new("year", DataType::Int32, true),
+            Field::new("small", DataType::Int8, true),
+            Field::new("f", DataType::Float32, true),
+        ]);
+        let b = batch(
+            vec![
+                data("year", DataType::Int64, "/year", false),
+                data("small", DataType::Int64, "/small", false),
+                data("f", DataType::Float64, "/f", false),
+            ],
+            vec![
+                Arc::new(Int64Array::from(vec![2025, 1 << 40])),
+                Arc::new(Int64Array::from(vec![-128, 128])),
+                Arc::new(Float64Array::from(vec![0.5, 0.1])),
+            ],
+        );
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
+        let year = c.batch.column_by_name("year").unwrap().as_primitive::<Int32Type>();
+        assert_eq!((year.value(0), year.is_null(1)), (2025, true));
+        let small = c.batch.column_by_name("small").unwrap().as_primitive::<Int8Type>();
+        assert_eq!((small.value(0), small.is_null(1)), (-128, true));
+        let f = c.batch.column_by_name("f").unwrap().as_primitive::<Float32Type>();
+        assert_eq!((f.value(0), f.is_null(1)), (0.5, true));
+        assert_eq!(
+            strings(&c.batch, RESCUED),
+            [None, Some(r#"{"/f":0.1,"/small":128,"/year":1099511627776}"#.into())]
         );
     }
 

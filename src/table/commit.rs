@@ -13,6 +13,7 @@ use super::datafiles::write_data_files;
 use super::entry::{CommitNotes, commit_on, put_commit};
 use super::files::{BatchFiles, BatchRows, Folders, batch_files, same_schema, whole_removes};
 use super::open::{Opener, Unloaded, Unopened};
+use super::planned::Duties;
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
 use super::stats::{Pending, WrittenTable};
@@ -448,7 +449,8 @@ impl<'a> Committer<'a> {
         };
         let snapshot = t.snapshot().map_err(delta)?;
         let predicate = BatchRows::of_topics(key, topics, folders).sql();
-        let stats = StatsColumns::of(snapshot);
+        let duties = Duties::read(t, snapshot).await.map_err(delta)?;
+        let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
         let log_store = t.log_store();
         let notes = CommitNotes {
             txn: self.txn(Some(key)),
@@ -468,9 +470,9 @@ impl<'a> Committer<'a> {
         actions.extend(adds.into_iter().map(Action::Add));
         let commit = commit_on(
             t,
-            snapshot,
+            (snapshot, &duties),
             properties,
-            actions,
+            (actions, false),
             DeltaOperation::Write {
                 mode: SaveMode::Overwrite,
                 partition_by: None,
@@ -502,10 +504,11 @@ impl<'a> Committer<'a> {
         use deltalake::protocol::DeltaOperation;
 
         let snapshot = t.snapshot()?;
-        let stats = StatsColumns::of(snapshot);
         let Some(first) = batches.first() else {
             return Err(DeltaTableError::Generic("nothing to append".into()));
         };
+        let duties = Duties::read(t, snapshot).await?;
+        let stats = duties.stats_columns(StatsColumns::of(snapshot), &first.schema());
         let log_store = t.log_store();
         let (adds, mut c, properties) = write_data_files(
             self.storage,
@@ -522,9 +525,9 @@ impl<'a> Committer<'a> {
         };
         let commit = commit_on(
             t,
-            snapshot,
+            (snapshot, &duties),
             properties,
-            adds.into_iter().map(Action::Add).collect(),
+            (adds.into_iter().map(Action::Add).collect(), false),
             DeltaOperation::Write {
                 mode: SaveMode::Append,
                 partition_by: None,

@@ -26,6 +26,7 @@ use deltalake::kernel::{Action, LogicalFileView};
 use deltalake::{DeltaTable, DeltaTableError};
 use serde::Serialize;
 
+use super::planned::Duties;
 use super::shape::{StatsColumns, check_plain_layout, conform, read_file};
 use super::strict::READ_VERSION;
 use crate::error::{Error, Result};
@@ -46,6 +47,10 @@ pub struct OptimizeReport {
     pub files_removed: u64,
     /// Version after (unchanged when there was nothing to do).
     pub version: u64,
+    /// A liquid-clustered table's clustering columns: bronze compacted its unclustered
+    /// files only and clustered nothing.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub clustered_by: Option<Vec<String>>,
 }
 
 /// Minimum file size below which a file counts as small: half the target (Databricks'
@@ -109,6 +114,19 @@ pub(crate) async fn rewrite(
     };
     let schema = snapshot.snapshot().arrow_schema();
     check_zorder_columns(name, &schema, zorder)?;
+    let duties = Duties::read(&t, snapshot).await.map_err(delta)?;
+    if let Some(columns) = &duties.clustering {
+        check_clustered(name, columns, zorder)?;
+        report.clustered_by = Some(columns.clone());
+    }
+    // Files a clustering engine clustered stay as they are: bronze does not cluster.
+    let files: Vec<LogicalFileView> = if duties.clustering.is_some() {
+        #[allow(deprecated)] // Its only way to a file's `clusteringProvider`.
+        let unclustered = |f: &LogicalFileView| f.add_action().clustering_provider.is_none();
+        files.into_iter().filter(unclustered).collect()
+    } else {
+        files
+    };
     let bins = match plan {
         Plan::BinPack => compaction_bins(&files, target),
         Plan::Tiered => tiered_bins(&files, target),
@@ -130,7 +148,8 @@ pub(crate) async fn rewrite(
         if !zorder.is_empty() {
             batches = zordered(&schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
         }
-        let written = write(&t, &schema, &batches, target, compression, snapshot)
+        let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
+        let written = write(&t, &schema, &batches, (target, compression), stats)
             .await
             .map_err(delta)?;
         done.bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
@@ -140,7 +159,7 @@ pub(crate) async fn rewrite(
     let (files_added, files_removed) = (done.adds.len() as u64, done.removes.len() as u64);
     let mut actions: Vec<Action> = done.removes.into_iter().map(Action::Remove).collect();
     actions.extend(done.adds.into_iter().map(Action::Add));
-    report.version = commit(&t, snapshot, actions, metrics, target)
+    report.version = commit(&t, (snapshot, &duties), actions, metrics, target)
         .await
         .map_err(delta)?;
     report.files_added = files_added;
@@ -163,6 +182,23 @@ fn check_zorder_columns(name: &str, schema: &SchemaRef, zorder: &[String]) -> Re
         }
     }
     Ok(())
+}
+
+/// Refuses a Z-order of a liquid-clustered table (clustered by `columns`): its layout is
+/// the clustering's, which bronze does not write.
+fn check_clustered(name: &str, columns: &[String], zorder: &[String]) -> Result<()> {
+    if zorder.is_empty() {
+        return Ok(());
+    }
+    Err(Error::delta(
+        name,
+        "optimize",
+        DeltaTableError::Generic(format!(
+            "the table is liquid-clustered by {}, which Z-order would undo; run OPTIMIZE in \
+             the engine that clusters it (bronze only compacts its unclustered files)",
+            columns.join(", ")
+        )),
+    ))
 }
 
 /// What an OPTIMIZE's bins removed and wrote.
@@ -212,7 +248,7 @@ async fn read_bin(
             batches.push(conform(&b, schema).map_err(|e| Error::arrow(name, e))?);
         }
         bytes_removed += f.size().max(0) as u64;
-        removes.push(f.remove_action(false));
+        removes.push(super::files::remove_of(f, false));
     }
     Ok((batches, removes, bytes_removed))
 }
@@ -234,7 +270,7 @@ fn zorder_bins(files: &[LogicalFileView]) -> Vec<Vec<usize>> {
 /// metrics; the new version.
 async fn commit(
     t: &DeltaTable,
-    snapshot: &deltalake::table::state::DeltaTableState,
+    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
     actions: Vec<Action>,
     metrics: serde_json::Value,
     target: u64,
@@ -250,6 +286,12 @@ async fn commit(
         predicate: None,
         target_size: target.min(i64::MAX as u64) as i64,
     };
+    if duties.planned {
+        let actions = (actions, true);
+        let planned =
+            super::planned::commit_planned(t, (snapshot, duties), properties, actions, operation);
+        return planned.await;
+    }
     let finalized = deltalake::kernel::transaction::CommitBuilder::from(properties)
         .with_actions(actions)
         .build(Some(snapshot), t.log_store(), operation)
@@ -384,12 +426,10 @@ async fn write(
     t: &DeltaTable,
     schema: &SchemaRef,
     batches: &[RecordBatch],
-    target: u64,
-    compression: super::Compression,
-    snapshot: &deltalake::table::state::DeltaTableState,
+    (target, compression): (u64, super::Compression),
+    stats: StatsColumns,
 ) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
-    let stats = StatsColumns::of(snapshot);
     let config = WriterConfig::new(
         Arc::clone(schema),
         Vec::new(),

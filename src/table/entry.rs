@@ -5,6 +5,7 @@
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
+use super::planned::Duties;
 use super::stats::{Pending, WrittenTable};
 use crate::batch::BatchKey;
 
@@ -31,11 +32,15 @@ pub(super) fn with_batch_txns(
 /// due a checkpoint needs it; otherwise the
 /// state from before the commit serves the maintenance, with `pending` alongside. On an
 /// object store that is 2-3 requests less on each table's write.
+///
+/// A table deltalake's commit refuses (`duties.planned`) takes
+/// [`super::planned::commit_planned`] instead, and a checkpoint written here when due.
+/// `copies`: the commit writes rows of files it removes again.
 pub(super) async fn commit_on(
     t: &DeltaTable,
-    snapshot: &deltalake::table::state::DeltaTableState,
+    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
     properties: deltalake::kernel::transaction::CommitProperties,
-    actions: Vec<deltalake::kernel::Action>,
+    (actions, copies): (Vec<deltalake::kernel::Action>, bool),
     operation: deltalake::protocol::DeltaOperation,
     pending: Pending,
 ) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
@@ -46,6 +51,26 @@ pub(super) async fn commit_on(
         // What delta-rs's post-commit step checks (its default when unset).
         snapshot.config().checkpoint_interval().get()
     };
+    if duties.planned {
+        let version = super::planned::commit_planned(
+            t,
+            (snapshot, duties),
+            properties,
+            (actions, copies),
+            operation,
+        )
+        .await?;
+        if (version + 1).is_multiple_of(checkpoint_interval) {
+            return Ok((version, checkpointed(t, version, pending).await));
+        }
+        return Ok((
+            version,
+            WrittenTable {
+                table: t.clone(),
+                pending,
+            },
+        ));
+    }
     // The version after the snapshot's, put only if absent: taken, another writer
     // committed since the snapshot, and delta-rs's own commit (which lists the log first,
     // one more round trip on every commit) checks for conflicts and retries.
@@ -87,6 +112,27 @@ pub(super) async fn commit_on(
     ))
 }
 
+/// `t` loaded at `version` with a checkpoint written there (one is due); on failure, the
+/// table as it was with what the commit changed `pending` (a checkpoint only speeds up
+/// reads: the next due one is written).
+async fn checkpointed(t: &DeltaTable, version: u64, pending: Pending) -> WrittenTable {
+    let mut written = t.clone();
+    let done = async {
+        written.load_version(version).await?;
+        deltalake::checkpoints::create_checkpoint(&written, None).await
+    };
+    match done.await {
+        Ok(()) => WrittenTable::current(written),
+        Err(e) => {
+            tracing::warn!(version, error = %e, "checkpoint not written");
+            WrittenTable {
+                table: t.clone(),
+                pending,
+            }
+        }
+    }
+}
+
 /// Puts the commit of `actions` as the version after `snapshot`'s, only if absent:
 /// `Ok(false)` (nothing committed) when another writer took it.
 async fn put_next(
@@ -123,22 +169,29 @@ pub(crate) async fn put_commit(
     properties: deltalake::kernel::transaction::CommitProperties,
     actions: Vec<deltalake::kernel::Action>,
 ) -> std::result::Result<bool, DeltaTableError> {
+    let append = deltalake::protocol::DeltaOperation::Write {
+        mode: SaveMode::Append,
+        partition_by: None,
+        predicate: None,
+    };
+    put_operation(log_store, version, properties, actions, append).await
+}
+
+/// [`put_commit`] of an `operation` other than an append.
+pub(super) async fn put_operation(
+    log_store: &deltalake::logstore::LogStoreRef,
+    version: u64,
+    properties: deltalake::kernel::transaction::CommitProperties,
+    actions: Vec<deltalake::kernel::Action>,
+    operation: deltalake::protocol::DeltaOperation,
+) -> std::result::Result<bool, DeltaTableError> {
     use deltalake::kernel::transaction::CommitBuilder;
-    use deltalake::protocol::DeltaOperation;
 
     let operation_id = uuid::Uuid::new_v4();
     let prepared = CommitBuilder::from(properties)
         .with_actions(actions)
         .with_operation_id(operation_id)
-        .build(
-            None,
-            log_store.clone(),
-            DeltaOperation::Write {
-                mode: SaveMode::Append,
-                partition_by: None,
-                predicate: None,
-            },
-        )
+        .build(None, log_store.clone(), operation)
         .into_prepared_commit_future()
         .await?;
     put_entry(log_store, version, prepared.commit_or_bytes(), operation_id).await

@@ -122,7 +122,7 @@ fn file_holds(
     };
     Ok(Some(WholeFile {
         topics,
-        remove: f.remove_action(true),
+        remove: remove_of(f, true),
         rows: f.num_records().unwrap_or(0) as u64,
     }))
 }
@@ -435,4 +435,19 @@ pub(super) fn like_escape(text: &str) -> String {
         out.push(c);
     }
     out
+}
+
+/// The remove of the file `f`, with the row ids its add had: a writer must copy
+/// `baseRowId` and `defaultRowCommitVersion` into the remove of a file of a table with
+/// row tracking (deltalake's `remove_action` leaves them out).
+pub(super) fn remove_of(
+    f: &deltalake::kernel::LogicalFileView,
+    data_change: bool,
+) -> deltalake::kernel::Remove {
+    let mut remove = f.remove_action(data_change);
+    #[allow(deprecated)] // Its only way to the file's row-tracking fields.
+    let add = f.add_action();
+    remove.base_row_id = add.base_row_id;
+    remove.default_row_commit_version = add.default_row_commit_version;
+    remove
 }

@@ -49,6 +49,7 @@ mod entry;
 mod files;
 mod open;
 mod partitioned;
+mod planned;
 mod rewrite;
 pub(crate) mod scan;
 mod shape;
@@ -1081,6 +1082,116 @@ mod tests {
         assert!(is_replannable_conflict(&second), "{second:?}");
         let t = s.opener().open(&name).await.unwrap().unwrap();
         assert_eq!((t.version(), live_rows(&t)), (Some(3), 12));
+    }
+
+    /// Row tracking turned on in `name` (as another engine would), and two handles on it
+    /// as of then.
+    async fn row_tracking_two_stale_handles(s: &Storage, name: &TableName) -> [DeltaTable; 2] {
+        let [t, _] = three_files_two_stale_handles(s, name).await;
+        t.add_feature()
+            .with_feature(deltalake::kernel::TableFeatures::RowTracking)
+            .with_allow_protocol_versions_increase(true)
+            .await
+            .unwrap();
+        let open = || async { s.opener().open(name).await.unwrap().unwrap() };
+        [open().await, open().await]
+    }
+
+    /// The `(baseRowId, numRecords, defaultRowCommitVersion)` of each file commit
+    /// `version` adds, and the row-id high-water mark it sets.
+    fn row_ids_of(dir: &std::path::Path, version: u64) -> (Vec<(i64, i64, i64)>, Option<i64>) {
+        let actions = commit_actions(dir, "quote", version);
+        let adds = actions
+            .iter()
+            .filter(|a| a["add"].is_object())
+            .map(|a| {
+                let stats: serde_json::Value =
+                    serde_json::from_str(a["add"]["stats"].as_str().unwrap()).unwrap();
+                (
+                    a["add"]["baseRowId"].as_i64().unwrap(),
+                    stats["numRecords"].as_i64().unwrap(),
+                    a["add"]["defaultRowCommitVersion"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let mark = actions.iter().find_map(|a| {
+            (a["domainMetadata"]["domain"] == planned::ROW_TRACKING_DOMAIN)
+                .then(|| planned::high_water_mark(a["domainMetadata"]["configuration"].as_str()?))?
+        });
+        (adds, mark)
+    }
+
+    /// Two appends planned on the same version of a row-tracking table: the second loses
+    /// the version, is planned again for the next one above the first's high-water mark
+    /// (never the same bytes), and both commit with disjoint row ids.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn appends_racing_on_a_row_tracking_table_get_disjoint_row_ids() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let [a, b] = row_tracking_two_stale_handles(&s, &name).await;
+        let v = a.version().unwrap();
+        let append = |t: DeltaTable, id: &'static str, rows| {
+            let s = &s;
+            async move {
+                let batch = part_of("quote", rows, id).batches.remove(0);
+                s.committer(FIRST)
+                    .append_files(&t, &[batch], None)
+                    .await
+                    .unwrap()
+            }
+        };
+        let (first, _) = append(a, "b4", 5).await;
+        let (second, _) = append(b, "b5", 7).await;
+        assert_eq!((first.version, second.version), (v + 1, v + 2));
+        let (adds, mark) = row_ids_of(dir.path(), v + 1);
+        assert_eq!((adds, mark), (vec![(0, 5, (v + 1) as i64)], Some(4)));
+        let (adds, mark) = row_ids_of(dir.path(), v + 2);
+        assert_eq!((adds, mark), (vec![(5, 7, (v + 2) as i64)], Some(11)));
+        let t = s.opener().open(&name).await.unwrap().unwrap();
+        assert_eq!(live_rows(&t), 12 + 12);
+    }
+
+    /// Two compactions of the same files of a row-tracking table: the first removes them
+    /// with their row ids and says the copied rows did not keep them; the second, planned
+    /// on the version before, is refused as a conflict to plan again (nothing retried
+    /// with stale row ids).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn compactions_racing_on_a_row_tracking_table_commit_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = storage(dir.path());
+        let name = TableName::for_topic("quote");
+        let [a, b] = row_tracking_two_stale_handles(&s, &name).await;
+        let v = a.version().unwrap();
+        // Files with row ids, to be removed.
+        let batch = part_of("quote", 2, "b4").batches.remove(0);
+        s.committer(FIRST)
+            .append_files(&a, &[batch], None)
+            .await
+            .unwrap();
+        let [a, b] = [a, b].map(|mut t| {
+            futures::executor::block_on(async { t.update_state().await.unwrap() });
+            t
+        });
+        let compact = |t| upkeep::optimize("quote", t, 128 << 20, &[], Compression::SNAPPY);
+        let first = compact(a).await.unwrap();
+        assert_eq!((first.files_removed, first.files_added), (4, 1));
+        let actions = commit_actions(dir.path(), "quote", v + 2);
+        let removed_ids: Vec<Option<i64>> = actions
+            .iter()
+            .filter(|x| x["remove"].is_object())
+            .map(|x| x["remove"]["baseRowId"].as_i64())
+            .collect();
+        assert_eq!(removed_ids.len(), 4);
+        assert!(removed_ids.contains(&Some(0)), "{removed_ids:?}");
+        let (adds, mark) = row_ids_of(dir.path(), v + 2);
+        assert_eq!((adds, mark), (vec![(2, 14, (v + 2) as i64)], Some(15)));
+        let Err(second) = compact(b).await else {
+            panic!("a second compaction of removed files committed");
+        };
+        assert!(is_replannable_conflict(&second), "{second:?}");
+        let t = s.opener().open(&name).await.unwrap().unwrap();
+        assert_eq!((t.version(), live_rows(&t)), (Some(v + 2), 14));
     }
 
     /// A replace planned on files a compaction rewrote meanwhile would remove files

@@ -16,6 +16,7 @@ use super::datafiles::{DataFiles, write_data_files};
 use super::entry::{CommitNotes, commit_on};
 use super::files::BatchRows;
 use super::files::Folders;
+use super::planned::Duties;
 use super::shape::{
     StatsColumns, check_plain_layout, conform, merged_schema, plain_type, read_file,
 };
@@ -220,8 +221,9 @@ impl<'a> Rewriter<'a> {
             removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
             rewritten_rows: kept_rows,
         };
+        let duties = Duties::read(t, snapshot).await.map_err(delta)?;
         let (adds, mut c, properties) = self
-            .write_files(t, snapshot, &schema, &all, notes)
+            .write_files(t, (snapshot, &duties), &schema, &all, notes)
             .await
             .map_err(delta)?;
         c.rows_added = new_rows;
@@ -235,7 +237,15 @@ impl<'a> Rewriter<'a> {
             .transpose()?;
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
         let actions = commit_actions(metadata, removes, adds);
-        let commit = commit_on(t, snapshot, properties, actions, operation, pending);
+        let copies = (actions, kept_rows > 0);
+        let commit = commit_on(
+            t,
+            (snapshot, &duties),
+            properties,
+            copies,
+            operation,
+            pending,
+        );
         let (version, written) = self
             .storage
             .clock
@@ -252,7 +262,7 @@ impl<'a> Rewriter<'a> {
     async fn write_files(
         &self,
         t: &DeltaTable,
-        snapshot: &deltalake::table::state::DeltaTableState,
+        (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
         schema: &SchemaRef,
         all: &[RecordBatch],
         notes: CommitNotes<'_>,
@@ -262,7 +272,7 @@ impl<'a> Rewriter<'a> {
             let properties = delete_properties(files, rows, snapshot.version());
             return Ok((Vec::new(), Committed::default(), properties));
         }
-        let stats = StatsColumns::of(snapshot);
+        let stats = duties.stats_columns(StatsColumns::of(snapshot), schema);
         let log_store = t.log_store();
         write_data_files(
             self.storage,
@@ -346,7 +356,7 @@ impl<'a> Rewriter<'a> {
             }
             if hit > 0 {
                 matched += hit;
-                removes.push(f.remove_action(true));
+                removes.push(super::files::remove_of(&f, true));
                 kept.extend(others);
             }
         }

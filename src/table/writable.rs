@@ -56,8 +56,18 @@ impl Look {
     }
 }
 
-/// Writer features bronze's writes handle: what deltalake's commits accept without its
-/// query engine (appends and whole-file replaces need nothing more of them).
+/// Writer features bronze's writes handle:
+/// - what appends and whole-file replaces need nothing more of (append-only is checked
+///   by [`append_only_refusal`], deletion vectors at the rewrite of a file with one);
+/// - row tracking: row ids and commit versions on every file bronze adds, the ids a
+///   removed file had on its remove ([`super::planned`]);
+/// - domain metadata: bronze's commits name no domain but `delta.rowTracking`, so every
+///   other writer's stays as it is; liquid clustering: bronze's files are unclustered,
+///   which the protocol allows, with statistics for the clustering columns;
+/// - the features whose values a writer computes or checks (CHECK constraints,
+///   invariants, generated and identity columns, the change data feed): while the table
+///   uses none of them ([`constraint_refusal`], [`column_refusal`],
+///   [`change_data_refusal`] refuse it when it does).
 fn writes_feature(feature: &TableFeature) -> bool {
     match feature {
         TableFeature::AppendOnly
@@ -65,7 +75,15 @@ fn writes_feature(feature: &TableFeature) -> bool {
         | TableFeature::VariantType
         | TableFeature::VariantTypePreview
         | TableFeature::V2Checkpoint
-        | TableFeature::DeletionVectors => true,
+        | TableFeature::DeletionVectors
+        | TableFeature::RowTracking
+        | TableFeature::DomainMetadata
+        | TableFeature::ClusteredTable
+        | TableFeature::CheckConstraints
+        | TableFeature::Invariants
+        | TableFeature::GeneratedColumns
+        | TableFeature::IdentityColumns
+        | TableFeature::ChangeDataFeed => true,
         TableFeature::Unknown(name) => name == "checkpointProtection",
         _ => false,
     }
@@ -83,34 +101,14 @@ fn reads_feature(feature: &TableFeature) -> bool {
     )
 }
 
-/// What a writer of a legacy writer version (3 to 6) must support beyond version 2's.
-fn legacy_writer_features(version: i32) -> &'static str {
-    match version {
-        3 => "CHECK constraints and invariants",
-        4 => "CHECK constraints, invariants, the change data feed and generated columns",
-        5 => {
-            "CHECK constraints, invariants, the change data feed, generated columns and column \
-             mapping"
-        }
-        _ => {
-            "CHECK constraints, invariants, the change data feed, generated columns, column \
-             mapping and identity columns"
-        }
-    }
-}
-
 /// Why bronze does not write tables with `feature`, and what to do.
 fn feature_fix(feature: &str) -> String {
     let why = match feature {
-        "rowTracking" => "bronze does not assign row ids yet",
-        "domainMetadata" | "clustering" => {
-            "bronze does not write domain metadata (liquid clustering keeps its columns there) yet"
-        }
-        "identityColumns" => "bronze does not generate identity values yet",
         "columnMapping" => "bronze does not write column-mapped data files yet",
-        "checkConstraints" | "invariants" | "generatedColumns" | "changeDataFeed" => {
-            "it asks for SQL expressions evaluated on every row written, and bronze has no query \
-             engine"
+        "inCommitTimestamp" => "bronze does not write in-commit timestamps yet",
+        "liquid" => {
+            "it is the preview of liquid clustering (Databricks Runtime 13), which the Delta \
+             protocol does not define (tables clustered since use `clustering`)"
         }
         _ => "bronze does not know this table feature",
     };
@@ -152,6 +150,7 @@ pub(crate) fn refusal(config: &TableConfiguration, removes: Removes) -> Option<R
         .or_else(|| column_refusal(config))
         .or_else(|| protocol_refusal(config))
         .or_else(|| append_only_refusal(config, removes))
+        .or_else(|| change_data_refusal(config, removes))
 }
 
 /// A CHECK constraint (`delta.constraints.<name>`): bronze evaluates no SQL.
@@ -204,16 +203,10 @@ fn protocol_refusal(config: &TableConfiguration) -> Option<Refusal> {
         }
         _ => {}
     }
+    // Writer versions 3 to 6 imply constraints, invariants, the change data feed,
+    // generated and identity columns (and column mapping, which needs reader version 2):
+    // the checks before and after this one refuse a table that uses them.
     match protocol.min_writer_version() {
-        v @ 3..=6 => Some(Refusal::of(
-            &format!("writer version {v}"),
-            format!(
-                "a writer of protocol writer version {v} must support {}, which bronze does not \
-                 (it has no query engine to evaluate their SQL expressions); load the topic \
-                 into a table of bronze's own",
-                legacy_writer_features(v)
-            ),
-        )),
         v if v >= 7 => protocol
             .writer_features()
             .into_iter()
@@ -241,6 +234,23 @@ fn append_only_refusal(config: &TableConfiguration, removes: Removes) -> Option<
     })
 }
 
+/// The change data feed (`delta.enableChangeDataFeed`), when the write may remove files:
+/// a rerun that writes rows of a file it removes again must record the batch's rows in
+/// change data files, which bronze does not write; appends need nothing more.
+fn change_data_refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
+    let on = config.table_properties().enable_change_data_feed == Some(true);
+    (removes == Removes::Files && on).then(|| {
+        Refusal::of(
+            "delta.enableChangeDataFeed",
+            "a rerun replaces the batch's rows, and bronze does not write the change data \
+             files the change data feed asks for then; new batches load. To rerun, `ALTER \
+             TABLE … SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')` for the \
+             rerun, or leave the batch as it was loaded"
+                .to_string(),
+        )
+    })
+}
+
 /// [`refusal`] and whether the table is a child table, from its protocol and metadata.
 pub(crate) fn look(config: &TableConfiguration, removes: Removes) -> Look {
     Look {
@@ -260,16 +270,18 @@ mod tests {
     #[test]
     fn every_feature_bronze_does_not_write_has_a_fix_naming_it() {
         for f in [
-            "rowTracking",
-            "domainMetadata",
-            "clustering",
-            "identityColumns",
+            "columnMapping",
+            "inCommitTimestamp",
+            "liquid",
+            "icebergCompatV2",
         ] {
             let fix = feature_fix(f);
             assert!(fix.contains(&format!("DROP FEATURE {f}")), "{fix}");
         }
         assert!(writes_feature(&TableFeature::DeletionVectors));
-        assert!(!writes_feature(&TableFeature::RowTracking));
+        assert!(writes_feature(&TableFeature::RowTracking));
+        assert!(!writes_feature(&TableFeature::InCommitTimestamp));
+        assert!(!writes_feature(&TableFeature::Unknown("liquid".into())));
         assert!(writes_feature(&TableFeature::Unknown(
             "checkpointProtection".into()
         )));

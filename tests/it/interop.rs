@@ -37,7 +37,7 @@ fn version_of(lake: &TempLake, table: &str) -> u64 {
     m.maintenance().history(table, Some(1)).unwrap()[0].version
 }
 
-fn check(lake: &TempLake, stage: &str, old: &std::collections::BTreeMap<String, u64>) {
+pub(crate) fn check(lake: &TempLake, stage: &str, old: &std::collections::BTreeMap<String, u64>) {
     let mut tables = Vec::new();
     for t in lake.all_tables() {
         let old_version = old.get(&t).copied();

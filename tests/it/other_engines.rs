@@ -77,24 +77,70 @@ fn assert_refused(lake: &TempLake, batch: &str, says: &[&str]) -> String {
     errors[0].clone()
 }
 
+/// Lists `feature` among `table`'s writer features (with appendOnly and invariants, which
+/// writer version 2 implied, when it had none), as another engine would: a commit of the
+/// protocol alone.
+fn add_writer_feature(lake: &TempLake, table: &str, feature: &str) {
+    let (version, reader, writer) = lake.with_table(table, None, async |t| {
+        let s = t.snapshot().unwrap();
+        let p = s.protocol();
+        let features = |f: Option<&[buoyant_kernel::table_features::TableFeature]>| {
+            f.unwrap_or_default()
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+        };
+        (
+            s.version(),
+            features(p.reader_features()),
+            features(p.writer_features()),
+        )
+    });
+    let mut writer = if writer.is_empty() {
+        vec!["appendOnly".to_string(), "invariants".to_string()]
+    } else {
+        writer
+    };
+    writer.push(feature.to_string());
+    let protocol = serde_json::json!({"protocol": {
+        "minReaderVersion": if reader.is_empty() { 1 } else { 3 },
+        "minWriterVersion": 7,
+        "readerFeatures": if reader.is_empty() { None } else { Some(reader) },
+        "writerFeatures": writer,
+    }});
+    let mut protocol = protocol;
+    if protocol["protocol"]["readerFeatures"].is_null() {
+        protocol["protocol"]
+            .as_object_mut()
+            .unwrap()
+            .remove("readerFeatures");
+    }
+    let info = serde_json::json!({"commitInfo": {"timestamp": 0, "operation": "UPGRADE PROTOCOL"}});
+    let log = lake.schema_dir().join(table).join("_delta_log");
+    std::fs::write(
+        log.join(format!("{:020}.json", version + 1)),
+        format!("{info}\n{protocol}\n"),
+    )
+    .unwrap();
+}
+
 #[test]
 fn a_feature_bronze_does_not_write_refuses_the_batch_before_any_table_is_written() {
     let lake = TempLake::new();
     lake.load(BATCH1);
-    // In a topic table: row tracking; in a child table shared by topics: domain metadata;
-    // also in the table of a topic the batch does not have, and in `_corrupt_records`
-    // (the batch has no corrupt line).
-    add_feature(&lake, "quote", TableFeatures::RowTracking);
-    add_feature(&lake, "currentprice", TableFeatures::DomainMetadata);
-    add_feature(&lake, "news", TableFeatures::RowTracking);
-    add_feature(&lake, "_corrupt_records", TableFeatures::RowTracking);
+    // In a topic table; in a child table shared by topics; also in the table of a topic
+    // the batch does not have, and in `_corrupt_records` (the batch has no corrupt line).
+    add_writer_feature(&lake, "quote", "someFutureFeature");
+    add_writer_feature(&lake, "currentprice", "liquid");
+    add_writer_feature(&lake, "news", "someFutureFeature");
+    add_writer_feature(&lake, "_corrupt_records", "someFutureFeature");
     let e = assert_refused(
         &lake,
         BATCH2,
         &[
-            "`quote` has rowTracking",
-            "DROP FEATURE rowTracking",
-            "`currentprice` has domainMetadata",
+            "`quote` has someFutureFeature",
+            "DROP FEATURE someFutureFeature",
+            "`currentprice` has liquid",
         ],
     );
     // Tables this batch does not write: not named.
@@ -111,6 +157,274 @@ fn a_feature_bronze_does_not_write_refuses_the_batch_before_any_table_is_written
             );
         }
     }
+}
+
+/// Every table of the run committed (the fixture batches have corrupt lines: exit 1).
+fn assert_loaded(report: &bronze::BatchReport) {
+    assert!(report.exit_code() <= 1, "{}", report.to_text());
+    assert!(
+        report.tables.values().all(|t| t.error.is_none()),
+        "{}",
+        report.to_text()
+    );
+}
+
+/// Every commit of `table` from version `from` on: its version and its actions.
+fn commits(lake: &TempLake, table: &str, from: u64) -> Vec<(u64, Vec<serde_json::Value>)> {
+    let log = lake.schema_dir().join(table).join("_delta_log");
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(&log).unwrap().map(Result::unwrap) {
+        let name = e.file_name().to_string_lossy().to_string();
+        let Some(v) = name
+            .strip_suffix(".json")
+            .and_then(|v| v.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        if v < from {
+            continue;
+        }
+        let text = std::fs::read_to_string(e.path()).unwrap();
+        let actions = text
+            .lines()
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        out.push((v, actions));
+    }
+    out.sort_by_key(|(v, _)| *v);
+    out
+}
+
+/// The last configuration every commit of `table` set for each domain.
+fn domains(lake: &TempLake, table: &str) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for (_, actions) in commits(lake, table, 0) {
+        for a in actions {
+            let d = &a["domainMetadata"];
+            if let Some(domain) = d["domain"].as_str() {
+                if d["removed"].as_bool() == Some(true) {
+                    out.remove(domain);
+                } else {
+                    out.insert(
+                        domain.to_string(),
+                        d["configuration"].as_str().unwrap().to_string(),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Delta's row tracking rules, checked on every commit of `table` from version `from`
+/// on (the log replayed from 0): each file added has `baseRowId` above the high-water
+/// mark before its commit and `defaultRowCommitVersion` = its commit's version; the mark
+/// (`delta.rowTracking` domain) covers every id assigned; a remove of a file carries the
+/// fields of its add; the live files' row ids never overlap. Returns the files added
+/// and removed from `from` on.
+fn assert_row_tracking(lake: &TempLake, table: &str, from: u64) -> (usize, usize) {
+    let mut mark: i64 = -1;
+    let mut live: std::collections::BTreeMap<String, (Option<i64>, Option<i64>, i64)> =
+        Default::default();
+    let (mut added, mut removed) = (0, 0);
+    for (v, actions) in commits(lake, table, 0) {
+        let before = mark;
+        let mut highest = before;
+        for a in &actions {
+            if let Some(c) = a["domainMetadata"]["configuration"]
+                .as_str()
+                .filter(|_| a["domainMetadata"]["domain"] == "delta.rowTracking")
+            {
+                let c: serde_json::Value = serde_json::from_str(c).unwrap();
+                mark = c["rowIdHighWaterMark"].as_i64().unwrap();
+            }
+        }
+        for a in &actions {
+            if let Some(path) = a["remove"]["path"].as_str() {
+                let (base, cv, _) = live
+                    .remove(path)
+                    .unwrap_or_else(|| panic!("{table} v{v}: remove of a file not live: {path}"));
+                if v >= from {
+                    removed += 1;
+                    assert_eq!(
+                        a["remove"]["baseRowId"].as_i64(),
+                        base,
+                        "{table} v{v}: {path}"
+                    );
+                    assert_eq!(
+                        a["remove"]["defaultRowCommitVersion"].as_i64(),
+                        cv,
+                        "{table} v{v}: {path}"
+                    );
+                }
+            }
+        }
+        for a in &actions {
+            let add = &a["add"];
+            let Some(path) = add["path"].as_str() else {
+                continue;
+            };
+            let stats: serde_json::Value =
+                serde_json::from_str(add["stats"].as_str().unwrap()).unwrap();
+            let rows = stats["numRecords"].as_i64().unwrap();
+            let base = add["baseRowId"].as_i64();
+            if v >= from {
+                added += 1;
+                let base = base.unwrap_or_else(|| panic!("{table} v{v}: {path} has no baseRowId"));
+                assert!(
+                    base > before,
+                    "{table} v{v}: baseRowId {base} not above the mark {before}"
+                );
+                assert_eq!(
+                    add["defaultRowCommitVersion"].as_i64(),
+                    Some(v as i64),
+                    "{table} v{v}"
+                );
+                highest = highest.max(base + rows - 1);
+            }
+            live.insert(
+                path.to_string(),
+                (base, add["defaultRowCommitVersion"].as_i64(), rows),
+            );
+        }
+        assert!(
+            mark >= highest,
+            "{table} v{v}: the mark {mark} is below row id {highest}"
+        );
+    }
+    let mut ranges: Vec<(i64, i64)> = live
+        .values()
+        .filter_map(|(b, _, n)| b.map(|b| (b, b + n)))
+        .collect();
+    ranges.sort();
+    for w in ranges.windows(2) {
+        assert!(w[0].1 <= w[1].0, "{table}: row ids overlap: {w:?}");
+    }
+    (added, removed)
+}
+
+/// A domain another writer set in `table`, as a user-controlled domain.
+fn add_user_domain(lake: &TempLake, table: &str, domain: &str, configuration: &str) {
+    use deltalake::kernel::transaction::CommitBuilder;
+    lake.with_table(table, None, async |t| {
+        let v = t.version().unwrap();
+        let action = deltalake::kernel::Action::DomainMetadata(deltalake::kernel::DomainMetadata {
+            domain: domain.to_string(),
+            configuration: configuration.to_string(),
+            removed: false,
+        });
+        let op = deltalake::protocol::DeltaOperation::Write {
+            mode: deltalake::protocol::SaveMode::Append,
+            partition_by: None,
+            predicate: None,
+        };
+        let prepared = CommitBuilder::default()
+            .with_actions(vec![action])
+            .build(None, t.log_store(), op)
+            .into_prepared_commit_future()
+            .await
+            .unwrap();
+        t.log_store()
+            .write_commit_entry(
+                v + 1,
+                prepared.commit_or_bytes().clone(),
+                uuid::Uuid::new_v4(),
+            )
+            .await
+            .unwrap();
+    });
+}
+
+/// Row tracking and domain metadata turned on in every table after a first batch (what
+/// Databricks does to tables its users care about): the next batch and a rerun of the
+/// first load, every file bronze adds gets fresh row ids above the high-water mark, the
+/// removes of a rerun keep their files' ids, and a domain another writer set stays.
+#[test]
+fn row_tracking_and_domain_metadata_tables_take_new_batches_and_reruns() {
+    let lake = TempLake::new();
+    lake.load(BATCH1);
+    let mut from = std::collections::BTreeMap::new();
+    for t in lake.all_tables() {
+        add_feature(&lake, &t, TableFeatures::RowTracking);
+        let v = lake.with_table(&t, None, async |d| d.version().unwrap());
+        from.insert(t, v + 1);
+    }
+    add_user_domain(
+        &lake,
+        "currentprice",
+        "com.example.owner",
+        r#"{"team":"risk"}"#,
+    );
+    let report = lake.load(BATCH2);
+    assert_loaded(&report);
+    assert_accounted(&lake, &report);
+    let rerun = lake.load(BATCH1);
+    assert_loaded(&rerun);
+    assert_accounted(&lake, &rerun);
+    assert_both_fixture_batches_landed(&lake);
+    assert_readable_without_duplicates(&lake, "row tracking");
+    let (mut added, mut removed) = (0, 0);
+    for (t, v) in &from {
+        let (a, r) = assert_row_tracking(&lake, t, *v);
+        (added, removed) = (added + a, removed + r);
+        let features = lake.with_table(t, None, async |d| {
+            d.snapshot()
+                .unwrap()
+                .protocol()
+                .writer_features()
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.to_string())
+                .collect::<Vec<_>>()
+        });
+        assert!(
+            features.contains(&"rowTracking".to_string()),
+            "{t}: {features:?}"
+        );
+    }
+    assert!(added >= from.len(), "files added: {added}");
+    assert!(removed > 0, "the rerun removed files");
+    assert_eq!(
+        domains(&lake, "currentprice")
+            .get("com.example.owner")
+            .map(String::as_str),
+        Some(r#"{"team":"risk"}"#)
+    );
+    crate::interop::check(&lake, "row tracking", &Default::default());
+}
+
+/// Features whose values a writer computes or checks, listed but unused (what
+/// Databricks lists when it upgrades a table's protocol): batches load and rerun. The
+/// change data feed turned on: new batches load, a rerun is refused before any write.
+#[test]
+fn features_listed_but_unused_take_batches_and_the_change_data_feed_takes_new_ones() {
+    let lake = TempLake::new();
+    lake.load(BATCH1);
+    // deltalake refuses to list most of them, so they are listed by hand.
+    for f in [
+        "checkConstraints",
+        "generatedColumns",
+        "identityColumns",
+        "changeDataFeed",
+    ] {
+        add_writer_feature(&lake, "trade", f);
+    }
+    let report = lake.load(BATCH2);
+    assert_loaded(&report);
+    let rerun = lake.load(BATCH1);
+    assert_loaded(&rerun);
+    assert_both_fixture_batches_landed(&lake);
+    set_property(&lake, "quote", "delta.enableChangeDataFeed", "true");
+    assert_refused(
+        &lake,
+        BATCH2,
+        &[
+            "`quote` has delta.enableChangeDataFeed",
+            "'delta.enableChangeDataFeed' = 'false'",
+        ],
+    );
+    assert_both_fixture_batches_landed(&lake);
 }
 
 #[test]
@@ -160,7 +474,7 @@ fn tables_databricks_wrote_with_features_bronze_does_not_write_are_left_untouche
         (
             "table_with_liquid_clustering",
             r#"{"topic":"table_with_liquid_clustering","message_id":"m1","payload":{"id":42}}"#,
-            "`table_with_liquid_clustering` has domainMetadata",
+            "`table_with_liquid_clustering` has liquid",
         ),
         (
             "table_with_column_mapping",
@@ -211,4 +525,149 @@ fn tables_databricks_wrote_with_features_bronze_does_not_write_are_left_untouche
             "{table}: not written"
         );
     }
+}
+
+/// Loads `lines` (one JSON envelope per line) as batch `batch` of a feed into `lake`.
+fn load_lines(lake: &TempLake, batch: &str, lines: &[String]) -> bronze::BatchReport {
+    let landing = tempfile::tempdir().unwrap();
+    let dir = landing.path().join(format!("feed/events/batch_id={batch}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("part-0.jsonl"), lines.join("\n")).unwrap();
+    lake.ingest().build().unwrap().run(&dir).unwrap()
+}
+
+/// The clustering columns' statistics of every file `table` added from version `from`
+/// on: each must have min, max and null count for each column.
+fn assert_clustering_statistics(lake: &TempLake, table: &str, from: u64, columns: &[&str]) {
+    for (v, actions) in commits(lake, table, from) {
+        for a in actions {
+            let Some(stats) = a["add"]["stats"].as_str() else {
+                continue;
+            };
+            let stats: serde_json::Value = serde_json::from_str(stats).unwrap();
+            for c in columns {
+                for k in ["minValues", "maxValues", "nullCount"] {
+                    assert!(
+                        !stats[k][c].is_null(),
+                        "{table} v{v}: no {k} of {c}: {stats}"
+                    );
+                }
+            }
+            assert!(
+                a["add"]["clusteringProvider"].is_null(),
+                "bronze clusters nothing"
+            );
+        }
+    }
+}
+
+/// Liquid-clustered tables: the one Spark 3.5 / Delta 3.2 created (`CLUSTER BY (year,
+/// month)`, from Trino's test tables) and the Databricks one with row tracking (its
+/// preview feature named as the protocol names it). A batch of a topic named like each
+/// loads and reruns: rows exact, files unclustered with statistics of the clustering
+/// columns, the clustering domain and the features as they were, row ids fresh, and
+/// Python deltalake, Polars and DuckDB read the tables; `bronze optimize` compacts the
+/// unclustered files and says it clusters nothing.
+#[test]
+fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
+    let lake = TempLake::new();
+    for table in [
+        "spark_liquid_clustering",
+        "synthetic_clustering_rowtracking",
+    ] {
+        let fixture = repo().join("fixtures/other_engines").join(table);
+        copy_tree(&fixture, &lake.schema_dir().join(table));
+    }
+    let before: std::collections::BTreeMap<String, (u64, String, Vec<String>)> = [
+        "spark_liquid_clustering",
+        "synthetic_clustering_rowtracking",
+    ]
+    .into_iter()
+    .map(|t| {
+        let (v, features) = lake.with_table(t, None, async |d| {
+            let s = d.snapshot().unwrap();
+            let f = s
+                .protocol()
+                .writer_features()
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.to_string())
+                .collect();
+            (s.version(), f)
+        });
+        (
+            t.to_string(),
+            (v, domains(&lake, t)["delta.clustering"].clone(), features),
+        )
+    })
+    .collect();
+    let lines = |n: usize| -> Vec<String> {
+        (0..n)
+            .flat_map(|i| {
+                [
+                    format!(r#"{{"topic":"spark_liquid_clustering","message_id":"s{i}","payload":{{"data":"zoé {i}","year":2025,"month":{}}}}}"#, i % 12 + 1),
+                    format!(r#"{{"topic":"synthetic_clustering_rowtracking","message_id":"r{i}","payload":{{"id":{}}}}}"#, 100 + i),
+                ]
+            })
+            .collect()
+    };
+    for (batch, n) in [("b1", 3), ("b2", 2), ("b1", 3)] {
+        let report = load_lines(&lake, batch, &lines(n));
+        assert_loaded(&report);
+    }
+    let spark = lake.rows("spark_liquid_clustering").eq("_batch_id", "b1");
+    assert_eq!(spark.len(), 3);
+    assert_eq!(
+        spark.sorted_by("month").strings("data"),
+        ["zoé 0", "zoé 1", "zoé 2"]
+    );
+    assert_eq!(lake.rows("spark_liquid_clustering").len(), 5);
+    let ids = lake.rows("synthetic_clustering_rowtracking");
+    assert_eq!(ids.len(), 10 + 5, "Databricks' 10 rows and the batches' 5");
+    for (t, (v, clustering, features)) in &before {
+        assert_eq!(&domains(&lake, t)["delta.clustering"], clustering, "{t}");
+        let after: Vec<String> = lake.with_table(t, None, async |d| {
+            d.snapshot()
+                .unwrap()
+                .protocol()
+                .writer_features()
+                .unwrap_or_default()
+                .iter()
+                .map(|f| f.to_string())
+                .collect()
+        });
+        assert_eq!(&after, features, "{t}");
+        let columns: &[&str] = if t.starts_with("spark") {
+            &["year", "month"]
+        } else {
+            &["id"]
+        };
+        assert_clustering_statistics(&lake, t, v + 1, columns);
+    }
+    let (added, removed) = assert_row_tracking(&lake, "synthetic_clustering_rowtracking", 1);
+    assert!(added >= 3 && removed >= 1, "{added} {removed}");
+    let first = commits(&lake, "synthetic_clustering_rowtracking", 1);
+    let base = first
+        .iter()
+        .flat_map(|(_, a)| a)
+        .find_map(|a| a["add"]["baseRowId"].as_i64());
+    assert_eq!(base, Some(10), "above Databricks' high-water mark of 9");
+    crate::interop::check(&lake, "loads into clustered tables", &Default::default());
+
+    let out = on_catalog(&lake, &["optimize", "spark_liquid_clustering"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("liquid-clustered by year, month"), "{text}");
+    assert!(text.contains("nothing clustered"), "{text}");
+    assert_eq!(lake.rows("spark_liquid_clustering").len(), 5);
+    let zorder = on_catalog(
+        &lake,
+        &["optimize", "spark_liquid_clustering", "--zorder", "year"],
+    );
+    assert!(!zorder.status.success());
+    assert!(String::from_utf8_lossy(&zorder.stderr).contains("liquid-clustered by year, month"));
 }

@@ -161,10 +161,17 @@ fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
     maintain(&args.location, |m| {
         each_table(m, &args.tables, |t| {
             let r = m.optimize(t, args.target_size, &args.zorder)?;
-            let line = format!(
+            let mut line = format!(
                 "{}: {} -> {} files (version {})",
                 r.table, r.files_before, r.files_after, r.version
             );
+            if let Some(columns) = &r.clustered_by {
+                line.push_str(&format!(
+                    "; liquid-clustered by {}: its unclustered files compacted, nothing \
+                     clustered (OPTIMIZE in the engine that clusters it)",
+                    columns.join(", ")
+                ));
+            }
             Ok((serde_json::to_value(&r).unwrap_or_default(), line))
         })
     })

@@ -153,6 +153,7 @@ fn plain_append(
     (compact_at, txns, write): (Option<u64>, Txns, Write),
     app_ids: &[String],
 ) -> bool {
+    use buoyant_kernel::table_features::TableFeature;
     use deltalake::table::config::TablePropertiesExt as _;
 
     let props = snapshot.table_properties();
@@ -171,7 +172,9 @@ fn plain_append(
         && props
             .column_mapping_mode
             .is_none_or(|m| m == buoyant_kernel::table_features::ColumnMappingMode::None)
-        && props.enable_row_tracking != Some(true)
+        // Row ids and clustering statistics: the loaded path's commit (`planned`).
+        && !snapshot.table_configuration().is_feature_supported(&TableFeature::RowTracking)
+        && !snapshot.table_configuration().is_feature_supported(&TableFeature::ClusteredTable)
         && props.enable_in_commit_timestamps != Some(true)
         && props.data_skipping_num_indexed_cols.is_none()
         && props.data_skipping_stats_columns.is_none()

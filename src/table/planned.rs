@@ -1,0 +1,439 @@
+//! Commits to tables with features deltalake's commit refuses but bronze's writes honour
+//! ([`super::writable`] says which): row tracking, domain metadata (liquid clustering
+//! keeps its columns there), identity columns while no column is one, and the legacy
+//! writer features (constraints, invariants, generated columns, the change data feed)
+//! while nothing in the table uses them.
+//!
+//! Such a commit is planned for one version and put there only if absent
+//! ([`super::entry::put_operation`], which runs no deltalake protocol check): row tracking
+//! gives every new file `baseRowId` above the table's high-water mark and
+//! `defaultRowCommitVersion` = the commit's version, and advances the mark in the
+//! `delta.rowTracking` domain, so a commit that lost its version to another writer is
+//! never retried with the same bytes. An append is planned again for the next free
+//! version (unless the winner changed the schema or protocol); a commit that removes
+//! files fails with a conflict that the write plans again from the table's new version
+//! ([`super::is_replannable_conflict`]). Every other writer's domains are left as they
+//! are: bronze's commits name only `delta.rowTracking`.
+
+use deltalake::DeltaTableError;
+use deltalake::kernel::Action;
+use deltalake::kernel::transaction::{CommitConflictError, TransactionError};
+
+/// The domain where row tracking keeps its high-water mark.
+pub(crate) const ROW_TRACKING_DOMAIN: &str = "delta.rowTracking";
+
+/// The domain where liquid clustering keeps its columns.
+pub(crate) const CLUSTERING_DOMAIN: &str = "delta.clustering";
+
+/// The commit tag that says whether the rows a commit copied kept their row ids.
+const PRESERVED_TAG: &str = "delta.rowTracking.preserved";
+
+/// What a commit on a table must do beyond deltalake's own commit (see the module's
+/// doc), read from its snapshot ([`Duties::read`]).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Duties {
+    /// Whether deltalake's commit refuses the table: commits take [`commit_planned`].
+    pub(crate) planned: bool,
+    /// Row tracking (supported and not suspended): the high-water mark of the row ids
+    /// assigned so far (`-1`: none).
+    pub(crate) row_ids: Option<i64>,
+    /// Row tracking is enabled: commits say whether copied rows kept their ids.
+    pub(crate) row_tracking_enabled: bool,
+    /// Liquid clustering's columns (logical names; nested ones joined by `.`).
+    pub(crate) clustering: Option<Vec<String>>,
+}
+
+impl Duties {
+    /// The duties of a commit on `t` at `snapshot`: none, without reading anything, for a
+    /// table deltalake's commit accepts; otherwise the domains are read from the log.
+    pub(crate) async fn read(
+        t: &deltalake::DeltaTable,
+        snapshot: &deltalake::table::state::DeltaTableState,
+    ) -> Result<Duties, DeltaTableError> {
+        use buoyant_kernel::table_features::TableFeature;
+        use deltalake::kernel::transaction::PROTOCOL;
+
+        if PROTOCOL.can_write_to(snapshot).is_ok() {
+            return Ok(Duties::default());
+        }
+        let config = snapshot.snapshot().table_configuration();
+        let props = config.table_properties();
+        let row_tracking = config.is_feature_supported(&TableFeature::RowTracking)
+            && props.row_tracking_suspended != Some(true);
+        let clustered = config.is_feature_supported(&TableFeature::ClusteredTable);
+        let mut duties = Duties {
+            planned: true,
+            row_ids: None,
+            row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
+            clustering: None,
+        };
+        if !row_tracking && !clustered {
+            return Ok(duties);
+        }
+        let (mark, columns) = read_domains(t, snapshot.version()).await?;
+        if row_tracking {
+            duties.row_ids = Some(match mark {
+                Some(c) => high_water_mark(&c).ok_or_else(|| {
+                    DeltaTableError::Generic(format!(
+                        "the table's `{ROW_TRACKING_DOMAIN}` domain has no readable \
+                         rowIdHighWaterMark: {c}"
+                    ))
+                })?,
+                None => -1,
+            });
+        }
+        if clustered {
+            duties.clustering = Some(
+                columns
+                    .as_deref()
+                    .map(clustering_columns)
+                    .unwrap_or_default(),
+            );
+        }
+        Ok(duties)
+    }
+
+    /// `stats` with the clustering columns added: the protocol asks statistics of them in
+    /// every file a clustered table adds.
+    pub(crate) fn stats_columns(
+        &self,
+        mut stats: super::shape::StatsColumns,
+        schema: &arrow::datatypes::Schema,
+    ) -> super::shape::StatsColumns {
+        use buoyant_kernel::table_properties::DataSkippingNumIndexedCols;
+        let Some(clustering) = self.clustering.as_ref().filter(|c| !c.is_empty()) else {
+            return stats;
+        };
+        let mut columns = match (stats.columns.take(), stats.num_indexed) {
+            (Some(columns), _) => columns,
+            (None, DataSkippingNumIndexedCols::AllColumns) => return stats,
+            (None, DataSkippingNumIndexedCols::NumColumns(n)) => {
+                first_leaf_columns(schema, n as usize)
+            }
+        };
+        for c in clustering {
+            if !columns.contains(c) {
+                columns.push(c.clone());
+            }
+        }
+        stats.columns = Some(columns);
+        stats
+    }
+}
+
+/// The top-level columns of `schema` whose first leaf is among its first `n` leaves
+/// (Delta's `dataSkippingNumIndexedCols`), as names.
+fn first_leaf_columns(schema: &arrow::datatypes::Schema, n: usize) -> Vec<String> {
+    fn leaves(t: &arrow::datatypes::DataType) -> usize {
+        match t {
+            arrow::datatypes::DataType::Struct(fields) => fields
+                .iter()
+                .map(|f| leaves(f.data_type()))
+                .sum::<usize>()
+                .max(1),
+            _ => 1,
+        }
+    }
+    let mut seen = 0;
+    let mut out = Vec::new();
+    for f in schema.fields() {
+        if seen >= n {
+            break;
+        }
+        out.push(f.name().clone());
+        seen += leaves(f.data_type());
+    }
+    out
+}
+
+/// The `delta.rowTracking` and `delta.clustering` domains' configurations at `version`
+/// of `t`, read with the kernel (deltalake reads no `delta.*` domain).
+async fn read_domains(
+    t: &deltalake::DeltaTable,
+    version: u64,
+) -> Result<(Option<String>, Option<String>), DeltaTableError> {
+    let mut root = t.table_url().clone();
+    if !root.path().ends_with('/') {
+        root.set_path(&format!("{}/", root.path()));
+    }
+    let engine = t.log_store().engine(None);
+    // On a blocking thread, as delta-rs runs the kernel: its engine blocks on the
+    // runtime for object store reads.
+    tokio::task::spawn_blocking(move || {
+        let snapshot = buoyant_kernel::Snapshot::builder_for(root)
+            .at_version(version)
+            .build(engine.as_ref())?;
+        let mark = snapshot.get_domain_metadata_internal(ROW_TRACKING_DOMAIN, engine.as_ref())?;
+        let columns = snapshot.get_domain_metadata_internal(CLUSTERING_DOMAIN, engine.as_ref())?;
+        Ok::<_, buoyant_kernel::Error>((mark, columns))
+    })
+    .await
+    .map_err(|e| DeltaTableError::Generic(format!("reading the table's domains: {e}")))?
+    .map_err(|e| DeltaTableError::Generic(format!("reading the table's domains: {e}")))
+}
+
+/// `rowIdHighWaterMark` of a `delta.rowTracking` configuration (Databricks adds other
+/// keys beside it).
+pub(crate) fn high_water_mark(configuration: &str) -> Option<i64> {
+    serde_json::from_str::<serde_json::Value>(configuration).ok()?["rowIdHighWaterMark"].as_i64()
+}
+
+/// The columns of a `delta.clustering` configuration: `{"clusteringColumns":[["a"],
+/// ["b","c"]]}` (Delta 3.2 and the kernel: column paths, nested ones joined by `.`) or
+/// the protocol's example form, a list of names.
+pub(crate) fn clustering_columns(configuration: &str) -> Vec<String> {
+    let Ok(v) = serde_json::from_str::<serde_json::Value>(configuration) else {
+        return Vec::new();
+    };
+    let Some(columns) = v["clusteringColumns"].as_array() else {
+        return Vec::new();
+    };
+    columns
+        .iter()
+        .filter_map(|c| match c {
+            serde_json::Value::String(s) => Some(s.clone()),
+            serde_json::Value::Array(path) => {
+                let parts: Option<Vec<&str>> = path.iter().map(|p| p.as_str()).collect();
+                parts.map(|p| p.join("."))
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// Rows of an add, from its statistics.
+fn num_records(add: &deltalake::kernel::Add) -> Option<i64> {
+    let stats = add.stats.as_deref()?;
+    serde_json::from_str::<serde_json::Value>(stats).ok()?["numRecords"].as_i64()
+}
+
+/// `actions` as a commit at `version` writes them under `duties`: with row ids, each new
+/// file's `baseRowId` above the high-water mark `mark` and its `defaultRowCommitVersion`
+/// the version, then the domain with the new mark. Removes keep the fields the file's
+/// add had (the caller took them from the snapshot).
+fn with_row_ids(
+    actions: &[Action],
+    version: u64,
+    mark: Option<i64>,
+) -> Result<Vec<Action>, DeltaTableError> {
+    let Some(mut mark) = mark else {
+        return Ok(actions.to_vec());
+    };
+    let mut out = Vec::with_capacity(actions.len() + 1);
+    let mut assigned = false;
+    for action in actions {
+        match action {
+            Action::Add(add) if add.base_row_id.is_none() => {
+                let rows = num_records(add).ok_or_else(|| {
+                    DeltaTableError::Generic(format!(
+                        "data file {} has no row count in its statistics: row ids cannot be \
+                         assigned",
+                        add.path
+                    ))
+                })?;
+                let mut add = add.clone();
+                add.base_row_id = Some(mark + 1);
+                add.default_row_commit_version = Some(version as i64);
+                mark += rows;
+                assigned = true;
+                out.push(Action::Add(add));
+            }
+            a => out.push(a.clone()),
+        }
+    }
+    if assigned {
+        out.push(Action::DomainMetadata(deltalake::kernel::DomainMetadata {
+            domain: ROW_TRACKING_DOMAIN.to_string(),
+            configuration: serde_json::json!({ "rowIdHighWaterMark": mark }).to_string(),
+            removed: false,
+        }));
+    }
+    Ok(out)
+}
+
+/// Commits `actions` on `snapshot`'s table (`t`) under `duties` (see the module's doc):
+/// put at the version after the snapshot's, an append planned again for the next free
+/// version while the winners changed neither schema nor protocol. `copies`: the commit
+/// writes rows of files it removes again (their row ids are not kept). The version.
+pub(crate) async fn commit_planned(
+    t: &deltalake::DeltaTable,
+    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
+    properties: deltalake::kernel::transaction::CommitProperties,
+    (actions, copies): (Vec<Action>, bool),
+    operation: deltalake::protocol::DeltaOperation,
+) -> Result<u64, DeltaTableError> {
+    let log_store = t.log_store();
+    let properties = if duties.row_tracking_enabled {
+        let preserved = if copies { "false" } else { "true" };
+        properties.with_metadata([(
+            "tags".to_string(),
+            serde_json::json!({ PRESERVED_TAG: preserved }),
+        )])
+    } else {
+        properties
+    };
+    let appends_only = actions.iter().all(|a| matches!(a, Action::Add(_)));
+    let mut version = snapshot.version() + 1;
+    let mut mark = duties.row_ids;
+    loop {
+        let planned = with_row_ids(&actions, version, mark)?;
+        let put = super::entry::put_operation(
+            &log_store,
+            version,
+            properties.clone(),
+            planned,
+            operation.clone(),
+        );
+        if put.await? {
+            return Ok(version);
+        }
+        if !appends_only {
+            return Err(conflict(CommitConflictError::ConcurrentAppend));
+        }
+        // The winners, up to the next free version.
+        loop {
+            let Some(entry) = log_store.read_commit_entry(version).await? else {
+                break;
+            };
+            let winner = Winner::of(&entry);
+            if winner.changed_table {
+                return Err(conflict(CommitConflictError::MetadataChanged));
+            }
+            if winner.row_id_mark.is_some() {
+                mark = winner.row_id_mark;
+            }
+            version += 1;
+        }
+        tracing::debug!(
+            version,
+            "version taken by another writer; planned again for the next"
+        );
+    }
+}
+
+fn conflict(c: CommitConflictError) -> DeltaTableError {
+    DeltaTableError::Transaction {
+        source: TransactionError::CommitConflict(c),
+    }
+}
+
+/// What a commit that took the version an append was planned for changed that the
+/// append must follow.
+#[derive(Default)]
+struct Winner {
+    /// It changed the schema, properties or protocol.
+    changed_table: bool,
+    /// The row-id high-water mark it set.
+    row_id_mark: Option<i64>,
+}
+
+impl Winner {
+    fn of(entry: &[u8]) -> Winner {
+        let mut w = Winner::default();
+        for line in entry.split(|b| *b == b'\n') {
+            let Ok(action) = serde_json::from_slice::<serde_json::Value>(line) else {
+                continue;
+            };
+            if action.get("metaData").is_some() || action.get("protocol").is_some() {
+                w.changed_table = true;
+            }
+            let domain = &action["domainMetadata"];
+            if domain["domain"].as_str() == Some(ROW_TRACKING_DOMAIN) {
+                w.row_id_mark = domain["configuration"].as_str().and_then(high_water_mark);
+            }
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn add(path: &str, rows: i64) -> Action {
+        Action::Add(deltalake::kernel::Add {
+            path: path.to_string(),
+            stats: Some(format!(r#"{{"numRecords":{rows}}}"#)),
+            data_change: true,
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn new_files_get_row_ids_above_the_mark_and_the_commits_version() {
+        let removed = Action::Remove(deltalake::kernel::Remove {
+            path: "old".into(),
+            base_row_id: Some(3),
+            default_row_commit_version: Some(1),
+            data_change: true,
+            ..Default::default()
+        });
+        let out = with_row_ids(&[removed.clone(), add("a", 10), add("b", 5)], 7, Some(9)).unwrap();
+        let Action::Remove(r) = &out[0] else { panic!() };
+        assert_eq!(
+            (r.base_row_id, r.default_row_commit_version),
+            (Some(3), Some(1))
+        );
+        let ids: Vec<_> = out[1..3]
+            .iter()
+            .map(|a| match a {
+                Action::Add(a) => (a.base_row_id, a.default_row_commit_version),
+                _ => panic!(),
+            })
+            .collect();
+        assert_eq!(ids, [(Some(10), Some(7)), (Some(20), Some(7))]);
+        let Action::DomainMetadata(d) = &out[3] else {
+            panic!()
+        };
+        assert_eq!(d.domain, ROW_TRACKING_DOMAIN);
+        assert_eq!(high_water_mark(&d.configuration), Some(24));
+        // No row tracking: the actions as they are; a file without a row count refused.
+        assert_eq!(with_row_ids(&[add("a", 1)], 7, None).unwrap().len(), 1);
+        let no_stats = Action::Add(deltalake::kernel::Add::default());
+        assert!(with_row_ids(&[no_stats], 1, Some(-1)).is_err());
+    }
+
+    #[test]
+    fn domains_are_read_in_every_form_engines_write() {
+        assert_eq!(
+            high_water_mark(r#"{"rowIdHighWaterMark":9,"domainName":"delta.rowTracking"}"#),
+            Some(9)
+        );
+        assert_eq!(high_water_mark("{}"), None);
+        assert_eq!(
+            clustering_columns(
+                r#"{"clusteringColumns":[["year"],["a","b"]],"domainName":"delta.clustering"}"#
+            ),
+            ["year", "a.b"]
+        );
+        assert_eq!(
+            clustering_columns(r#"{"clusteringColumns":["id"]}"#),
+            ["id"]
+        );
+        assert!(clustering_columns("not json").is_empty());
+        let w = Winner::of(
+            b"{\"commitInfo\":{}}\n{\"domainMetadata\":{\"domain\":\"delta.rowTracking\",\"configuration\":\"{\\\"rowIdHighWaterMark\\\":41}\",\"removed\":false}}\n",
+        );
+        assert_eq!((w.changed_table, w.row_id_mark), (false, Some(41)));
+        assert!(Winner::of(b"{\"metaData\":{}}").changed_table);
+    }
+
+    #[test]
+    fn clustering_columns_get_statistics_beyond_the_indexed_ones() {
+        use arrow::datatypes::{DataType, Field, Schema};
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Utf8, true),
+            Field::new("b", DataType::Utf8, true),
+            Field::new("c", DataType::Utf8, true),
+        ]);
+        let duties = Duties {
+            clustering: Some(vec!["c".into()]),
+            ..Default::default()
+        };
+        let mut stats = super::super::shape::StatsColumns::new_table();
+        stats.num_indexed =
+            buoyant_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(1);
+        let stats = duties.stats_columns(stats, &schema);
+        assert_eq!(stats.columns, Some(vec!["a".to_string(), "c".to_string()]));
+    }
+}
