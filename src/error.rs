@@ -331,13 +331,10 @@ fn with_feature_hint(source: deltalake::DeltaTableError) -> deltalake::DeltaTabl
         deltalake::DeltaTableError::Transaction {
             source: TransactionError::UnsupportedTableFeatures(features),
         } => deltalake::DeltaTableError::Generic(format!(
-            "the table's protocol requires writer features bronze does not support: \
-             {features:?} (invariants, CHECK constraints, generated columns and the change \
-             data feed need SQL expressions evaluated on every row, which bronze does not do; \
-             row tracking, domain metadata and identity columns it does not write yet); \
-             nothing was committed: drop the feature or constraint in the engine that added \
-             it (`ALTER TABLE … DROP CONSTRAINT`, `delta.enableChangeDataFeed = false`), or \
-             load into a table of bronze's own"
+            "the table's protocol requires writer features this operation does not \
+             support: {features:?}; nothing was committed: drop the feature in the engine \
+             that added it (`ALTER TABLE … DROP FEATURE …`), or load into a table of \
+             bronze's own"
         )),
         other => other,
     }

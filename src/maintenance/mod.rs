@@ -745,6 +745,12 @@ async fn vacuum(
     now_millis: Option<i64>,
 ) -> Result<VacuumReport> {
     let store = t.log_store().object_store(None);
+    let uncommitted = !dry_run && {
+        let snapshot = t.snapshot().map_err(|e| Error::delta(name, "vacuum", e))?;
+        deltalake::kernel::transaction::PROTOCOL
+            .can_write_to(snapshot)
+            .is_err()
+    };
     // Full mode: also removes files no commit ever referenced (a write that crashed after
     // its Parquet files were uploaded), once they are older than the retention.
     let mut builder = t
@@ -756,8 +762,30 @@ async fn vacuum(
     if let Some(now) = now_millis {
         builder = builder.with_clock(Arc::new(FixedClock(now)));
     }
+    // deltalake records a VACUUM in two commits, which its protocol check refuses on
+    // tables with features only bronze's own commits write (row tracking, domain
+    // metadata): there the files a dry run lists are deleted here, without the commits
+    // (the protocol asks none of VACUUM).
+    if uncommitted {
+        builder = builder.with_dry_run(true);
+    }
     // Sizes are read before deletion (a dry run keeps the files anyway).
     let (_, metrics) = builder.await.map_err(|e| Error::delta(name, "vacuum", e))?;
+    if uncommitted {
+        use futures::StreamExt as _;
+        let paths: Vec<_> = metrics
+            .files_deleted
+            .iter()
+            .map(|f| Ok(deltalake::Path::from(f.as_str())))
+            .collect();
+        let mut deleted = store.delete_stream(futures::stream::iter(paths).boxed());
+        while let Some(done) = deleted.next().await {
+            match done {
+                Ok(_) | Err(deltalake::ObjectStoreError::NotFound { .. }) => {}
+                Err(e) => return Err(Error::delta(name, "vacuum", e.into())),
+            }
+        }
+    }
     let mut bytes = 0;
     if dry_run {
         for f in &metrics.files_deleted {

@@ -262,6 +262,24 @@ pub(crate) async fn commit_planned(
     (actions, copies): (Vec<Action>, bool),
     operation: deltalake::protocol::DeltaOperation,
 ) -> Result<u64, DeltaTableError> {
+    // deltalake's protocol check is not run here: bronze's own is, on what the commit
+    // does (a table bronze does not write, or an append-only one the commit would remove
+    // rows from, is refused with nothing committed).
+    let data_removes = actions
+        .iter()
+        .any(|a| matches!(a, Action::Remove(r) if r.data_change));
+    let removes = if data_removes {
+        super::writable::Removes::Files
+    } else {
+        super::writable::Removes::Nothing
+    };
+    let config = snapshot.snapshot().table_configuration();
+    if let Some(r) = super::writable::refusal(config, removes) {
+        return Err(DeltaTableError::Generic(format!(
+            "the table has {}: {}; nothing was committed",
+            r.feature, r.fix
+        )));
+    }
     let log_store = t.log_store();
     let properties = if duties.row_tracking_enabled {
         let preserved = if copies { "false" } else { "true" };

@@ -654,7 +654,7 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     assert_eq!(base, Some(10), "above Databricks' high-water mark of 9");
     crate::interop::check(&lake, "loads into clustered tables", &Default::default());
 
-    let out = on_catalog(&lake, &["optimize", "spark_liquid_clustering"]);
+    let out = on_catalog(&lake, &["optimize", "--all"]);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -670,4 +670,48 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     );
     assert!(!zorder.status.success());
     assert!(String::from_utf8_lossy(&zorder.stderr).contains("liquid-clustered by year, month"));
+    // Row tracking is enabled there: each commit says whether copied rows kept their ids
+    // (loads copy none; OPTIMIZE copies every row, with fresh ids).
+    let preserved: Vec<(String, String)> = commits(&lake, "synthetic_clustering_rowtracking", 1)
+        .into_iter()
+        .filter_map(|(_, actions)| {
+            let info = actions.iter().find(|a| a["commitInfo"].is_object())?;
+            let tag = info["commitInfo"]["tags"]["delta.rowTracking.preserved"].as_str()?;
+            Some((
+                info["commitInfo"]["operation"].as_str()?.to_string(),
+                tag.to_string(),
+            ))
+        })
+        .collect();
+    assert!(
+        preserved.contains(&("WRITE".into(), "true".into())),
+        "{preserved:?}"
+    );
+    assert!(
+        preserved.contains(&("OPTIMIZE".into(), "false".into())),
+        "{preserved:?}"
+    );
+    // VACUUM (deltalake's commits of it refuse these tables): the files no version
+    // references go, the rows stay.
+    let vacuum = on_catalog(&lake, &["vacuum", "--all", "--retain", "0h", "--force"]);
+    let text = String::from_utf8_lossy(&vacuum.stdout);
+    assert!(
+        vacuum.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&vacuum.stderr)
+    );
+    for (table, rows) in [
+        ("spark_liquid_clustering", 5),
+        ("synthetic_clustering_rowtracking", 15),
+    ] {
+        assert_eq!(lake.rows(table).len(), rows, "{table}");
+        let live = lake.with_table(table, None, async |t| {
+            t.snapshot().unwrap().log_data().iter().count()
+        });
+        let parquet = files(&lake.schema_dir().join(table))
+            .into_iter()
+            .filter(|(f, _)| f.ends_with(".parquet") && !f.starts_with("_delta_log"))
+            .count();
+        assert_eq!(parquet, live, "{table}: only live files left");
+    }
 }
