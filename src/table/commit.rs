@@ -10,10 +10,11 @@ use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::datafiles::write_data_files;
-use super::entry::{CommitNotes, commit_on, put_commit};
+use super::entry::{CommitNotes, commit_on};
 use super::files::{BatchFiles, BatchRows, Folders, batch_files, same_schema, whole_removes};
 use super::open::{Opener, Unloaded, Unopened};
 use super::planned::Duties;
+use super::put::put_commit;
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
 use super::stats::{Pending, WrittenTable};

@@ -2,10 +2,10 @@
 //! absent (a taken version means another writer came first), and what a direct commit
 //! records beside its rows.
 
-use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
 use super::planned::Duties;
+use super::put::put_entry;
 use super::stats::{Pending, WrittenTable};
 use crate::batch::BatchKey;
 
@@ -157,80 +157,6 @@ async fn put_next(
         operation_id,
     )
     .await
-}
-
-/// Commits `actions` as `version` of the table behind `log_store`, put only if absent:
-/// `Ok(false)` (nothing committed) when another writer took that version. A commit
-/// without a snapshot: no conflict check, since nothing can have been committed between
-/// the version the caller read and this one.
-pub(crate) async fn put_commit(
-    log_store: &deltalake::logstore::LogStoreRef,
-    version: u64,
-    properties: deltalake::kernel::transaction::CommitProperties,
-    actions: Vec<deltalake::kernel::Action>,
-) -> std::result::Result<bool, DeltaTableError> {
-    let append = deltalake::protocol::DeltaOperation::Write {
-        mode: SaveMode::Append,
-        partition_by: None,
-        predicate: None,
-    };
-    put_operation(log_store, version, properties, actions, append).await
-}
-
-/// [`put_commit`] of an `operation` other than an append.
-pub(super) async fn put_operation(
-    log_store: &deltalake::logstore::LogStoreRef,
-    version: u64,
-    properties: deltalake::kernel::transaction::CommitProperties,
-    actions: Vec<deltalake::kernel::Action>,
-    operation: deltalake::protocol::DeltaOperation,
-) -> std::result::Result<bool, DeltaTableError> {
-    use deltalake::kernel::transaction::CommitBuilder;
-
-    let operation_id = uuid::Uuid::new_v4();
-    let prepared = CommitBuilder::from(properties)
-        .with_actions(actions)
-        .with_operation_id(operation_id)
-        .build(None, log_store.clone(), operation)
-        .into_prepared_commit_future()
-        .await?;
-    put_entry(log_store, version, prepared.commit_or_bytes(), operation_id).await
-}
-
-/// Writes a prepared commit `entry` as `version`, put only if absent: `Ok(false)`
-/// (nothing committed, its temporary file removed) when that version is taken.
-async fn put_entry(
-    log_store: &deltalake::logstore::LogStoreRef,
-    version: u64,
-    entry: &deltalake::logstore::CommitOrBytes,
-    operation_id: uuid::Uuid,
-) -> std::result::Result<bool, DeltaTableError> {
-    use deltalake::kernel::transaction::TransactionError;
-    match log_store
-        .write_commit_entry(version, entry.clone(), operation_id)
-        .await
-    {
-        Ok(()) => Ok(true),
-        Err(TransactionError::VersionAlreadyExists(_)) => {
-            // The version may be this very entry: a conditional put that landed, whose
-            // response was lost, is retried by the store client and then refused as
-            // existing. Appending again would duplicate the batch's rows.
-            if let deltalake::logstore::CommitOrBytes::LogBytes(bytes) = entry
-                && log_store.read_commit_entry(version).await?.as_ref() == Some(bytes)
-            {
-                tracing::info!(
-                    version,
-                    "the commit landed although the store reported it as taken (a retried put)"
-                );
-                return Ok(true);
-            }
-            log_store
-                .abort_commit_entry(version, entry.clone(), operation_id)
-                .await?;
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
 }
 
 /// What a direct commit records beside the rows and files it adds

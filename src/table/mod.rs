@@ -50,6 +50,7 @@ mod files;
 mod open;
 mod partitioned;
 mod planned;
+mod put;
 mod rewrite;
 pub(crate) mod scan;
 mod shape;

@@ -8,7 +8,7 @@ use arrow::datatypes::SchemaRef;
 use deltalake::DeltaTableError;
 
 use super::Storage;
-use super::entry::put_commit;
+use super::put::put_commit;
 use super::shape::StatsColumns;
 use crate::error::{Error, Result};
 use crate::naming::TableName;

@@ -5,7 +5,7 @@
 //! while nothing in the table uses them.
 //!
 //! Such a commit is planned for one version and put there only if absent
-//! ([`super::entry::put_operation`], which runs no deltalake protocol check): row tracking
+//! ([`super::put::put_operation`], which runs no deltalake protocol check): row tracking
 //! gives every new file `baseRowId` above the table's high-water mark and
 //! `defaultRowCommitVersion` = the commit's version, and advances the mark in the
 //! `delta.rowTracking` domain, so a commit that lost its version to another writer is
@@ -295,7 +295,7 @@ pub(crate) async fn commit_planned(
     let mut mark = duties.row_ids;
     loop {
         let planned = with_row_ids(&actions, version, mark)?;
-        let put = super::entry::put_operation(
+        let put = super::put::put_operation(
             &log_store,
             version,
             properties.clone(),
