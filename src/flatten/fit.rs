@@ -374,22 +374,32 @@ fn columns_by_path(target: &Schema) -> HashMap<&str, &Field> {
 }
 
 /// The table's column named `name`, when it has no path of its own (written before
-/// paths were recorded) or the same `path`.
+/// paths were recorded) or the same `path`; else the one column without a path whose
+/// name differs only in case (another engine's: Delta column names ignore case, and
+/// bronze's are lower case).
 fn column_by_name<'t>(target: &'t Schema, name: &str, path: &str) -> Option<&'t Field> {
-    target
-        .field_with_name(name)
-        .ok()
-        .filter(|t| !t.metadata().contains_key(PATH_META) || path_of(t) == path)
+    if let Ok(t) = target.field_with_name(name) {
+        return (!t.metadata().contains_key(PATH_META) || path_of(t) == path).then_some(t);
+    }
+    let mut alike = target.fields().iter().filter(|t| {
+        t.name().eq_ignore_ascii_case(name) && !t.metadata().contains_key(PATH_META)
+    });
+    match (alike.next(), alike.next()) {
+        (Some(t), None) => Some(t.as_ref()),
+        _ => None,
+    }
 }
 
 /// `name`, or when the table has a column of that name for another path, the first of
 /// `name_2`, `name_3`, … that is free (taken from then on).
 fn free_name(name: &str, target: &Schema, taken: &mut HashSet<String>) -> String {
-    if target.field_with_name(name).is_err() {
+    // Delta column names ignore case.
+    let held = |n: &str| target.fields().iter().any(|f| f.name().eq_ignore_ascii_case(n));
+    if !held(name) {
         return name.to_string();
     }
     let mut k = 2;
-    while taken.contains(&format!("{name}_{k}")) {
+    while taken.contains(&format!("{name}_{k}")) || held(&format!("{name}_{k}")) {
         k += 1;
     }
     let free = format!("{name}_{k}");
@@ -1041,6 +1051,30 @@ mod tests {
         assert_eq!(c.added, ["name_2"]);
         assert_eq!(strings(&c.batch, "name_2"), [Some("lower".into())]);
         assert!(c.batch.column_by_name("name").is_none());
+    }
+
+    #[test]
+    fn another_engines_column_takes_its_field_whatever_the_case() {
+        // Spark's `StringType` (no path); bronze names the payload's field `stringtype`.
+        let target = Schema::new(vec![
+            Field::new("StringType", DataType::Utf8, true),
+            data("other", DataType::Utf8, "/other", false),
+        ]);
+        let b = batch(
+            vec![
+                data("stringtype", DataType::Utf8, "/StringType", false),
+                data("OTHER", DataType::Utf8, "/OTHER", false),
+            ],
+            vec![
+                Arc::new(StringArray::from(vec!["zoé"])),
+                Arc::new(StringArray::from(vec!["x"])),
+            ],
+        );
+        let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
+        assert_eq!(strings(&c.batch, "StringType"), [Some("zoé".into())]);
+        // A column of bronze's own for another path is not taken; the new column's name
+        // must differ in more than case.
+        assert_eq!(c.added, ["OTHER_2"]);
     }
 
     #[test]

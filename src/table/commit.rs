@@ -362,7 +362,7 @@ impl<'a> Committer<'a> {
             &log_store,
             schema,
             batches,
-            stats,
+            (stats, None),
             CommitNotes::of(self.txn(key)),
         )
         .await?;
@@ -459,6 +459,7 @@ impl<'a> Committer<'a> {
             removed: Some((removes.len() as u64, removed_rows)),
             rewritten_rows: 0,
         };
+        let stats = (stats, duties.mapping.as_ref());
         let (adds, mut c, properties) =
             write_data_files(self.storage, &log_store, schema, batches, stats, notes)
                 .await
@@ -516,7 +517,7 @@ impl<'a> Committer<'a> {
             &log_store,
             first.schema(),
             batches,
-            stats,
+            (stats, duties.mapping.as_ref()),
             CommitNotes::of(self.txn(key)),
         )
         .await?;
@@ -620,7 +621,7 @@ impl<'a> Committer<'a> {
             &u.log_store,
             Arc::clone(&u.schema),
             batches,
-            stats,
+            (stats, None),
             CommitNotes::of(self.txn(Some(key))),
         )
         .await?;

@@ -26,6 +26,7 @@ use deltalake::kernel::{Action, LogicalFileView};
 use deltalake::{DeltaTable, DeltaTableError};
 use serde::Serialize;
 
+use super::mapping::Mapping;
 use super::planned::Duties;
 use super::shape::{StatsColumns, check_plain_layout, conform, read_file};
 use super::strict::READ_VERSION;
@@ -140,8 +141,13 @@ pub(crate) async fn rewrite(
     let store = t.log_store().object_store(None);
     let mut done = Rewritten::default();
     for bin in bins {
-        let (mut batches, removes, bytes_removed) =
-            read_bin(name, &store, &files, &bin, &schema).await?;
+        let (mut batches, removes, bytes_removed) = read_bin(
+            name,
+            &store,
+            (&files, &bin),
+            (&schema, duties.mapping.as_ref()),
+        )
+        .await?;
         done.bytes_removed += bytes_removed;
         done.removes.extend(removes);
         done.rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
@@ -149,6 +155,7 @@ pub(crate) async fn rewrite(
             batches = zordered(&schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
         }
         let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
+        let stats = (stats, duties.mapping.as_ref());
         let written = write(&t, &schema, &batches, (target, compression), stats)
             .await
             .map_err(delta)?;
@@ -232,9 +239,8 @@ impl Rewritten {
 async fn read_bin(
     name: &str,
     store: &deltalake::logstore::ObjectStoreRef,
-    files: &[LogicalFileView],
-    bin: &[usize],
-    schema: &SchemaRef,
+    (files, bin): (&[LogicalFileView], &[usize]),
+    (schema, mapping): (&SchemaRef, Option<&Mapping>),
 ) -> Result<(Vec<RecordBatch>, Vec<deltalake::kernel::Remove>, u64)> {
     let mut batches = Vec::new();
     let mut removes = Vec::new();
@@ -245,7 +251,12 @@ async fn read_bin(
             .await
             .map_err(|e| Error::delta(name, "optimize", e))?
         {
-            batches.push(conform(&b, schema).map_err(|e| Error::arrow(name, e))?);
+            let b = match mapping {
+                Some(m) => m.to_logical(&b, f.path().as_ref()),
+                None => Ok(b),
+            };
+            let b = b.and_then(|b| conform(&b, schema));
+            batches.push(b.map_err(|e| Error::arrow(name, e))?);
         }
         bytes_removed += f.size().max(0) as u64;
         removes.push(super::files::remove_of(f, false));
@@ -427,9 +438,26 @@ async fn write(
     schema: &SchemaRef,
     batches: &[RecordBatch],
     (target, compression): (u64, super::Compression),
-    stats: StatsColumns,
+    (stats, mapping): (StatsColumns, Option<&Mapping>),
 ) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+    // A column-mapped table's files hold physical names and field ids.
+    let physical;
+    let (schema, batches, stats) = match mapping {
+        Some(m) => {
+            physical = batches
+                .iter()
+                .map(|b| m.to_physical(b))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            (
+                m.physical_schema(schema)?,
+                physical.as_slice(),
+                m.physical_stats(stats),
+            )
+        }
+        None => (Arc::clone(schema), batches, stats),
+    };
+    let schema = &schema;
     let config = WriterConfig::new(
         Arc::clone(schema),
         Vec::new(),

@@ -10,6 +10,7 @@ use deltalake::DeltaTableError;
 
 use super::entry::{CommitNotes, with_batch_txns};
 use super::files::{TOPICS_TAG, topics_of};
+use super::mapping::Mapping;
 use super::shape::StatsColumns;
 use super::strict::READ_VERSION;
 use super::{Committed, Storage, Work, writer_properties};
@@ -31,12 +32,28 @@ pub(super) async fn write_data_files(
     log_store: &deltalake::logstore::LogStoreRef,
     schema: SchemaRef,
     batches: &[RecordBatch],
-    stats: StatsColumns,
+    (stats, mapping): (StatsColumns, Option<&Mapping>),
     notes: CommitNotes<'_>,
 ) -> std::result::Result<DataFiles, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 
     let started = std::time::Instant::now();
+    // A column-mapped table's files hold physical names and field ids.
+    let (schema, physical, stats) = match mapping {
+        Some(m) => {
+            let batches = batches
+                .iter()
+                .map(|b| m.to_physical(b))
+                .collect::<std::result::Result<Vec<_>, _>>()?;
+            (
+                m.physical_schema(&schema)?,
+                Some(batches),
+                m.physical_stats(stats),
+            )
+        }
+        None => (schema, None, stats),
+    };
+    let written = physical.as_deref().unwrap_or(batches);
     let config = WriterConfig::new(
         schema,
         Vec::new(),
@@ -47,7 +64,7 @@ pub(super) async fn write_data_files(
         stats.columns,
     );
     let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-    for b in batches {
+    for b in written {
         writer.write(b).await?;
     }
     let adds = with_topics_tag(writer.close().await?, batches)?;

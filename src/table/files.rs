@@ -7,6 +7,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::error::ArrowError;
 use deltalake::DeltaTable;
 
+use super::mapping::Mapping;
 use super::{Write, arrow_schema};
 use crate::batch::BatchKey;
 use crate::error::Result;
@@ -60,9 +61,12 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, folders: Folders) -> B
     let Ok(snapshot) = t.snapshot() else {
         return BatchFiles::Mixed;
     };
+    let Ok(mapping) = Mapping::of(snapshot) else {
+        return BatchFiles::Mixed;
+    };
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        match file_holds(&f, key, folders) {
+        match file_holds(&f, key, (folders, mapping.as_ref())) {
             Ok(None) => continue,
             Ok(Some(file)) => whole.push(file),
             Err(Mixed) => return BatchFiles::Mixed,
@@ -83,12 +87,9 @@ struct Mixed;
 fn file_holds(
     f: &deltalake::kernel::LogicalFileView,
     key: &BatchKey,
-    folders: Folders,
+    (folders, mapping): (Folders, Option<&Mapping>),
 ) -> Result<Option<WholeFile>, Mixed> {
-    let Some(stats) = f
-        .stats()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-    else {
+    let Some(stats) = stats_of(f, mapping) else {
         return Err(Mixed);
     };
     let batch_id = key.batch_id.as_str();
@@ -125,6 +126,26 @@ fn file_holds(
         remove: remove_of(f, true),
         rows: f.num_records().unwrap_or(0) as u64,
     }))
+}
+
+/// The statistics of file `f`, keyed by logical column names (a column-mapped table's
+/// files key them by physical name).
+fn stats_of(
+    f: &deltalake::kernel::LogicalFileView,
+    mapping: Option<&Mapping>,
+) -> Option<serde_json::Value> {
+    let mut stats = serde_json::from_str::<serde_json::Value>(&f.stats()?).ok()?;
+    if let Some(m) = mapping {
+        for which in ["minValues", "maxValues", "nullCount"] {
+            if let Some(serde_json::Value::Object(columns)) = stats.get_mut(which) {
+                *columns = std::mem::take(columns)
+                    .into_iter()
+                    .map(|(k, v)| (m.logical_name(&k).unwrap_or(k), v))
+                    .collect();
+            }
+        }
+    }
+    Some(stats)
 }
 
 /// Whose rows a file of the batch id holds, by its `_landing_path` statistics.
@@ -178,11 +199,12 @@ fn text_bounds(stats: &serde_json::Value, column: &str) -> Option<(String, Strin
 
 /// Whether file `f` may hold rows of `batch_id` by its `_batch_id` statistics (it may when
 /// it has none; a bound of 32 bytes or more may be truncated and does not rule it out).
-pub(super) fn may_hold_batch(f: &deltalake::kernel::LogicalFileView, batch_id: &str) -> bool {
-    let Some(stats) = f
-        .stats()
-        .and_then(|s| serde_json::from_str::<serde_json::Value>(&s).ok())
-    else {
+pub(super) fn may_hold_batch(
+    f: &deltalake::kernel::LogicalFileView,
+    batch_id: &str,
+    mapping: Option<&Mapping>,
+) -> bool {
+    let Some(stats) = stats_of(f, mapping) else {
         return true;
     };
     let bound = |which: &str| {

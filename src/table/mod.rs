@@ -47,6 +47,7 @@ mod compact;
 mod datafiles;
 mod entry;
 mod files;
+mod mapping;
 mod open;
 mod partitioned;
 mod planned;

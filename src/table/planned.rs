@@ -30,7 +30,7 @@ const PRESERVED_TAG: &str = "delta.rowTracking.preserved";
 
 /// What a commit on a table must do beyond deltalake's own commit (see the module's
 /// doc), read from its snapshot ([`Duties::read`]).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default)]
 pub(crate) struct Duties {
     /// Whether deltalake's commit refuses the table: commits take [`commit_planned`].
     pub(crate) planned: bool,
@@ -41,6 +41,8 @@ pub(crate) struct Duties {
     pub(crate) row_tracking_enabled: bool,
     /// Liquid clustering's columns (logical names; nested ones joined by `.`).
     pub(crate) clustering: Option<Vec<String>>,
+    /// Column mapping: the physical names and field ids data files use.
+    pub(crate) mapping: Option<super::mapping::Mapping>,
 }
 
 impl Duties {
@@ -66,6 +68,7 @@ impl Duties {
             row_ids: None,
             row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
             clustering: None,
+            mapping: super::mapping::Mapping::of(snapshot)?,
         };
         if !row_tracking && !clustered {
             return Ok(duties);
@@ -83,12 +86,19 @@ impl Duties {
             });
         }
         if clustered {
-            duties.clustering = Some(
-                columns
-                    .as_deref()
-                    .map(clustering_columns)
-                    .unwrap_or_default(),
-            );
+            // The domain names physical columns; statistics are asked by logical name.
+            let physical = columns
+                .as_deref()
+                .map(clustering_columns)
+                .unwrap_or_default();
+            let logical = physical
+                .into_iter()
+                .map(|c| match &duties.mapping {
+                    Some(m) => m.logical_name(&c).unwrap_or(c),
+                    None => c,
+                })
+                .collect();
+            duties.clustering = Some(logical);
         }
         Ok(duties)
     }

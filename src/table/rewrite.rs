@@ -16,6 +16,7 @@ use super::datafiles::{DataFiles, write_data_files};
 use super::entry::{CommitNotes, commit_on};
 use super::files::BatchRows;
 use super::files::Folders;
+use super::mapping::Mapping;
 use super::planned::Duties;
 use super::shape::{
     StatsColumns, check_plain_layout, conform, merged_schema, plain_type, read_file,
@@ -112,24 +113,43 @@ fn pending_of(adds: &[deltalake::kernel::Add], removes: &[deltalake::kernel::Rem
     }
 }
 
-/// The metadata action that gives the table of `snapshot` (named `name`) `schema`.
+/// The metadata action that gives the table of `snapshot` (named `name`, with Arrow
+/// schema `current`) `schema`, the current columns with the new ones after them, and
+/// that schema. The table's own columns are kept exactly as its log has them (their
+/// metadata's JSON types too); under column mapping each new column gets the next id
+/// and a physical name, and `delta.columnMapping.maxColumnId` follows.
 fn schema_metadata(
     name: &str,
     snapshot: &deltalake::table::state::DeltaTableState,
     schema: &SchemaRef,
-) -> Result<Action> {
-    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-    let kernel: deltalake::kernel::StructType = schema
-        .as_ref()
-        .try_into_kernel()
-        .map_err(|e| Error::arrow(name, e))?;
-    let metadata = snapshot
+    current: &SchemaRef,
+) -> Result<(Action, deltalake::kernel::StructType)> {
+    let config = snapshot.snapshot().table_configuration();
+    let mode = config.column_mapping_mode();
+    let max_id = super::mapping::max_column_id(snapshot.metadata().configuration());
+    let new = &schema.fields()[current.fields().len()..];
+    let (kernel, max) =
+        super::mapping::with_new_columns(config.logical_schema().as_ref(), new, (mode, max_id))
+            .map_err(|e| Error::delta(name, "write", e))?;
+    let mut metadata = snapshot
         .metadata()
         .clone()
         .with_schema(&kernel)
         .map_err(|e| Error::delta(name, "write", e.into()))?;
-    Ok(Action::Metadata(metadata))
+    if let Some(max) = max {
+        metadata = metadata
+            .add_config_key(super::mapping::max_column_id_key(), max.to_string())
+            .map_err(|e| Error::delta(name, "write", e.into()))?;
+    }
+    Ok((Action::Metadata(metadata), kernel))
 }
+
+/// A table as a rewrite reads it: its handle, its snapshot, its column mapping.
+type TableAt<'a> = (
+    &'a DeltaTable,
+    &'a deltalake::table::state::DeltaTableState,
+    Option<&'a Mapping>,
+);
 
 /// A rewrite's actions: the new schema's `metadata` (when it changed), the removes, then
 /// the adds.
@@ -209,9 +229,28 @@ impl<'a> Rewriter<'a> {
         let schema_changed = schema.fields() != current.fields();
         let new = conform_all(batches, &schema).map_err(arrow)?;
         let new_rows: u64 = new.iter().map(|b| b.num_rows() as u64).sum();
+        let mut duties = Duties::read(t, snapshot).await.map_err(delta)?;
         let (removes, kept, removed_rows) = self
-            .split_rows(table, t, snapshot, what.rows, &schema)
+            .split_rows(
+                table,
+                (t, snapshot, duties.mapping.as_ref()),
+                what.rows,
+                &schema,
+            )
             .await?;
+        // The new schema before the files: a column-mapped table's new columns get their
+        // physical names there, which the files use.
+        let metadata = schema_changed
+            .then(|| schema_metadata(name, snapshot, &schema, &current))
+            .transpose()?;
+        if let (Some((_, new_schema)), Some(_)) = (&metadata, &duties.mapping) {
+            let mode = snapshot
+                .snapshot()
+                .table_configuration()
+                .column_mapping_mode();
+            duties.mapping = Mapping::new(new_schema, mode).map_err(delta)?;
+        }
+        let metadata = metadata.map(|(action, _)| action);
         let kept_rows: u64 = kept.iter().map(|b| b.num_rows() as u64).sum();
         let mut all = kept;
         all.extend(new);
@@ -221,7 +260,6 @@ impl<'a> Rewriter<'a> {
             removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
             rewritten_rows: kept_rows,
         };
-        let duties = Duties::read(t, snapshot).await.map_err(delta)?;
         let (adds, mut c, properties) = self
             .write_files(t, (snapshot, &duties), &schema, &all, notes)
             .await
@@ -232,9 +270,6 @@ impl<'a> Rewriter<'a> {
             c.version = snapshot.version();
             return Ok((c, WrittenTable::current(t.clone())));
         }
-        let metadata = schema_changed
-            .then(|| schema_metadata(name, snapshot, &schema))
-            .transpose()?;
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
         let actions = commit_actions(metadata, removes, adds);
         let copies = (actions, kept_rows > 0);
@@ -279,7 +314,7 @@ impl<'a> Rewriter<'a> {
             &log_store,
             Arc::clone(schema),
             all,
-            stats,
+            (stats, duties.mapping.as_ref()),
             notes,
         )
         .await
@@ -290,14 +325,13 @@ impl<'a> Rewriter<'a> {
     async fn split_rows(
         &self,
         table: &TableName,
-        t: &DeltaTable,
-        snapshot: &deltalake::table::state::DeltaTableState,
+        at: TableAt<'_>,
         rows: Option<BatchRows<'_>>,
         schema: &SchemaRef,
     ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
         let started = std::time::Instant::now();
         let split = match rows {
-            Some(rows) => self.split_files(table, t, snapshot, &rows, schema).await?,
+            Some(rows) => self.split_files(table, at, &rows, schema).await?,
             None => (Vec::new(), Vec::new(), 0),
         };
         self.storage.clock.add(Work::Builder, started);
@@ -310,8 +344,7 @@ impl<'a> Rewriter<'a> {
     async fn split_files(
         &self,
         table: &TableName,
-        t: &DeltaTable,
-        snapshot: &deltalake::table::state::DeltaTableState,
+        (t, snapshot, mapping): TableAt<'_>,
         rows: &BatchRows<'_>,
         schema: &SchemaRef,
     ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
@@ -321,7 +354,7 @@ impl<'a> Rewriter<'a> {
         let mut kept = Vec::new();
         let mut matched = 0u64;
         for f in snapshot.log_data().iter() {
-            if !super::files::may_hold_batch(&f, rows.batch_id()) {
+            if !super::files::may_hold_batch(&f, rows.batch_id(), mapping) {
                 continue;
             }
             if f.deletion_vector_descriptor().is_some() {
@@ -343,7 +376,13 @@ impl<'a> Rewriter<'a> {
             let mut others = Vec::with_capacity(batches.len());
             let mut hit = 0u64;
             for b in batches {
-                let b = conform(&b, schema).map_err(|e| Error::arrow(name, e))?;
+                let b = match mapping {
+                    Some(m) => m.to_logical(&b, f.path().as_ref()),
+                    None => Ok(b),
+                };
+                let b = b
+                    .and_then(|b| conform(&b, schema))
+                    .map_err(|e| Error::arrow(name, e))?;
                 let mask = rows.matches(&b).map_err(|e| Error::arrow(name, e))?;
                 let n = mask.true_count() as u64;
                 hit += n;

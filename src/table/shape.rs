@@ -46,26 +46,12 @@ impl StatsColumns {
     }
 }
 
-/// The table features bronze's own reads and writes of data files do not handle: column
-/// mapping (physical column names differ from the schema's) and partitions (values in
-/// paths, not in files). An error naming the table and what to do.
+/// The layout bronze's own reads and writes of data files do not handle: partitions
+/// (values in paths, not in files). An error naming the table and what to do.
 pub(crate) fn check_plain_layout(
     table: &str,
     snapshot: &deltalake::table::state::DeltaTableState,
 ) -> Result<()> {
-    let config = snapshot.snapshot().table_configuration();
-    let mapping = config.column_mapping_mode();
-    if mapping != buoyant_kernel::table_features::ColumnMappingMode::None {
-        return Err(Error::delta(
-            table,
-            "rewrite",
-            DeltaTableError::Generic(format!(
-                "the table uses column mapping (mode {mapping:?}), whose data files bronze cannot \
-                 read back yet; load the batch into a table without it, or rewrite its files \
-                 with the engine that turned it on"
-            )),
-        ));
-    }
     let partitions = snapshot.metadata().partition_columns();
     if !partitions.is_empty() {
         return Err(Error::delta(

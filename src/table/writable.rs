@@ -83,17 +83,19 @@ fn writes_feature(feature: &TableFeature) -> bool {
         | TableFeature::Invariants
         | TableFeature::GeneratedColumns
         | TableFeature::IdentityColumns
-        | TableFeature::ChangeDataFeed => true,
+        | TableFeature::ChangeDataFeed
+        | TableFeature::ColumnMapping => true,
         TableFeature::Unknown(name) => name == "checkpointProtection",
         _ => false,
     }
 }
 
-/// Reader features bronze's reads handle.
+/// Reader features bronze's reads handle (column mapping: [`super::mapping`]).
 fn reads_feature(feature: &TableFeature) -> bool {
     matches!(
         feature,
-        TableFeature::TimestampWithoutTimezone
+        TableFeature::ColumnMapping
+            | TableFeature::TimestampWithoutTimezone
             | TableFeature::DeletionVectors
             | TableFeature::VariantType
             | TableFeature::VariantTypePreview
@@ -104,7 +106,6 @@ fn reads_feature(feature: &TableFeature) -> bool {
 /// Why bronze does not write tables with `feature`, and what to do.
 fn feature_fix(feature: &str) -> String {
     let why = match feature {
-        "columnMapping" => "bronze does not write column-mapped data files yet",
         "inCommitTimestamp" => "bronze does not write in-commit timestamps yet",
         "liquid" => {
             "it is the preview of liquid clustering (Databricks Runtime 13), which the Delta \
@@ -148,6 +149,7 @@ pub(crate) enum Removes {
 pub(crate) fn refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
     constraint_refusal(config)
         .or_else(|| column_refusal(config))
+        .or_else(|| partition_refusal(config))
         .or_else(|| protocol_refusal(config))
         .or_else(|| append_only_refusal(config, removes))
         .or_else(|| change_data_refusal(config, removes))
@@ -190,22 +192,30 @@ fn column_refusal(config: &TableConfiguration) -> Option<Refusal> {
     ))
 }
 
+/// A partitioned table: bronze's data files carry no partition values.
+fn partition_refusal(config: &TableConfiguration) -> Option<Refusal> {
+    let columns = config.metadata().partition_columns();
+    (!columns.is_empty()).then(|| {
+        Refusal::of(
+            &format!("partition columns ({})", columns.join(", ")),
+            "bronze writes unpartitioned tables (its files carry no partition values); load \
+             the topic into a table of bronze's own"
+                .to_string(),
+        )
+    })
+}
+
 /// A reader or writer feature, or a legacy protocol version, bronze does not handle.
 fn protocol_refusal(config: &TableConfiguration) -> Option<Refusal> {
     let protocol = config.protocol();
-    match protocol.min_reader_version() {
-        2 => return Some(Refusal::feature(&TableFeature::ColumnMapping)),
-        3 => {
-            let mut reader = protocol.reader_features().into_iter().flatten();
-            if let Some(f) = reader.find(|f| !reads_feature(f)) {
-                return Some(Refusal::feature(f));
-            }
-        }
-        _ => {}
+    // Reader version 2 is column mapping, which bronze reads; 3 lists reader features.
+    let mut reader = protocol.reader_features().into_iter().flatten();
+    if let Some(f) = reader.find(|f| !reads_feature(f)) {
+        return Some(Refusal::feature(f));
     }
     // Writer versions 3 to 6 imply constraints, invariants, the change data feed,
-    // generated and identity columns (and column mapping, which needs reader version 2):
-    // the checks before and after this one refuse a table that uses them.
+    // generated and identity columns and column mapping: the checks before and after
+    // this one refuse a table that uses one bronze does not write.
     match protocol.min_writer_version() {
         v if v >= 7 => protocol
             .writer_features()
@@ -269,12 +279,7 @@ mod tests {
 
     #[test]
     fn every_feature_bronze_does_not_write_has_a_fix_naming_it() {
-        for f in [
-            "columnMapping",
-            "inCommitTimestamp",
-            "liquid",
-            "icebergCompatV2",
-        ] {
+        for f in ["inCommitTimestamp", "liquid", "icebergCompatV2"] {
             let fix = feature_fix(f);
             assert!(fix.contains(&format!("DROP FEATURE {f}")), "{fix}");
         }
@@ -285,6 +290,6 @@ mod tests {
         assert!(writes_feature(&TableFeature::Unknown(
             "checkpointProtection".into()
         )));
-        assert!(!reads_feature(&TableFeature::ColumnMapping));
+        assert!(reads_feature(&TableFeature::ColumnMapping));
     }
 }

@@ -363,6 +363,10 @@ impl Rows {
             batch: RecordBatch::try_new(self.batch.schema(), columns).unwrap(),
         }
     }
+    /// The rows as one Arrow batch.
+    pub fn batch(&self) -> &RecordBatch {
+        &self.batch
+    }
     /// The value of `column` as text ([`Row::get`]) of every row, in row order; panics
     /// on a null (where a test expects every row to have one).
     pub fn values(&self, column: &str) -> Vec<String> {
