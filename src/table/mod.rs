@@ -42,6 +42,7 @@ use url::Url;
 use crate::error::{Error, Result};
 use crate::naming::{self, CORRUPT_TABLE, LANDING_PATH, RUN_CONTROL_TABLE, TableName};
 
+mod change_data;
 mod commit;
 mod compact;
 mod datafiles;

@@ -144,6 +144,15 @@ fn schema_metadata(
     Ok((Action::Metadata(metadata), kernel))
 }
 
+/// What a rewrite's read of the files holding the rows it replaces found: the files'
+/// removes, their other rows (written again), and how many rows it deletes with, when
+/// asked for (a change data file), those rows.
+type Split = (
+    Vec<deltalake::kernel::Remove>,
+    Vec<RecordBatch>,
+    (u64, Vec<RecordBatch>),
+);
+
 /// A table as a rewrite reads it: its handle, its snapshot, its column mapping.
 type TableAt<'a> = (
     &'a DeltaTable,
@@ -230,14 +239,14 @@ impl<'a> Rewriter<'a> {
         let new = conform_all(batches, &schema).map_err(arrow)?;
         let new_rows: u64 = new.iter().map(|b| b.num_rows() as u64).sum();
         let mut duties = Duties::read(t, snapshot).await.map_err(delta)?;
-        let (removes, kept, removed_rows) = self
-            .split_rows(
-                table,
-                (t, snapshot, duties.mapping.as_ref()),
-                what.rows,
-                &schema,
-            )
+        // With the change data feed on, the rows deleted are kept for a change data file.
+        let props = snapshot.snapshot().table_configuration().table_properties();
+        let change_data = props.enable_change_data_feed == Some(true);
+        let at = (t, snapshot, duties.mapping.as_ref());
+        let (removes, kept, (removed_rows, deleted)) = self
+            .split_rows(table, at, (what.rows, change_data), &schema)
             .await?;
+        let inserted = if change_data { new.clone() } else { Vec::new() };
         // The new schema before the files: a column-mapped table's new columns get their
         // physical names there, which the files use.
         let metadata = schema_changed
@@ -271,7 +280,17 @@ impl<'a> Rewriter<'a> {
             return Ok((c, WrittenTable::current(t.clone())));
         }
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
-        let actions = commit_actions(metadata, removes, adds);
+        let mut actions = commit_actions(metadata, removes, adds);
+        if change_data && kept_rows > 0 {
+            let store = t.log_store().object_store(None);
+            let written = super::change_data::write(
+                &store,
+                &schema,
+                (&deleted, &inserted),
+                (duties.mapping.as_ref(), self.storage.compression),
+            );
+            actions.extend(written.await.map_err(delta)?.map(Action::Cdc));
+        }
         let copies = (actions, kept_rows > 0);
         let commit = commit_on(
             t,
@@ -326,13 +345,16 @@ impl<'a> Rewriter<'a> {
         &self,
         table: &TableName,
         at: TableAt<'_>,
-        rows: Option<BatchRows<'_>>,
+        (rows, deleted): (Option<BatchRows<'_>>, bool),
         schema: &SchemaRef,
-    ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
+    ) -> Result<Split> {
         let started = std::time::Instant::now();
         let split = match rows {
-            Some(rows) => self.split_files(table, at, &rows, schema).await?,
-            None => (Vec::new(), Vec::new(), 0),
+            Some(rows) => {
+                self.split_files(table, at, (&rows, deleted), schema)
+                    .await?
+            }
+            None => (Vec::new(), Vec::new(), (0, Vec::new())),
         };
         self.storage.clock.add(Work::Builder, started);
         Ok(split)
@@ -345,14 +367,15 @@ impl<'a> Rewriter<'a> {
         &self,
         table: &TableName,
         (t, snapshot, mapping): TableAt<'_>,
-        rows: &BatchRows<'_>,
+        (rows, keep_deleted): (&BatchRows<'_>, bool),
         schema: &SchemaRef,
-    ) -> Result<(Vec<deltalake::kernel::Remove>, Vec<RecordBatch>, u64)> {
+    ) -> Result<Split> {
         let name = table.as_str();
         let store = t.log_store().object_store(None);
         let mut removes = Vec::new();
         let mut kept = Vec::new();
         let mut matched = 0u64;
+        let mut deleted = Vec::new();
         for f in snapshot.log_data().iter() {
             if !super::files::may_hold_batch(&f, rows.batch_id(), mapping) {
                 continue;
@@ -386,6 +409,11 @@ impl<'a> Rewriter<'a> {
                 let mask = rows.matches(&b).map_err(|e| Error::arrow(name, e))?;
                 let n = mask.true_count() as u64;
                 hit += n;
+                if keep_deleted && n > 0 {
+                    let rows = arrow::compute::filter_record_batch(&b, &mask)
+                        .map_err(|e| Error::arrow(name, e))?;
+                    deleted.push(rows);
+                }
                 let keep = arrow::compute::not(&mask).map_err(|e| Error::arrow(name, e))?;
                 let rest = arrow::compute::filter_record_batch(&b, &keep)
                     .map_err(|e| Error::arrow(name, e))?;
@@ -399,6 +427,6 @@ impl<'a> Rewriter<'a> {
                 kept.extend(others);
             }
         }
-        Ok((removes, kept, matched))
+        Ok((removes, kept, (matched, deleted)))
     }
 }

@@ -64,10 +64,11 @@ impl Look {
 /// - domain metadata: bronze's commits name no domain but `delta.rowTracking`, so every
 ///   other writer's stays as it is; liquid clustering: bronze's files are unclustered,
 ///   which the protocol allows, with statistics for the clustering columns;
+/// - the change data feed: a rewrite that writes rows of a file it removes again writes
+///   a change data file ([`super::change_data`]);
 /// - the features whose values a writer computes or checks (CHECK constraints,
-///   invariants, generated and identity columns, the change data feed): while the table
-///   uses none of them ([`constraint_refusal`], [`column_refusal`],
-///   [`change_data_refusal`] refuse it when it does).
+///   invariants, generated and identity columns): while the table uses none of them
+///   ([`constraint_refusal`], [`column_refusal`] refuse it when it does).
 fn writes_feature(feature: &TableFeature) -> bool {
     match feature {
         TableFeature::AppendOnly
@@ -152,7 +153,6 @@ pub(crate) fn refusal(config: &TableConfiguration, removes: Removes) -> Option<R
         .or_else(|| partition_refusal(config))
         .or_else(|| protocol_refusal(config))
         .or_else(|| append_only_refusal(config, removes))
-        .or_else(|| change_data_refusal(config, removes))
 }
 
 /// A CHECK constraint (`delta.constraints.<name>`): bronze evaluates no SQL.
@@ -239,23 +239,6 @@ fn append_only_refusal(config: &TableConfiguration, removes: Removes) -> Option<
             "a rerun replaces the batch's rows, which removes files, and the table is \
              append-only; to rerun, `ALTER TABLE … SET TBLPROPERTIES ('delta.appendOnly' = \
              'false')`, or leave the batch as it was loaded"
-                .to_string(),
-        )
-    })
-}
-
-/// The change data feed (`delta.enableChangeDataFeed`), when the write may remove files:
-/// a rerun that writes rows of a file it removes again must record the batch's rows in
-/// change data files, which bronze does not write; appends need nothing more.
-fn change_data_refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
-    let on = config.table_properties().enable_change_data_feed == Some(true);
-    (removes == Removes::Files && on).then(|| {
-        Refusal::of(
-            "delta.enableChangeDataFeed",
-            "a rerun replaces the batch's rows, and bronze does not write the change data \
-             files the change data feed asks for then; new batches load. To rerun, `ALTER \
-             TABLE … SET TBLPROPERTIES ('delta.enableChangeDataFeed' = 'false')` for the \
-             rerun, or leave the batch as it was loaded"
                 .to_string(),
         )
     })

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 
 use crate::util::*;
 
-fn python() -> PathBuf {
+pub(crate) fn python() -> PathBuf {
     if let Some(p) = std::env::var_os("BRONZE_PYTHON") {
         return PathBuf::from(p);
     }

@@ -395,10 +395,9 @@ fn row_tracking_and_domain_metadata_tables_take_new_batches_and_reruns() {
 }
 
 /// Features whose values a writer computes or checks, listed but unused (what
-/// Databricks lists when it upgrades a table's protocol): batches load and rerun. The
-/// change data feed turned on: new batches load, a rerun is refused before any write.
+/// Databricks lists when it upgrades a table's protocol): batches load and rerun.
 #[test]
-fn features_listed_but_unused_take_batches_and_the_change_data_feed_takes_new_ones() {
+fn features_listed_but_unused_take_batches_and_reruns() {
     let lake = TempLake::new();
     lake.load(BATCH1);
     // deltalake refuses to list most of them, so they are listed by hand.
@@ -415,16 +414,79 @@ fn features_listed_but_unused_take_batches_and_the_change_data_feed_takes_new_on
     let rerun = lake.load(BATCH1);
     assert_loaded(&rerun);
     assert_both_fixture_batches_landed(&lake);
+}
+
+/// The change data feed on (`delta.enableChangeDataFeed`): a rerun whose batch shares a
+/// file with another batch (after an OPTIMIZE) rewrites that file and records a change
+/// data file with the batch's rows deleted and inserted, none of the copied rows; Python
+/// deltalake's change data feed reads the same; batches load exactly.
+#[test]
+fn a_rerun_on_a_change_data_feed_table_records_its_changes_only() {
+    let lake = TempLake::new();
+    lake.load(BATCH1);
     set_property(&lake, "quote", "delta.enableChangeDataFeed", "true");
-    assert_refused(
-        &lake,
-        BATCH2,
-        &[
-            "`quote` has delta.enableChangeDataFeed",
-            "'delta.enableChangeDataFeed' = 'false'",
-        ],
-    );
+    assert_loaded(&lake.load(BATCH2));
+    cli_ok(&lake, &["optimize", "quote"]);
+    let before = lake.with_table("quote", None, async |t| t.version().unwrap());
+    assert_loaded(&lake.load(BATCH1));
     assert_both_fixture_batches_landed(&lake);
+    let rows = expected_tables(BATCH1)["quote"];
+    let rerun = commits(&lake, "quote", before + 1);
+    let cdc: Vec<&str> = rerun
+        .iter()
+        .flat_map(|(_, a)| a)
+        .filter_map(|a| a["cdc"]["path"].as_str())
+        .collect();
+    assert_eq!(cdc.len(), 1, "{rerun:?}");
+    let file = std::fs::File::open(lake.schema_dir().join("quote").join(cdc[0])).unwrap();
+    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(file)
+        .unwrap()
+        .build()
+        .unwrap();
+    let mut changes = std::collections::BTreeMap::new();
+    for b in reader {
+        let b = b.unwrap();
+        let kinds = b.column_by_name("_change_type").unwrap();
+        let batches = b.column_by_name("_batch_id").unwrap();
+        use arrow::array::AsArray as _;
+        for i in 0..b.num_rows() {
+            let key = (
+                kinds.as_string::<i32>().value(i).to_string(),
+                batches.as_string::<i32>().value(i).to_string(),
+            );
+            *changes.entry(key).or_insert(0u64) += 1;
+        }
+    }
+    let expected = std::collections::BTreeMap::from([
+        (("delete".to_string(), BATCH1.to_string()), rows),
+        (("insert".to_string(), BATCH1.to_string()), rows),
+    ]);
+    assert_eq!(changes, expected);
+    // Python deltalake's change data feed of the rerun's version.
+    let script = format!(
+        "import pyarrow as pa\nfrom deltalake import DeltaTable\n\
+         cdf = DeltaTable({path:?}).load_cdf(starting_version={v}, ending_version={v})\n\
+         t = pa.RecordBatchReader.from_stream(cdf).read_all()\n\
+         print(sorted(t.group_by(['_change_type', '_batch_id']).aggregate([([], 'count_all')]).to_pylist(), key=str))",
+        path = lake.schema_dir().join("quote").display().to_string(),
+        v = before + 1,
+    );
+    let out = std::process::Command::new(crate::interop::python())
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for kind in ["delete", "insert"] {
+        let want =
+            format!("'_change_type': '{kind}', '_batch_id': '{BATCH1}', 'count_all': {rows}");
+        assert!(text.contains(&want), "{want} not in {text}");
+    }
+    assert!(!text.contains(BATCH2), "{text}");
 }
 
 #[test]
