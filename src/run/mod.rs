@@ -794,14 +794,21 @@ impl Ingest {
         Ok(leases)
     }
 
-    /// Reads a landing file, through the configured object store when there is one.
-    fn read_landing_file(&self, file: &discover::SourceFile) -> Result<Vec<u8>> {
+    /// The armed simulated read fault of `file` ([`crate::failpoint::SIMULATED`], tests
+    /// only), whether it is read now or was fetched ahead.
+    fn simulated_read_faults(&self, _file: &discover::SourceFile) -> Result<()> {
         #[cfg(feature = "failpoints")]
         for point in crate::failpoint::SIMULATED {
             if self.failpoint_hit(point) {
-                crate::failpoint::before_read(point, file)?;
+                crate::failpoint::before_read(point, _file)?;
             }
         }
+        Ok(())
+    }
+
+    /// Reads a landing file, through the configured object store when there is one.
+    fn read_landing_file(&self, file: &discover::SourceFile) -> Result<Vec<u8>> {
+        self.simulated_read_faults(file)?;
         match self.landing_store(std::slice::from_ref(file))? {
             Some(store) => {
                 crate::source::read::read_file_from_store(file, store.as_ref(), self.runtime())

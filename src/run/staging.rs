@@ -362,7 +362,10 @@ impl Ingest {
             .transpose()?
             .flatten()
         {
-            Some(bytes) => crate::source::read::decode_bytes(f, bytes),
+            Some(bytes) => {
+                self.simulated_read_faults(f)?;
+                crate::source::read::decode_bytes(f, bytes)
+            }
             None => self.read_landing_file(f),
         };
         let staged = self.parse_pool.install(|| {

@@ -179,6 +179,88 @@ impl Hook for Gate {
     }
 }
 
+/// Holds the first `parties` puts to paths [`Meet::store`]'s `held` selects until all
+/// of them have arrived (a rendezvous), or until `patience` has passed (then each goes
+/// on, and [`Meet::met`] stays false): shows that that many requests were in flight at
+/// once, with no timing window.
+pub type MeetStore = Hooked<Meet>;
+
+/// [`MeetStore`]'s hook.
+#[derive(Debug)]
+pub struct Meet {
+    held: fn(&str) -> bool,
+    parties: usize,
+    armed: AtomicUsize,
+    patience: std::time::Duration,
+    waiting: std::sync::Mutex<usize>,
+    go: tokio::sync::Semaphore,
+    /// Whether the held puts all arrived while each was still held.
+    pub met: AtomicBool,
+}
+
+impl Meet {
+    pub fn store(
+        held: fn(&str) -> bool,
+        parties: usize,
+        patience: std::time::Duration,
+    ) -> Arc<MeetStore> {
+        local(Meet {
+            held,
+            parties,
+            armed: AtomicUsize::new(parties),
+            patience,
+            waiting: std::sync::Mutex::new(0),
+            go: tokio::sync::Semaphore::new(0),
+            met: AtomicBool::new(false),
+        })
+    }
+
+    /// Waits until `parties` held puts are waiting (the last one releases the others).
+    async fn meet(&self) {
+        let last = {
+            let mut waiting = self.waiting.lock().unwrap();
+            *waiting += 1;
+            *waiting == self.parties
+        };
+        if last {
+            self.met.store(true, Ordering::SeqCst);
+            self.go.add_permits(self.parties - 1);
+            return;
+        }
+        match tokio::time::timeout(self.patience, self.go.acquire()).await {
+            Ok(Ok(permit)) => permit.forget(),
+            _ => *self.waiting.lock().unwrap() -= 1,
+        }
+    }
+}
+
+impl fmt::Display for Meet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "MeetStore({} parties)", self.parties)
+    }
+}
+
+#[async_trait::async_trait]
+impl Hook for Meet {
+    async fn put(
+        &self,
+        inner: &DynObjectStore,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        if (self.held)(location.as_ref())
+            && self
+                .armed
+                .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+                .is_ok()
+        {
+            self.meet().await;
+        }
+        inner.put_opts(location, payload, opts).await
+    }
+}
+
 /// Which requests a [`FaultStore`] counts.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Op {
