@@ -621,7 +621,7 @@ fn convert(
             float_fit,
         ))),
         // Narrower types of tables another engine created (Spark's `int`, `smallint`,
-        // `tinyint`, `float`): the values they hold exactly.
+        // `tinyint`, `float`): the values they hold (a float: see below).
         DataType::Int32 => Arc::new(Int32Array::from(fitted(array, from_text, &mut rescue, |v| {
             int_fit(v).and_then(|i| i32::try_from(i).ok())
         }))),
@@ -635,10 +635,12 @@ fn convert(
             array,
             from_text,
             &mut rescue,
+            // A float keeps a value whose shortest decimal form it gives back (`0.1`,
+            // `19.99`); one with more digits than it holds (`0.123456789`) is rescued.
             |v| {
                 let f = float_fit(v)?;
                 let narrow = f as f32;
-                (f64::from(narrow) == f).then_some(narrow)
+                (narrow.to_string().parse::<f64>().ok() == Some(f)).then_some(narrow)
             },
         ))),
         DataType::Boolean => Arc::new(BooleanArray::from(fitted(
@@ -980,7 +982,7 @@ mod tests {
             vec![
                 Arc::new(Int64Array::from(vec![2025, 1 << 40])),
                 Arc::new(Int64Array::from(vec![-128, 128])),
-                Arc::new(Float64Array::from(vec![0.5, 0.1])),
+                Arc::new(Float64Array::from(vec![0.1, 0.123456789])),
             ],
         );
         let c = to_table(&t(), b, Some(&target), Evolution::Add).unwrap();
@@ -989,10 +991,13 @@ mod tests {
         let small = c.batch.column_by_name("small").unwrap().as_primitive::<Int8Type>();
         assert_eq!((small.value(0), small.is_null(1)), (-128, true));
         let f = c.batch.column_by_name("f").unwrap().as_primitive::<Float32Type>();
-        assert_eq!((f.value(0), f.is_null(1)), (0.5, true));
+        assert_eq!((f.value(0), f.is_null(1)), (0.1, true));
         assert_eq!(
             strings(&c.batch, RESCUED),
-            [None, Some(r#"{"/f":0.1,"/small":128,"/year":1099511627776}"#.into())]
+            [
+                None,
+                Some(r#"{"/f":0.123456789,"/small":128,"/year":1099511627776}"#.into())
+            ]
         );
     }
 

@@ -747,6 +747,24 @@ async fn vacuum(
     let store = t.log_store().object_store(None);
     let uncommitted = !dry_run && {
         let snapshot = t.snapshot().map_err(|e| Error::delta(name, "vacuum", e))?;
+        // A table bronze does not write is not vacuumed either: the protocol asks a
+        // VACUUM to honour the table's writer features (`vacuumProtocolCheck`), and
+        // another format's files may sit beside Delta's (Iceberg's `metadata/`).
+        // (Bronze's own staging tables are partitioned, and vacuumed as any other.)
+        let config = snapshot.snapshot().table_configuration();
+        let refusal =
+            crate::table::writable::refusal(config, crate::table::writable::Removes::Nothing)
+                .filter(|_| !name.starts_with(crate::naming::STAGING_PREFIX));
+        if let Some(r) = refusal {
+            return Err(Error::delta(
+                name,
+                "vacuum",
+                deltalake::DeltaTableError::Generic(format!(
+                    "the table has {}: {}; nothing was deleted",
+                    r.feature, r.fix
+                )),
+            ));
+        }
         deltalake::kernel::transaction::PROTOCOL
             .can_write_to(snapshot)
             .is_err()
@@ -764,8 +782,8 @@ async fn vacuum(
     }
     // deltalake records a VACUUM in two commits, which its protocol check refuses on
     // tables with features only bronze's own commits write (row tracking, domain
-    // metadata): there the files a dry run lists are deleted here, without the commits
-    // (the protocol asks none of VACUUM).
+    // metadata): there the files a dry run lists are deleted here, without those
+    // commits, which only record the VACUUM in the table's history.
     if uncommitted {
         builder = builder.with_dry_run(true);
     }

@@ -137,6 +137,8 @@ pub(crate) async fn rewrite(
         return Ok(report);
     }
     check_plain_layout(name, snapshot)?;
+    // Refused before any file is written.
+    super::planned::refuse_unwritable(snapshot, &[]).map_err(delta)?;
     let started = std::time::Instant::now();
     let store = t.log_store().object_store(None);
     let mut done = Rewritten::default();
@@ -297,6 +299,7 @@ async fn commit(
         predicate: None,
         target_size: target.min(i64::MAX as u64) as i64,
     };
+    super::planned::refuse_unwritable(snapshot, &actions)?;
     if duties.planned {
         let actions = (actions, true);
         let planned =

@@ -51,6 +51,7 @@ pub(super) async fn commit_on(
         // What delta-rs's post-commit step checks (its default when unset).
         snapshot.config().checkpoint_interval().get()
     };
+    super::planned::refuse_unwritable(snapshot, &actions)?;
     if duties.planned {
         let version = super::planned::commit_planned(
             t,

@@ -127,10 +127,11 @@ impl Mapping {
         RecordBatch::try_new_with_options(schema, columns, &options)
     }
 
-    /// `batch`, rows of data file `path`, in the table's logical names: each column found
-    /// by its field id when the file's column has one, else (`name` mode) by its
-    /// physical name; columns the file lacks are left out (they read as null), as are
-    /// the file's columns the table no longer has (dropped by another engine).
+    /// `batch`, rows of data file `path`, in the table's logical names: each column (and
+    /// each field of a struct, at any depth) found by its field id in `id` mode, by its
+    /// physical name in `name` mode; what the file lacks is left out at the top (it reads
+    /// as null) and null inside a struct, and the file's columns the table no longer has
+    /// (dropped by another engine) are not read.
     pub(crate) fn to_logical(
         &self,
         batch: &RecordBatch,
@@ -140,37 +141,135 @@ impl Mapping {
         let mut fields = Vec::new();
         let mut columns = Vec::new();
         for (logical, physical) in self.logical.fields().iter().zip(self.physical.fields()) {
-            let id = physical.metadata().get(FIELD_ID);
-            let by_id = id.and_then(|id| {
-                file.fields()
-                    .iter()
-                    .position(|f| f.metadata().get(FIELD_ID) == Some(id))
-            });
-            let found = by_id.or_else(|| match self.mode {
-                ColumnMappingMode::Id => None,
-                _ => file.index_of(physical.name()).ok(),
-            });
-            let Some(i) = found else { continue };
-            let column = batch.column(i);
-            let column = if nested(logical.data_type()) {
-                if !same_layout(column.data_type(), logical.data_type()) {
-                    return Err(ArrowError::SchemaError(format!(
-                        "column `{}` of data file {path} has type {}, which does not match the \
-                         table's {}; bronze does not rewrite it",
-                        logical.name(),
-                        column.data_type(),
-                        logical.data_type()
-                    )));
-                }
-                retyped(column, logical.data_type())?
-            } else {
-                Arc::clone(column)
+            let Some(i) = self.find(file.fields(), physical) else {
+                continue;
             };
+            let column = self
+                .resolve(batch.column(i), logical, physical)
+                .map_err(|e| {
+                    ArrowError::SchemaError(format!(
+                        "column `{}` of data file {path}: {e}",
+                        logical.name()
+                    ))
+                })?;
             fields.push(Field::new(logical.name(), column.data_type().clone(), true));
             columns.push(column);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(batch.num_rows()));
         RecordBatch::try_new_with_options(Arc::new(Schema::new(fields)), columns, &options)
+    }
+
+    /// The position among a file's `fields` of the field whose table field is
+    /// `physical`: by field id in `id` mode (a file without ids has none), by physical
+    /// name in `name` mode (ids are not used there).
+    fn find(&self, fields: &arrow::datatypes::Fields, physical: &Field) -> Option<usize> {
+        match self.mode {
+            ColumnMappingMode::Id => {
+                let id = physical.metadata().get(FIELD_ID)?;
+                fields
+                    .iter()
+                    .position(|f| f.metadata().get(FIELD_ID) == Some(id))
+            }
+            _ => fields.iter().position(|f| f.name() == physical.name()),
+        }
+    }
+
+    /// A file's `array` of the table field `logical` (`physical` as files name it), in
+    /// the logical type: struct fields resolved one by one ([`Mapping::find`]), lists'
+    /// elements and maps' entries within them; leaves as the file has them (cast later).
+    fn resolve(
+        &self,
+        array: &ArrayRef,
+        logical: &Field,
+        physical: &Field,
+    ) -> Result<ArrayRef, ArrowError> {
+        use arrow::array::{
+            Array as _, AsArray as _, LargeListArray, ListArray, MapArray, StructArray,
+        };
+        let mismatch = || {
+            ArrowError::SchemaError(format!(
+                "the file's {} does not match the table's {}",
+                array.data_type(),
+                logical.data_type()
+            ))
+        };
+        Ok(
+            match (logical.data_type(), physical.data_type(), array.data_type()) {
+                (DataType::Struct(l), DataType::Struct(p), DataType::Struct(f)) => {
+                    let s = array.as_struct();
+                    let children = l
+                        .iter()
+                        .zip(p.iter())
+                        .map(|(l, p)| match self.find(f, p) {
+                            Some(i) => self.resolve(s.column(i), l, p),
+                            None => Ok(arrow::array::new_null_array(l.data_type(), s.len())),
+                        })
+                        .collect::<Result<Vec<_>, _>>()?;
+                    let fields = l
+                        .iter()
+                        .zip(&children)
+                        .map(|(l, c)| {
+                            Arc::new(l.as_ref().clone().with_data_type(c.data_type().clone()))
+                        })
+                        .collect::<Vec<_>>();
+                    Arc::new(StructArray::try_new(
+                        fields.into(),
+                        children,
+                        s.nulls().cloned(),
+                    )?)
+                }
+                (DataType::List(l), DataType::List(p), DataType::List(_)) => {
+                    let a = array.as_list::<i32>();
+                    let values = self.resolve(a.values(), l, p)?;
+                    let element = Arc::new(
+                        l.as_ref()
+                            .clone()
+                            .with_data_type(values.data_type().clone()),
+                    );
+                    Arc::new(ListArray::try_new(
+                        element,
+                        a.offsets().clone(),
+                        values,
+                        a.nulls().cloned(),
+                    )?)
+                }
+                (DataType::LargeList(l), DataType::LargeList(p), DataType::LargeList(_)) => {
+                    let a = array.as_list::<i64>();
+                    let values = self.resolve(a.values(), l, p)?;
+                    let element = Arc::new(
+                        l.as_ref()
+                            .clone()
+                            .with_data_type(values.data_type().clone()),
+                    );
+                    Arc::new(LargeListArray::try_new(
+                        element,
+                        a.offsets().clone(),
+                        values,
+                        a.nulls().cloned(),
+                    )?)
+                }
+                (DataType::Map(l, sorted), DataType::Map(p, _), DataType::Map(..)) => {
+                    let a = array.as_map();
+                    let entries: ArrayRef = Arc::new(a.entries().clone());
+                    let entries = self.resolve(&entries, l, p)?;
+                    let entries = entries.as_struct().clone();
+                    let field = Arc::new(
+                        l.as_ref()
+                            .clone()
+                            .with_data_type(entries.data_type().clone()),
+                    );
+                    Arc::new(MapArray::try_new(
+                        field,
+                        a.offsets().clone(),
+                        entries,
+                        a.nulls().cloned(),
+                        *sorted,
+                    )?)
+                }
+                (l, _, f) if nested(l) || nested(f) => return Err(mismatch()),
+                _ => Arc::clone(array),
+            },
+        )
     }
 }
 
@@ -180,23 +279,6 @@ fn nested(t: &DataType) -> bool {
         t,
         DataType::Struct(_) | DataType::List(_) | DataType::LargeList(_) | DataType::Map(..)
     )
-}
-
-/// Whether `a` and `b` are the same type but for the names and metadata of their child
-/// fields: the same memory layout.
-fn same_layout(a: &DataType, b: &DataType) -> bool {
-    match (a, b) {
-        (DataType::Struct(x), DataType::Struct(y)) => {
-            x.len() == y.len()
-                && x.iter()
-                    .zip(y.iter())
-                    .all(|(x, y)| same_layout(x.data_type(), y.data_type()))
-        }
-        (DataType::List(x), DataType::List(y))
-        | (DataType::LargeList(x), DataType::LargeList(y))
-        | (DataType::Map(x, _), DataType::Map(y, _)) => same_layout(x.data_type(), y.data_type()),
-        _ => a == b,
-    }
 }
 
 /// `array` typed as `to`, a type of the same layout whose child fields are named
@@ -282,11 +364,41 @@ fn mapped(field: StructField, max: &mut i64) -> StructField {
     StructField::new(field.name().clone(), data_type, field.is_nullable()).with_metadata(metadata)
 }
 
-/// The `delta.columnMapping.maxColumnId` of a table's configuration (0 when unset).
-pub(crate) fn max_column_id(configuration: &std::collections::HashMap<String, String>) -> i64 {
-    configuration
+/// The highest column id a table has given: its `delta.columnMapping.maxColumnId`, or
+/// the highest id in `schema` (nested fields too) when that is higher or the property
+/// is missing.
+pub(crate) fn max_column_id(
+    configuration: &std::collections::HashMap<String, String>,
+    schema: &StructType,
+) -> i64 {
+    let property = configuration
         .get(MAX_ID_PROPERTY)
         .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    property.max(highest_id(schema))
+}
+
+/// The highest `delta.columnMapping.id` among `schema`'s fields, at any depth (0: none).
+fn highest_id(schema: &StructType) -> i64 {
+    use buoyant_kernel::schema::DataType as K;
+    fn of_type(t: &K) -> i64 {
+        match t {
+            K::Struct(s) => highest_id(s),
+            K::Array(a) => of_type(a.element_type()),
+            K::Map(m) => of_type(m.key_type()).max(of_type(m.value_type())),
+            _ => 0,
+        }
+    }
+    schema
+        .fields()
+        .map(|f| {
+            let own = match f.metadata().get(ID_KEY) {
+                Some(MetadataValue::Number(n)) => *n,
+                _ => 0,
+            };
+            own.max(of_type(f.data_type()))
+        })
+        .max()
         .unwrap_or(0)
 }
 

@@ -1093,6 +1093,7 @@ mod tests {
         let [t, _] = three_files_two_stale_handles(s, name).await;
         t.add_feature()
             .with_feature(deltalake::kernel::TableFeatures::RowTracking)
+            .with_feature(deltalake::kernel::TableFeatures::DomainMetadata)
             .with_allow_protocol_versions_increase(true)
             .await
             .unwrap();

@@ -55,20 +55,23 @@ impl Duties {
         use buoyant_kernel::table_features::TableFeature;
         use deltalake::kernel::transaction::PROTOCOL;
 
-        if PROTOCOL.can_write_to(snapshot).is_ok() {
-            return Ok(Duties::default());
-        }
+        // From the table's own features, whatever deltalake's commit accepts.
         let config = snapshot.snapshot().table_configuration();
         let props = config.table_properties();
         let row_tracking = config.is_feature_supported(&TableFeature::RowTracking)
             && props.row_tracking_suspended != Some(true);
         let clustered = config.is_feature_supported(&TableFeature::ClusteredTable);
+        let mapping = super::mapping::Mapping::of(snapshot)?;
+        let refused = PROTOCOL.can_write_to(snapshot).is_err();
+        if !refused && !row_tracking && !clustered && mapping.is_none() {
+            return Ok(Duties::default());
+        }
         let mut duties = Duties {
             planned: true,
             row_ids: None,
             row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
             clustering: None,
-            mapping: super::mapping::Mapping::of(snapshot)?,
+            mapping,
         };
         if !row_tracking && !clustered {
             return Ok(duties);
@@ -261,6 +264,38 @@ fn with_row_ids(
     Ok(out)
 }
 
+/// Refuses a commit of `actions` on `snapshot`'s table when bronze does not write the
+/// table ([`super::writable::refusal`]: a feature it does not write, partitions, an
+/// append-only table the commit would remove rows from), with nothing committed. Every
+/// commit checks it: the up-front check of a batch leaves out some tables (a schema of
+/// many tables, maintenance), and deltalake's own check is skipped on the planned path
+/// and does not know partitions.
+pub(crate) fn refuse_unwritable(
+    snapshot: &deltalake::table::state::DeltaTableState,
+    actions: &[Action],
+) -> Result<(), DeltaTableError> {
+    let data_removes = actions
+        .iter()
+        .any(|a| matches!(a, Action::Remove(r) if r.data_change));
+    let removes = if data_removes {
+        super::writable::Removes::Files
+    } else {
+        super::writable::Removes::Nothing
+    };
+    let config = snapshot.snapshot().table_configuration();
+    match super::writable::refusal(config, removes) {
+        Some(r) => Err(DeltaTableError::Generic(format!(
+            "the table has {}: {}; nothing was committed",
+            r.feature, r.fix
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// How many versions an append follows other writers' commits before it gives up as a
+/// conflict (its write plans again).
+const MAX_FOLLOWED: u64 = 64;
+
 /// Commits `actions` on `snapshot`'s table (`t`) under `duties` (see the module's doc):
 /// put at the version after the snapshot's, an append planned again for the next free
 /// version while the winners changed neither schema nor protocol. `copies`: the commit
@@ -272,24 +307,6 @@ pub(crate) async fn commit_planned(
     (actions, copies): (Vec<Action>, bool),
     operation: deltalake::protocol::DeltaOperation,
 ) -> Result<u64, DeltaTableError> {
-    // deltalake's protocol check is not run here: bronze's own is, on what the commit
-    // does (a table bronze does not write, or an append-only one the commit would remove
-    // rows from, is refused with nothing committed).
-    let data_removes = actions
-        .iter()
-        .any(|a| matches!(a, Action::Remove(r) if r.data_change));
-    let removes = if data_removes {
-        super::writable::Removes::Files
-    } else {
-        super::writable::Removes::Nothing
-    };
-    let config = snapshot.snapshot().table_configuration();
-    if let Some(r) = super::writable::refusal(config, removes) {
-        return Err(DeltaTableError::Generic(format!(
-            "the table has {}: {}; nothing was committed",
-            r.feature, r.fix
-        )));
-    }
     let log_store = t.log_store();
     let properties = if duties.row_tracking_enabled {
         let preserved = if copies { "false" } else { "true" };
@@ -304,6 +321,9 @@ pub(crate) async fn commit_planned(
     let mut version = snapshot.version() + 1;
     let mut mark = duties.row_ids;
     loop {
+        if version > snapshot.version() + MAX_FOLLOWED {
+            return Err(conflict(CommitConflictError::ConcurrentAppend));
+        }
         let planned = with_row_ids(&actions, version, mark)?;
         let put = super::put::put_operation(
             &log_store,
@@ -349,7 +369,7 @@ fn conflict(c: CommitConflictError) -> DeltaTableError {
 /// append must follow.
 #[derive(Default)]
 struct Winner {
-    /// It changed the schema, properties or protocol.
+    /// It changed the schema, properties, protocol or clustering columns.
     changed_table: bool,
     /// The row-id high-water mark it set.
     row_id_mark: Option<i64>,
@@ -366,6 +386,10 @@ impl Winner {
                 w.changed_table = true;
             }
             let domain = &action["domainMetadata"];
+            // New clustering columns ask statistics the append may not have.
+            if domain["domain"].as_str() == Some(CLUSTERING_DOMAIN) {
+                w.changed_table = true;
+            }
             if domain["domain"].as_str() == Some(ROW_TRACKING_DOMAIN) {
                 w.row_id_mark = domain["configuration"].as_str().and_then(high_water_mark);
             }

@@ -126,7 +126,10 @@ fn schema_metadata(
 ) -> Result<(Action, deltalake::kernel::StructType)> {
     let config = snapshot.snapshot().table_configuration();
     let mode = config.column_mapping_mode();
-    let max_id = super::mapping::max_column_id(snapshot.metadata().configuration());
+    let max_id = super::mapping::max_column_id(
+        snapshot.metadata().configuration(),
+        config.logical_schema().as_ref(),
+    );
     let new = &schema.fields()[current.fields().len()..];
     let (kernel, max) =
         super::mapping::with_new_columns(config.logical_schema().as_ref(), new, (mode, max_id))

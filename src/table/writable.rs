@@ -213,6 +213,22 @@ fn protocol_refusal(config: &TableConfiguration) -> Option<Refusal> {
     if let Some(f) = reader.find(|f| !reads_feature(f)) {
         return Some(Refusal::feature(f));
     }
+    // Row tracking and clustering keep their state in domains.
+    let needs_domains = [TableFeature::RowTracking, TableFeature::ClusteredTable]
+        .into_iter()
+        .find(|f| config.is_feature_supported(f));
+    if let Some(f) = needs_domains
+        && !config.is_feature_supported(&TableFeature::DomainMetadata)
+    {
+        return Some(Refusal::of(
+            &format!("{f} without domainMetadata"),
+            format!(
+                "the protocol asks a table with {f} to support domainMetadata, where its state \
+                 is kept; add it (`ALTER TABLE … SET TBLPROPERTIES \
+                 ('delta.feature.domainMetadata' = 'supported')`)"
+            ),
+        ));
+    }
     // Writer versions 3 to 6 imply constraints, invariants, the change data feed,
     // generated and identity columns and column mapping: the checks before and after
     // this one refuse a table that uses one bronze does not write.

@@ -9,9 +9,14 @@ use crate::util::*;
 
 /// Turns `feature` on in `table`, as another engine would.
 fn add_feature(lake: &TempLake, table: &str, feature: TableFeatures) {
+    add_features(lake, table, vec![feature]);
+}
+
+/// Turns `features` on in `table` in one commit, as another engine would.
+fn add_features(lake: &TempLake, table: &str, features: Vec<TableFeatures>) {
     lake.with_table(table, None, async |t| {
         t.add_feature()
-            .with_feature(feature)
+            .with_features(features)
             .with_allow_protocol_versions_increase(true)
             .await
             .unwrap();
@@ -134,6 +139,8 @@ fn a_feature_bronze_does_not_write_refuses_the_batch_before_any_table_is_written
     add_writer_feature(&lake, "currentprice", "liquid");
     add_writer_feature(&lake, "news", "someFutureFeature");
     add_writer_feature(&lake, "_corrupt_records", "someFutureFeature");
+    // Row tracking without the domain metadata the protocol asks beside it.
+    add_feature(&lake, "trade", TableFeatures::RowTracking);
     let e = assert_refused(
         &lake,
         BATCH2,
@@ -141,8 +148,18 @@ fn a_feature_bronze_does_not_write_refuses_the_batch_before_any_table_is_written
             "`quote` has someFutureFeature",
             "DROP FEATURE someFutureFeature",
             "`currentprice` has liquid",
+            "`trade` has rowTracking without domainMetadata",
         ],
     );
+    // Nor is such a table vacuumed: nothing deleted.
+    let before = files(&lake.schema_dir().join("quote"));
+    let vacuum = on_catalog(&lake, &["vacuum", "quote", "--retain", "0h", "--force"]);
+    let err = String::from_utf8_lossy(&vacuum.stderr);
+    assert!(
+        !vacuum.status.success() && err.contains("has someFutureFeature"),
+        "{err}"
+    );
+    assert_eq!(files(&lake.schema_dir().join("quote")), before);
     // Tables this batch does not write: not named.
     assert!(
         !e.contains("`news`") && !e.contains("`_corrupt_records`"),
@@ -345,8 +362,11 @@ fn row_tracking_and_domain_metadata_tables_take_new_batches_and_reruns() {
     let lake = TempLake::new();
     lake.load(BATCH1);
     let mut from = std::collections::BTreeMap::new();
+    // Row tracking keeps its high-water mark in a domain: both features, as Databricks
+    // lists them (a table with row tracking alone is refused, below).
     for t in lake.all_tables() {
-        add_feature(&lake, &t, TableFeatures::RowTracking);
+        let both = vec![TableFeatures::RowTracking, TableFeatures::DomainMetadata];
+        add_features(&lake, &t, both);
         let v = lake.with_table(&t, None, async |d| d.version().unwrap());
         from.insert(t, v + 1);
     }
@@ -732,25 +752,24 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     assert!(String::from_utf8_lossy(&zorder.stderr).contains("liquid-clustered by year, month"));
     // Row tracking is enabled there: each commit says whether copied rows kept their ids
     // (loads copy none; OPTIMIZE copies every row, with fresh ids).
-    let preserved: Vec<(String, String)> = commits(&lake, "synthetic_clustering_rowtracking", 1)
-        .into_iter()
-        .filter_map(|(_, actions)| {
-            let info = actions.iter().find(|a| a["commitInfo"].is_object())?;
-            let tag = info["commitInfo"]["tags"]["delta.rowTracking.preserved"].as_str()?;
-            Some((
-                info["commitInfo"]["operation"].as_str()?.to_string(),
-                tag.to_string(),
-            ))
-        })
-        .collect();
-    assert!(
-        preserved.contains(&("WRITE".into(), "true".into())),
-        "{preserved:?}"
-    );
-    assert!(
-        preserved.contains(&("OPTIMIZE".into(), "false".into())),
-        "{preserved:?}"
-    );
+    let preserved: Vec<(String, Option<String>)> =
+        commits(&lake, "synthetic_clustering_rowtracking", 1)
+            .into_iter()
+            .map(|(_, actions)| {
+                let info = &actions
+                    .iter()
+                    .find(|a| a["commitInfo"].is_object())
+                    .unwrap()["commitInfo"];
+                let tag = info["tags"]["delta.rowTracking.preserved"].as_str();
+                (
+                    info["operation"].as_str().unwrap().to_string(),
+                    tag.map(str::to_string),
+                )
+            })
+            .collect();
+    let write = ("WRITE".to_string(), Some("true".to_string()));
+    let optimize = ("OPTIMIZE".to_string(), Some("false".to_string()));
+    assert_eq!(preserved, [write.clone(), write.clone(), write, optimize]);
     // VACUUM (deltalake's commits of it refuse these tables): the files no version
     // references go, the rows stay.
     cli_ok(&lake, &["vacuum", "--all", "--retain", "0h", "--force"]);
@@ -1011,4 +1030,94 @@ fn rows_as_text(batch: &arrow::array::RecordBatch, columns: Option<&[String]>) -
         .collect();
     out.sort();
     out
+}
+
+/// Files another engine clustered (`clusteringProvider`) stay as they are at
+/// `bronze optimize`; the unclustered ones are compacted (the table: Databricks'
+/// clustered one, five of its files marked clustered by hand).
+#[test]
+fn optimize_leaves_files_another_engine_clustered() {
+    let table = "synthetic_clustering_rowtracking";
+    let (lake, dir) = lake_with_fixture(table);
+    let log = dir.join("_delta_log/00000000000000000000.json");
+    let mut clustered = Vec::new();
+    let text: Vec<String> = std::fs::read_to_string(&log)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut a: serde_json::Value = serde_json::from_str(l).unwrap();
+            if let Some(path) = a["add"]["path"].as_str().map(str::to_string)
+                && clustered.len() < 5
+            {
+                a["add"]["clusteringProvider"] = "liquid".into();
+                clustered.push(path);
+            }
+            a.to_string()
+        })
+        .collect();
+    std::fs::write(&log, text.join("\n") + "\n").unwrap();
+    let out = cli_ok(&lake, &["optimize", table]);
+    assert!(out.contains("10 -> 6 files"), "{out}");
+    let live: Vec<String> = lake.with_table(table, None, async |t| {
+        t.snapshot()
+            .unwrap()
+            .log_data()
+            .iter()
+            .map(|f| f.path().to_string())
+            .collect()
+    });
+    for path in &clustered {
+        assert!(live.contains(path), "{path} kept: {live:?}");
+    }
+    assert_eq!(lake.rows(table).len(), 10);
+}
+
+/// A struct's fields reordered and one renamed by another engine (a metadata-only
+/// commit, as Delta writes one under column mapping): OPTIMIZE reads Spark's files by
+/// each nested field's physical name, not its place, and the rows read the same after.
+#[test]
+fn optimize_reads_nested_fields_by_physical_name_after_another_engine_reorders_them() {
+    let table = "delta_cm_name_alltypes";
+    let (lake, dir) = lake_with_fixture(table);
+    let first = std::fs::read_to_string(dir.join("_delta_log/00000000000000000000.json")).unwrap();
+    let mut metadata = first
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|a| a["metaData"].is_object())
+        .unwrap();
+    let mut schema: serde_json::Value =
+        serde_json::from_str(metadata["metaData"]["schemaString"].as_str().unwrap()).unwrap();
+    let nested = schema["fields"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|f| f["name"] == "nested_struct")
+        .unwrap();
+    let children = nested["type"]["fields"].as_array_mut().unwrap();
+    children.reverse();
+    let aa = children.iter_mut().find(|f| f["name"] == "aa").unwrap();
+    aa["name"] = "renamed_aa".into();
+    metadata["metaData"]["schemaString"] = schema.to_string().into();
+    let info = serde_json::json!({"commitInfo": {"timestamp": 1, "operation": "CHANGE COLUMN"}});
+    std::fs::write(
+        dir.join("_delta_log/00000000000000000001.json"),
+        format!("{info}\n{metadata}\n"),
+    )
+    .unwrap();
+    let before = rows_as_text(lake.rows(table).batch(), None);
+    assert!(
+        before.iter().any(|r| r.contains("renamed_aa")),
+        "{before:?}"
+    );
+    let out = cli_ok(&lake, &["optimize", table]);
+    assert!(out.contains("2 -> 1 files"), "{out}");
+    assert_eq!(rows_as_text(lake.rows(table).batch(), None), before);
+}
+
+/// A lake holding the fixture table `table` (`fixtures/other_engines`), and its folder.
+fn lake_with_fixture(table: &str) -> (TempLake, std::path::PathBuf) {
+    let lake = TempLake::new();
+    let dir = lake.schema_dir().join(table);
+    copy_tree(&repo().join("fixtures/other_engines").join(table), &dir);
+    (lake, dir)
 }
