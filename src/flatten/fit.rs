@@ -620,29 +620,9 @@ fn convert(
             &mut rescue,
             float_fit,
         ))),
-        // Narrower types of tables another engine created (Spark's `int`, `smallint`,
-        // `tinyint`, `float`): the values they hold (a float: see below).
-        DataType::Int32 => Arc::new(Int32Array::from(fitted(array, from_text, &mut rescue, |v| {
-            int_fit(v).and_then(|i| i32::try_from(i).ok())
-        }))),
-        DataType::Int16 => Arc::new(Int16Array::from(fitted(array, from_text, &mut rescue, |v| {
-            int_fit(v).and_then(|i| i16::try_from(i).ok())
-        }))),
-        DataType::Int8 => Arc::new(Int8Array::from(fitted(array, from_text, &mut rescue, |v| {
-            int_fit(v).and_then(|i| i8::try_from(i).ok())
-        }))),
-        DataType::Float32 => Arc::new(Float32Array::from(fitted(
-            array,
-            from_text,
-            &mut rescue,
-            // A float keeps a value whose shortest decimal form it gives back (`0.1`,
-            // `19.99`); one with more digits than it holds (`0.123456789`) is rescued.
-            |v| {
-                let f = float_fit(v)?;
-                let narrow = f as f32;
-                (narrow.to_string().parse::<f64>().ok() == Some(f)).then_some(narrow)
-            },
-        ))),
+        to_type @ (DataType::Int32 | DataType::Int16 | DataType::Int8 | DataType::Float32) => {
+            narrow_column(array, from_text, to_type, &mut rescue)
+        }
         DataType::Boolean => Arc::new(BooleanArray::from(fitted(
             array,
             from_text,
@@ -662,6 +642,34 @@ fn convert(
         }
     };
     (out, rescued)
+}
+
+/// `array`'s values in a column of a type narrower than bronze's own, of a table another
+/// engine created (Spark's `int`, `smallint`, `tinyint`, `float`): the integers in its
+/// range; for a float, a value whose shortest decimal form it gives back (`0.1`,
+/// `19.99`, not `0.123456789`). The others go to `rescue`.
+fn narrow_column(
+    array: &ArrayRef,
+    from: Text,
+    to: &DataType,
+    rescue: &mut impl FnMut(usize),
+) -> ArrayRef {
+    match to {
+        DataType::Int32 => Arc::new(Int32Array::from(fitted(array, from, rescue, |v| {
+            int_fit(v).and_then(|i| i32::try_from(i).ok())
+        }))),
+        DataType::Int16 => Arc::new(Int16Array::from(fitted(array, from, rescue, |v| {
+            int_fit(v).and_then(|i| i16::try_from(i).ok())
+        }))),
+        DataType::Int8 => Arc::new(Int8Array::from(fitted(array, from, rescue, |v| {
+            int_fit(v).and_then(|i| i8::try_from(i).ok())
+        }))),
+        _ => Arc::new(Float32Array::from(fitted(array, from, rescue, |v| {
+            let f = float_fit(v)?;
+            let narrow = f as f32;
+            (narrow.to_string().parse::<f64>().ok() == Some(f)).then_some(narrow)
+        }))),
+    }
 }
 
 /// `array`'s values in a timestamp (UTC), date or decimal column of type `to`; the

@@ -737,6 +737,56 @@ async fn history(name: &str, t: &DeltaTable, limit: Option<usize>) -> Result<Vec
         .collect())
 }
 
+/// Whether a VACUUM of `t` deletes its files itself, without deltalake's two commits
+/// that record it in the history: deltalake's protocol check refuses tables with
+/// features only bronze's own commits write (row tracking, domain metadata). A table
+/// bronze does not write is refused: the protocol asks a VACUUM to honour the table's
+/// writer features (`vacuumProtocolCheck`), and another format's files may sit beside
+/// Delta's (Iceberg's `metadata/`). Bronze's own staging tables are partitioned, and
+/// vacuumed as any other.
+fn vacuum_without_commits(name: &str, t: &DeltaTable) -> Result<bool> {
+    use crate::table::writable::{Removes, refusal};
+    let snapshot = t.snapshot().map_err(|e| Error::delta(name, "vacuum", e))?;
+    let config = snapshot.snapshot().table_configuration();
+    let refused = refusal(config, Removes::Nothing)
+        .filter(|_| !name.starts_with(crate::naming::STAGING_PREFIX));
+    if let Some(r) = refused {
+        return Err(Error::delta(
+            name,
+            "vacuum",
+            deltalake::DeltaTableError::Generic(format!(
+                "the table has {}: {}; nothing was deleted",
+                r.feature, r.fix
+            )),
+        ));
+    }
+    Ok(deltalake::kernel::transaction::PROTOCOL
+        .can_write_to(snapshot)
+        .is_err())
+}
+
+/// Deletes `files` (paths in the table's store) that a dry run listed; one already gone
+/// is no error.
+async fn delete_listed(
+    name: &str,
+    store: &deltalake::logstore::ObjectStoreRef,
+    files: &[String],
+) -> Result<()> {
+    use futures::StreamExt as _;
+    let paths: Vec<_> = files
+        .iter()
+        .map(|f| Ok(deltalake::Path::from(f.as_str())))
+        .collect();
+    let mut deleted = store.delete_stream(futures::stream::iter(paths).boxed());
+    while let Some(done) = deleted.next().await {
+        match done {
+            Ok(_) | Err(deltalake::ObjectStoreError::NotFound { .. }) => {}
+            Err(e) => return Err(Error::delta(name, "vacuum", e.into())),
+        }
+    }
+    Ok(())
+}
+
 async fn vacuum(
     name: &str,
     t: DeltaTable,
@@ -745,30 +795,7 @@ async fn vacuum(
     now_millis: Option<i64>,
 ) -> Result<VacuumReport> {
     let store = t.log_store().object_store(None);
-    let uncommitted = !dry_run && {
-        let snapshot = t.snapshot().map_err(|e| Error::delta(name, "vacuum", e))?;
-        // A table bronze does not write is not vacuumed either: the protocol asks a
-        // VACUUM to honour the table's writer features (`vacuumProtocolCheck`), and
-        // another format's files may sit beside Delta's (Iceberg's `metadata/`).
-        // (Bronze's own staging tables are partitioned, and vacuumed as any other.)
-        let config = snapshot.snapshot().table_configuration();
-        let refusal =
-            crate::table::writable::refusal(config, crate::table::writable::Removes::Nothing)
-                .filter(|_| !name.starts_with(crate::naming::STAGING_PREFIX));
-        if let Some(r) = refusal {
-            return Err(Error::delta(
-                name,
-                "vacuum",
-                deltalake::DeltaTableError::Generic(format!(
-                    "the table has {}: {}; nothing was deleted",
-                    r.feature, r.fix
-                )),
-            ));
-        }
-        deltalake::kernel::transaction::PROTOCOL
-            .can_write_to(snapshot)
-            .is_err()
-    };
+    let uncommitted = !dry_run && vacuum_without_commits(name, &t)?;
     // Full mode: also removes files no commit ever referenced (a write that crashed after
     // its Parquet files were uploaded), once they are older than the retention.
     let mut builder = t
@@ -780,29 +807,14 @@ async fn vacuum(
     if let Some(now) = now_millis {
         builder = builder.with_clock(Arc::new(FixedClock(now)));
     }
-    // deltalake records a VACUUM in two commits, which its protocol check refuses on
-    // tables with features only bronze's own commits write (row tracking, domain
-    // metadata): there the files a dry run lists are deleted here, without those
-    // commits, which only record the VACUUM in the table's history.
+    // There the files a dry run lists are deleted below.
     if uncommitted {
         builder = builder.with_dry_run(true);
     }
     // Sizes are read before deletion (a dry run keeps the files anyway).
     let (_, metrics) = builder.await.map_err(|e| Error::delta(name, "vacuum", e))?;
     if uncommitted {
-        use futures::StreamExt as _;
-        let paths: Vec<_> = metrics
-            .files_deleted
-            .iter()
-            .map(|f| Ok(deltalake::Path::from(f.as_str())))
-            .collect();
-        let mut deleted = store.delete_stream(futures::stream::iter(paths).boxed());
-        while let Some(done) = deleted.next().await {
-            match done {
-                Ok(_) | Err(deltalake::ObjectStoreError::NotFound { .. }) => {}
-                Err(e) => return Err(Error::delta(name, "vacuum", e.into())),
-            }
-        }
+        delete_listed(name, &store, &metrics.files_deleted).await?;
     }
     let mut bytes = 0;
     if dry_run {

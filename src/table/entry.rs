@@ -44,33 +44,20 @@ pub(super) async fn commit_on(
     operation: deltalake::protocol::DeltaOperation,
     pending: Pending,
 ) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
-    use deltalake::kernel::transaction::CommitBuilder;
-    let checkpoint_interval = {
-        use deltalake::kernel::transaction::TableReference as _;
-        use deltalake::table::config::TablePropertiesExt as _;
-        // What delta-rs's post-commit step checks (its default when unset).
-        snapshot.config().checkpoint_interval().get()
-    };
+    use deltalake::kernel::transaction::{CommitBuilder, TableReference as _};
+    use deltalake::table::config::TablePropertiesExt as _;
+    // What delta-rs's post-commit step checks (its default when unset).
+    let checkpoint_interval = snapshot.config().checkpoint_interval().get();
     super::planned::refuse_unwritable(snapshot, &actions)?;
     if duties.planned {
-        let version = super::planned::commit_planned(
+        let commit = (properties, (actions, copies), operation);
+        return planned_on(
             t,
             (snapshot, duties),
-            properties,
-            (actions, copies),
-            operation,
+            commit,
+            (pending, checkpoint_interval),
         )
-        .await?;
-        if (version + 1).is_multiple_of(checkpoint_interval) {
-            return Ok((version, checkpointed(t, version, pending).await));
-        }
-        return Ok((
-            version,
-            WrittenTable {
-                table: t.clone(),
-                pending,
-            },
-        ));
+        .await;
     }
     // The version after the snapshot's, put only if absent: taken, another writer
     // committed since the snapshot, and delta-rs's own commit (which lists the log first,
@@ -111,6 +98,29 @@ pub(super) async fn commit_on(
             pending,
         },
     ))
+}
+
+/// [`commit_on`] of a table deltalake's commit refuses: [`super::planned::commit_planned`],
+/// then a checkpoint when one is due at every `interval` versions.
+async fn planned_on(
+    t: &DeltaTable,
+    at: (&deltalake::table::state::DeltaTableState, &Duties),
+    (properties, actions, operation): (
+        deltalake::kernel::transaction::CommitProperties,
+        (Vec<deltalake::kernel::Action>, bool),
+        deltalake::protocol::DeltaOperation,
+    ),
+    (pending, interval): (Pending, u64),
+) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
+    let version = super::planned::commit_planned(t, at, properties, actions, operation).await?;
+    if (version + 1).is_multiple_of(interval) {
+        return Ok((version, checkpointed(t, version, pending).await));
+    }
+    let written = WrittenTable {
+        table: t.clone(),
+        pending,
+    };
+    Ok((version, written))
 }
 
 /// `t` loaded at `version` with a checkpoint written there (one is due); on failure, the

@@ -183,93 +183,109 @@ impl Mapping {
         logical: &Field,
         physical: &Field,
     ) -> Result<ArrayRef, ArrowError> {
-        use arrow::array::{
-            Array as _, AsArray as _, LargeListArray, ListArray, MapArray, StructArray,
-        };
-        let mismatch = || {
-            ArrowError::SchemaError(format!(
+        match (logical.data_type(), physical.data_type(), array.data_type()) {
+            (DataType::Struct(l), DataType::Struct(p), DataType::Struct(f)) => {
+                self.resolve_struct(array, (l, p, f))
+            }
+            (DataType::List(l), DataType::List(p), DataType::List(_)) => {
+                self.resolve_list::<i32>(array, l, p)
+            }
+            (DataType::LargeList(l), DataType::LargeList(p), DataType::LargeList(_)) => {
+                self.resolve_list::<i64>(array, l, p)
+            }
+            (DataType::Map(l, sorted), DataType::Map(p, _), DataType::Map(..)) => {
+                self.resolve_map(array, (l, p), *sorted)
+            }
+            (l, _, f) if nested(l) || nested(f) => Err(ArrowError::SchemaError(format!(
                 "the file's {} does not match the table's {}",
                 array.data_type(),
                 logical.data_type()
-            ))
-        };
-        Ok(
-            match (logical.data_type(), physical.data_type(), array.data_type()) {
-                (DataType::Struct(l), DataType::Struct(p), DataType::Struct(f)) => {
-                    let s = array.as_struct();
-                    let children = l
-                        .iter()
-                        .zip(p.iter())
-                        .map(|(l, p)| match self.find(f, p) {
-                            Some(i) => self.resolve(s.column(i), l, p),
-                            None => Ok(arrow::array::new_null_array(l.data_type(), s.len())),
-                        })
-                        .collect::<Result<Vec<_>, _>>()?;
-                    let fields = l
-                        .iter()
-                        .zip(&children)
-                        .map(|(l, c)| {
-                            Arc::new(l.as_ref().clone().with_data_type(c.data_type().clone()))
-                        })
-                        .collect::<Vec<_>>();
-                    Arc::new(StructArray::try_new(
-                        fields.into(),
-                        children,
-                        s.nulls().cloned(),
-                    )?)
-                }
-                (DataType::List(l), DataType::List(p), DataType::List(_)) => {
-                    let a = array.as_list::<i32>();
-                    let values = self.resolve(a.values(), l, p)?;
-                    let element = Arc::new(
-                        l.as_ref()
-                            .clone()
-                            .with_data_type(values.data_type().clone()),
-                    );
-                    Arc::new(ListArray::try_new(
-                        element,
-                        a.offsets().clone(),
-                        values,
-                        a.nulls().cloned(),
-                    )?)
-                }
-                (DataType::LargeList(l), DataType::LargeList(p), DataType::LargeList(_)) => {
-                    let a = array.as_list::<i64>();
-                    let values = self.resolve(a.values(), l, p)?;
-                    let element = Arc::new(
-                        l.as_ref()
-                            .clone()
-                            .with_data_type(values.data_type().clone()),
-                    );
-                    Arc::new(LargeListArray::try_new(
-                        element,
-                        a.offsets().clone(),
-                        values,
-                        a.nulls().cloned(),
-                    )?)
-                }
-                (DataType::Map(l, sorted), DataType::Map(p, _), DataType::Map(..)) => {
-                    let a = array.as_map();
-                    let entries: ArrayRef = Arc::new(a.entries().clone());
-                    let entries = self.resolve(&entries, l, p)?;
-                    let entries = entries.as_struct().clone();
-                    let field = Arc::new(
-                        l.as_ref()
-                            .clone()
-                            .with_data_type(entries.data_type().clone()),
-                    );
-                    Arc::new(MapArray::try_new(
-                        field,
-                        a.offsets().clone(),
-                        entries,
-                        a.nulls().cloned(),
-                        *sorted,
-                    )?)
-                }
-                (l, _, f) if nested(l) || nested(f) => return Err(mismatch()),
-                _ => Arc::clone(array),
-            },
-        )
+            ))),
+            _ => Ok(Arc::clone(array)),
+        }
+    }
+
+    /// [`Mapping::resolve`] of a struct: the table's fields `l` (files name them `p`)
+    /// among the file's `f`; one the file lacks is null.
+    fn resolve_struct(
+        &self,
+        array: &ArrayRef,
+        (l, p, f): (
+            &arrow::datatypes::Fields,
+            &arrow::datatypes::Fields,
+            &arrow::datatypes::Fields,
+        ),
+    ) -> Result<ArrayRef, ArrowError> {
+        use arrow::array::{Array as _, AsArray as _, StructArray};
+        let s = array.as_struct();
+        let children = l
+            .iter()
+            .zip(p.iter())
+            .map(|(l, p)| match self.find(f, p) {
+                Some(i) => self.resolve(s.column(i), l, p),
+                None => Ok(arrow::array::new_null_array(l.data_type(), s.len())),
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let fields = l
+            .iter()
+            .zip(&children)
+            .map(|(l, c)| Arc::new(l.as_ref().clone().with_data_type(c.data_type().clone())))
+            .collect::<Vec<_>>();
+        Ok(Arc::new(StructArray::try_new(
+            fields.into(),
+            children,
+            s.nulls().cloned(),
+        )?))
+    }
+
+    /// [`Mapping::resolve`] of a list: its elements (`l`, files name it `p`).
+    fn resolve_list<O: arrow::array::OffsetSizeTrait>(
+        &self,
+        array: &ArrayRef,
+        l: &FieldRef,
+        p: &FieldRef,
+    ) -> Result<ArrayRef, ArrowError> {
+        use arrow::array::{Array as _, AsArray as _, GenericListArray};
+        let a = array.as_list::<O>();
+        let values = self.resolve(a.values(), l, p)?;
+        let element = Arc::new(
+            l.as_ref()
+                .clone()
+                .with_data_type(values.data_type().clone()),
+        );
+        let list = GenericListArray::<O>::try_new(
+            element,
+            a.offsets().clone(),
+            values,
+            a.nulls().cloned(),
+        )?;
+        Ok(Arc::new(list))
+    }
+
+    /// [`Mapping::resolve`] of a map: its entries (`l`, files name them `p`).
+    fn resolve_map(
+        &self,
+        array: &ArrayRef,
+        (l, p): (&FieldRef, &FieldRef),
+        sorted: bool,
+    ) -> Result<ArrayRef, ArrowError> {
+        use arrow::array::{Array as _, AsArray as _, MapArray};
+        let a = array.as_map();
+        let entries: ArrayRef = Arc::new(a.entries().clone());
+        let entries = self.resolve(&entries, l, p)?.as_struct().clone();
+        let field = Arc::new(
+            l.as_ref()
+                .clone()
+                .with_data_type(entries.data_type().clone()),
+        );
+        let map = MapArray::try_new(
+            field,
+            a.offsets().clone(),
+            entries,
+            a.nulls().cloned(),
+            sorted,
+        )?;
+        Ok(Arc::new(map))
     }
 }
 

@@ -1121,3 +1121,30 @@ fn lake_with_fixture(table: &str) -> (TempLake, std::path::PathBuf) {
     copy_tree(&repo().join("fixtures/other_engines").join(table), &dir);
     (lake, dir)
 }
+
+/// A rerun of a batch whose corrupt lines were fixed deletes its earlier rows of
+/// `_corrupt_records`: an append-only `_corrupt_records` refuses that rerun before any
+/// table is written, though the batch has no corrupt line now.
+#[test]
+fn a_rerun_without_corrupt_lines_checks_corrupt_records_up_front() {
+    let lake = TempLake::new();
+    let good = r#"{"topic":"fixed","message_id":"m1","payload":{"n":1}}"#.to_string();
+    let lines = [good.clone(), "{not json".to_string()];
+    assert_loaded(&load_lines(&lake, "c1", &lines));
+    assert_eq!(lake.rows("_corrupt_records").len(), 1);
+    set_property(&lake, "_corrupt_records", "delta.appendOnly", "true");
+    let before = lake.with_table("fixed", None, async |t| t.version().unwrap());
+    let report = load_lines(&lake, "c1", &[good]);
+    assert_eq!(report.exit_code(), 2, "{}", report.to_text());
+    let error = report.tables["fixed"].error.clone().unwrap_or_default();
+    assert!(
+        error.contains("`_corrupt_records` has delta.appendOnly"),
+        "{error}"
+    );
+    assert!(
+        error.contains("no table of the batch was written"),
+        "{error}"
+    );
+    let after = lake.with_table("fixed", None, async |t| t.version().unwrap());
+    assert_eq!(after, before, "the topic's table not written");
+}

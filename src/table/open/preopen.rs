@@ -282,9 +282,12 @@ impl Opener<'_> {
             .into_iter()
             .filter_map(|(table, look)| {
                 let look = look?;
+                // `_corrupt_records` takes the batch's corrupt lines, and on a rerun loses
+                // its earlier ones even when it has none now.
+                let corrupt_written = corrupt || run.seen == super::super::Seen::Before;
                 let written = topics.contains(&table)
                     || table.as_str() == RUN_CONTROL_TABLE
-                    || (table.as_str() == CORRUPT_TABLE && corrupt)
+                    || (table.as_str() == CORRUPT_TABLE && corrupt_written)
                     || look.child;
                 let refusal = look.refusal.clone().filter(|_| written);
                 Some((table.clone(), refusal.or_else(|| conflict(&table, &look))?))
