@@ -445,21 +445,8 @@ async fn write(
 ) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
     // A column-mapped table's files hold physical names and field ids.
-    let physical;
-    let (schema, batches, stats) = match mapping {
-        Some(m) => {
-            physical = batches
-                .iter()
-                .map(|b| m.to_physical(b))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            (
-                m.physical_schema(schema)?,
-                physical.as_slice(),
-                m.physical_stats(stats),
-            )
-        }
-        None => (Arc::clone(schema), batches, stats),
-    };
+    let (schema, batches, stats) =
+        super::mapping::for_files(mapping, Arc::clone(schema), batches, stats)?;
     let schema = &schema;
     let config = WriterConfig::new(
         Arc::clone(schema),
@@ -471,7 +458,7 @@ async fn write(
         stats.columns,
     );
     let mut writer = DeltaWriter::new(t.log_store().object_store(None), config);
-    for b in batches {
+    for b in batches.iter() {
         writer.write(b).await?;
     }
     let mut adds = writer.close().await?;

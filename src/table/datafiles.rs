@@ -39,21 +39,7 @@ pub(super) async fn write_data_files(
 
     let started = std::time::Instant::now();
     // A column-mapped table's files hold physical names and field ids.
-    let (schema, physical, stats) = match mapping {
-        Some(m) => {
-            let batches = batches
-                .iter()
-                .map(|b| m.to_physical(b))
-                .collect::<std::result::Result<Vec<_>, _>>()?;
-            (
-                m.physical_schema(&schema)?,
-                Some(batches),
-                m.physical_stats(stats),
-            )
-        }
-        None => (schema, None, stats),
-    };
-    let written = physical.as_deref().unwrap_or(batches);
+    let (schema, written, stats) = super::mapping::for_files(mapping, schema, batches, stats)?;
     let config = WriterConfig::new(
         schema,
         Vec::new(),
@@ -64,7 +50,7 @@ pub(super) async fn write_data_files(
         stats.columns,
     );
     let mut writer = DeltaWriter::new(log_store.object_store(None), config);
-    for b in written {
+    for b in written.iter() {
         writer.write(b).await?;
     }
     let adds = with_topics_tag(writer.close().await?, batches)?;

@@ -289,6 +289,36 @@ impl Mapping {
     }
 }
 
+/// What data files are written from: `schema`, `batches` and the statistics columns
+/// `stats` (all in logical names) under `mapping`'s physical names and field ids, or as
+/// they are without one.
+pub(crate) fn for_files<'a>(
+    mapping: Option<&Mapping>,
+    schema: SchemaRef,
+    batches: &'a [RecordBatch],
+    stats: super::shape::StatsColumns,
+) -> Result<
+    (
+        SchemaRef,
+        std::borrow::Cow<'a, [RecordBatch]>,
+        super::shape::StatsColumns,
+    ),
+    ArrowError,
+> {
+    let Some(m) = mapping else {
+        return Ok((schema, std::borrow::Cow::Borrowed(batches), stats));
+    };
+    let physical = batches
+        .iter()
+        .map(|b| m.to_physical(b))
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok((
+        m.physical_schema(&schema)?,
+        std::borrow::Cow::Owned(physical),
+        m.physical_stats(stats),
+    ))
+}
+
 /// Whether `t` has child fields (whose names a mapping changes).
 fn nested(t: &DataType) -> bool {
     matches!(
