@@ -51,7 +51,7 @@ use arrow::array::{
     Int64Builder, NullBufferBuilder, RecordBatch, StringArray, StringBuilder,
     TimestampMicrosecondArray,
 };
-use arrow::buffer::{NullBuffer, OffsetBuffer};
+use arrow::buffer::{NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow::datatypes::{DataType, Field, Int32Type, Schema, TimeUnit};
 
 use crate::column_types::{ColumnType, DetectType};
@@ -1087,15 +1087,12 @@ impl<'a> Flattener<'a, '_> {
 
     fn finish(self, lineage: &Lineage) -> Result<TablePlan> {
         let mut plan = TablePlan::default();
+        let rows = self.tables.iter().map(|(_, t)| t.root_ids.len()).max().unwrap_or(0);
+        let strings = LineageStrings::new(lineage, &self.files, self.lineage_columns, rows);
         for (name, t) in self.tables {
             if t.root_ids.is_empty() {
                 continue;
             }
-            let strings = LineageStrings {
-                lineage,
-                files: &self.files,
-                columns: self.lineage_columns,
-            };
             let batch = build_batch(&name, t, self.topic, &strings, self.cfg)?;
             plan.tables.insert(name, batch);
         }
@@ -1175,25 +1172,64 @@ enum LineageColumns {
 
 /// The lineage a batch's rows repeat: the run's, and the files the topic's rows came
 /// from; built as `columns` says.
-struct LineageStrings<'l, 'a> {
+///
+/// Built once per flatten and shared by its tables: the dictionaries' values
+/// (`_source_file`, `_landing_path`: one entry per file, hundreds of kilobytes on a batch
+/// of thousands of files) and the buffers of the columns every row repeats (a constant's
+/// zero keys, `_loaded_at`), which each table slices. The flattened rows of the tables
+/// several topics feed wait for their one commit ([`flatten_compact`]); built per table,
+/// these copies were a quarter of the historical batch's peak heap (BENCHMARKS.md).
+struct LineageStrings<'l> {
     lineage: &'l Lineage,
-    files: &'l [&'a str],
     columns: LineageColumns,
+    /// The files' `_source_file` values, in [`Flattener::files`] order.
+    files: Arc<StringArray>,
+    /// The files' `_landing_path` values, in the same order.
+    landing: Arc<StringArray>,
+    /// Zero keys, as many as the largest table has rows.
+    zeros: ScalarBuffer<i32>,
+    /// `_loaded_at` of as many rows.
+    loaded_at: ScalarBuffer<i64>,
 }
 
-impl LineageStrings<'_, '_> {
+impl<'l> LineageStrings<'l> {
+    /// The shared values of tables of up to `rows` rows whose rows came from `files`.
+    fn new(lineage: &'l Lineage, files: &[&str], columns: LineageColumns, rows: usize) -> Self {
+        let names = StringArray::from_iter_values(files.iter());
+        let landing = StringArray::from_iter(files.iter().map(|f| lineage.landing_path_of(f)));
+        LineageStrings {
+            lineage,
+            columns,
+            files: Arc::new(names),
+            landing: Arc::new(landing),
+            zeros: ScalarBuffer::from(vec![0; rows]),
+            loaded_at: ScalarBuffer::from(vec![lineage.loaded_at_micros; rows]),
+        }
+    }
+
     /// A string column of `keys.len()` rows, row `i` being `values[keys[i]]`: a
     /// dictionary for [`LineageColumns::Dictionary`], else the values copied.
-    fn column(&self, values: Vec<Option<&str>>, keys: &[u32]) -> (DataType, ArrayRef) {
+    fn column(&self, values: &Arc<StringArray>, keys: &[u32]) -> (DataType, ArrayRef) {
         if self.columns == LineageColumns::Dictionary {
-            dictionary(
-                Int32Array::from_iter_values(keys.iter().map(|&k| k as i32)),
-                StringArray::from(values),
-            )
+            let keys = Int32Array::from_iter_values(keys.iter().map(|&k| k as i32));
+            let values: ArrayRef = Arc::clone(values) as ArrayRef;
+            let array = DictionaryArray::<Int32Type>::new(keys, values);
+            (array.data_type().clone(), Arc::new(array))
         } else {
-            let array = StringArray::from_iter(keys.iter().map(|&k| values[k as usize]));
+            let value = |k: u32| values.is_valid(k as usize).then(|| values.value(k as usize));
+            let array = StringArray::from_iter(keys.iter().map(|&k| value(k)));
             (DataType::Utf8, Arc::new(array))
         }
+    }
+
+    /// `_source_file` of rows from the files `keys` index.
+    fn files(&self, keys: &[u32]) -> (DataType, ArrayRef) {
+        self.column(&self.files, keys)
+    }
+
+    /// `_landing_path` of rows from the files `keys` index.
+    fn landing(&self, keys: &[u32]) -> (DataType, ArrayRef) {
+        self.column(&self.landing, keys)
     }
 
     /// A string column of `values` (UTF-8: [`utf8_column`]); for
@@ -1222,10 +1258,16 @@ impl LineageStrings<'_, '_> {
     /// A column of `n` rows of `value`.
     fn constant(&self, value: &str, n: usize) -> (DataType, ArrayRef) {
         if self.columns == LineageColumns::Dictionary {
-            dictionary(Int32Array::from(vec![0; n]), StringArray::from(vec![value]))
+            let keys = Int32Array::new(self.zeros.slice(0, n), None);
+            dictionary(keys, StringArray::from(vec![value]))
         } else {
             (DataType::Utf8, Arc::new(StringArray::from(vec![value; n])))
         }
+    }
+
+    /// `_loaded_at` of `n` rows.
+    fn loaded_at(&self, n: usize) -> ArrayRef {
+        Arc::new(TimestampMicrosecondArray::new(self.loaded_at.slice(0, n), None).with_timezone("UTC"))
     }
 }
 
@@ -1238,7 +1280,7 @@ fn build_batch(
     name: &TableName,
     t: TableBuilder<'_>,
     topic: &str,
-    strings: &LineageStrings<'_, '_>,
+    strings: &LineageStrings<'_>,
     cfg: &FlattenConfig,
 ) -> Result<RecordBatch> {
     let n = t.root_ids.len();
@@ -1266,17 +1308,13 @@ fn build_batch(
         arrays.push(array);
     };
     push(naming::BATCH_ID, false, strings.constant(lineage.key.batch_id.as_str(), n));
-    let landing = strings.files.iter().map(|f| lineage.landing_path_of(f)).collect();
-    push(LANDING_PATH, true, strings.column(landing, &t.files));
+    push(LANDING_PATH, true, strings.landing(&t.files));
     push(naming::TOPIC, false, strings.constant(topic, n));
-    let files = strings.files.iter().map(|f| Some(*f)).collect();
-    push(naming::SOURCE_FILE, false, strings.column(files, &t.files));
+    push(naming::SOURCE_FILE, false, strings.files(&t.files));
     fields.push(Field::new(naming::LINE, DataType::Int64, false));
     arrays.push(Arc::new(Int64Array::from(t.lines)));
     fields.push(Field::new(naming::LOADED_AT, timestamp_type(), false));
-    arrays.push(Arc::new(
-        TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
-    ));
+    arrays.push(strings.loaded_at(n));
     let mut rescued = t.rescued;
     let before = rescued.len();
     let names = t.namer.into_names();
