@@ -45,18 +45,39 @@ pub struct CorruptLine {
 
 /// Where a piece of a message's text is: a byte range of its file's text, or of the
 /// file's side buffer (text staging composed: metadata objects, decoded ids, dedup keys).
+///
+/// 16 bytes: the length is a `u32`, as every piece is part of one line, or composed of
+/// parts of one line, and a line of 4 GiB or more is corrupt before any span of it is
+/// taken ([`crate::json`]). A message holds four spans, and a batch of millions of
+/// messages holds all of them until it is staged (BENCHMARKS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
     start: usize,
-    end: usize,
+    len: u32,
     side: bool,
 }
 
 impl Span {
+    /// A span of `len` bytes from `start`; `len` saturates at `u32::MAX`, which no span of
+    /// a line shorter than 4 GiB reaches.
+    fn new(start: usize, len: usize, side: bool) -> Span {
+        debug_assert!(len < u32::MAX as usize, "a span of a line over 4 GiB");
+        Span {
+            start,
+            len: u32::try_from(len).unwrap_or(u32::MAX),
+            side,
+        }
+    }
+
+    /// The span's length in bytes.
+    fn len(self) -> usize {
+        self.len as usize
+    }
+
     /// The span's bytes, in a file's `text` or its `side` buffer.
     fn of<'a>(self, text: &'a [u8], side: &'a [u8]) -> &'a [u8] {
         let buf = if self.side { side } else { text };
-        &buf[self.start..self.end]
+        &buf[self.start..self.start + self.len()]
     }
 }
 
@@ -326,11 +347,7 @@ impl Sink<'_> {
     /// `part` is a sub-slice of `base`.
     fn span(&self, part: &[u8]) -> Span {
         let start = part.as_ptr() as usize - self.base.as_ptr() as usize;
-        Span {
-            start,
-            end: start + part.len(),
-            side: false,
-        }
+        Span::new(start, part.len(), false)
     }
 
     /// The bytes of a span recorded here.
@@ -344,11 +361,7 @@ impl Sink<'_> {
         for p in parts {
             self.side.extend_from_slice(p);
         }
-        Span {
-            start,
-            end: self.side.len(),
-            side: true,
-        }
+        Span::new(start, self.side.len() - start, true)
     }
 }
 
@@ -932,7 +945,7 @@ fn topic_sizes(
     local: &[Vec<usize>],
     topics: usize,
 ) -> Vec<Sizes> {
-    let span_len = |s: Span| s.end - s.start;
+    let span_len = |s: Span| s.len();
     let mut sizes: Vec<Sizes> = (0..topics).map(|_| Sizes::default()).collect();
     for ((fi, sf), map) in group.iter().zip(local) {
         let name_len = files[*fi].name.len();
@@ -1195,12 +1208,15 @@ mod tests {
         assert!(!set.insert("id-7") && set.insert("id-3000"));
     }
 
-    /// Dedup's hash rides in `topic`'s padding: a larger message cost the historical batch
-    /// 130 MB of peak RSS (jemalloc size classes of each file's message list).
+    /// Dedup's hash rides in `topic`'s padding and a span's length is 32 bits: every byte
+    /// of a message is held for each of a batch's messages until it is staged (a larger
+    /// message cost the historical batch 130 MB of peak RSS).
     #[cfg(target_pointer_width = "64")]
     #[test]
-    fn a_message_stays_112_bytes() {
-        assert_eq!(std::mem::size_of::<Message>(), 112);
+    fn a_message_stays_80_bytes() {
+        assert_eq!(std::mem::size_of::<Span>(), 16);
+        assert_eq!(std::mem::size_of::<Option<Span>>(), 16);
+        assert_eq!(std::mem::size_of::<Message>(), 80);
     }
 
     #[test]
