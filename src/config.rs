@@ -425,6 +425,23 @@ impl IngestConfig {
                 }
             }
         }
+        self.check_dedup_fields()
+    }
+
+    /// Refuses an empty or overlong dedup field, and one listed twice: a key names each
+    /// field once (a field twice would add nothing to it, and could make a key of a line
+    /// of over 2 GiB longer than the 4 GiB a staged text may hold).
+    fn check_dedup_fields(&self) -> Result<()> {
+        let fields = self.envelope.dedup_fields.as_deref().unwrap_or_default();
+        for (i, field) in fields.iter().enumerate() {
+            check_field("dedup-fields", Some(field))?;
+            if fields[..i].contains(field) {
+                return Err(Error::Config {
+                    name: "dedup-fields",
+                    reason: format!("lists `{field}` twice; list each field once"),
+                });
+            }
+        }
         Ok(())
     }
 
@@ -529,6 +546,19 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("two envelope roles")
+        );
+    }
+
+    #[test]
+    fn refuses_a_dedup_field_listed_twice() {
+        let mut c = IngestConfig::default();
+        c.envelope.dedup_fields = Some(vec!["source".into(), "seq".into()]);
+        c.validate().unwrap();
+        c.envelope.dedup_fields = Some(vec!["source".into(), "seq".into(), "source".into()]);
+        let err = c.validate().unwrap_err().to_string();
+        assert!(
+            err.contains("dedup-fields") && err.contains("`source` twice"),
+            "{err}"
         );
     }
 

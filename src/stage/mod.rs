@@ -46,9 +46,10 @@ pub struct CorruptLine {
 /// Where a piece of a message's text is: a byte range of its file's text, or of the
 /// file's side buffer (text staging composed: metadata objects, decoded ids, dedup keys).
 ///
-/// 16 bytes: the length is a `u32`, as every piece is part of one line, or composed of
-/// parts of one line, and a line of 4 GiB or more is corrupt before any span of it is
-/// taken ([`crate::json`]). A message holds four spans, and a batch of millions of
+/// 16 bytes: the length is a `u32`. Every piece is part of one line, or composed of
+/// distinct parts of one line (dedup fields are listed once each, a check of the
+/// configuration), and a line of `u32::MAX` bytes or more is corrupt before any span of
+/// it is taken ([`crate::json`]). A message holds four spans, and a batch of millions of
 /// messages holds all of them until it is staged (BENCHMARKS.md).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Span {
@@ -59,7 +60,7 @@ pub struct Span {
 
 impl Span {
     /// A span of `len` bytes from `start`; `len` saturates at `u32::MAX`, which no span of
-    /// a line shorter than 4 GiB reaches.
+    /// a line shorter than that reaches.
     fn new(start: usize, len: usize, side: bool) -> Span {
         debug_assert!(len < u32::MAX as usize, "a span of a line over 4 GiB");
         Span {
