@@ -482,13 +482,12 @@ impl<'a> Committer<'a> {
             },
             pending,
         );
-        let (version, written) = self
+        let written = self
             .storage
             .clock
-            .time(Work::Commit, commit)
+            .commit(&mut c, commit)
             .await
             .map_err(delta)?;
-        c.version = version;
         Ok(Some((c, written)))
     }
 
@@ -537,8 +536,7 @@ impl<'a> Committer<'a> {
             },
             pending,
         );
-        let (version, written) = self.storage.clock.time(Work::Commit, commit).await?;
-        c.version = version;
+        let written = self.storage.clock.commit(&mut c, commit).await?;
         Ok((c, written))
     }
 

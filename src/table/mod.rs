@@ -147,6 +147,18 @@ impl TaskClock {
         out
     }
 
+    /// Awaits `commit` (an [`entry::commit_on`]) as [`Work::Commit`] and puts the version it
+    /// made in `c`.
+    pub(crate) async fn commit<W, E>(
+        &self,
+        c: &mut Committed,
+        commit: impl std::future::Future<Output = std::result::Result<(u64, W), E>>,
+    ) -> std::result::Result<W, E> {
+        let (version, written) = self.time(Work::Commit, commit).await?;
+        c.version = version;
+        Ok(written)
+    }
+
     /// Seconds per kind of work, by the report's names.
     pub(crate) fn seconds(&self) -> std::collections::BTreeMap<String, f64> {
         [

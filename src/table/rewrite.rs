@@ -303,13 +303,12 @@ impl<'a> Rewriter<'a> {
             operation,
             pending,
         );
-        let (version, written) = self
+        let written = self
             .storage
             .clock
-            .time(Work::Commit, commit)
+            .commit(&mut c, commit)
             .await
             .map_err(delta)?;
-        c.version = version;
         Ok((c, written))
     }
 
