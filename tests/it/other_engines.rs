@@ -214,6 +214,15 @@ fn commits(lake: &TempLake, table: &str, from: u64) -> Vec<(u64, Vec<serde_json:
 }
 
 /// The last configuration every commit of `table` set for each domain.
+/// The writer features `table`'s protocol lists, by name.
+fn writer_features(lake: &TempLake, table: &str) -> Vec<String> {
+    lake.with_table(table, None, async |d| {
+        let protocol = d.snapshot().unwrap().protocol().clone();
+        let features = protocol.writer_features().unwrap_or_default();
+        features.iter().map(|f| f.to_string()).collect()
+    })
+}
+
 fn domains(lake: &TempLake, table: &str) -> std::collections::BTreeMap<String, String> {
     let mut out = std::collections::BTreeMap::new();
     for (_, actions) in commits(lake, table, 0) {
@@ -388,16 +397,7 @@ fn row_tracking_and_domain_metadata_tables_take_new_batches_and_reruns() {
     for (t, v) in &from {
         let (a, r) = assert_row_tracking(&lake, t, *v);
         (added, removed) = (added + a, removed + r);
-        let features = lake.with_table(t, None, async |d| {
-            d.snapshot()
-                .unwrap()
-                .protocol()
-                .writer_features()
-                .unwrap_or_default()
-                .iter()
-                .map(|f| f.to_string())
-                .collect::<Vec<_>>()
-        });
+        let features = writer_features(&lake, t);
         assert!(
             features.contains(&"rowTracking".to_string()),
             "{t}: {features:?}"
@@ -670,17 +670,8 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     ]
     .into_iter()
     .map(|t| {
-        let (v, features) = lake.with_table(t, None, async |d| {
-            let s = d.snapshot().unwrap();
-            let f = s
-                .protocol()
-                .writer_features()
-                .unwrap_or_default()
-                .iter()
-                .map(|f| f.to_string())
-                .collect();
-            (s.version(), f)
-        });
+        let v = lake.with_table(t, None, async |d| d.snapshot().unwrap().version());
+        let features = writer_features(&lake, t);
         (
             t.to_string(),
             (v, domains(&lake, t)["delta.clustering"].clone(), features),
@@ -712,16 +703,7 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     assert_eq!(ids.len(), 10 + 5, "Databricks' 10 rows and the batches' 5");
     for (t, (v, clustering, features)) in &before {
         assert_eq!(&domains(&lake, t)["delta.clustering"], clustering, "{t}");
-        let after: Vec<String> = lake.with_table(t, None, async |d| {
-            d.snapshot()
-                .unwrap()
-                .protocol()
-                .writer_features()
-                .unwrap_or_default()
-                .iter()
-                .map(|f| f.to_string())
-                .collect()
-        });
+        let after = writer_features(&lake, t);
         assert_eq!(&after, features, "{t}");
         let columns: &[&str] = if t.starts_with("spark") {
             &["year", "month"]
