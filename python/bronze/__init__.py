@@ -451,8 +451,9 @@ def vacuum(
     force: bool = False,
     **settings: Any,
 ) -> list[VacuumResult]:
-    """``bronze vacuum``: deletes files no version within ``retain_hours`` (default 168)
-    references; below the minimum retention only with ``force``. Every other key of
+    """``bronze vacuum``: deletes files no version within ``retain_hours`` references
+    (default: the table's ``delta.deletedFileRetentionDuration``, at least 168); below
+    the table's retention or 168 hours only with ``force``. Every other key of
     ``bronze.toml`` is a keyword argument too (``single_writer=True``), as for
     :func:`ingest`."""
     settings = _catalog_settings(catalog, schema, storage_options, config, settings)
@@ -497,7 +498,7 @@ def maintain(
 ) -> MaintainReport:
     """``bronze maintain``: what ``health`` recommends, done for every table, worst first:
     OPTIMIZE where small files piled up, VACUUM past ``retain_hours`` (default and minimum
-    168 unless ``force``), a checkpoint once 10 commits followed the last, expired log
+    each table's ``delta.deletedFileRetentionDuration``, at least 168, unless ``force``), a checkpoint once 10 commits followed the last, expired log
     entries removed. Safe beside ingesting workers (each step under the table's lock).
     ``max_tables`` and ``max_duration`` (seconds, a ``timedelta`` or ``"1h"``) bound one
     run; the tables left are in ``report.not_reached``. A table whose step failed is in

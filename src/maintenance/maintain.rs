@@ -1,7 +1,8 @@
 //! `bronze maintain`: what `health` recommends, done for every table of a catalog, as
 //! predictive optimization does for managed tables on Databricks. Per table, worst
-//! first: OPTIMIZE where small files piled up, VACUUM past the retention (never under
-//! [`MIN_RETENTION_HOURS`] unless forced), a checkpoint once 10 commits followed the
+//! first: OPTIMIZE where small files piled up, VACUUM past the table's retention (its
+//! `delta.deletedFileRetentionDuration`, never under [`MIN_RETENTION_HOURS`](super::MIN_RETENTION_HOURS) unless
+//! forced), a checkpoint once 10 commits followed the
 //! last, and the log entries older than the table's `delta.logRetentionDuration`
 //! (30 days by default) and older than its latest checkpoint removed. Each step runs
 //! under the table's lock and commits through the same conflict checks as a load, so
@@ -13,8 +14,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 
 use super::{
-    FLAG_MAX_AVG_BYTES, FLAG_MIN_FILES, MIN_RETENTION_HOURS, Maintenance, VacuumReport,
-    last_checkpoint_version,
+    FLAG_MAX_AVG_BYTES, FLAG_MIN_FILES, Maintenance, VacuumReport, last_checkpoint_version,
 };
 use crate::error::{Error, Result};
 use crate::table::upkeep::{OptimizeReport, live_files, small_file_threshold};
@@ -127,7 +127,7 @@ pub struct Maintain<'a> {
     maintenance: &'a Maintenance<'a>,
     max_tables: Option<usize>,
     max_duration: Option<Duration>,
-    retention_hours: u64,
+    retention_hours: Option<u64>,
     force: bool,
     now_millis: Option<i64>,
 }
@@ -143,7 +143,7 @@ impl<'a> Maintenance<'a> {
             maintenance: self,
             max_tables: None,
             max_duration: None,
-            retention_hours: MIN_RETENTION_HOURS,
+            retention_hours: None,
             force: false,
             now_millis: None,
         }
@@ -163,14 +163,15 @@ impl Maintain<'_> {
         self
     }
 
-    /// VACUUM keeps unreferenced files younger than `hours` (default and minimum
-    /// [`MIN_RETENTION_HOURS`] unless [`Self::with_force`]).
+    /// VACUUM keeps unreferenced files younger than `hours` (default and minimum each
+    /// table's own retention, never under [`MIN_RETENTION_HOURS`](super::MIN_RETENTION_HOURS), unless
+    /// [`Self::with_force`]).
     pub fn with_retention_hours(mut self, hours: u64) -> Self {
-        self.retention_hours = hours;
+        self.retention_hours = Some(hours);
         self
     }
 
-    /// Allows a retention under [`MIN_RETENTION_HOURS`].
+    /// Allows a retention under a table's own and under [`MIN_RETENTION_HOURS`](super::MIN_RETENTION_HOURS).
     pub fn with_force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -188,7 +189,9 @@ impl Maintain<'_> {
     /// cannot be opened is reported with its error, and the others go on.
     pub fn execute(self) -> Result<MaintainReport> {
         let started = Instant::now();
-        super::check_retention(self.retention_hours, self.force)?;
+        if let Some(hours) = self.retention_hours {
+            super::check_retention(hours, self.force)?;
+        }
         let out_of_time = || self.max_duration.is_some_and(|d| started.elapsed() >= d);
         let mut report = MaintainReport::default();
         let mut ranked = Vec::new();
@@ -256,10 +259,10 @@ impl Maintain<'_> {
         if flagged || small > FLAG_MIN_FILES {
             done.optimize = Some(m.optimize_table(table).execute()?);
         }
-        let mut vacuum = m
-            .vacuum_table(table)
-            .with_retention_hours(self.retention_hours)
-            .with_force(self.force);
+        let mut vacuum = m.vacuum_table(table).with_force(self.force);
+        if let Some(hours) = self.retention_hours {
+            vacuum = vacuum.with_retention_hours(hours);
+        }
         if let Some(now) = self.now_millis {
             vacuum = vacuum.with_clock(now);
         }

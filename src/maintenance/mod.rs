@@ -492,12 +492,13 @@ impl<'a> Maintenance<'a> {
     }
 
     /// VACUUM of `table`: deletes unreferenced files older than the retention (default
-    /// [`MIN_RETENTION_HOURS`]). Runs on [`Vacuum::execute`], under the table's lock.
+    /// the table's own, [`table_retention_hours`]). Runs on [`Vacuum::execute`], under
+    /// the table's lock.
     pub fn vacuum_table(&self, table: &str) -> Vacuum<'_> {
         Vacuum {
             maintenance: self,
             table: table.to_string(),
-            retention_hours: MIN_RETENTION_HOURS,
+            retention_hours: None,
             dry_run: false,
             force: false,
             now_millis: None,
@@ -570,18 +571,19 @@ impl Optimize<'_> {
 pub struct Vacuum<'a> {
     maintenance: &'a Maintenance<'a>,
     table: String,
-    retention_hours: u64,
+    retention_hours: Option<u64>,
     dry_run: bool,
     force: bool,
     now_millis: Option<i64>,
 }
 
 impl Vacuum<'_> {
-    /// Keeps unreferenced files younger than `hours` (default [`MIN_RETENTION_HOURS`]).
-    /// Under [`MIN_RETENTION_HOURS`] is refused unless [`Self::with_force`]: readers
-    /// time-travelling or still reading an older version would lose their files.
+    /// Keeps unreferenced files younger than `hours` (default the table's own retention,
+    /// [`table_retention_hours`]). Under that retention is refused unless
+    /// [`Self::with_force`]: readers time-travelling or still reading an older version
+    /// would lose their files.
     pub fn with_retention_hours(mut self, hours: u64) -> Self {
-        self.retention_hours = hours;
+        self.retention_hours = Some(hours);
         self
     }
 
@@ -591,7 +593,7 @@ impl Vacuum<'_> {
         self
     }
 
-    /// Allows a retention under [`MIN_RETENTION_HOURS`].
+    /// Allows a retention under the table's own and under [`MIN_RETENTION_HOURS`].
     pub fn with_force(mut self, force: bool) -> Self {
         self.force = force;
         self
@@ -606,11 +608,15 @@ impl Vacuum<'_> {
 
     /// Runs the VACUUM under the table's lock.
     pub fn execute(self) -> Result<VacuumReport> {
-        let hours = self.retention_hours;
-        check_retention(hours, self.force)?;
+        if let Some(hours) = self.retention_hours {
+            check_retention(hours, self.force)?;
+        }
         let (table, dry_run, now) = (&self.table, self.dry_run, self.now_millis);
-        self.maintenance
-            .locked(table, |t| vacuum(table, t, hours, dry_run, now))
+        let (asked, force) = (self.retention_hours, self.force);
+        self.maintenance.locked(table, |t| async move {
+            let hours = retention_for(table, &t, asked, force)?;
+            vacuum(table, t, hours, dry_run, now).await
+        })
     }
 }
 
@@ -625,6 +631,45 @@ pub(crate) fn check_retention(hours: u64, force: bool) -> Result<()> {
         });
     }
     Ok(())
+}
+
+/// The hours a VACUUM of `t` keeps removed files for, as Spark's VACUUM does: the
+/// table's own `delta.deletedFileRetentionDuration` ([`table_retention_hours`]) unless
+/// `asked`; a shorter one than the table's is refused unless `force`.
+pub(crate) fn retention_for(
+    name: &str,
+    t: &DeltaTable,
+    asked: Option<u64>,
+    force: bool,
+) -> Result<u64> {
+    let table = table_retention_hours(name, t)?;
+    let hours = asked.unwrap_or(table);
+    if hours < table && !force {
+        return Err(Error::Config {
+            name: "retain",
+            reason: format!(
+                "{hours}h is under the {table}h table `{name}` keeps removed files for \
+                 (its delta.deletedFileRetentionDuration): readers of its older versions \
+                 would lose their files; leave --retain out to use the table's, or pass \
+                 --force if no reader needs them"
+            ),
+        });
+    }
+    Ok(hours)
+}
+
+/// The hours the table `t` keeps removed files for: its
+/// `delta.deletedFileRetentionDuration` (Delta's default, a week, when unset), never
+/// under [`MIN_RETENTION_HOURS`].
+pub fn table_retention_hours(name: &str, t: &DeltaTable) -> Result<u64> {
+    use deltalake::table::config::TablePropertiesExt as _;
+    let snapshot = t.snapshot().map_err(|e| Error::delta(name, "vacuum", e))?;
+    let duration = snapshot
+        .snapshot()
+        .table_configuration()
+        .table_properties()
+        .deleted_file_retention_duration();
+    Ok(duration.as_secs().div_ceil(3600).max(MIN_RETENTION_HOURS))
 }
 
 async fn table_health(
@@ -651,7 +696,8 @@ async fn table_health(
         .iter()
         .find(|h| h.operation.as_deref() == Some("OPTIMIZE"))
         .map(|h| version.saturating_sub(h.version));
-    let vac = vacuum(name, t.clone(), MIN_RETENTION_HOURS, true, None).await?;
+    let retention = table_retention_hours(name, t)?;
+    let vac = vacuum(name, t.clone(), retention, true, None).await?;
     let avg = bytes.checked_div(n).unwrap_or(0);
     let flagged = n > FLAG_MIN_FILES && avg < FLAG_MAX_AVG_BYTES;
     let mut actions = Vec::new();

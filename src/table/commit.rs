@@ -451,6 +451,7 @@ impl<'a> Committer<'a> {
         let snapshot = t.snapshot().map_err(delta)?;
         let predicate = BatchRows::of_topics(key, topics, folders).sql();
         let duties = Duties::read(t, snapshot).await.map_err(delta)?;
+        duties.check_rows(batches).map_err(delta)?;
         let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
         let log_store = t.log_store();
         let notes = CommitNotes {
@@ -458,6 +459,7 @@ impl<'a> Committer<'a> {
             read_version: Some(snapshot.version()),
             removed: Some((removes.len() as u64, removed_rows)),
             rewritten_rows: 0,
+            blind_append: false,
         };
         let stats = (stats, duties.mapping.as_ref());
         let (adds, mut c, properties) =
@@ -509,6 +511,7 @@ impl<'a> Committer<'a> {
             return Err(DeltaTableError::Generic("nothing to append".into()));
         };
         let duties = Duties::read(t, snapshot).await?;
+        duties.check_rows(batches)?;
         let stats = duties.stats_columns(StatsColumns::of(snapshot), &first.schema());
         let log_store = t.log_store();
         let (adds, mut c, properties) = write_data_files(

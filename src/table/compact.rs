@@ -222,15 +222,17 @@ struct Rewritten {
 }
 
 impl Rewritten {
-    /// The commit's `operationMetrics`, by delta-rs's OPTIMIZE names.
+    /// The commit's `operationMetrics`, by delta-rs's OPTIMIZE names (the bytes by
+    /// Spark's): scalars only, since Spark reads the metrics as a map of strings in its
+    /// history, change feed and stream sources, and fails on a nested object.
     fn metrics(&self, files_before: u64, started: std::time::Instant) -> serde_json::Value {
         serde_json::json!({
             "numFilesAdded": self.adds.len(),
             "numFilesRemoved": self.removes.len(),
             "numBatches": self.rows,
             "totalFilesSkipped": files_before as usize - self.removes.len(),
-            "filesAdded": { "totalSize": self.bytes_added },
-            "filesRemoved": { "totalSize": self.bytes_removed },
+            "numAddedBytes": self.bytes_added,
+            "numRemovedBytes": self.bytes_removed,
             "executionTimeMs": started.elapsed().as_millis() as u64,
         })
     }
@@ -448,10 +450,16 @@ async fn write(
     let (schema, batches, stats) =
         super::mapping::for_files(mapping, Arc::clone(schema), batches, stats)?;
     let schema = &schema;
+    // A row group ends at the target size too (else at 1 Mi rows), so the files of a
+    // table under a million rows are cut at the target as well.
+    let properties = super::writer_properties(compression)
+        .into_builder()
+        .set_max_row_group_bytes(usize::try_from(target).ok().filter(|t| *t > 0))
+        .build();
     let config = WriterConfig::new(
         Arc::clone(schema),
         Vec::new(),
-        Some(super::writer_properties(compression)),
+        Some(properties),
         std::num::NonZeroU64::new(target),
         None,
         stats.num_indexed,
@@ -462,6 +470,7 @@ async fn write(
         writer.write(b).await?;
     }
     let mut adds = writer.close().await?;
+    super::exact_stats::exact_decimal_bounds(&mut adds, &batches)?;
     for a in &mut adds {
         a.data_change = false;
     }

@@ -53,7 +53,9 @@ pub(super) async fn write_data_files(
     for b in written.iter() {
         writer.write(b).await?;
     }
-    let adds = with_topics_tag(writer.close().await?, batches)?;
+    let mut adds = writer.close().await?;
+    super::exact_stats::exact_decimal_bounds(&mut adds, &written)?;
+    let adds = with_topics_tag(adds, batches)?;
     // Rows of removed files written again are not the writer's new rows.
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>() - notes.rewritten_rows;
     let c = Committed {
@@ -69,7 +71,7 @@ pub(super) async fn write_data_files(
 }
 
 /// Commit properties with `metrics` (`operationMetrics`), the read version `notes`
-/// give, and the `txn` of the batch they name.
+/// give, `isBlindAppend` for an append, and the `txn` of the batch they name.
 fn write_properties(
     metrics: serde_json::Value,
     notes: CommitNotes<'_>,
@@ -77,6 +79,9 @@ fn write_properties(
     let mut metadata = vec![("operationMetrics".to_string(), metrics)];
     if let Some(v) = notes.read_version {
         metadata.push((READ_VERSION.to_string(), serde_json::json!(v)));
+    }
+    if notes.blind_append {
+        metadata.push(("isBlindAppend".to_string(), serde_json::json!(true)));
     }
     let mut properties = super::commit_properties().with_metadata(metadata);
     if let Some(key) = notes.txn {

@@ -185,13 +185,19 @@ pub(super) struct CommitNotes<'a> {
     pub(super) removed: Option<(u64, u64)>,
     /// Rows of removed files among the rows it writes (a rewrite keeps them).
     pub(super) rewritten_rows: u64,
+    /// Whether it only adds files and read nothing to plan them (`isBlindAppend` in its
+    /// `commitInfo`, as Spark's appends record: Spark's conflict check under
+    /// WriteSerializable lets a concurrent UPDATE, DELETE or MERGE commit over it).
+    pub(super) blind_append: bool,
 }
 
 impl<'a> CommitNotes<'a> {
-    /// A commit that records the `txn` of `txn` (if any) and removes nothing.
+    /// An append: a commit that records the `txn` of `txn` (if any), removes nothing and
+    /// read no file to plan its own.
     pub(super) fn of(txn: Option<&'a BatchKey>) -> Self {
         CommitNotes {
             txn,
+            blind_append: true,
             ..Default::default()
         }
     }

@@ -161,15 +161,12 @@ impl Mapping {
 
     /// The position among a file's `fields` of the field whose table field is
     /// `physical`: by field id in `id` mode (a file without ids has none), by physical
-    /// name in `name` mode (ids are not used there).
+    /// name in `name` mode (ids are not used there) and for a field the table gives no id.
     fn find(&self, fields: &arrow::datatypes::Fields, physical: &Field) -> Option<usize> {
-        match self.mode {
-            ColumnMappingMode::Id => {
-                let id = physical.metadata().get(FIELD_ID)?;
-                fields
-                    .iter()
-                    .position(|f| f.metadata().get(FIELD_ID) == Some(id))
-            }
+        match (self.mode, physical.metadata().get(FIELD_ID)) {
+            (ColumnMappingMode::Id, Some(id)) => fields
+                .iter()
+                .position(|f| f.metadata().get(FIELD_ID) == Some(id)),
             _ => fields.iter().position(|f| f.name() == physical.name()),
         }
     }
@@ -226,13 +223,8 @@ impl Mapping {
                 None => Ok(arrow::array::new_null_array(l.data_type(), s.len())),
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let fields = l
-            .iter()
-            .zip(&children)
-            .map(|(l, c)| Arc::new(l.as_ref().clone().with_data_type(c.data_type().clone())))
-            .collect::<Vec<_>>();
         Ok(Arc::new(StructArray::try_new(
-            fields.into(),
+            typed_as(l, &children),
             children,
             s.nulls().cloned(),
         )?))
@@ -269,10 +261,25 @@ impl Mapping {
         (l, p): (&FieldRef, &FieldRef),
         sorted: bool,
     ) -> Result<ArrayRef, ArrowError> {
-        use arrow::array::{Array as _, AsArray as _, MapArray};
+        use arrow::array::{Array as _, AsArray as _, MapArray, StructArray};
         let a = array.as_map();
-        let entries: ArrayRef = Arc::new(a.entries().clone());
-        let entries = self.resolve(&entries, l, p)?.as_struct().clone();
+        // A map's key and value are its entries' first and second fields, whatever the
+        // file names them; neither has a field id (Spark writes ids on struct fields only).
+        let (DataType::Struct(lf), DataType::Struct(pf)) = (l.data_type(), p.data_type()) else {
+            return Err(ArrowError::SchemaError(format!(
+                "map entries of type {} are not a struct",
+                l.data_type()
+            )));
+        };
+        let file = a.entries();
+        let children = lf
+            .iter()
+            .zip(pf.iter())
+            .zip(file.columns())
+            .map(|((l, p), c)| self.resolve(c, l, p))
+            .collect::<Result<Vec<_>, _>>()?;
+        let entries =
+            StructArray::try_new(typed_as(lf, &children), children, file.nulls().cloned())?;
         let field = Arc::new(
             l.as_ref()
                 .clone()
@@ -287,6 +294,15 @@ impl Mapping {
         )?;
         Ok(Arc::new(map))
     }
+}
+
+/// The table's struct fields `l` with the types of the `children` resolved for them.
+fn typed_as(l: &arrow::datatypes::Fields, children: &[ArrayRef]) -> arrow::datatypes::Fields {
+    l.iter()
+        .zip(children)
+        .map(|(l, c)| Arc::new(l.as_ref().clone().with_data_type(c.data_type().clone())))
+        .collect::<Vec<_>>()
+        .into()
 }
 
 /// What data files are written from: `schema`, `batches` and the statistics columns

@@ -45,8 +45,11 @@ use crate::naming::{self, CORRUPT_TABLE, LANDING_PATH, RUN_CONTROL_TABLE, TableN
 mod change_data;
 mod commit;
 mod compact;
+mod constraints;
 mod datafiles;
+mod deletion;
 mod entry;
+mod exact_stats;
 mod files;
 mod mapping;
 mod open;

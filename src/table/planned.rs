@@ -43,6 +43,11 @@ pub(crate) struct Duties {
     pub(crate) clustering: Option<Vec<String>>,
     /// Column mapping: the physical names and field ids data files use.
     pub(crate) mapping: Option<super::mapping::Mapping>,
+    /// In-commit timestamps are enabled: the in-commit timestamp (ms) of the snapshot's
+    /// commit, which every commit's own must exceed.
+    pub(crate) last_commit_timestamp: Option<i64>,
+    /// The table's CHECK constraints, which every row written must meet.
+    pub(crate) constraints: Vec<super::constraints::Constraint>,
 }
 
 impl Duties {
@@ -63,15 +68,28 @@ impl Duties {
         let clustered = config.is_feature_supported(&TableFeature::ClusteredTable);
         let mapping = super::mapping::Mapping::of(snapshot)?;
         let refused = PROTOCOL.can_write_to(snapshot).is_err();
-        if !refused && !row_tracking && !clustered && mapping.is_none() {
-            return Ok(Duties::default());
+        let stamped = config.is_feature_enabled(&TableFeature::InCommitTimestamp);
+        // A constraint bronze does not evaluate refused the table before any write.
+        let constraints =
+            super::constraints::of_properties(&props.unknown_properties).unwrap_or_default();
+        if !refused && !row_tracking && !clustered && mapping.is_none() && !stamped {
+            return Ok(Duties {
+                constraints,
+                ..Duties::default()
+            });
         }
+        let last_commit_timestamp = match stamped {
+            true => Some(commit_timestamp(t, snapshot.version()).await?),
+            false => None,
+        };
         let mut duties = Duties {
             planned: true,
             row_ids: None,
             row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
             clustering: None,
             mapping,
+            last_commit_timestamp,
+            constraints,
         };
         if !row_tracking && !clustered {
             return Ok(duties);
@@ -104,6 +122,35 @@ impl Duties {
             duties.clustering = Some(logical);
         }
         Ok(duties)
+    }
+
+    /// Fails when a row of `batches` violates one of the table's CHECK constraints, as
+    /// Spark fails such a write: nothing is written.
+    pub(crate) fn check_rows(
+        &self,
+        batches: &[arrow::array::RecordBatch],
+    ) -> Result<(), DeltaTableError> {
+        use arrow::array::Array as _;
+        let total: usize = batches.iter().map(|b| b.num_rows()).sum();
+        for b in batches {
+            let found = super::constraints::violation(&self.constraints, b)?;
+            let Some(v) = found else {
+                continue;
+            };
+            let id = b
+                .column_by_name(crate::naming::ID)
+                .and_then(|c| c.as_any().downcast_ref::<arrow::array::StringArray>())
+                .filter(|c| c.is_valid(v.first))
+                .map(|c| format!(" (the first: `_id` {})", c.value(v.first)))
+                .unwrap_or_default();
+            return Err(DeltaTableError::Generic(format!(
+                "CHECK constraint `{}` ({}) is false or null for {} of the {total} rows to \
+                 write{id}; as Spark does, nothing was written: fix the rows and rerun the \
+                 batch, or drop the constraint (`ALTER TABLE … DROP CONSTRAINT {}`)",
+                v.name, v.text, v.rows, v.name
+            )));
+        }
+        Ok(())
     }
 
     /// `stats` with the clustering columns added: the protocol asks statistics of them in
@@ -308,29 +355,37 @@ pub(crate) async fn commit_planned(
     operation: deltalake::protocol::DeltaOperation,
 ) -> Result<u64, DeltaTableError> {
     let log_store = t.log_store();
-    let properties = if duties.row_tracking_enabled {
+    let mut info = serde_json::Map::new();
+    if duties.row_tracking_enabled {
         let preserved = if copies { "false" } else { "true" };
-        properties.with_metadata([(
+        info.insert(
             "tags".to_string(),
             serde_json::json!({ PRESERVED_TAG: preserved }),
-        )])
-    } else {
-        properties
-    };
+        );
+    }
     let appends_only = actions.iter().all(|a| matches!(a, Action::Add(_)));
     let mut version = snapshot.version() + 1;
     let mut mark = duties.row_ids;
+    let mut last_timestamp = duties.last_commit_timestamp;
     loop {
         if version > snapshot.version() + MAX_FOLLOWED {
             return Err(conflict(CommitConflictError::ConcurrentAppend));
         }
         let planned = with_row_ids(&actions, version, mark)?;
+        if let Some(last) = last_timestamp {
+            // The commit's time, which Spark reads as such (history, time travel): now,
+            // or 1 ms after the previous commit's when this clock is behind it, so the
+            // timestamps grow with the versions as the protocol asks.
+            let at = chrono::Utc::now().timestamp_millis().max(last + 1);
+            info.insert("timestamp".to_string(), at.into());
+            info.insert("inCommitTimestamp".to_string(), at.into());
+        }
         let put = super::put::put_operation(
             &log_store,
             version,
             properties.clone(),
-            planned,
-            operation.clone(),
+            (planned, operation.clone()),
+            &info,
         );
         if put.await? {
             return Ok(version);
@@ -350,6 +405,14 @@ pub(crate) async fn commit_planned(
             if winner.row_id_mark.is_some() {
                 mark = winner.row_id_mark;
             }
+            if last_timestamp.is_some() {
+                last_timestamp = Some(winner.commit_timestamp.ok_or_else(|| {
+                    DeltaTableError::Generic(format!(
+                        "version {version} has no inCommitTimestamp, which the table's \
+                         in-commit timestamps ask of every commit"
+                    ))
+                })?);
+            }
             version += 1;
         }
         tracing::debug!(
@@ -357,6 +420,20 @@ pub(crate) async fn commit_planned(
             "version taken by another writer; planned again for the next"
         );
     }
+}
+
+/// The in-commit timestamp of `version` of `t`, read from its commit.
+async fn commit_timestamp(t: &deltalake::DeltaTable, version: u64) -> Result<i64, DeltaTableError> {
+    let entry = t.log_store().read_commit_entry(version).await?;
+    entry
+        .as_deref()
+        .and_then(|e| Winner::of(e).commit_timestamp)
+        .ok_or_else(|| {
+            DeltaTableError::Generic(format!(
+                "the table has in-commit timestamps enabled, but its version {version} has \
+                 no inCommitTimestamp to follow"
+            ))
+        })
 }
 
 fn conflict(c: CommitConflictError) -> DeltaTableError {
@@ -373,6 +450,8 @@ struct Winner {
     changed_table: bool,
     /// The row-id high-water mark it set.
     row_id_mark: Option<i64>,
+    /// Its in-commit timestamp.
+    commit_timestamp: Option<i64>,
 }
 
 impl Winner {
@@ -392,6 +471,9 @@ impl Winner {
             }
             if domain["domain"].as_str() == Some(ROW_TRACKING_DOMAIN) {
                 w.row_id_mark = domain["configuration"].as_str().and_then(high_water_mark);
+            }
+            if let Some(t) = action["commitInfo"]["inCommitTimestamp"].as_i64() {
+                w.commit_timestamp = Some(t);
             }
         }
         w

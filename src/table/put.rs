@@ -19,16 +19,28 @@ pub(crate) async fn put_commit(
         partition_by: None,
         predicate: None,
     };
-    put_operation(log_store, version, properties, actions, append).await
+    let commit = (actions, append);
+    put_operation(
+        log_store,
+        version,
+        properties,
+        commit,
+        &serde_json::Map::new(),
+    )
+    .await
 }
 
-/// [`put_commit`] of an `operation` other than an append.
+/// [`put_commit`] of an operation other than an append, with `info` set in its
+/// `commitInfo` beside what deltalake writes there (its keys win).
 pub(super) async fn put_operation(
     log_store: &deltalake::logstore::LogStoreRef,
     version: u64,
     properties: deltalake::kernel::transaction::CommitProperties,
-    actions: Vec<deltalake::kernel::Action>,
-    operation: deltalake::protocol::DeltaOperation,
+    (actions, operation): (
+        Vec<deltalake::kernel::Action>,
+        deltalake::protocol::DeltaOperation,
+    ),
+    info: &serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<bool, DeltaTableError> {
     use deltalake::kernel::transaction::CommitBuilder;
 
@@ -39,7 +51,34 @@ pub(super) async fn put_operation(
         .build(None, log_store.clone(), operation)
         .into_prepared_commit_future()
         .await?;
-    put_entry(log_store, version, prepared.commit_or_bytes(), operation_id).await
+    let entry = with_info(prepared.commit_or_bytes(), info)?;
+    put_entry(log_store, version, &entry, operation_id).await
+}
+
+/// `entry` with `info`'s keys set in its `commitInfo` action.
+fn with_info(
+    entry: &deltalake::logstore::CommitOrBytes,
+    info: &serde_json::Map<String, serde_json::Value>,
+) -> std::result::Result<deltalake::logstore::CommitOrBytes, DeltaTableError> {
+    use deltalake::logstore::CommitOrBytes;
+    let CommitOrBytes::LogBytes(bytes) = entry else {
+        return Ok(entry.clone());
+    };
+    if info.is_empty() {
+        return Ok(entry.clone());
+    }
+    let mut lines = Vec::new();
+    for line in bytes.split(|b| *b == b'\n') {
+        let mut action: serde_json::Value = serde_json::from_slice(line)?;
+        if let Some(commit) = action
+            .get_mut("commitInfo")
+            .and_then(serde_json::Value::as_object_mut)
+        {
+            commit.extend(info.clone());
+        }
+        lines.push(serde_json::to_string(&action)?);
+    }
+    Ok(CommitOrBytes::LogBytes(lines.join("\n").into()))
 }
 
 /// Writes a prepared commit `entry` as `version`, put only if absent: `Ok(false)`

@@ -271,6 +271,7 @@ impl<'a> Rewriter<'a> {
             read_version: Some(snapshot.version()),
             removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
             rewritten_rows: kept_rows,
+            blind_append: false,
         };
         let (adds, mut c, properties) = self
             .write_files(t, (snapshot, &duties), &schema, &all, notes)
@@ -328,6 +329,7 @@ impl<'a> Rewriter<'a> {
             let properties = delete_properties(files, rows, snapshot.version());
             return Ok((Vec::new(), Committed::default(), properties));
         }
+        duties.check_rows(all)?;
         let stats = duties.stats_columns(StatsColumns::of(snapshot), schema);
         let log_store = t.log_store();
         write_data_files(
@@ -382,22 +384,17 @@ impl<'a> Rewriter<'a> {
             if !super::files::may_hold_batch(&f, rows.batch_id(), mapping) {
                 continue;
             }
-            if f.deletion_vector_descriptor().is_some() {
-                return Err(Error::delta(
-                    name,
-                    "rewrite",
-                    DeltaTableError::Generic(format!(
-                        "data file {} holds rows of batch {} and has a deletion vector, which \
-                         bronze cannot apply yet; purge it first (Spark/Databricks: `REORG TABLE \
-                         … APPLY (PURGE)`), then rerun",
-                        f.path(),
-                        rows.batch_id()
-                    )),
-                ));
-            }
-            let batches = read_file(&store, &f.object_store_path())
+            let mut batches = read_file(&store, &f.object_store_path())
                 .await
                 .map_err(|e| Error::delta(name, "read", e))?;
+            // Rows another engine deleted with a deletion vector are not copied.
+            if let Some(dv) = f.deletion_vector_descriptor() {
+                let gone = super::deletion::deleted_rows(t, dv)
+                    .await
+                    .map_err(|e| Error::delta(name, "read", e))?;
+                batches = super::deletion::without_rows(batches, &gone)
+                    .map_err(|e| Error::arrow(name, e))?;
+            }
             let mut others = Vec::with_capacity(batches.len());
             let mut hit = 0u64;
             for b in batches {

@@ -67,17 +67,79 @@ pub(crate) fn check_plain_layout(
 }
 
 /// The rows of one data file (`path` relative to the table), as the `parquet` crate
-/// reads them.
+/// reads them, with INT96 timestamps (Spark's default) in microseconds.
 pub(crate) async fn read_file(
     store: &ObjectStoreRef,
     path: &deltalake::Path,
 ) -> std::result::Result<Vec<RecordBatch>, DeltaTableError> {
     use deltalake::logstore::object_store::ObjectStoreExt as _;
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
     let bytes = store.get(path).await?.bytes().await?;
-    let reader = parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder::try_new(bytes)?
-        .with_batch_size(8192)
-        .build()?;
+    let mut builder = ParquetRecordBatchReaderBuilder::try_new(bytes.clone())?;
+    if let Some(hint) = int96_in_micros(builder.parquet_schema(), builder.schema()) {
+        let options = ArrowReaderOptions::new().with_schema(hint);
+        builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)?;
+    }
+    let reader = builder.with_batch_size(8192).build()?;
     Ok(reader.collect::<std::result::Result<Vec<_>, ArrowError>>()?)
+}
+
+/// `schema` (the Arrow schema the `parquet` crate reads from `parquet`) with every INT96
+/// timestamp in microseconds, or `None` when the file has no INT96 column. The crate
+/// reads INT96 as nanoseconds by default, which wrap silently outside 1677-2262 (Spark's
+/// `9999-12-31` sentinels among them); microseconds cover every instant a Delta
+/// timestamp holds.
+fn int96_in_micros(
+    parquet: &parquet::schema::types::SchemaDescriptor,
+    schema: &SchemaRef,
+) -> Option<SchemaRef> {
+    let int96: Vec<bool> = parquet
+        .columns()
+        .iter()
+        .map(|c| c.physical_type() == parquet::basic::Type::INT96)
+        .collect();
+    if !int96.contains(&true) {
+        return None;
+    }
+    // Arrow's leaves come in the order of the Parquet schema's leaf columns.
+    let mut leaves = int96.into_iter();
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| with_micros(f, &mut leaves))
+        .collect();
+    Some(Arc::new(Schema::new_with_metadata(
+        fields,
+        schema.metadata().clone(),
+    )))
+}
+
+/// `field` with its INT96 leaves (`leaves` says, in order, which leaf is one) read as
+/// microseconds.
+fn with_micros(field: &Field, leaves: &mut dyn Iterator<Item = bool>) -> Field {
+    use arrow::datatypes::TimeUnit;
+    let nested =
+        |f: &Arc<Field>, leaves: &mut dyn Iterator<Item = bool>| Arc::new(with_micros(f, leaves));
+    let data_type = match field.data_type() {
+        DataType::Struct(fields) => DataType::Struct(
+            fields
+                .iter()
+                .map(|f| with_micros(f, leaves))
+                .collect::<Vec<_>>()
+                .into(),
+        ),
+        DataType::List(f) => DataType::List(nested(f, leaves)),
+        DataType::LargeList(f) => DataType::LargeList(nested(f, leaves)),
+        DataType::FixedSizeList(f, n) => DataType::FixedSizeList(nested(f, leaves), *n),
+        DataType::Map(f, sorted) => DataType::Map(nested(f, leaves), *sorted),
+        other => match (leaves.next(), other) {
+            (Some(true), DataType::Timestamp(TimeUnit::Nanosecond, tz)) => {
+                DataType::Timestamp(TimeUnit::Microsecond, tz.clone())
+            }
+            _ => other.clone(),
+        },
+    };
+    field.clone().with_data_type(data_type)
 }
 
 /// `batch` in `schema`: columns by name, cast where the type differs (an error, never a
@@ -140,4 +202,106 @@ pub(crate) fn plain_type(t: &DataType) -> bool {
             | DataType::Decimal128(..)
             | DataType::Timestamp(TimeUnit::Microsecond, Some(_))
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, TimestampMicrosecondArray};
+
+    /// A Parquet file as Spark writes timestamps by default: `ts` INT96 at the top level,
+    /// `s.ts` INT96 in a struct, beside an INT64 `id`.
+    fn int96_file(instants: &[(i64, i64)]) -> bytes::Bytes {
+        use parquet::data_type::{Int64Type, Int96, Int96Type};
+        use parquet::file::writer::SerializedFileWriter;
+        let schema = parquet::schema::parser::parse_message_type(
+            "message spark { required int64 id; required int96 ts; \
+             required group s { required int96 ts; } }",
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        let mut writer =
+            SerializedFileWriter::new(&mut out, Arc::new(schema), Default::default()).unwrap();
+        let mut group = writer.next_row_group().unwrap();
+        let ids: Vec<i64> = (0..instants.len() as i64).collect();
+        let mut column = group.next_column().unwrap().unwrap();
+        column
+            .typed::<Int64Type>()
+            .write_batch(&ids, None, None)
+            .unwrap();
+        column.close().unwrap();
+        for _ in 0..2 {
+            // Julian day and nanoseconds of the day, as Spark writes them.
+            let values: Vec<Int96> = instants
+                .iter()
+                .map(|&(secs, nanos)| {
+                    let day = secs.div_euclid(86_400);
+                    let nanos_of_day = secs.rem_euclid(86_400) * 1_000_000_000 + nanos;
+                    let mut v = Int96::new();
+                    v.set_data(
+                        nanos_of_day as u32,
+                        (nanos_of_day >> 32) as u32,
+                        (day + 2_440_588) as u32,
+                    );
+                    v
+                })
+                .collect();
+            let mut column = group.next_column().unwrap().unwrap();
+            column
+                .typed::<Int96Type>()
+                .write_batch(&values, None, None)
+                .unwrap();
+            column.close().unwrap();
+        }
+        group.close().unwrap();
+        writer.close().unwrap();
+        bytes::Bytes::from(out)
+    }
+
+    #[tokio::test]
+    async fn int96_timestamps_past_2262_read_as_written() {
+        use deltalake::logstore::object_store::{ObjectStoreExt as _, memory::InMemory};
+        // 9999-12-31 23:59:59, 2999-01-01, 1600-01-01 00:00:00.000001 and the epoch.
+        let instants = [
+            (253_402_300_799, 0),
+            (32_472_144_000, 0),
+            (-11_676_096_000, 1_000),
+            (0, 0),
+        ];
+        let store: ObjectStoreRef = Arc::new(InMemory::new());
+        let path = deltalake::Path::from("part-0.parquet");
+        store
+            .put(&path, int96_file(&instants).into())
+            .await
+            .unwrap();
+        let batches = read_file(&store, &path).await.unwrap();
+        let expected: Vec<i64> = instants
+            .iter()
+            .map(|&(secs, nanos)| secs * 1_000_000 + nanos / 1_000)
+            .collect();
+        let micros = |a: &dyn Array| {
+            a.as_any()
+                .downcast_ref::<TimestampMicrosecondArray>()
+                .expect("INT96 read as microseconds")
+                .values()
+                .to_vec()
+        };
+        let b = &batches[0];
+        assert_eq!(micros(b.column_by_name("ts").unwrap()), expected);
+        let s = b
+            .column_by_name("s")
+            .unwrap()
+            .as_any()
+            .downcast_ref::<arrow::array::StructArray>()
+            .unwrap();
+        assert_eq!(micros(s.column(0)), expected);
+        // Conformed to a table's UTC timestamp column, the values stay.
+        let table = Arc::new(Schema::new(vec![Field::new(
+            "ts",
+            DataType::Timestamp(arrow::datatypes::TimeUnit::Microsecond, Some("UTC".into())),
+            false,
+        )]));
+        let conformed = conform(b, &table).unwrap();
+        assert_eq!(micros(conformed.column(0)), expected);
+    }
 }

@@ -1,10 +1,8 @@
-//! Table upkeep after a commit, under the table's lock: default table properties added
-//! where missing, and auto compaction once small files pile up: the small files by size
+//! Table upkeep after a commit, under the table's lock: auto compaction once small files
+//! pile up: the small files by size
 //! tiers ([`super::compact::Plan::Tiered`]), so a compaction rewrites the new files and the
 //! few earlier merges of their size, not the whole table. The `optimize` command
 //! bin-packs every small file.
-
-use std::collections::HashMap;
 
 use deltalake::DeltaTable;
 
@@ -16,8 +14,9 @@ use super::{Storage, WrittenTable};
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
-/// Table properties every bronze table carries (set at create, added on every run when
-/// missing; a value the user set, e.g. `autoCompact=false`, is kept).
+/// Table properties every table bronze creates carries, set at create only: a table
+/// another engine created keeps its own (Databricks honours these, so they would change
+/// how it writes that table), and a value a user set or unset later is kept.
 pub fn default_table_properties(target_file_size: u64) -> Vec<(&'static str, String)> {
     vec![
         ("delta.autoOptimize.optimizeWrite", "true".into()),
@@ -40,9 +39,9 @@ pub(crate) fn live_files(t: &DeltaTable, table: &str) -> Result<Vec<(String, u64
         .collect())
 }
 
-/// After a commit, under the table's lock: adds the default table properties the table
-/// lacks (created by an older version, or by another tool), then compacts when at least
-/// `compact_at` files are small, unless the table turned `autoCompact` off.
+/// After a commit, under the table's lock: compacts when at least `compact_at` files are
+/// small, unless the table turned `autoCompact` off. The table's properties are left as
+/// they are.
 pub(crate) async fn after_commit(
     storage: &Storage,
     table: &TableName,
@@ -57,55 +56,28 @@ pub(crate) async fn after_commit(
         table: mut t,
         pending,
     } = written;
-    let mut stale = !pending.is_empty();
-    let config = t
+    let Some(min_files) = compact_at else {
+        return Ok(None);
+    };
+    let auto_compact = t
         .snapshot()
         .map_err(|e| Error::delta(table.as_str(), "read", e))?
         .metadata()
         .configuration()
-        .clone();
-    let missing = missing_properties(&config, target);
-    if !missing.is_empty() {
-        if stale {
-            load_latest(&mut t, table).await?;
-            stale = false;
-        }
-        t = t
-            .set_tbl_properties()
-            .with_properties(missing)
-            .with_commit_properties(super::commit_properties())
-            .with_raise_if_not_exists(false)
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "set properties of", e))?;
-    }
-    let Some(min_files) = compact_at else {
-        return Ok(None);
-    };
-    if config
         .get("delta.autoOptimize.autoCompact")
-        .map(String::as_str)
-        == Some("false")
-    {
+        .cloned();
+    if auto_compact.as_deref() == Some("false") {
         return Ok(None);
     }
     if small_files(&t, table, &pending, target)? < min_files {
         return Ok(None);
     }
-    if stale {
+    if !pending.is_empty() {
         load_latest(&mut t, table).await?;
     }
     rewrite(table.as_str(), t, target, Plan::Tiered, storage.compression)
         .await
         .map(Some)
-}
-
-/// The default table properties ([`default_table_properties`]) `config` lacks.
-fn missing_properties(config: &HashMap<String, String>, target: u64) -> HashMap<String, String> {
-    default_table_properties(target)
-        .into_iter()
-        .filter(|(k, _)| !config.contains_key(*k))
-        .map(|(k, v)| (k.to_string(), v))
-        .collect()
 }
 
 /// Brings `t`'s state up to the table's latest version.

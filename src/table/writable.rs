@@ -68,10 +68,17 @@ impl Look {
 ///   a change data file ([`super::change_data`]);
 /// - the features whose values a writer computes or checks (CHECK constraints,
 ///   invariants, generated and identity columns): while the table uses none of them
-///   ([`constraint_refusal`], [`column_refusal`] refuse it when it does).
+///   ([`constraint_refusal`], [`column_refusal`] refuse it when it does);
+/// - in-commit timestamps: every commit stamps one, above the previous commit's
+///   ([`super::planned`]);
+/// - type widening: files written before a column was widened are read in the column's
+///   type now ([`super::shape::conform`]); bronze itself never widens a column.
 fn writes_feature(feature: &TableFeature) -> bool {
     match feature {
         TableFeature::AppendOnly
+        | TableFeature::InCommitTimestamp
+        | TableFeature::TypeWidening
+        | TableFeature::TypeWideningPreview
         | TableFeature::TimestampWithoutTimezone
         | TableFeature::VariantType
         | TableFeature::VariantTypePreview
@@ -91,11 +98,14 @@ fn writes_feature(feature: &TableFeature) -> bool {
     }
 }
 
-/// Reader features bronze's reads handle (column mapping: [`super::mapping`]).
+/// Reader features bronze's reads handle (column mapping: [`super::mapping`]; type
+/// widening: [`super::shape::conform`]).
 fn reads_feature(feature: &TableFeature) -> bool {
     matches!(
         feature,
         TableFeature::ColumnMapping
+            | TableFeature::TypeWidening
+            | TableFeature::TypeWideningPreview
             | TableFeature::TimestampWithoutTimezone
             | TableFeature::DeletionVectors
             | TableFeature::VariantType
@@ -107,7 +117,6 @@ fn reads_feature(feature: &TableFeature) -> bool {
 /// Why bronze does not write tables with `feature`, and what to do.
 fn feature_fix(feature: &str) -> String {
     let why = match feature {
-        "inCommitTimestamp" => "bronze does not write in-commit timestamps yet",
         "liquid" => {
             "it is the preview of liquid clustering (Databricks Runtime 13), which the Delta \
              protocol does not define (tables clustered since use `clustering`)"
@@ -150,24 +159,25 @@ pub(crate) enum Removes {
 pub(crate) fn refusal(config: &TableConfiguration, removes: Removes) -> Option<Refusal> {
     constraint_refusal(config)
         .or_else(|| column_refusal(config))
+        .or_else(|| lineage_refusal(config))
         .or_else(|| partition_refusal(config))
         .or_else(|| protocol_refusal(config))
         .or_else(|| append_only_refusal(config, removes))
 }
 
-/// A CHECK constraint (`delta.constraints.<name>`): bronze evaluates no SQL.
+/// A CHECK constraint (`delta.constraints.<name>`) outside the expressions bronze
+/// evaluates ([`super::constraints`]); the others are checked on every row it writes.
 fn constraint_refusal(config: &TableConfiguration) -> Option<Refusal> {
-    let (name, expression) = config
-        .table_properties()
-        .unknown_properties
-        .iter()
-        .filter_map(|(k, v)| Some((k.strip_prefix("delta.constraints.")?, v)))
-        .min()?;
+    let properties = &config.table_properties().unknown_properties;
+    let refused = super::constraints::of_properties(properties).err()?;
+    let (name, text, why) = (refused.name, refused.text, refused.why);
     Some(Refusal::of(
-        &format!("CHECK constraint `{name}` ({expression})"),
+        &format!("CHECK constraint `{name}` ({text})"),
         format!(
-            "bronze does not evaluate SQL expressions on the rows it writes; drop it \
-             (`ALTER TABLE … DROP CONSTRAINT {name}`) or load the topic into a table without it"
+            "bronze evaluates the comparisons, IS [NOT] NULL, IN, BETWEEN, LIKE, AND/OR/NOT, \
+             casts, arithmetic and a few functions (length, lower, upper, trim, abs, \
+             coalesce) a constraint is written with, not {why}; drop it (`ALTER TABLE … DROP \
+             CONSTRAINT {name}`) or load the topic into a table without it"
         ),
     ))
 }
@@ -190,6 +200,47 @@ fn column_refusal(config: &TableConfiguration) -> Option<Refusal> {
              check; load the topic into a table without it"
         ),
     ))
+}
+
+/// One of bronze's own columns another engine renamed (seen under column mapping: the
+/// column's physical name is still bronze's) or dropped (`_batch_id` or `_topic`, from a
+/// topic or child table: one that has `_id` and `_line`): bronze would write its rows beside the renamed column, which
+/// then holds nulls (a non-nullable one fails the write), and a rerun finds a batch's rows
+/// by these columns.
+fn lineage_refusal(config: &TableConfiguration) -> Option<Refusal> {
+    use crate::naming::{BATCH_ID, ID, LINE, SYSTEM_COLUMNS, TOPIC};
+    const PHYSICAL_NAME: &str = "delta.columnMapping.physicalName";
+    let schema = config.logical_schema();
+    let fix = |what: String, name: &str| {
+        Refusal::of(
+            &format!("bronze's column `{name}` {what}"),
+            format!(
+                "bronze writes `{name}` on every row and finds a batch's rows by its lineage \
+                 columns; rename or add it back (`ALTER TABLE … RENAME COLUMN … TO {name}`), or \
+                 load the topic into a table of bronze's own"
+            ),
+        )
+    };
+    for field in schema.fields() {
+        let physical = match field.metadata().get(PHYSICAL_NAME) {
+            Some(buoyant_kernel::schema::MetadataValue::String(p)) => p.as_str(),
+            _ => continue,
+        };
+        if SYSTEM_COLUMNS.contains(&physical)
+            && field.name() != physical
+            && schema.field(physical).is_none()
+        {
+            return Some(fix(format!("renamed to `{}`", field.name()), physical));
+        }
+    }
+    if schema.field(LINE).is_some() && schema.field(ID).is_some() {
+        for name in [BATCH_ID, TOPIC] {
+            if schema.field(name).is_none() {
+                return Some(fix("dropped".to_string(), name));
+            }
+        }
+    }
+    None
 }
 
 /// A partitioned table: bronze's data files carry no partition values.
@@ -278,13 +329,16 @@ mod tests {
 
     #[test]
     fn every_feature_bronze_does_not_write_has_a_fix_naming_it() {
-        for f in ["inCommitTimestamp", "liquid", "icebergCompatV2"] {
+        for f in ["liquid", "icebergCompatV2"] {
             let fix = feature_fix(f);
             assert!(fix.contains(&format!("DROP FEATURE {f}")), "{fix}");
         }
         assert!(writes_feature(&TableFeature::DeletionVectors));
         assert!(writes_feature(&TableFeature::RowTracking));
-        assert!(!writes_feature(&TableFeature::InCommitTimestamp));
+        assert!(writes_feature(&TableFeature::InCommitTimestamp));
+        assert!(writes_feature(&TableFeature::TypeWidening));
+        assert!(reads_feature(&TableFeature::TypeWidening));
+        assert!(!writes_feature(&TableFeature::IcebergCompatV2));
         assert!(!writes_feature(&TableFeature::Unknown("liquid".into())));
         assert!(writes_feature(&TableFeature::Unknown(
             "checkpointProtection".into()

@@ -300,6 +300,63 @@ fn vacuum_removes_only_old_unreferenced_files_and_refuses_short_retention() {
 }
 
 #[test]
+fn vacuum_and_maintain_keep_removed_files_for_the_tables_own_retention() {
+    let (lake, ingest) = loaded_without_compaction(4);
+    let m = ingest.maintenance();
+    m.optimize("quote_00", None, &[]).unwrap();
+    set_property(
+        &lake,
+        "quote_00",
+        "delta.deletedFileRetentionDuration",
+        "interval 30 days",
+    );
+    let removed = lake.rows("quote_00").distinct("_batch_id");
+    let days = |d: i64| chrono::Utc::now().timestamp_millis() + d * 24 * 3600 * 1000;
+    let dry = |now: i64| {
+        m.vacuum_table("quote_00")
+            .with_dry_run(true)
+            .with_clock(now)
+            .execute()
+            .unwrap()
+            .files
+            .len()
+    };
+    // Ten days on, within the table's 30 days: nothing goes, as Spark's VACUUM keeps it.
+    assert_eq!(dry(days(10)), 0);
+    let maintained = m.maintain().with_clock(days(10)).execute().unwrap();
+    let quote = maintained
+        .tables
+        .iter()
+        .find(|t| t.table == "quote_00")
+        .unwrap();
+    assert_eq!(quote.error, None);
+    assert_eq!(quote.vacuum.as_ref().map(|v| v.files.len()), Some(0));
+    // A shorter retention than the table's is refused by name, unless forced.
+    let err = m
+        .vacuum_table("quote_00")
+        .with_retention_hours(200)
+        .with_dry_run(true)
+        .execute()
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("delta.deletedFileRetentionDuration") && err.contains("720h"),
+        "{err}"
+    );
+    let forced = m
+        .vacuum_table("quote_00")
+        .with_retention_hours(200)
+        .with_force(true)
+        .with_dry_run(true)
+        .with_clock(days(10))
+        .execute()
+        .unwrap();
+    assert_eq!(forced.files.len(), removed);
+    // Past the 30 days they go.
+    assert_eq!(dry(days(31)), removed);
+}
+
+#[test]
 fn concurrent_ingest_optimize_and_vacuum_lose_nothing() {
     // VACUUM runs as if a month had passed with no retention (forced): every file no
     // snapshot references goes at once, including the data files of a write that has
@@ -503,6 +560,35 @@ fn history_shows_an_append_a_replace_and_an_optimize_as_people_read_them() {
     let replace = &json[1];
     assert_eq!(replace["action"], "replace");
     assert_eq!(replace["rows_removed"], replace["rows_added"]);
+    assert_scalar_metrics(&lake.schema_dir().join("quote"));
+}
+
+/// Every `operationMetrics` value in the log of the table at `dir` is a scalar: Spark
+/// reads the metrics as a map of strings (its history, change feed and stream sources),
+/// and fails on a nested object.
+fn assert_scalar_metrics(dir: &std::path::Path) {
+    let mut commits = 0;
+    for entry in std::fs::read_dir(dir.join("_delta_log")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        for line in std::fs::read_to_string(&path).unwrap().lines() {
+            let action: serde_json::Value = serde_json::from_str(line).unwrap();
+            let Some(metrics) = action["commitInfo"].get("operationMetrics") else {
+                continue;
+            };
+            commits += 1;
+            for (key, value) in metrics.as_object().unwrap() {
+                assert!(
+                    !value.is_object() && !value.is_array(),
+                    "{}: operationMetrics.{key} is {value}",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(commits >= 4, "{commits} commits with metrics");
 }
 
 /// Bytes of every file under `dir`.

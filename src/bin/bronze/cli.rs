@@ -72,15 +72,18 @@ pub enum Command {
     ///
     /// Example: bronze optimize --all            bronze optimize trade --zorder symbol
     Optimize(OptimizeArgs),
-    /// Delete files no version within the retention references (default 168h).
+    /// Delete files no version within the retention references (default: the table's
+    /// own `delta.deletedFileRetentionDuration`, 168h when unset, as Spark's VACUUM).
     ///
-    /// A retention under 168h is refused unless --force: readers of older versions and
-    /// running writers would lose their files. --dry-run lists what would go.
+    /// A retention under the table's, or under 168h, is refused unless --force: readers
+    /// of older versions and running writers would lose their files. --dry-run lists
+    /// what would go.
     Vacuum(VacuumArgs),
     /// Write a checkpoint so readers replay fewer log files.
     Checkpoint(CheckpointArgs),
     /// Do what `health` recommends, for every table: OPTIMIZE where small files piled
-    /// up, VACUUM past the retention (168h, shorter only with --force), a checkpoint
+    /// up, VACUUM past each table's retention (its `delta.deletedFileRetentionDuration`,
+    /// at least 168h; shorter only with --force), a checkpoint
     /// once 10 commits followed the last, and log entries past the table's
     /// `delta.logRetentionDuration` (30 days by default) removed. Worst tables first,
     /// within --max-duration / --max-tables; safe beside running loads (each step takes
@@ -312,13 +315,14 @@ pub struct OptimizeArgs {
 pub struct VacuumArgs {
     #[command(flatten)]
     pub tables: Tables,
-    /// Keep files referenced by any version newer than this (e.g. 168h, 7d).
-    #[arg(long, default_value = "168h", value_parser = parse_hours)]
-    pub retain: u64,
+    /// Keep files referenced by any version newer than this (e.g. 168h, 7d) [default:
+    /// the table's delta.deletedFileRetentionDuration, at least 168h].
+    #[arg(long, value_parser = parse_hours)]
+    pub retain: Option<u64>,
     /// List what would be deleted; delete nothing.
     #[arg(long)]
     pub dry_run: bool,
-    /// Allow a retention under 168h.
+    /// Allow a retention under the table's own or under 168h.
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]
@@ -334,10 +338,11 @@ pub struct MaintainArgs {
     /// Visit at most N tables, the worst first.
     #[arg(long, value_name = "N")]
     pub max_tables: Option<usize>,
-    /// VACUUM keeps files referenced by any version newer than this (e.g. 168h, 7d).
-    #[arg(long, default_value = "168h", value_parser = parse_hours)]
-    pub retain: u64,
-    /// Allow a retention under 168h.
+    /// VACUUM keeps files referenced by any version newer than this (e.g. 168h, 7d)
+    /// [default: each table's delta.deletedFileRetentionDuration, at least 168h].
+    #[arg(long, value_parser = parse_hours)]
+    pub retain: Option<u64>,
+    /// Allow a retention under a table's own or under 168h.
     #[arg(long)]
     pub force: bool,
     #[command(flatten)]

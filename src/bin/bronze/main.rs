@@ -181,12 +181,14 @@ fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
 fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
     maintain(&args.location, |m| {
         each_table(m, &args.tables, |t| {
-            let r = m
+            let mut vacuum = m
                 .vacuum_table(t)
-                .with_retention_hours(args.retain)
                 .with_dry_run(args.dry_run)
-                .with_force(args.force)
-                .execute()?;
+                .with_force(args.force);
+            if let Some(hours) = args.retain {
+                vacuum = vacuum.with_retention_hours(hours);
+            }
+            let r = vacuum.execute()?;
             let verb = if r.dry_run { "would delete" } else { "deleted" };
             let mut line = format!("{}: {verb} {} files", r.table, r.files.len());
             for f in &r.files {
@@ -229,13 +231,15 @@ fn maintain(
 fn maintain_all(args: &cli::MaintainArgs) -> ExitCode {
     let mut failed = false;
     let code = maintain(&args.location, |m| {
-        let report = m
+        let mut maintain = m
             .maintain()
             .with_max_duration(args.max_duration)
             .with_max_tables(args.max_tables)
-            .with_retention_hours(args.retain)
-            .with_force(args.force)
-            .execute()?;
+            .with_force(args.force);
+        if let Some(hours) = args.retain {
+            maintain = maintain.with_retention_hours(hours);
+        }
+        let report = maintain.execute()?;
         failed = report.failed();
         Ok((
             serde_json::to_value(&report).unwrap_or_default(),

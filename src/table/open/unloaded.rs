@@ -176,6 +176,11 @@ fn plain_append(
         && !snapshot.table_configuration().is_feature_supported(&TableFeature::RowTracking)
         && !snapshot.table_configuration().is_feature_supported(&TableFeature::ClusteredTable)
         && props.enable_in_commit_timestamps != Some(true)
+        // CHECK constraints: checked on the loaded path's rows (`Duties::check_rows`).
+        && !props
+            .unknown_properties
+            .keys()
+            .any(|k| k.starts_with("delta.constraints."))
         && props.data_skipping_num_indexed_cols.is_none()
         && props.data_skipping_stats_columns.is_none()
         // The commit after this one is due the post-commit work (the checkpoint check of
