@@ -80,6 +80,9 @@ def spark():
         .config("spark.ui.enabled", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.databricks.delta.snapshotPartitions", "2")
+        # VACUUM lists a table in this many tasks (10000 by default).
+        .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "2")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.session.timeZone", "UTC")
         .config("spark.driver.memory", "2g")
         .getOrCreate()
