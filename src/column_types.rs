@@ -275,6 +275,50 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     Some(t.timestamp_micros()).filter(|m| (MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS).contains(m))
 }
 
+/// Microseconds since the Unix epoch of a date and time without a zone
+/// (`2026-05-06T07:08:09`, `T` or a space, up to six fractional digits), as a
+/// `timestamp_ntz` column holds it; `None` for anything else: a value with a zone (which
+/// would have to be dropped or applied, a guess either way), a leap second, a time outside
+/// years 1 to 9999.
+pub fn parse_local_timestamp(s: &str) -> Option<i64> {
+    let b = s.as_bytes();
+    let shaped = b.len() >= 19
+        && digits_at(b, 0..4)
+        && b[4] == b'-'
+        && digits_at(b, 5..7)
+        && b[7] == b'-'
+        && digits_at(b, 8..10)
+        && matches!(b[10], b'T' | b't' | b' ')
+        && digits_at(b, 11..13)
+        && b[13] == b':'
+        && digits_at(b, 14..16)
+        && b[16] == b':'
+        && digits_at(b, 17..19);
+    if !shaped || b[17] >= b'6' {
+        return None;
+    }
+    let fraction = match &s[19..] {
+        "" => "",
+        f => f
+            .strip_prefix('.')
+            .filter(|d| (1..=6).contains(&d.len()) && d.bytes().all(|c| c.is_ascii_digit()))?,
+    };
+    let t = chrono::NaiveDateTime::parse_from_str(
+        &s[..19].replace(['t', ' '], "T"),
+        "%Y-%m-%dT%H:%M:%S",
+    )
+    .ok()?;
+    let micros = t.and_utc().timestamp_micros() + format!("{fraction:0<6}").parse::<i64>().ok()?;
+    Some(micros).filter(|m| (MIN_TIMESTAMP_MICROS..=MAX_TIMESTAMP_MICROS).contains(m))
+}
+
+/// The text of a `timestamp_ntz` value: a date and time without a zone, fractional
+/// seconds in 0, 3 or 6 digits (what [`parse_local_timestamp`] reads back).
+pub fn local_timestamp_text(micros: i64) -> Option<String> {
+    let zoned = timestamp_text(micros)?;
+    Some(zoned.trim_end_matches('Z').to_string())
+}
+
 /// The canonical text of a timestamp: RFC 3339 in UTC with `Z`, fractional seconds in
 /// 0, 3 or 6 digits.
 pub fn timestamp_text(micros: i64) -> Option<String> {
@@ -483,6 +527,40 @@ mod tests {
             timestamp_text(at("2026-01-15T12:30:00.25+02:00").unwrap()).unwrap(),
             "2026-01-15T10:30:00.250Z"
         );
+    }
+
+    #[test]
+    fn local_timestamps_take_no_zone_and_print_back() {
+        for text in [
+            "2026-05-06T07:08:09",
+            "0001-01-01T00:00:00",
+            "9999-12-31T23:59:59.999999",
+            "1969-12-31T23:59:59.5",
+        ] {
+            let micros = parse_local_timestamp(text).unwrap_or_else(|| panic!("{text}"));
+            let back = local_timestamp_text(micros).unwrap();
+            assert_eq!(
+                parse_local_timestamp(&back),
+                Some(micros),
+                "{text} -> {back}"
+            );
+        }
+        assert_eq!(
+            parse_local_timestamp("1970-01-01 00:00:01.25"),
+            Some(1_250_000)
+        );
+        for refused in [
+            "2026-05-06T07:08:09Z",
+            "2026-05-06T07:08:09+02:00",
+            "2026-05-06T07:08:60",
+            "2026-02-30T00:00:00",
+            "2026-05-06T07:08:09.1234567",
+            "2026-05-06T07:08:09.",
+            "2026-05-06",
+            "2026-05-06T07:08:0é",
+        ] {
+            assert_eq!(parse_local_timestamp(refused), None, "{refused}");
+        }
     }
 
     #[test]

@@ -11,9 +11,15 @@
  * YYYY-MM-DD, timestamp and timestamp_ntz as microseconds since the epoch, struct as an object,
  * array as an array, map as an array of [key, value] pairs, other types as "?" + type. Exit code 0
  * unless stdin cannot be read.
+ *
+ * <p>A line {@code create\t<absolute table path>\t<name type[!],...>} creates an empty table there
+ * through the Kernel's own create-table transaction instead (types: string, long, int, double,
+ * boolean, timestamp, date; {@code !} for NOT NULL) and answers {@code {"path":...,"version":0}}.
  */
 
+import io.delta.kernel.Operation;
 import io.delta.kernel.Scan;
+import io.delta.kernel.TransactionCommitResult;
 import io.delta.kernel.Snapshot;
 import io.delta.kernel.Table;
 import io.delta.kernel.data.ArrayValue;
@@ -46,6 +52,7 @@ import io.delta.kernel.types.StructField;
 import io.delta.kernel.types.StructType;
 import io.delta.kernel.types.TimestampNTZType;
 import io.delta.kernel.types.TimestampType;
+import io.delta.kernel.utils.CloseableIterable;
 import io.delta.kernel.utils.CloseableIterator;
 import io.delta.kernel.utils.FileStatus;
 import java.io.BufferedReader;
@@ -86,7 +93,11 @@ public class KernelRead {
           if (engine == null) {
             engine = DefaultEngine.create(new Configuration());
           }
-          result = read(engine, path, version);
+          result =
+              path.equals("create")
+                  ? create(engine, version.substring(0, version.indexOf('\t')),
+                      version.substring(version.indexOf('\t') + 1))
+                  : read(engine, path, version);
         } catch (Throwable t) {
           StringBuilder sb = new StringBuilder("{\"path\":");
           str(sb, path);
@@ -105,6 +116,38 @@ public class KernelRead {
     }
     out.flush();
     System.exit(0);
+  }
+
+  static String create(Engine engine, String path, String columns) {
+    StructType schema = new StructType();
+    for (String column : columns.split(",")) {
+      String[] nameType = column.trim().split("\\s+");
+      String type = nameType[1];
+      boolean notNull = type.endsWith("!");
+      type = notNull ? type.substring(0, type.length() - 1) : type;
+      DataType t =
+          switch (type) {
+            case "string" -> StringType.STRING;
+            case "long" -> LongType.LONG;
+            case "int" -> IntegerType.INTEGER;
+            case "double" -> DoubleType.DOUBLE;
+            case "boolean" -> BooleanType.BOOLEAN;
+            case "timestamp" -> TimestampType.TIMESTAMP;
+            case "date" -> DateType.DATE;
+            default -> throw new IllegalArgumentException("no type " + type);
+          };
+      schema = schema.add(nameType[0], t, !notNull);
+    }
+    Table table = Table.forPath(engine, path);
+    TransactionCommitResult done =
+        table
+            .createTransactionBuilder(engine, "bronze-tests", Operation.CREATE_TABLE)
+            .withSchema(engine, schema)
+            .build(engine)
+            .commit(engine, CloseableIterable.emptyIterable());
+    StringBuilder sb = new StringBuilder("{\"path\":");
+    str(sb, path);
+    return sb.append(",\"version\":").append(done.getVersion()).append('}').toString();
   }
 
   static String read(Engine engine, String path, String version) throws IOException {

@@ -42,7 +42,7 @@ use deltalake::DeltaTableError;
 use crate::config::Evolution;
 use crate::error::{Error, Result};
 use crate::column_types::{
-    date_text, decimal_text, parse_date, parse_decimal, parse_timestamp, timestamp_text,
+    date_text, decimal_text, parse_date, parse_decimal, parse_timestamp, timestamp_text, local_timestamp_text, parse_local_timestamp,
     type_text,
 };
 use crate::flatten::{
@@ -511,9 +511,12 @@ fn value_at(array: &ArrayRef, text: Text, row: usize) -> Option<Val<'_>> {
         DataType::Float64 => Some(Val::Float(array.as_primitive::<Float64Type>().value(row))),
         DataType::Utf8 if text == Text::Json => Some(Val::Json(array.as_string::<i32>().value(row))),
         DataType::Utf8 => Some(Val::Str(array.as_string::<i32>().value(row))),
-        DataType::Timestamp(TimeUnit::Microsecond, _) => {
+        DataType::Timestamp(TimeUnit::Microsecond, tz) => {
             let micros = array.as_primitive::<TimestampMicrosecondType>().value(row);
-            timestamp_text(micros).map(Val::Text)
+            match tz {
+                Some(_) => timestamp_text(micros).map(Val::Text),
+                None => local_timestamp_text(micros).map(Val::Text),
+            }
         }
         DataType::Date32 => date_text(array.as_primitive::<Date32Type>().value(row)).map(Val::Text),
         DataType::Decimal128(_, s) => Some(Val::Lit(decimal_text(
@@ -629,7 +632,7 @@ fn convert(
             &mut rescue,
             bool_fit,
         ))),
-        to_type @ (DataType::Timestamp(TimeUnit::Microsecond, Some(_))
+        to_type @ (DataType::Timestamp(TimeUnit::Microsecond, _)
         | DataType::Date32
         | DataType::Decimal128(..)) => typed_column(array, from_text, to_type, &mut rescue),
         other => {
@@ -672,7 +675,8 @@ fn narrow_column(
     }
 }
 
-/// `array`'s values in a timestamp (UTC), date or decimal column of type `to`; the
+/// `array`'s values in a timestamp (UTC or, in a table another engine created, without a
+/// zone), date or decimal column of type `to`; the
 /// values that do not fit go to `rescue`.
 fn typed_column(
     array: &ArrayRef,
@@ -681,12 +685,18 @@ fn typed_column(
     rescue: &mut impl FnMut(usize),
 ) -> ArrayRef {
     match to {
-        DataType::Timestamp(_, tz) => Arc::new(
+        DataType::Timestamp(_, Some(tz)) => Arc::new(
             TimestampMicrosecondArray::from(fitted(array, from, rescue, |v| {
                 text_fit(v, parse_timestamp)
             }))
-            .with_timezone_opt(tz.clone()),
+            .with_timezone(tz.clone()),
         ),
+        DataType::Timestamp(_, None) => Arc::new(TimestampMicrosecondArray::from(fitted(
+            array,
+            from,
+            rescue,
+            |v| text_fit(v, parse_local_timestamp),
+        ))),
         &DataType::Decimal128(p, s) => Arc::new(
             Decimal128Array::from(fitted(array, from, rescue, |v| decimal_fit(v, p, s)))
                 .with_precision_and_scale(p, s)

@@ -28,7 +28,8 @@ use serde::Serialize;
 
 use super::mapping::Mapping;
 use super::planned::Duties;
-use super::shape::{StatsColumns, check_plain_layout, conform, read_file};
+use super::row_ids::{FileIds, Materialized, copied_rows};
+use super::shape::{StatsColumns, check_plain_layout, read_file};
 use super::strict::READ_VERSION;
 use crate::error::{Error, Result};
 
@@ -142,23 +143,27 @@ pub(crate) async fn rewrite(
     let started = std::time::Instant::now();
     let store = t.log_store().object_store(None);
     let mut done = Rewritten::default();
+    // The schema of the files written: with row tracking, each row's id and version too.
+    let materialized = duties.materialized.as_ref();
+    let written_schema = materialized.map_or_else(|| Arc::clone(&schema), |m| m.extended(&schema));
     for bin in bins {
         let (mut batches, removes, bytes_removed) = read_bin(
             name,
             &store,
             (&files, &bin),
-            (&schema, duties.mapping.as_ref()),
+            (&schema, duties.mapping.as_ref(), materialized),
         )
         .await?;
         done.bytes_removed += bytes_removed;
         done.removes.extend(removes);
         done.rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
         if !zorder.is_empty() {
-            batches = zordered(&schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
+            batches =
+                zordered(&written_schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
         }
         let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
         let stats = (stats, duties.mapping.as_ref());
-        let written = write(&t, &schema, &batches, (target, compression), stats)
+        let written = write(&t, &written_schema, &batches, (target, compression), stats)
             .await
             .map_err(delta)?;
         done.bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
@@ -238,30 +243,28 @@ impl Rewritten {
     }
 }
 
-/// The rows of a bin's files (`bin` indexes `files`) in `schema`, the files' removes,
-/// and their bytes.
+/// The rows of a bin's files (`bin` indexes `files`, none with a deletion vector) in
+/// `schema` (with their row ids after them where `materialized`), the files' removes, and
+/// their bytes.
 async fn read_bin(
     name: &str,
     store: &deltalake::logstore::ObjectStoreRef,
     (files, bin): (&[LogicalFileView], &[usize]),
-    (schema, mapping): (&SchemaRef, Option<&Mapping>),
+    (schema, mapping, materialized): (&SchemaRef, Option<&Mapping>, Option<&Materialized>),
 ) -> Result<(Vec<RecordBatch>, Vec<deltalake::kernel::Remove>, u64)> {
     let mut batches = Vec::new();
     let mut removes = Vec::new();
     let mut bytes_removed = 0u64;
     for &i in bin {
         let f = &files[i];
-        for b in read_file(store, &f.object_store_path())
+        let raw = read_file(store, &f.object_store_path())
             .await
-            .map_err(|e| Error::delta(name, "optimize", e))?
-        {
-            let b = match mapping {
-                Some(m) => m.to_logical(&b, f.path().as_ref()),
-                None => Ok(b),
-            };
-            let b = b.and_then(|b| conform(&b, schema));
-            batches.push(b.map_err(|e| Error::arrow(name, e))?);
-        }
+            .map_err(|e| Error::delta(name, "optimize", e))?;
+        let path = f.path();
+        let file = (path.as_ref(), FileIds::of(f), &[][..]);
+        let rows = copied_rows(raw, file, (schema, mapping, materialized))
+            .map_err(|e| Error::arrow(name, e))?;
+        batches.extend(rows);
         bytes_removed += f.size().max(0) as u64;
         removes.push(super::files::remove_of(f, false));
     }

@@ -105,11 +105,16 @@ impl Mapping {
     }
 
     /// `schema` (logical columns of the table) as data files hold it.
+    /// A materialized row-tracking column (`super::row_ids`) has its physical name.
     pub(crate) fn physical_schema(&self, schema: &Schema) -> Result<SchemaRef, ArrowError> {
+        let materialized = |f: &FieldRef| f.metadata().contains_key(super::row_ids::MATERIALIZED);
         let fields = schema
             .fields()
             .iter()
-            .map(|f| self.physical_field(f.name()).map(Arc::clone))
+            .map(|f| match materialized(f) {
+                true => Ok(Arc::clone(f)),
+                false => self.physical_field(f.name()).map(Arc::clone),
+            })
             .collect::<Result<Vec<_>, _>>()?;
         Ok(Arc::new(Schema::new(fields)))
     }

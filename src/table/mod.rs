@@ -57,6 +57,7 @@ mod partitioned;
 mod planned;
 mod put;
 mod rewrite;
+mod row_ids;
 pub(crate) mod scan;
 mod shape;
 mod stats;

@@ -39,6 +39,9 @@ pub(crate) struct Duties {
     pub(crate) row_ids: Option<i64>,
     /// Row tracking is enabled: commits say whether copied rows kept their ids.
     pub(crate) row_tracking_enabled: bool,
+    /// Row tracking's materialized columns, which rows a commit copies keep their ids
+    /// and commit versions in.
+    pub(crate) materialized: Option<super::row_ids::Materialized>,
     /// Liquid clustering's columns (logical names; nested ones joined by `.`).
     pub(crate) clustering: Option<Vec<String>>,
     /// Column mapping: the physical names and field ids data files use.
@@ -86,6 +89,7 @@ impl Duties {
             planned: true,
             row_ids: None,
             row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
+            materialized: super::row_ids::Materialized::of(snapshot),
             clustering: None,
             mapping,
             last_commit_timestamp,
@@ -196,7 +200,10 @@ fn first_leaf_columns(schema: &arrow::datatypes::Schema, n: usize) -> Vec<String
     }
     let mut seen = 0;
     let mut out = Vec::new();
-    for f in schema.fields() {
+    // A materialized row-tracking column gets none (as Spark writes it).
+    let materialized =
+        |f: &&arrow::datatypes::FieldRef| f.metadata().contains_key(super::row_ids::MATERIALIZED);
+    for f in schema.fields().iter().filter(|f| !materialized(f)) {
         if seen >= n {
             break;
         }
@@ -346,7 +353,8 @@ const MAX_FOLLOWED: u64 = 64;
 /// Commits `actions` on `snapshot`'s table (`t`) under `duties` (see the module's doc):
 /// put at the version after the snapshot's, an append planned again for the next free
 /// version while the winners changed neither schema nor protocol. `copies`: the commit
-/// writes rows of files it removes again (their row ids are not kept). The version.
+/// writes rows of files it removes again (their row ids kept only where the table
+/// materializes them). The version.
 pub(crate) async fn commit_planned(
     t: &deltalake::DeltaTable,
     (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
@@ -357,7 +365,9 @@ pub(crate) async fn commit_planned(
     let log_store = t.log_store();
     let mut info = serde_json::Map::new();
     if duties.row_tracking_enabled {
-        let preserved = if copies { "false" } else { "true" };
+        // Copies keep their ids in the materialized columns (`super::row_ids`).
+        let lost = copies && duties.materialized.is_none();
+        let preserved = if lost { "false" } else { "true" };
         info.insert(
             "tags".to_string(),
             serde_json::json!({ PRESERVED_TAG: preserved }),

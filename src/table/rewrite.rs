@@ -18,6 +18,7 @@ use super::files::BatchRows;
 use super::files::Folders;
 use super::mapping::Mapping;
 use super::planned::Duties;
+use super::row_ids::{FileIds, Materialized, copied_rows};
 use super::shape::{
     StatsColumns, check_plain_layout, conform, merged_schema, plain_type, read_file,
 };
@@ -264,8 +265,14 @@ impl<'a> Rewriter<'a> {
         }
         let metadata = metadata.map(|(action, _)| action);
         let kept_rows: u64 = kept.iter().map(|b| b.num_rows() as u64).sum();
+        // With row tracking, the copied rows keep their ids (`super::row_ids`); the new
+        // rows' are null there, so they get new ones.
+        let written_schema = match &duties.materialized {
+            Some(m) => m.extended(&schema),
+            None => Arc::clone(&schema),
+        };
         let mut all = kept;
-        all.extend(new);
+        all.extend(conform_all(&new, &written_schema).map_err(arrow)?);
         let notes = CommitNotes {
             txn: what.txn,
             read_version: Some(snapshot.version()),
@@ -274,7 +281,7 @@ impl<'a> Rewriter<'a> {
             blind_append: false,
         };
         let (adds, mut c, properties) = self
-            .write_files(t, (snapshot, &duties), &schema, &all, notes)
+            .write_files(t, (snapshot, &duties), &written_schema, &all, notes)
             .await
             .map_err(delta)?;
         c.rows_added = new_rows;
@@ -376,6 +383,8 @@ impl<'a> Rewriter<'a> {
     ) -> Result<Split> {
         let name = table.as_str();
         let store = t.log_store().object_store(None);
+        let materialized = Materialized::of(snapshot);
+        let materialized = materialized.as_ref();
         let mut removes = Vec::new();
         let mut kept = Vec::new();
         let mut matched = 0u64;
@@ -384,32 +393,30 @@ impl<'a> Rewriter<'a> {
             if !super::files::may_hold_batch(&f, rows.batch_id(), mapping) {
                 continue;
             }
-            let mut batches = read_file(&store, &f.object_store_path())
+            let raw = read_file(&store, &f.object_store_path())
                 .await
                 .map_err(|e| Error::delta(name, "read", e))?;
             // Rows another engine deleted with a deletion vector are not copied.
-            if let Some(dv) = f.deletion_vector_descriptor() {
-                let gone = super::deletion::deleted_rows(t, dv)
+            let gone = match f.deletion_vector_descriptor() {
+                Some(dv) => super::deletion::deleted_rows(t, dv)
                     .await
-                    .map_err(|e| Error::delta(name, "read", e))?;
-                batches = super::deletion::without_rows(batches, &gone)
-                    .map_err(|e| Error::arrow(name, e))?;
-            }
+                    .map_err(|e| Error::delta(name, "read", e))?,
+                None => Vec::new(),
+            };
+            let path = f.path();
+            let file = (path.as_ref(), FileIds::of(&f), &gone[..]);
+            let batches = copied_rows(raw, file, (schema, mapping, materialized))
+                .map_err(|e| Error::arrow(name, e))?;
             let mut others = Vec::with_capacity(batches.len());
             let mut hit = 0u64;
             for b in batches {
-                let b = match mapping {
-                    Some(m) => m.to_logical(&b, f.path().as_ref()),
-                    None => Ok(b),
-                };
-                let b = b
-                    .and_then(|b| conform(&b, schema))
-                    .map_err(|e| Error::arrow(name, e))?;
                 let mask = rows.matches(&b).map_err(|e| Error::arrow(name, e))?;
                 let n = mask.true_count() as u64;
                 hit += n;
                 if keep_deleted && n > 0 {
+                    // The change data file holds the table's columns alone.
                     let rows = arrow::compute::filter_record_batch(&b, &mask)
+                        .and_then(|r| conform(&r, schema))
                         .map_err(|e| Error::arrow(name, e))?;
                     deleted.push(rows);
                 }

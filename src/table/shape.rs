@@ -80,8 +80,78 @@ pub(crate) async fn read_file(
         let options = ArrowReaderOptions::new().with_schema(hint);
         builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options)?;
     }
+    let legacy = legacy_calendar(builder.metadata().file_metadata());
     let reader = builder.with_batch_size(8192).build()?;
-    Ok(reader.collect::<std::result::Result<Vec<_>, ArrowError>>()?)
+    let batches = reader.collect::<std::result::Result<Vec<_>, ArrowError>>()?;
+    if let Some(key) = legacy {
+        refuse_shifted_values(&batches, path, key)?;
+    }
+    Ok(batches)
+}
+
+/// The key of Spark's file metadata saying the file's dates and timestamps are in the
+/// legacy hybrid (Julian before 1582) calendar, when it does.
+fn legacy_calendar(meta: &parquet::file::metadata::FileMetaData) -> Option<&'static str> {
+    const KEYS: [&str; 2] = [
+        "org.apache.spark.legacyINT96",
+        "org.apache.spark.legacyDateTime",
+    ];
+    let kv = meta.key_value_metadata()?;
+    KEYS.into_iter().find(|k| kv.iter().any(|e| e.key == *k))
+}
+
+/// Days since the epoch of 1582-10-15 and microseconds of 1900-01-01T00:00:00Z: before
+/// them, Spark's legacy calendar and the proleptic Gregorian one bronze writes differ.
+const LEGACY_DATE_BEFORE: i32 = -141_427;
+const LEGACY_TIMESTAMP_BEFORE: i64 = -2_208_988_800_000_000;
+
+/// An error naming the file when a file in the legacy calendar (`key`) holds a date or a
+/// timestamp its copy would shift; the others copy exactly.
+fn refuse_shifted_values(
+    batches: &[RecordBatch],
+    path: &deltalake::Path,
+    key: &str,
+) -> std::result::Result<(), DeltaTableError> {
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Date32Type, TimeUnit, TimestampMicrosecondType};
+    fn early(c: &arrow::array::ArrayRef) -> bool {
+        match c.data_type() {
+            DataType::Struct(_) => c.as_struct().columns().iter().any(early),
+            DataType::List(_) => early(c.as_list::<i32>().values()),
+            DataType::Map(..) => c.as_map().entries().columns().iter().any(early),
+            _ => early_leaf(c),
+        }
+    }
+    fn early_leaf(c: &arrow::array::ArrayRef) -> bool {
+        match c.data_type() {
+            DataType::Date32 => c
+                .as_primitive::<Date32Type>()
+                .iter()
+                .flatten()
+                .any(|d| d < LEGACY_DATE_BEFORE),
+            DataType::Timestamp(TimeUnit::Microsecond, _) => c
+                .as_primitive::<TimestampMicrosecondType>()
+                .iter()
+                .flatten()
+                .any(|t| t < LEGACY_TIMESTAMP_BEFORE),
+            _ => false,
+        }
+    }
+    for b in batches {
+        if let Some(i) = (0..b.num_columns()).find(|&i| early(b.column(i))) {
+            return Err(DeltaTableError::Generic(format!(
+                "data file {path} was written in Spark's legacy hybrid calendar ({key}) and its \
+                 column `{}` holds a date before 1582-10-15 or a timestamp before 1900-01-01, \
+                 which a copy in the proleptic Gregorian calendar would shift; nothing was \
+                 written. Have Spark rewrite the file first with \
+                 spark.sql.parquet.int96RebaseModeInWrite and \
+                 spark.sql.parquet.datetimeRebaseModeInWrite set to CORRECTED (OPTIMIZE, or \
+                 an UPDATE of its rows)",
+                b.schema().field(i).name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// `schema` (the Arrow schema the `parquet` crate reads from `parquet`) with every INT96

@@ -121,6 +121,12 @@ fn feature_fix(feature: &str) -> String {
             "it is the preview of liquid clustering (Databricks Runtime 13), which the Delta \
              protocol does not define (tables clustered since use `clustering`)"
         }
+        "icebergCompatV1" | "icebergCompatV2" => {
+            "bronze does not write the Iceberg-compatible files and metadata it asks of every \
+             writer (UniForm); turn UniForm off with `ALTER TABLE … UNSET TBLPROPERTIES \
+             ('delta.universalFormat.enabledFormats')` and set \
+             `delta.enableIcebergCompatV2 = false`"
+        }
         _ => "bronze does not know this table feature",
     };
     format!(

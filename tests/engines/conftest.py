@@ -109,6 +109,20 @@ def kernel_read(requests: list[tuple[Path, int | None]]) -> list[dict]:
     return out
 
 
+def kernel_create(path: Path, columns: str) -> None:
+    """An empty table at `path` created by the Delta Kernel for Java's own create-table
+    transaction; `columns` as `name type[!], ...` (scripts/jvm/KernelRead.java)."""
+    cp = os.pathsep.join(_jars("kernel"))
+    done = subprocess.run(
+        ["java", "-cp", cp, str(REPO / "scripts" / "jvm" / "KernelRead.java")],
+        input=f"create\t{path}\t{columns}\n",
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == {"path": str(path), "version": 0}, done.stdout
+
+
 # Rows as comparable values, whichever engine read them.
 
 

@@ -733,7 +733,9 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
     assert!(!zorder.status.success());
     assert!(String::from_utf8_lossy(&zorder.stderr).contains("liquid-clustered by year, month"));
     // Row tracking is enabled there: each commit says whether copied rows kept their ids
-    // (loads copy none; OPTIMIZE copies every row, with fresh ids).
+    // (loads copy none; OPTIMIZE copies every row, its id and commit version in the
+    // table's materialized columns: `tests/engines/test_spark_features.py` has Spark read
+    // them).
     let preserved: Vec<(String, Option<String>)> =
         commits(&lake, "synthetic_clustering_rowtracking", 1)
             .into_iter()
@@ -750,7 +752,7 @@ fn liquid_clustered_tables_spark_wrote_load_and_rerun() {
             })
             .collect();
     let write = ("WRITE".to_string(), Some("true".to_string()));
-    let optimize = ("OPTIMIZE".to_string(), Some("false".to_string()));
+    let optimize = ("OPTIMIZE".to_string(), Some("true".to_string()));
     assert_eq!(preserved, [write.clone(), write.clone(), write, optimize]);
     // VACUUM (deltalake's commits of it refuse these tables): the files no version
     // references go, the rows stay.
