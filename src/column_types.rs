@@ -235,6 +235,21 @@ fn digits_at(b: &[u8], range: std::ops::Range<usize>) -> bool {
         .is_some_and(|d| d.iter().all(u8::is_ascii_digit))
 }
 
+/// Whether `b` starts with `YYYY-MM-DD[T ]HH:MM:SS` in ASCII digits (false when shorter).
+fn date_time_shaped(b: &[u8]) -> bool {
+    digits_at(b, 0..4)
+        && b.get(4) == Some(&b'-')
+        && digits_at(b, 5..7)
+        && b.get(7) == Some(&b'-')
+        && digits_at(b, 8..10)
+        && matches!(b.get(10), Some(b'T' | b't' | b' '))
+        && digits_at(b, 11..13)
+        && b.get(13) == Some(&b':')
+        && digits_at(b, 14..16)
+        && b.get(16) == Some(&b':')
+        && digits_at(b, 17..19)
+}
+
 /// Microseconds since the Unix epoch of an RFC 3339 timestamp with `Z` or an offset (`T`
 /// or a space between date and time); `None` for anything else: a value with digits
 /// below the microsecond, a leap second (`:60`, which would silently become the next
@@ -244,18 +259,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
     // Cheap shape checks first (detection tries every string of a column), on bytes:
     // the first 19 are ASCII once they pass, so slicing after them is on a char boundary.
     let b = s.as_bytes();
-    let shaped = b.len() >= 20
-        && digits_at(b, 0..4)
-        && b[4] == b'-'
-        && digits_at(b, 5..7)
-        && b[7] == b'-'
-        && digits_at(b, 8..10)
-        && matches!(b[10], b'T' | b't' | b' ')
-        && digits_at(b, 11..13)
-        && b[13] == b':'
-        && digits_at(b, 14..16)
-        && b[16] == b':'
-        && digits_at(b, 17..19);
+    let shaped = b.len() >= 20 && date_time_shaped(b);
     if !shaped || b[17] >= b'6' {
         // `:60` is a leap second, refused; above is no second at all.
         return None;
@@ -282,18 +286,7 @@ pub fn parse_timestamp(s: &str) -> Option<i64> {
 /// years 1 to 9999.
 pub fn parse_local_timestamp(s: &str) -> Option<i64> {
     let b = s.as_bytes();
-    let shaped = b.len() >= 19
-        && digits_at(b, 0..4)
-        && b[4] == b'-'
-        && digits_at(b, 5..7)
-        && b[7] == b'-'
-        && digits_at(b, 8..10)
-        && matches!(b[10], b'T' | b't' | b' ')
-        && digits_at(b, 11..13)
-        && b[13] == b':'
-        && digits_at(b, 14..16)
-        && b[16] == b':'
-        && digits_at(b, 17..19);
+    let shaped = b.len() >= 19 && date_time_shaped(b);
     if !shaped || b[17] >= b'6' {
         return None;
     }
