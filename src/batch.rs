@@ -188,7 +188,13 @@ impl std::fmt::Display for BatchKey {
 /// its parent's name and its own. Relative paths are taken from the current directory,
 /// `..` resolved by name.
 pub fn landing_path_of(dir: &Path) -> Result<String> {
-    let absolute = std::path::absolute(dir).map_err(|e| Error::io(dir, e))?;
+    // Links resolved: a folder reached through a symbolic link (`ent_alias` → `ent`) is
+    // the same batch as by its real path (the listing reads the real path too). A folder
+    // that does not exist is named as typed (its listing fails).
+    let absolute = match dir.canonicalize() {
+        Ok(real) => real,
+        Err(_) => std::path::absolute(dir).map_err(|e| Error::io(dir, e))?,
+    };
     let mut names: Vec<String> = Vec::new();
     for c in absolute.components() {
         match c {
@@ -221,13 +227,16 @@ pub fn landing_path_of(dir: &Path) -> Result<String> {
 /// `/<suffix>/`; matching the end, not the whole path, survives a landing zone mounted
 /// elsewhere since.
 pub fn legacy_suffix(folder: &Path) -> String {
-    let names: Vec<String> = folder
-        .components()
-        .filter_map(|c| match c {
-            Component::Normal(n) => Some(n.to_string_lossy().into_owned()),
-            _ => None,
-        })
-        .collect();
+    let mut names: Vec<String> = Vec::new();
+    for c in folder.components() {
+        match c {
+            Component::Normal(n) => names.push(n.to_string_lossy().into_owned()),
+            Component::ParentDir => {
+                names.pop();
+            }
+            _ => {}
+        }
+    }
     let named = names.last().is_some_and(|n| n.starts_with("batch_id="));
     let keep = if named { 3 } else { 2 };
     names[names.len().saturating_sub(keep)..].join("/")

@@ -164,6 +164,23 @@ pub enum Error {
         /// The new fields, as `column (original path)`.
         fields: Vec<String>,
     },
+    /// Rows of one kind (a topic's, or child rows of arrays) for a table of the other
+    /// kind: a topic named like a child table, or an array whose child table is named
+    /// like a topic's table. Nothing of that topic was written there.
+    #[error(
+        "table `{table}` is {}; topic `{topic}`'s {} would mix with them: nothing of the topic was written there. A table is a topic's or a child table, never both: map the arrays to another child table (`--child-table '<array path>=<name>'`, or `--child-naming topic`), or load the topic into another schema",
+        if *child_table { "a child table (it has `_parent_id`)" } else { "a topic's table (it has no `_parent_id`)" },
+        if *child_table { "rows" } else { "child rows" }
+    )]
+    TableKind {
+        /// The table.
+        table: String,
+        /// The topic whose rows were refused.
+        topic: Box<str>,
+        /// Whether the table is a child table (the rows were a topic's), or a topic's
+        /// table (the rows were child rows).
+        child_table: bool,
+    },
     /// A column type hint contradicts the type an existing column already has.
     #[error(
         "table `{table}` has column `{}` ({}) as {}, but the hint `{}` says {}: a hint types new columns only; retype the column as the README's \"Types\" says, or drop the hint",

@@ -181,6 +181,21 @@ struct Held {
 }
 
 impl Held {
+    /// The claim files of this lease in its folder (`<lease>.claim-<hash>`).
+    async fn claims_left(&self) -> object_store::Result<Vec<StorePath>> {
+        use futures::TryStreamExt as _;
+        let Some(name) = self.path.filename().map(|n| format!("{n}.claim-")) else {
+            return Ok(Vec::new());
+        };
+        let dir: StorePath = self.path.parts().take(self.path.parts().count() - 1).collect();
+        let listed: Vec<_> = self.store.list(Some(&dir)).try_collect().await?;
+        Ok(listed
+            .into_iter()
+            .map(|o| o.location)
+            .filter(|l| l.filename().is_some_and(|f| f.starts_with(&name)))
+            .collect())
+    }
+
     fn body(&self) -> object_store::PutPayload {
         serde_json::to_vec(&*self.me.lock())
             .expect("a lease holder serializes")
@@ -507,6 +522,9 @@ impl Drop for Lease {
             }
         }
         let held = Arc::clone(&self.held);
+        // Only a takeover through a claim (a store without conditional update) finds
+        // claims of dead runs: on the others no listing is spent.
+        let claimed = self.claim.is_some();
         let claim = self.claim.take();
         // Dropped on a pool or caller thread, never inside the runtime.
         let released = self.held.runtime.block_on(async move {
@@ -515,6 +533,18 @@ impl Drop for Lease {
             }
             if let Some(claim) = claim {
                 held.store.delete(&claim).await?;
+            }
+            // Claims of earlier takeovers whose runs died before their release: once the
+            // lease is ours, no takeover of the contents they name can be in flight.
+            let left = match claimed {
+                true => held.claims_left().await?,
+                false => Vec::new(),
+            };
+            for left in left {
+                match held.store.delete(&left).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => return Err(e),
+                }
             }
             Ok::<_, object_store::Error>(())
         });

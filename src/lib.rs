@@ -77,7 +77,7 @@ pub use config::{
 };
 pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
-pub use naming::TableName;
+pub use naming::{TableName, is_staging_table};
 pub use report::{BatchReport, MAX_LISTED_CORRUPT, StagingMode, TableOutcome};
 pub use run::metrics;
 pub use run::{

@@ -89,6 +89,11 @@ pub const TOPIC_HASH: &str = "_topic_hash";
 /// Prefix of the per-batch staging tables.
 pub const STAGING_PREFIX: &str = "_tmp_raw_load_";
 
+/// Whether `name` is a load's staging table (`_tmp_raw_load_<batch>`).
+pub fn is_staging_table(name: &str) -> bool {
+    name.starts_with(STAGING_PREFIX)
+}
+
 /// Table holding lines that could not be read as messages.
 pub const CORRUPT_TABLE: &str = "_corrupt_records";
 
@@ -182,20 +187,33 @@ pub fn sanitize(raw: &str) -> String {
         .collect();
     if out.len() > MAX_NAME_LEN {
         let suffix = format!("_{}", &stable_id(&[raw.as_bytes()])[..12]);
-        out.truncate(MAX_NAME_LEN - suffix.len());
-        out.push_str(&suffix);
+        out = format!("{}{suffix}", cut(&out, MAX_NAME_LEN - suffix.len()));
     }
     out
 }
 
+/// `name` prefixed with `prefix` when it is empty or starts with `_` (reserved). A
+/// prefixed name over [`MAX_NAME_LEN`] is cut and suffixed with a hash of the whole, as
+/// [`sanitize`] does, so two long names that differ only at the end stay apart.
 fn user_name(name: &str, prefix: &str) -> String {
-    if name.is_empty() || name.starts_with('_') {
-        let mut s = format!("{prefix}{name}");
-        s.truncate(MAX_NAME_LEN);
-        s
-    } else {
-        name.to_string()
+    if !name.is_empty() && !name.starts_with('_') {
+        return name.to_string();
     }
+    let s = format!("{prefix}{name}");
+    if s.len() <= MAX_NAME_LEN {
+        return s;
+    }
+    let suffix = format!("_{}", &stable_id(&[s.as_bytes()])[..12]);
+    format!("{}{suffix}", cut(&s, MAX_NAME_LEN - suffix.len()))
+}
+
+/// The longest start of `s` of at most `len` bytes that ends on a character boundary.
+fn cut(s: &str, len: usize) -> &str {
+    let mut end = len.min(s.len());
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
 }
 
 /// Refuses a schema name that is not a plain folder name.
@@ -252,7 +270,9 @@ impl ColumnNamer {
         let mut name = base.clone();
         let mut n = 2;
         while self.taken.contains(&name) {
-            name = format!("{base}_{n}");
+            // The suffix stays within the longest name: the base is cut to make room.
+            let suffix = format!("_{n}");
+            name = format!("{}{suffix}", cut(&base, MAX_NAME_LEN - suffix.len()));
             n += 1;
         }
         self.taken.insert(name.clone());
@@ -290,6 +310,24 @@ pub fn stable_id(parts: &[&[u8]]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_that_collide_at_the_longest_length_stay_within_it_and_apart() {
+        let mut namer = ColumnNamer::new();
+        let upper = sanitize(&"A".repeat(128));
+        let lower = sanitize(&"a".repeat(128));
+        assert_eq!(upper, lower);
+        let a = namer.column(&"A".repeat(128), &upper);
+        let b = namer.column(&"a".repeat(128), &lower);
+        let names = namer.into_names();
+        assert_ne!(names[a].0, names[b].0);
+        assert!(names.iter().all(|(n, _)| n.len() <= MAX_NAME_LEN), "{names:?}");
+        // Topics prefixed because they start with `_`, differing only at the end.
+        let x = TableName::for_topic(&format!("_{}x", "a".repeat(127)));
+        let y = TableName::for_topic(&format!("_{}y", "a".repeat(127)));
+        assert_ne!(x, y);
+        assert!(x.as_str().len() <= MAX_NAME_LEN && y.as_str().len() <= MAX_NAME_LEN);
+    }
 
     #[test]
     fn topic_names_stay_inside_the_schema_folder() {

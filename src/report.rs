@@ -79,6 +79,9 @@ pub struct BatchReport {
     pub files_read: usize,
     /// Entries of the batch folder skipped (manifests, `_SUCCESS`, hidden files, ...).
     pub files_skipped: usize,
+    /// Their names (within their folder), sorted.
+    #[serde(default)]
+    pub skipped_files: Vec<String>,
     /// Bytes read (after decompression).
     pub bytes_read: u64,
     /// Non-blank lines.
@@ -198,6 +201,16 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> 
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// `: a, b, c` for the skipped files' names (the first five, then how many more).
+fn skipped_names(names: &[String]) -> String {
+    const SHOWN: usize = 5;
+    match names.len() {
+        0 => String::new(),
+        n if n <= SHOWN => format!(": {}", names.join(", ")),
+        n => format!(": {} and {} more", names[..SHOWN].join(", "), n - SHOWN),
+    }
+}
+
 impl BatchReport {
     /// The lines for the run's counters that are not zero.
     fn counters_text(&self, s: &mut String) {
@@ -282,7 +295,7 @@ impl BatchReport {
     /// [`BatchReport::to_text`] (Python's `Report.summary()`).
     pub fn summary(&self) -> String {
         format!(
-            "batch {} (staging: {}): {} files read ({} skipped), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
+            "batch {} (staging: {}): {} files read ({} skipped{}), {} bytes, {} lines, {} messages, {} topics, {} corrupt, {} duplicates, {:.2}s",
             if self.batch.is_empty() {
                 &self.batch_id
             } else {
@@ -291,6 +304,7 @@ impl BatchReport {
             self.staging,
             self.files_read,
             self.files_skipped,
+            skipped_names(&self.skipped_files),
             self.bytes_read,
             self.lines,
             self.messages,

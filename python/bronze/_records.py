@@ -94,6 +94,7 @@ class Report:
     folders: list[Folder]
     files_read: int
     files_skipped: int
+    skipped_files: list[str]
     bytes_read: int
     lines: int
     messages: int

@@ -398,11 +398,20 @@ fn free_name(name: &str, target: &Schema, taken: &mut HashSet<String>) -> String
     if !held(name) {
         return name.to_string();
     }
+    // The suffix stays within the longest name: the name is cut to make room.
+    let suffixed = |k: usize| {
+        let suffix = format!("_{k}");
+        let mut end = crate::naming::MAX_NAME_LEN.saturating_sub(suffix.len()).min(name.len());
+        while !name.is_char_boundary(end) {
+            end -= 1;
+        }
+        format!("{}{suffix}", &name[..end])
+    };
     let mut k = 2;
-    while taken.contains(&format!("{name}_{k}")) || held(&format!("{name}_{k}")) {
+    while taken.contains(&suffixed(k)) || held(&suffixed(k)) {
         k += 1;
     }
-    let free = format!("{name}_{k}");
+    let free = suffixed(k);
     taken.insert(free.clone());
     free
 }

@@ -256,7 +256,10 @@ impl Maintain<'_> {
     ) -> Result<()> {
         let m = self.maintenance;
         let storage = m.storage()?;
-        if flagged || small > FLAG_MIN_FILES {
+        // A staging table is a load's, in flight or left by a killed run (its batch's
+        // rerun drops it): not compacted (its files are partitioned by topic).
+        let staging = table.starts_with(crate::naming::STAGING_PREFIX);
+        if (flagged || small > FLAG_MIN_FILES) && !staging {
             done.optimize = Some(m.optimize_table(table).execute()?);
         }
         let mut vacuum = m.vacuum_table(table).with_force(self.force);

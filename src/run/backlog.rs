@@ -711,11 +711,16 @@ impl Ingest {
                         .is_dir()
                     {
                         let name = e.file_name();
-                        let name = name.to_string_lossy();
+                        // A folder name that is not UTF-8 is no landing path (those are
+                        // ASCII): passed over, said, never the end of the listing.
+                        let Some(name) = name.to_str() else {
+                            tracing::warn!(folder = %e.path().display(), "skipped a landing folder whose name is not UTF-8: rename it");
+                            continue;
+                        };
                         let mut child = String::with_capacity(dir.len() + 1 + name.len());
                         child.push_str(dir);
                         child.push('/');
-                        child.push_str(&name);
+                        child.push_str(name);
                         out.push(child);
                     }
                 }

@@ -435,7 +435,9 @@ impl Ingest {
         let (fetched, landed) = tokio::sync::watch::channel(false);
         let early_fetch = self.start_prefetch(&found.files, fetched);
         // 2. The batch lease, then what the catalog already holds of the batch.
-        let run_id = format!("{}-{}", found.batch_id, started_micros);
+        // The batch's slug (its id and a hash of its landing paths): runs of one batch id
+        // from two folders started in the same microsecond stay apart in `_run_control`.
+        let run_id = format!("{}-{}", found.key.slug(), started_micros);
         let mut warnings = found.warnings.clone();
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
@@ -621,7 +623,16 @@ impl Ingest {
             .map(|(t, _)| TableName::for_topic(t))
             .collect();
         let hinted = hints::HintTargets::of(&self.config.flatten, &summary.topics);
-        let conflict = |table: &TableName, look: &_| hinted.conflict(table, look);
+        // A topic named like a child table would mix its rows with the child rows there.
+        let conflict = |table: &TableName, look: &crate::table::writable::Look| {
+            if look.child && topics.contains(table) {
+                return Some(crate::table::writable::Refusal {
+                    feature: "child rows (`_parent_id`: it is the child table of arrays named like the topic)".into(),
+                    fix: "a table is a topic's or a child table, never both: load the topic into another schema, or map those arrays to another child table (`--child-table '<array path>=<name>'`) and move the child rows there".into(),
+                });
+            }
+            hinted.conflict(table, look)
+        };
         let corrupt = summary.corrupt_lines > 0;
         let refused = self.runtime().block_on(storage.opener().refusals(
             &topics,
@@ -980,6 +991,14 @@ fn batch_report(
         batch_id: found.batch_id,
         files_read: summary.files_read,
         files_skipped: found.skipped.len(),
+        skipped_files: found
+            .skipped
+            .iter()
+            .map(|p| {
+                let name = p.file_name().unwrap_or(p.as_os_str());
+                crate::source::discover::lineage_name(std::path::Path::new(name))
+            })
+            .collect(),
         bytes_read: summary.bytes_read,
         lines: summary.lines,
         messages: summary.topics.iter().map(|(_, n)| n).sum(),

@@ -141,6 +141,32 @@ pub(crate) fn discover_folders_with(
     list_placed(key, placed, list)
 }
 
+/// Refuses a batch folder `dir` whose name gives the batch id `id` but which is a link to
+/// (or, on a case-insensitive disk, another spelling of) a folder of another name: the
+/// same files would load as two batches. A local folder only; one that does not exist
+/// is left to its listing.
+fn refuse_linked_id(dir: &Path, id: &str) -> Result<()> {
+    if dir.to_string_lossy().contains("://") {
+        return Ok(());
+    }
+    let Ok(real) = dir.canonicalize() else {
+        return Ok(());
+    };
+    match batch_id_from_dir(&real) {
+        Some(real_id) if real_id == id => Ok(()),
+        _ => Err(Error::Config {
+            name: "batch folder",
+            reason: format!(
+                "{} is a link to {}: its batch id would be `{id}` by the name given, not by \
+                 the folder read; load {} itself (or give `--batch-id`)",
+                dir.display(),
+                real.display(),
+                real.display()
+            ),
+        }),
+    }
+}
+
 /// The batch id of `dirs` and each folder's landing path, validated, in the order given:
 /// the one batch id (`batch_id`, else each folder's, all the same) and each folder's
 /// place ([`folder_place`]).
@@ -159,6 +185,9 @@ fn place_folders<'a>(
             })?,
         };
         validate_batch_id(id)?;
+        if batch_id.is_none() {
+            refuse_linked_id(dir, id)?;
+        }
         match first {
             None => first = Some((dir, id)),
             Some((first_dir, first_id)) if first_id != id => {
@@ -248,13 +277,14 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
         let path = entry.path();
         // `file_type` does not follow symlinks: a symlink or FIFO is skipped, not read.
         let file_type = entry.file_type().map_err(|e| Error::io(&path, e))?;
-        let name = entry.file_name();
-        let compression = name.to_str().and_then(data_file_compression);
-        match compression {
+        // A name that is not UTF-8 is classified by its readable part (the extension is
+        // ASCII) and kept whole in the lineage ([`lineage_name`]).
+        let name = entry.file_name().to_string_lossy().into_owned();
+        match data_file_compression(&name) {
             Some(compression) if file_type.is_file() => {
                 let bytes = entry.metadata().map_err(|e| Error::io(&path, e))?.len();
                 files.push(SourceFile {
-                    name: path.to_string_lossy().into_owned(),
+                    name: lineage_name(&path),
                     path,
                     bytes,
                     compression,
@@ -274,7 +304,12 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
                 warnings.push(format!("skipped {}: {kind}", path.display()));
                 skipped.push(path);
             }
-            None => skipped.push(path),
+            None => {
+                if let Some(why) = skipped_like_data(&name) {
+                    warnings.push(format!("skipped {}: {why}", path.display()));
+                }
+                skipped.push(path);
+            }
         }
     }
     if files.len() == start {
@@ -315,6 +350,11 @@ pub(crate) async fn list_store_folder(
         let name = object.location.filename().unwrap_or_default();
         let full = format!("{root}/{}", object.location);
         match data_file_compression(name) {
+            None if skipped_like_data(name).is_some() => {
+                let why = skipped_like_data(name).unwrap_or_default();
+                listed.warnings.push(format!("skipped {full}: {why}"));
+                skipped.push(PathBuf::from(full));
+            }
             Some(compression) => listed.files.push(SourceFile {
                 path: PathBuf::from(format!("/{}", object.location)),
                 name: full,
@@ -340,19 +380,71 @@ pub(crate) async fn list_store_folder(
     Ok(())
 }
 
-/// `Some(compression)` for a data file name, `None` for anything to skip.
+/// `Some(compression)` for a data file name, `None` for anything to skip: hidden and
+/// `_`-prefixed names (`_SUCCESS`, `.crc` files), the copy step's manifests
+/// (`manifest.json`, `manifest.jsonl`: those names exactly), other extensions. JSON
+/// Lines is `*.jsonl`, `*.ndjson` or `*.json`, plain or gzip (`.gz`, `.gzip`).
 fn data_file_compression(name: &str) -> Option<Compression> {
     let lower = name.to_ascii_lowercase();
-    if lower.starts_with(['.', '_']) || lower.starts_with("manifest") {
+    if lower.starts_with(['.', '_']) || is_manifest(&lower) {
         return None;
     }
-    if lower.ends_with(".jsonl") || lower.ends_with(".json") {
-        Some(Compression::None)
-    } else if lower.ends_with(".jsonl.gz") || lower.ends_with(".json.gz") {
-        Some(Compression::Gzip)
+    let (stem, compression) = match lower
+        .strip_suffix(".gz")
+        .or_else(|| lower.strip_suffix(".gzip"))
+    {
+        Some(stem) => (stem, Compression::Gzip),
+        None => (lower.as_str(), Compression::None),
+    };
+    [".jsonl", ".ndjson", ".json"]
+        .iter()
+        .any(|ext| stem.ends_with(ext))
+        .then_some(compression)
+}
+
+/// A manifest of the copy step (`manifest.json`, `manifest.jsonl`), given lower-cased.
+fn is_manifest(lower: &str) -> bool {
+    matches!(lower, "manifest.json" | "manifest.jsonl")
+}
+
+/// Why a skipped entry named `name` is worth a warning: it looks like data (a JSON
+/// extension with a compression or suffix bronze does not read, a hidden JSON file), so
+/// the user may expect its lines loaded. `None` for the rest (`_SUCCESS`, `notes.txt`,
+/// the manifests: every skipped name is in the report's list).
+fn skipped_like_data(name: &str) -> Option<&'static str> {
+    let lower = name.to_ascii_lowercase();
+    if is_manifest(&lower) {
+        // Named in the report's list of skipped files, as every skipped file is.
+        None
+    } else if lower.starts_with(['.', '_']) {
+        (lower.contains(".json") || lower.contains(".ndjson"))
+            .then_some("hidden (a name starting with `.` or `_` is never read)")
+    } else if lower.contains(".json") || lower.contains(".ndjson") {
+        Some(
+            "not a data file name: bronze reads `*.jsonl`, `*.ndjson`, `*.json`, plain or \
+             gzip (`.gz`, `.gzip`)",
+        )
     } else {
         None
     }
+}
+
+/// The file's name as its rows' `_source_file` holds it: the path as is when it is
+/// UTF-8; otherwise each byte that is not UTF-8 written `\xNN` (and a `\` as `\\`),
+/// so no name is lost or merged with another.
+pub(crate) fn lineage_name(path: &Path) -> String {
+    let bytes = path.as_os_str().as_encoded_bytes();
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return text.to_string();
+    }
+    let mut out = String::with_capacity(bytes.len() + 8);
+    for chunk in bytes.utf8_chunks() {
+        out.push_str(&chunk.valid().replace('\\', "\\\\"));
+        for b in chunk.invalid() {
+            out.push_str(&format!("\\x{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -480,14 +572,39 @@ mod tests {
         );
         assert_eq!(data_file_compression("p.JSON"), Some(Compression::None));
         assert_eq!(data_file_compression("p.jsonl.gz"), Some(Compression::Gzip));
+        assert_eq!(data_file_compression("p.ndjson"), Some(Compression::None));
+        assert_eq!(
+            data_file_compression("p.jsonl.GZIP"),
+            Some(Compression::Gzip)
+        );
+        assert_eq!(
+            data_file_compression("p.ndjson.gz"),
+            Some(Compression::Gzip)
+        );
+        // A data file that merely starts with `manifest` is data.
+        for data in [
+            "manifest-2026.jsonl",
+            "manifests_orders.jsonl",
+            "manifest.jsonl.gz",
+        ] {
+            assert!(data_file_compression(data).is_some(), "{data}");
+        }
         for skip in [
             "_SUCCESS",
             ".hidden.jsonl",
             "manifest.json",
+            "MANIFEST.JSONL",
             "notes.txt",
             "_manifest.jsonl",
+            "p.jsonl.zst",
         ] {
             assert_eq!(data_file_compression(skip), None, "{skip}");
+        }
+        for named in ["p.jsonl.zst", "p.json.bak", ".p.jsonl", "_m.json"] {
+            assert!(skipped_like_data(named).is_some(), "{named}");
+        }
+        for quiet in ["_SUCCESS", "notes.txt", ".DS_Store", "manifest.json"] {
+            assert_eq!(skipped_like_data(quiet), None, "{quiet}");
         }
     }
 

@@ -4,7 +4,7 @@
 //! the exact bytes of each line for `_corrupt_records`). Line numbers are 1-based and
 //! count every line, blank ones included, so they match what an editor shows.
 
-use std::io::Read as _;
+use std::io::Read;
 
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
@@ -66,18 +66,32 @@ fn check_unchanged(file: &SourceFile, now: u64) -> Result<()> {
     }
 }
 
+/// The lines of the gzip file `file` (`bytes` long) read from `compressed`: nothing for
+/// an empty file (as an empty plain file holds no line); an error naming the file and the
+/// fix for one that is not a whole gzip stream.
+fn gunzip(file: &SourceFile, compressed: impl Read, bytes: usize) -> Result<Vec<u8>> {
+    let mut out = Vec::with_capacity(bytes * 4);
+    if bytes == 0 {
+        return Ok(out);
+    }
+    flate2::read::MultiGzDecoder::new(compressed)
+        .read_to_end(&mut out)
+        .map_err(|e| {
+            let why = format!(
+                "not a whole gzip stream ({e}): the copy may have been cut short or the file \
+                 is not gzip; copy it again, or move it out of the batch folder"
+            );
+            Error::io(&file.path, std::io::Error::new(e.kind(), why))
+        })?;
+    Ok(out)
+}
+
 fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
     if let Some(raw) = raw {
         check_unchanged(file, raw.len() as u64)?;
         return match file.compression {
             Compression::None => Ok(raw),
-            Compression::Gzip => {
-                let mut out = Vec::with_capacity(raw.len() * 4);
-                flate2::read::MultiGzDecoder::new(raw.as_slice())
-                    .read_to_end(&mut out)
-                    .map_err(|e| Error::io(&file.path, e))?;
-                Ok(out)
-            }
+            Compression::Gzip => gunzip(file, raw.as_slice(), raw.len()),
         };
     }
     match file.compression {
@@ -88,11 +102,8 @@ fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
         }
         Compression::Gzip => {
             let f = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
-            let mut out = Vec::with_capacity(file.bytes as usize * 4);
             let mut reader = std::io::BufReader::new(f);
-            flate2::read::MultiGzDecoder::new(&mut reader)
-                .read_to_end(&mut out)
-                .map_err(|e| Error::io(&file.path, e))?;
+            let out = gunzip(file, &mut reader, file.bytes as usize)?;
             let now = reader
                 .get_ref()
                 .metadata()

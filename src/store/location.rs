@@ -90,12 +90,28 @@ impl Location {
 
     /// This location as a directory URL (ending in `/`); a local folder is created if
     /// missing and made absolute.
+    ///
+    /// A location whose path holds a `%` (as a local path, or once a URL's escapes are
+    /// decoded) is refused: the Delta libraries turn such a table path into an object
+    /// path and back with one decoding too many (`cat%41` opens `catA`), so a rerun would
+    /// read another folder's tables.
     pub(crate) fn dir_url(&self) -> Result<Url> {
         match self {
-            Location::Url(u) => Ok(dir_url(u)),
+            Location::Url(u) => {
+                if decodes_to_percent(u.path()) {
+                    return Err(percent_refused(u.as_str()));
+                }
+                Ok(dir_url(u))
+            }
             Location::Local(p) => {
+                if p.as_os_str().as_encoded_bytes().contains(&b'%') {
+                    return Err(percent_refused(&p.display().to_string()));
+                }
                 std::fs::create_dir_all(p).map_err(|e| Error::io(p, e))?;
                 let abs = p.canonicalize().map_err(|e| Error::io(p, e))?;
+                if abs.as_os_str().as_encoded_bytes().contains(&b'%') {
+                    return Err(percent_refused(&abs.display().to_string()));
+                }
                 Url::from_directory_path(&abs).map_err(|()| Error::Config {
                     name: "location",
                     reason: format!("{} is not an absolute path", abs.display()),
@@ -158,6 +174,30 @@ impl From<String> for Location {
 impl From<Url> for Location {
     fn from(u: Url) -> Self {
         Location::Url(u)
+    }
+}
+
+/// Whether the URL path `path` holds a `%` once decoded: an escaped one (`%25`) or one
+/// that starts no escape.
+fn decodes_to_percent(path: &str) -> bool {
+    let b = path.as_bytes();
+    (0..b.len()).any(|i| {
+        b[i] == b'%'
+            && !(b.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && b.get(i + 2).is_some_and(u8::is_ascii_hexdigit)
+                && !b[i + 1..i + 3].eq_ignore_ascii_case(b"25"))
+    })
+}
+
+/// The refusal of a location whose path holds a `%` ([`Location::dir_url`]).
+fn percent_refused(shown: &str) -> Error {
+    Error::Config {
+        name: "location",
+        reason: format!(
+            "{shown:?} holds a `%`, which the Delta libraries would decode a second time \
+             (`%41` read as `A`) and so open another folder's tables; nothing was read or \
+             written. Rename the folder, or reach it through a link whose path has no `%`"
+        ),
     }
 }
 

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use arrow::array::RecordBatch;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{Schema, SchemaRef};
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
@@ -24,7 +24,7 @@ use super::{
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::flatten::fit;
-use crate::naming::TableName;
+use crate::naming::{self, TableName};
 
 /// Commits a batch's rows to the tables of a [`Storage`], each write in one commit, by
 /// the cheapest strategy that applies.
@@ -696,6 +696,25 @@ pub(super) struct Fitted {
 /// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
 /// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
 /// part (a topic's rows go in whole or not at all), which leaves the schema as it was.
+/// The error of a part whose rows are not of the kind of the table `schema` (when it
+/// exists): child rows (they have `_parent_id`) for a topic's table, or a topic's rows
+/// for a child table.
+fn kind_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Option<Error> {
+    let schema = schema?;
+    let rows_child = part
+        .batches
+        .first()?
+        .schema()
+        .column_with_name(naming::PARENT_ID)
+        .is_some();
+    let table_child = schema.column_with_name(naming::PARENT_ID).is_some();
+    (rows_child != table_child).then(|| Error::TableKind {
+        table: table.to_string(),
+        topic: part.topic.as_str().into(),
+        child_table: table_child,
+    })
+}
+
 pub(super) fn fit_parts(
     table: &TableName,
     parts: &[Part],
@@ -721,7 +740,10 @@ pub(super) fn fit_parts(
             error: None,
         };
         let mut part_schema = schema.clone();
-        for batch in &part.batches {
+        if let Some(e) = kind_mismatch(table, part, schema.as_deref()) {
+            outcome.error = Some(e);
+        }
+        for batch in part.batches.iter().filter(|_| outcome.error.is_none()) {
             match fit::to_table(table, batch.clone(), part_schema.as_deref(), evolution) {
                 Ok(c) => {
                     part_schema = Some(fit::merged_schema(part_schema.as_deref(), &c.batch));

@@ -16,6 +16,10 @@ use buoyant_kernel::schema::{MetadataValue, StructField, StructType};
 use buoyant_kernel::table_features::ColumnMappingMode;
 use deltalake::DeltaTableError;
 
+/// The field metadata key marking a column data files hold by its own name, outside the
+/// mapping: row tracking's materialized columns (`super::row_ids`).
+pub(crate) const OWN_NAME: &str = "bronze.rowTracking.materialized";
+
 /// The parquet field id an Arrow field carries (the `parquet` crate's key).
 const FIELD_ID: &str = "PARQUET:field_id";
 /// The column metadata keys of column mapping.
@@ -105,9 +109,9 @@ impl Mapping {
     }
 
     /// `schema` (logical columns of the table) as data files hold it.
-    /// A materialized row-tracking column (`super::row_ids`) has its physical name.
+    /// A column marked [`OWN_NAME`] has its physical name.
     pub(crate) fn physical_schema(&self, schema: &Schema) -> Result<SchemaRef, ArrowError> {
-        let materialized = |f: &FieldRef| f.metadata().contains_key(super::row_ids::MATERIALIZED);
+        let materialized = |f: &FieldRef| f.metadata().contains_key(OWN_NAME);
         let fields = schema
             .fields()
             .iter()

@@ -18,7 +18,7 @@ use super::shape::conform;
 
 /// The field metadata key marking a materialized row-tracking column in the schema bronze
 /// writes files with (column mapping passes such a column through by its own name).
-pub(crate) const MATERIALIZED: &str = "bronze.rowTracking.materialized";
+pub(crate) const MATERIALIZED: &str = super::mapping::OWN_NAME;
 
 /// The two materialized columns of a row-tracking table (physical names).
 #[derive(Clone, Debug, PartialEq, Eq)]

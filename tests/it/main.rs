@@ -13,6 +13,7 @@ mod faults;
 mod flattening;
 mod fuzz_regressions;
 mod hostile;
+mod hostile_names;
 mod idempotency;
 mod ingest_basic;
 mod interop;

@@ -159,7 +159,7 @@ fn history(args: &cli::HistoryArgs) -> ExitCode {
 /// `bronze optimize`: one line per table optimized.
 fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, &args.tables, |t| {
+        each_table(m, (&args.tables, true), |t| {
             let r = m.optimize(t, args.target_size, &args.zorder)?;
             let mut line = format!(
                 "{}: {} -> {} files (version {})",
@@ -180,7 +180,7 @@ fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
 /// `bronze vacuum`: per table, the files deleted (or that would be).
 fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, &args.tables, |t| {
+        each_table(m, (&args.tables, false), |t| {
             let mut vacuum = m
                 .vacuum_table(t)
                 .with_dry_run(args.dry_run)
@@ -202,7 +202,7 @@ fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
 /// `bronze checkpoint`: one line per table checkpointed.
 fn checkpoint(args: &cli::CheckpointArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, &args.tables, |t| {
+        each_table(m, (&args.tables, false), |t| {
             let v = m.checkpoint(t)?;
             Ok((
                 serde_json::to_value(bronze::maintenance::CheckpointReport::new(t, v))
@@ -347,10 +347,12 @@ fn print_output(location: &cli::Location, result: bronze::Result<Output>) -> Exi
     }
 }
 
-/// Applies `f` to the named table or to every table (`--all`).
+/// Applies `f` to the named table or to every table (`--all`); with `skip_staging`,
+/// `--all` passes over the staging tables of loads (in flight, or left by a killed run),
+/// saying so.
 fn each_table(
     m: &bronze::maintenance::Maintenance<'_>,
-    tables: &cli::Tables,
+    (tables, skip_staging): (&cli::Tables, bool),
     f: impl Fn(&str) -> bronze::Result<Output>,
 ) -> bronze::Result<Output> {
     let names = match &tables.table {
@@ -360,6 +362,14 @@ fn each_table(
     let mut json = Vec::new();
     let mut text = String::new();
     for name in names {
+        if skip_staging && tables.table.is_none() && bronze::is_staging_table(&name) {
+            json.push(serde_json::json!({ "table": name, "skipped": "staging table" }));
+            text.push_str(&format!(
+                "{name}: skipped, the staging table of a load in flight or of a killed run \
+                 (the batch's next run reads and drops it)\n"
+            ));
+            continue;
+        }
         let (j, t) = f(&name)?;
         json.push(j);
         text.push_str(&t);
