@@ -140,21 +140,15 @@ fn a_topic_named_like_a_child_table_never_shares_it() {
     // Later, the topic `legs` against a child table `legs` another batch made: refused
     // before any write.
     let other = dir.path().join("lake2");
-    let orders = dir.path().join("o/src/ent/batch_id=b1");
-    std::fs::create_dir_all(&orders).unwrap();
-    std::fs::write(
-        orders.join("p.jsonl"),
-        r#"{"topic":"order","message_id":"o1","payload":{"legs":[{"px":1.5}]}}"#.to_string() + "\n",
-    )
-    .unwrap();
+    let orders = landed(
+        &dir.path().join("o"),
+        &[r#"{"topic":"order","message_id":"o1","payload":{"legs":[{"px":1.5}]}}"#],
+    );
     assert!(ingest(&orders, &other, &[]).status.success());
-    let topic = dir.path().join("l/src/ent/batch_id=b2");
-    std::fs::create_dir_all(&topic).unwrap();
-    std::fs::write(
-        topic.join("p.jsonl"),
-        r#"{"topic":"legs","message_id":"l1","payload":{"x":"a"}}"#.to_string() + "\n",
-    )
-    .unwrap();
+    let topic = landed(
+        &dir.path().join("l"),
+        &[r#"{"topic":"legs","message_id":"l1","payload":{"x":"a"}}"#],
+    );
     let out = ingest(&topic, &other, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(
