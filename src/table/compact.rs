@@ -453,6 +453,7 @@ async fn write(
     let (schema, batches, stats) =
         super::mapping::for_files(mapping, Arc::clone(schema), batches, stats)?;
     let schema = &schema;
+    let clustering = stats.clustering.clone();
     // A row group ends at the target size too (else at 1 Mi rows), so the files of a
     // table under a million rows are cut at the target as well.
     let properties = super::writer_properties(compression)
@@ -474,6 +475,7 @@ async fn write(
     }
     let mut adds = writer.close().await?;
     super::exact_stats::exact_decimal_bounds(&mut adds, &batches)?;
+    super::exact_stats::absent_columns_null(&mut adds, schema, &clustering)?;
     for a in &mut adds {
         a.data_change = false;
     }

@@ -40,6 +40,7 @@ pub(super) async fn write_data_files(
     let started = std::time::Instant::now();
     // A column-mapped table's files hold physical names and field ids.
     let (schema, written, stats) = super::mapping::for_files(mapping, schema, batches, stats)?;
+    let (file_schema, clustering) = (std::sync::Arc::clone(&schema), stats.clustering.clone());
     let config = WriterConfig::new(
         schema,
         Vec::new(),
@@ -55,6 +56,7 @@ pub(super) async fn write_data_files(
     }
     let mut adds = writer.close().await?;
     super::exact_stats::exact_decimal_bounds(&mut adds, &written)?;
+    super::exact_stats::absent_columns_null(&mut adds, &file_schema, &clustering)?;
     let adds = with_topics_tag(adds, batches)?;
     // Rows of removed files written again are not the writer's new rows.
     let rows: u64 = batches.iter().map(|b| b.num_rows() as u64).sum::<u64>() - notes.rewritten_rows;

@@ -9,6 +9,70 @@ use arrow::array::{Array, AsArray, RecordBatch, StructArray};
 use arrow::datatypes::{DataType, Decimal128Type};
 use deltalake::DeltaTableError;
 
+/// Sets, in `adds`' statistics, the null count of each clustering column (`paths`,
+/// physical) that the files' `schema` lacks to the file's row count: the column reads as
+/// null in every row, and a clustering column has statistics in every file a clustered
+/// table adds (the writer's own stats leave out a column the file does not hold).
+pub(super) fn absent_columns_null(
+    adds: &mut [deltalake::kernel::Add],
+    schema: &arrow::datatypes::Schema,
+    paths: &[Vec<String>],
+) -> Result<(), DeltaTableError> {
+    let absent: Vec<&Vec<String>> = paths.iter().filter(|p| !holds(schema, p)).collect();
+    if absent.is_empty() {
+        return Ok(());
+    }
+    for add in adds.iter_mut() {
+        let Some(text) = add.stats.as_deref() else {
+            continue;
+        };
+        let mut value: serde_json::Value = serde_json::from_str(text)?;
+        let Some(rows) = value["numRecords"].as_i64() else {
+            continue;
+        };
+        for path in &absent {
+            let Some((leaf, parents)) = path.split_last() else {
+                continue;
+            };
+            let mut at = &mut value["nullCount"];
+            for p in parents {
+                if !at.is_object() && !at.is_null() {
+                    break;
+                }
+                at = &mut at[p.as_str()];
+            }
+            if at.is_null() {
+                *at = serde_json::json!({});
+            }
+            if let Some(object) = at.as_object_mut() {
+                object.insert(leaf.clone(), serde_json::json!(rows));
+            }
+        }
+        add.stats = Some(serde_json::to_string(&value)?);
+    }
+    Ok(())
+}
+
+/// Whether `schema` has the (nested) column `path`.
+fn holds(schema: &arrow::datatypes::Schema, path: &[String]) -> bool {
+    let Some((first, rest)) = path.split_first() else {
+        return false;
+    };
+    let Ok(mut field) = schema.field_with_name(first) else {
+        return false;
+    };
+    for name in rest {
+        let DataType::Struct(fields) = field.data_type() else {
+            return false;
+        };
+        let Some(f) = fields.iter().find(|f| f.name() == name) else {
+            return false;
+        };
+        field = f;
+    }
+    true
+}
+
 /// The exact least and greatest values of a decimal column, unscaled, with its scale.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Bounds {
@@ -170,6 +234,36 @@ mod tests {
     use arrow::array::{Decimal128Array, Int64Array};
     use arrow::datatypes::{Field, Fields, Schema};
     use std::sync::Arc;
+
+    #[test]
+    fn clustering_columns_a_file_lacks_count_every_row_null() {
+        let nested = Fields::from(vec![Field::new("k", DataType::Utf8, true)]);
+        let schema = Schema::new(vec![
+            Field::new("x", DataType::Int64, true),
+            Field::new("t", DataType::Struct(nested), true),
+        ]);
+        let mut adds = vec![deltalake::kernel::Add {
+            stats: Some(
+                r#"{"numRecords":3,"minValues":{"x":1},"maxValues":{"x":2},"nullCount":{"x":0}}"#
+                    .into(),
+            ),
+            ..Default::default()
+        }];
+        let paths = [
+            vec!["x".to_string()],
+            vec!["t".to_string(), "k".to_string()],
+            vec!["s".to_string(), "k".to_string()],
+            vec!["region".to_string()],
+        ];
+        absent_columns_null(&mut adds, &schema, &paths).unwrap();
+        let stats: serde_json::Value =
+            serde_json::from_str(adds[0].stats.as_deref().unwrap()).unwrap();
+        assert_eq!(
+            stats["nullCount"],
+            serde_json::json!({"x": 0, "s": {"k": 3}, "region": 3})
+        );
+        assert_eq!(stats["minValues"], serde_json::json!({"x": 1}));
+    }
 
     #[test]
     fn decimals_are_written_in_plain_notation() {

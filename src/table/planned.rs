@@ -44,6 +44,8 @@ pub(crate) struct Duties {
     pub(crate) materialized: Option<super::row_ids::Materialized>,
     /// Liquid clustering's columns (logical names; nested ones joined by `.`).
     pub(crate) clustering: Option<Vec<String>>,
+    /// The same as the domain names them: physical paths.
+    pub(crate) clustering_paths: Vec<Vec<String>>,
     /// Column mapping: the physical names and field ids data files use.
     pub(crate) mapping: Option<super::mapping::Mapping>,
     /// In-commit timestamps are enabled: the in-commit timestamp (ms) of the snapshot's
@@ -91,6 +93,7 @@ impl Duties {
             row_tracking_enabled: row_tracking && props.enable_row_tracking == Some(true),
             materialized: super::row_ids::Materialized::of(snapshot),
             clustering: None,
+            clustering_paths: Vec::new(),
             mapping,
             last_commit_timestamp,
             constraints,
@@ -112,10 +115,12 @@ impl Duties {
         }
         if clustered {
             // The domain names physical columns; statistics are asked by logical name.
-            let physical = columns
-                .as_deref()
-                .map(clustering_columns)
-                .unwrap_or_default();
+            duties.clustering_paths = columns.as_deref().map(clustering_paths).unwrap_or_default();
+            let physical: Vec<String> = duties
+                .clustering_paths
+                .iter()
+                .map(|p| p.join("."))
+                .collect();
             let logical = physical
                 .into_iter()
                 .map(|c| match &duties.mapping {
@@ -168,9 +173,19 @@ impl Duties {
         let Some(clustering) = self.clustering.as_ref().filter(|c| !c.is_empty()) else {
             return stats;
         };
+        stats.clustering = self.clustering_paths.clone();
         let mut columns = match (stats.columns.take(), stats.num_indexed) {
             (Some(columns), _) => columns,
             (None, DataSkippingNumIndexedCols::AllColumns) => return stats,
+            // The writer's own count of leaves covers them, nested ones too (a list of
+            // names would not: the writer matches it against leaf names only).
+            (None, DataSkippingNumIndexedCols::NumColumns(n))
+                if clustering
+                    .iter()
+                    .all(|c| first_leaves(schema, n as usize).contains(c)) =>
+            {
+                return stats;
+            }
             (None, DataSkippingNumIndexedCols::NumColumns(n)) => {
                 first_leaf_columns(schema, n as usize)
             }
@@ -183,6 +198,32 @@ impl Duties {
         stats.columns = Some(columns);
         stats
     }
+}
+
+/// The first `n` leaf columns of `schema` (a materialized row-tracking column left out),
+/// nested ones as `a.b`: the columns the writer keeps statistics of for
+/// `dataSkippingNumIndexedCols = n`.
+fn first_leaves(schema: &arrow::datatypes::Schema, n: usize) -> Vec<String> {
+    fn leaves(prefix: &str, f: &arrow::datatypes::Field, out: &mut Vec<String>) {
+        let name = match prefix {
+            "" => f.name().clone(),
+            p => format!("{p}.{}", f.name()),
+        };
+        match f.data_type() {
+            arrow::datatypes::DataType::Struct(fields) => {
+                fields.iter().for_each(|c| leaves(&name, c, out));
+            }
+            _ => out.push(name),
+        }
+    }
+    let mut out = Vec::new();
+    for f in schema.fields() {
+        if !f.metadata().contains_key(super::row_ids::MATERIALIZED) {
+            leaves("", f, &mut out);
+        }
+    }
+    out.truncate(n);
+    out
 }
 
 /// The top-level columns of `schema` whose first leaf is among its first `n` leaves
@@ -245,10 +286,10 @@ pub(crate) fn high_water_mark(configuration: &str) -> Option<i64> {
     serde_json::from_str::<serde_json::Value>(configuration).ok()?["rowIdHighWaterMark"].as_i64()
 }
 
-/// The columns of a `delta.clustering` configuration: `{"clusteringColumns":[["a"],
-/// ["b","c"]]}` (Delta 3.2 and the kernel: column paths, nested ones joined by `.`) or
-/// the protocol's example form, a list of names.
-pub(crate) fn clustering_columns(configuration: &str) -> Vec<String> {
+/// The columns of a `delta.clustering` configuration as paths (a nested column's field
+/// names in order): `{"clusteringColumns":[["a"],["b","c"]]}` (Delta 3.2 and the
+/// kernel) or the protocol's example form, a list of names.
+fn clustering_paths(configuration: &str) -> Vec<Vec<String>> {
     let Ok(v) = serde_json::from_str::<serde_json::Value>(configuration) else {
         return Vec::new();
     };
@@ -258,11 +299,11 @@ pub(crate) fn clustering_columns(configuration: &str) -> Vec<String> {
     columns
         .iter()
         .filter_map(|c| match c {
-            serde_json::Value::String(s) => Some(s.clone()),
-            serde_json::Value::Array(path) => {
-                let parts: Option<Vec<&str>> = path.iter().map(|p| p.as_str()).collect();
-                parts.map(|p| p.join("."))
-            }
+            serde_json::Value::String(s) => Some(vec![s.clone()]),
+            serde_json::Value::Array(path) => path
+                .iter()
+                .map(|p| p.as_str().map(str::to_string))
+                .collect(),
             _ => None,
         })
         .collect()
@@ -545,21 +586,43 @@ mod tests {
         );
         assert_eq!(high_water_mark("{}"), None);
         assert_eq!(
-            clustering_columns(
+            clustering_paths(
                 r#"{"clusteringColumns":[["year"],["a","b"]],"domainName":"delta.clustering"}"#
             ),
-            ["year", "a.b"]
+            [vec!["year"], vec!["a", "b"]]
         );
         assert_eq!(
-            clustering_columns(r#"{"clusteringColumns":["id"]}"#),
-            ["id"]
+            clustering_paths(r#"{"clusteringColumns":["id"]}"#),
+            [["id"]]
         );
-        assert!(clustering_columns("not json").is_empty());
+        assert!(clustering_paths("not json").is_empty());
         let w = Winner::of(
             b"{\"commitInfo\":{}}\n{\"domainMetadata\":{\"domain\":\"delta.rowTracking\",\"configuration\":\"{\\\"rowIdHighWaterMark\\\":41}\",\"removed\":false}}\n",
         );
         assert_eq!((w.changed_table, w.row_id_mark), (false, Some(41)));
         assert!(Winner::of(b"{\"metaData\":{}}").changed_table);
+    }
+
+    #[test]
+    fn nested_clustering_columns_among_the_indexed_leaves_keep_the_writers_count() {
+        use arrow::datatypes::{DataType, Field, Fields, Schema};
+        let nested = Fields::from(vec![Field::new("k", DataType::Utf8, true)]);
+        let schema = Schema::new(vec![
+            Field::new("a", DataType::Utf8, true),
+            Field::new("s", DataType::Struct(nested), true),
+            Field::new("c", DataType::Utf8, true),
+        ]);
+        let duties = Duties {
+            clustering: Some(vec!["s.k".into()]),
+            clustering_paths: vec![vec!["s".into(), "k".into()]],
+            ..Default::default()
+        };
+        let mut stats = super::super::shape::StatsColumns::new_table();
+        stats.num_indexed =
+            buoyant_kernel::table_properties::DataSkippingNumIndexedCols::NumColumns(2);
+        let stats = duties.stats_columns(stats, &schema);
+        assert_eq!(stats.columns, None);
+        assert_eq!(stats.clustering, [["s", "k"]]);
     }
 
     #[test]

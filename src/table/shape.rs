@@ -18,6 +18,9 @@ use crate::error::{Error, Result};
 pub(crate) struct StatsColumns {
     pub(crate) num_indexed: buoyant_kernel::table_properties::DataSkippingNumIndexedCols,
     pub(crate) columns: Option<Vec<String>>,
+    /// The clustering columns (physical paths): a file without one of them gets its
+    /// null count in the statistics ([`super::exact_stats::absent_columns_null`]).
+    pub(crate) clustering: Vec<Vec<String>>,
 }
 
 impl StatsColumns {
@@ -28,6 +31,7 @@ impl StatsColumns {
                 32,
             ),
             columns: None,
+            clustering: Vec::new(),
         }
     }
 
@@ -42,6 +46,7 @@ impl StatsColumns {
                 .data_skipping_stats_columns
                 .as_ref()
                 .map(|cs| cs.iter().map(|c| c.to_string()).collect()),
+            clustering: Vec::new(),
         }
     }
 }

@@ -222,3 +222,41 @@ def test_iceberg_compat_is_refused_by_name_before_any_write(spark, tmp_path: Pat
     said = refused.stdout + refused.stderr
     assert "icebergCompatV2" in said and "no table of the batch was written" in said, said
     assert sorted(p.name for p in (t / "_delta_log").iterdir()) == before
+
+
+def test_clustering_columns_bronzes_rows_lack_have_statistics_in_its_files(spark, tmp_path: Path) -> None:
+    """A table Spark clusters by a nested column and by one bronze's payloads never carry:
+    every file bronze adds says they are null in all its rows (the protocol asks
+    statistics of clustering columns in every file), so skipping and clustering work."""
+    import json
+
+    lake, landing = tmp_path / "lake", tmp_path / "landing"
+    t = lake / "bronze" / "t"
+    spark.sql(
+        f"CREATE TABLE delta.`{t}` (_id STRING NOT NULL, _batch_id STRING, _landing_path STRING, _topic STRING, "
+        "_source_file STRING, _line BIGINT, _loaded_at TIMESTAMP, x BIGINT, s STRUCT<k: STRING>, region STRING) "
+        "USING delta CLUSTER BY (s.k, region)"
+    )
+    spark.sql(
+        f"INSERT INTO delta.`{t}` VALUES ('z', 'spark', NULL, 't', 'f', 1, current_timestamp(), 1, "
+        "named_struct('k', 'q'), 'eu')"
+    )
+    b1 = batch(landing, "b1", "t", [{"x": 1}, {"x": 2}])
+    ingest(lake, b1)
+    ingest(lake, b1)
+    bronze("optimize", "t", "--catalog", str(lake))
+    ours = [
+        json.loads(json.loads(line)["add"]["stats"])
+        for p in sorted((t / "_delta_log").glob("*.json"))
+        for line in p.read_text().splitlines()
+        if "add" in json.loads(line) and "delta-rs" in p.read_text()
+    ]
+    assert ours, "bronze added files"
+    for stats in ours:
+        only_b1 = stats["minValues"].get("_batch_id") == stats["maxValues"].get("_batch_id") == "b1"
+        for nulls in (stats["nullCount"]["s"]["k"], stats["nullCount"]["region"]):
+            assert nulls == stats["numRecords"] if only_b1 else nulls <= stats["numRecords"], stats
+    rows = spark.sql(f"SELECT _id FROM delta.`{t}` WHERE s.k = 'q' AND region = 'eu'").collect()
+    assert [r["_id"] for r in rows] == ["z"]
+    spark.sql(f"OPTIMIZE delta.`{t}`")
+    assert per_batch(spark, t) == {"b1": 2, "spark": 1}
