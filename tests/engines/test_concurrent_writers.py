@@ -1,7 +1,8 @@
 """Spark as the other writer, at the same time: Spark runs OPTIMIZE (bin-pack and
 Z-order), liquid clustering, DELETE, UPDATE, MERGE, ALTER TABLE ADD COLUMNS and VACUUM on
-a table while bronze loads new batches into it and reruns old ones; two threads started
-together, each going through its own seeded schedule, nothing waiting on time.
+a table while bronze loads new batches into it and reruns old ones; two threads, each
+going through its own seeded schedule, start each step's bronze run and Spark operation
+together (a barrier, nothing waiting on time).
 
 Then the table holds every batch's rows exactly once, but the rows a Spark DELETE took
 after the batch's last load (a rerun brings its batch's rows back, as README says); and
@@ -15,6 +16,7 @@ import random
 import re
 import subprocess
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -41,8 +43,8 @@ def bronze_schedule(rng: random.Random, new: int, reruns: int) -> list[str]:
 
 
 def spark_schedule(rng: random.Random, n: int) -> list[str]:
-    kinds = ["optimize", "zorder", "delete", "update", "merge", "add_column", "vacuum", "cluster"]
-    weights = [2, 1, 4, 3, 3, 1, 1, 1]
+    kinds = ["optimize", "zorder", "delete", "update", "touch_all", "merge", "add_column", "vacuum", "cluster"]
+    weights = [2, 1, 4, 2, 3, 3, 1, 1, 1]
     return rng.choices(kinds, weights, k=n)
 
 
@@ -53,6 +55,7 @@ class SparkSide:
         self.conflicts: Counter = Counter()
         self.columns = 0
         self.clustered = False
+        self.spans: list[tuple[float, float]] = []
 
     def some_id(self) -> str | None:
         rows = self.spark.read.format("delta").load(str(self.table)).select("_id").collect()
@@ -67,6 +70,9 @@ class SparkSide:
             sql = f"OPTIMIZE {t}" if self.clustered else f"OPTIMIZE {t} ZORDER BY (x)"
         elif kind == "cluster":
             sql = f"ALTER TABLE {t} CLUSTER BY (tag)"
+        elif kind == "touch_all":
+            # Reads and rewrites every file: the widest window for the other side's commits.
+            sql = f"UPDATE {t} SET x = x WHERE x IS NOT NULL"
         elif kind == "vacuum":
             sql = f"VACUUM {t} RETAIN 168 HOURS"
         elif kind == "add_column":
@@ -82,8 +88,10 @@ class SparkSide:
                 "merge": f"MERGE INTO {t} AS d USING (SELECT '{target}' AS id) AS s ON d._id = s.id "
                 "WHEN MATCHED THEN UPDATE SET x = -d.x",
             }[kind]
+        started = time.monotonic()
         try:
             self.spark.sql(sql).collect()
+            self.spans.append((started, time.monotonic()))
             self.ok[kind] += 1
             self.clustered |= kind == "cluster"
         except Exception as e:  # noqa: BLE001 - Spark's conflicts, counted by class
@@ -99,14 +107,19 @@ def test_spark_maintains_and_changes_a_table_while_bronze_loads_and_reruns(spark
     rng = random.Random(SEED)
     folders = {}
 
+    bronze_spans: list[tuple[float, float]] = []
+
     def load(batch_id: str) -> subprocess.CompletedProcess:
         if batch_id not in folders:
             folders[batch_id] = land(landing, batch_id, batch_lines(batch_id))
-        return subprocess.run(
+        started = time.monotonic()
+        done = subprocess.run(
             [bronze_bin(), "ingest", str(folders[batch_id]), "--catalog", str(lake)],
             capture_output=True,
             text=True,
         )
+        bronze_spans.append((started, time.monotonic()))
+        return done
 
     assert load("b00").returncode == 0
     spark.sql(
@@ -120,20 +133,25 @@ def test_spark_maintains_and_changes_a_table_while_bronze_loads_and_reruns(spark
     side = SparkSide(spark, t, random.Random(SEED + 1))
     bronze_done: list[tuple[str, subprocess.CompletedProcess]] = []
     errors: list[BaseException] = []
+    assert len(bronze_ops) == len(spark_ops)
     go = threading.Barrier(2)
 
+    # Step by step: each step starts one bronze run and one Spark operation together, so
+    # every pair overlaps (a bronze run of a small batch takes a fraction of a Spark
+    # operation: unpaced, bronze would finish before Spark's first commit).
     def bronze_thread() -> None:
-        go.wait()
         for b in bronze_ops:
+            go.wait()
             bronze_done.append((b, load(b)))
 
     def spark_thread() -> None:
-        go.wait()
         kind = None
         try:
             for kind in spark_ops:
+                go.wait()
                 side.run(kind)
         except BaseException as e:  # noqa: BLE001 - reported below
+            go.abort()
             errors.append(f"{kind}: {e}")
 
     threads = [threading.Thread(target=bronze_thread), threading.Thread(target=spark_thread)]
@@ -194,8 +212,11 @@ def test_spark_maintains_and_changes_a_table_while_bronze_loads_and_reruns(spark
     }
     lost = sorted(expected - set(counts))
     extra = sorted(set(counts) - expected)
+    # How many Spark operations ran while a bronze run was under way (the interleavings).
+    overlapped = sum(any(a < d and c < b for c, d in bronze_spans[1:]) for a, b in side.spans)
     print(
-        f"\nconcurrent writers (seed {SEED}): bronze {len(bronze_ops)} runs "
+        f"\nconcurrent writers (seed {SEED}): {overlapped} of Spark's operations overlapped a bronze run; "
+        f"bronze {len(bronze_ops)} runs "
         f"({len(set(bronze_ops))} batches, {len(bronze_ops) - len(set(bronze_ops))} reruns), "
         f"{replanned} commits planned again; Spark {sum(side.ok.values())} operations "
         f"{dict(side.ok)}, conflicts {dict(side.conflicts)}; {len(deleted_at)} rows Spark deleted; "
