@@ -181,6 +181,13 @@ struct Held {
 }
 
 impl Held {
+    /// The claim of a takeover of the lease while it holds `bytes`:
+    /// `<lease>.claim-<hash of bytes>`.
+    fn claim_of(&self, bytes: &[u8]) -> StorePath {
+        let hash = crate::naming::stable_id(&[bytes]);
+        StorePath::from(format!("{}.claim-{}", self.path, &hash[..16]))
+    }
+
     /// The claim files of this lease in its folder (`<lease>.claim-<hash>`).
     async fn claims_left(&self) -> object_store::Result<Vec<StorePath>> {
         use futures::TryStreamExt as _;
@@ -480,8 +487,7 @@ fn read_lease(held: &Held) -> object_store::Result<(bytes::Bytes, UpdateVersion)
 /// update: creates a claim file named after that content (create-if-absent: one
 /// winner), then rewrites the lease.
 fn claim_stale(held: &Held, bytes: &[u8], holder: Option<Holder>) -> object_store::Result<Found> {
-    let hash = crate::naming::stable_id(&[bytes]);
-    let claim = StorePath::from(format!("{}.claim-{}", held.path, &hash[..16]));
+    let claim = held.claim_of(bytes);
     let put = held.runtime.block_on(held.store.put_opts(
         &claim,
         held.body(),
@@ -513,6 +519,30 @@ impl Drop for Lease {
             // Another run holds it now.
             return;
         }
+        // Claims of earlier takeovers whose runs died before their release, swept while
+        // the lease is still ours and live (no takeover of the contents they name can be
+        // in flight), sparing our own claim and one on what the lease holds now. Only a
+        // takeover through a claim (a store without conditional update) finds any: on
+        // the other stores no listing is spent.
+        if let Some(own) = self.claim.clone() {
+            let held = Arc::clone(&self.held);
+            let current = held.claim_of(&serde_json::to_vec(&*held.me.lock()).unwrap_or_default());
+            let swept = self.held.runtime.block_on(async move {
+                for left in held.claims_left().await? {
+                    if left == own || left == current {
+                        continue;
+                    }
+                    match held.store.delete(&left).await {
+                        Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Ok::<_, object_store::Error>(())
+            });
+            if let Err(e) = swept {
+                tracing::warn!(lease = %self.held.shown, error = %e, "could not remove the claims of dead runs");
+            }
+        }
         let unrecorded = self.unrecorded.load(std::sync::atomic::Ordering::Relaxed);
         if unrecorded {
             // Kept, released: the tables may hold rows `_run_control` does not tell of.
@@ -522,9 +552,6 @@ impl Drop for Lease {
             }
         }
         let held = Arc::clone(&self.held);
-        // Only a takeover through a claim (a store without conditional update) finds
-        // claims of dead runs: on the others no listing is spent.
-        let claimed = self.claim.is_some();
         let claim = self.claim.take();
         // Dropped on a pool or caller thread, never inside the runtime.
         let released = self.held.runtime.block_on(async move {
@@ -533,18 +560,6 @@ impl Drop for Lease {
             }
             if let Some(claim) = claim {
                 held.store.delete(&claim).await?;
-            }
-            // Claims of earlier takeovers whose runs died before their release: once the
-            // lease is ours, no takeover of the contents they name can be in flight.
-            let left = match claimed {
-                true => held.claims_left().await?,
-                false => Vec::new(),
-            };
-            for left in left {
-                match held.store.delete(&left).await {
-                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-                    Err(e) => return Err(e),
-                }
             }
             Ok::<_, object_store::Error>(())
         });

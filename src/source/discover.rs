@@ -67,7 +67,8 @@ pub enum Compression {
 pub struct SourceFile {
     /// Full path, as read.
     pub path: PathBuf,
-    /// The value of `_source_file` for its rows: the path as a string.
+    /// The value of `_source_file` for its rows: the path as a string (a name that is not
+    /// UTF-8 escaped, [`lineage_name`]).
     pub name: String,
     /// Size on disk.
     pub bytes: u64,
@@ -75,6 +76,17 @@ pub struct SourceFile {
     pub compression: Compression,
     /// Index of its folder in [`Discovery::folders`].
     pub folder: usize,
+}
+
+impl SourceFile {
+    /// What the ids of its messages without one are derived from: `name`, or the path's
+    /// own bytes when they are not UTF-8 (an escaped name could equal another file's).
+    pub fn id_key(&self) -> &[u8] {
+        match self.path.to_str() {
+            None => self.path.as_os_str().as_encoded_bytes(),
+            Some(_) => self.name.as_bytes(),
+        }
+    }
 }
 
 /// What discovery found in a batch folder.
@@ -431,7 +443,8 @@ fn skipped_like_data(name: &str) -> Option<&'static str> {
 
 /// The file's name as its rows' `_source_file` holds it: the path as is when it is
 /// UTF-8; otherwise each byte that is not UTF-8 written `\xNN` (and a `\` as `\\`),
-/// so no name is lost or merged with another.
+/// so no name is lost. (A UTF-8 name may spell the same text; the ids of messages
+/// without one come from the path's own bytes, [`SourceFile::id_key`].)
 pub(crate) fn lineage_name(path: &Path) -> String {
     let bytes = path.as_os_str().as_encoded_bytes();
     if let Ok(text) = std::str::from_utf8(bytes) {

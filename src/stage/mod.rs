@@ -895,10 +895,10 @@ fn build_group(
         .map(|(name, s)| Builders::with_sizes(name, s))
         .collect();
     for ((fi, sf), map) in group.iter().zip(&local) {
-        let source = &files[*fi].name;
+        let (source, key) = (&files[*fi].name, files[*fi].id_key());
         for m in &sf.messages {
             let t = map[m.topic as usize];
-            builders[t].append(names[t], source, sf, m);
+            builders[t].append(names[t], (source, key), sf, m);
         }
     }
     names
@@ -986,16 +986,16 @@ impl Builders {
         }
     }
 
-    /// Appends one message of `sf` (from the landing file `source`) to topic `name`.
+    /// Appends one message of `sf` (from the landing file `source`, whose messages without
+    /// an id get one from `key` and their line) to topic `name`.
     #[inline]
-    fn append(&mut self, name: &str, source: &str, sf: &StagedFile, m: &Message) {
+    fn append(&mut self, name: &str, (source, key): (&str, &[u8]), sf: &StagedFile, m: &Message) {
         self.topic.append_value(name);
         match m.id {
             Some(v) => self.id.append_value(sf.text(v)),
-            None => self.id.append_value(crate::naming::stable_id(&[
-                source.as_bytes(),
-                &m.line.to_le_bytes(),
-            ])),
+            None => self
+                .id
+                .append_value(crate::naming::stable_id(&[key, &m.line.to_le_bytes()])),
         }
         self.file.append_value(source);
         self.line.append_value(m.line as i64);

@@ -94,15 +94,27 @@ pub(crate) async fn read_file(
     Ok(batches)
 }
 
-/// The key of Spark's file metadata saying the file's dates and timestamps are in the
-/// legacy hybrid (Julian before 1582) calendar, when it does.
+/// What in Spark's file metadata says the file's dates and timestamps are in the legacy
+/// hybrid (Julian before 1582) calendar, when it does: a `legacyINT96` or
+/// `legacyDateTime` key, or, as Spark reads it, a file written by Spark before 3.1 (which
+/// wrote no such key; 3.0 already wrote dates in the proleptic calendar but INT96 still
+/// in the hybrid one, so 3.0 is treated as legacy too, which only refuses more).
 fn legacy_calendar(meta: &parquet::file::metadata::FileMetaData) -> Option<&'static str> {
     const KEYS: [&str; 2] = [
         "org.apache.spark.legacyINT96",
         "org.apache.spark.legacyDateTime",
     ];
     let kv = meta.key_value_metadata()?;
-    KEYS.into_iter().find(|k| kv.iter().any(|e| e.key == *k))
+    if let Some(k) = KEYS.into_iter().find(|k| kv.iter().any(|e| e.key == *k)) {
+        return Some(k);
+    }
+    let version = kv
+        .iter()
+        .find(|e| e.key == "org.apache.spark.version")
+        .and_then(|e| e.value.as_deref())?;
+    let mut parts = version.split('.').map(|p| p.parse::<u32>().unwrap_or(0));
+    let (major, minor) = (parts.next().unwrap_or(0), parts.next().unwrap_or(0));
+    ((major, minor) < (3, 1)).then_some("written by Spark before 3.1")
 }
 
 /// Days since the epoch of 1582-10-15 and microseconds of 1900-01-01T00:00:00Z: before
@@ -128,7 +140,18 @@ fn refuse_shifted_values(
         }
     }
     fn early_leaf(c: &arrow::array::ArrayRef) -> bool {
+        use arrow::datatypes::{TimestampMillisecondType, TimestampNanosecondType};
         match c.data_type() {
+            DataType::Timestamp(TimeUnit::Millisecond, _) => c
+                .as_primitive::<TimestampMillisecondType>()
+                .iter()
+                .flatten()
+                .any(|t| t < LEGACY_TIMESTAMP_BEFORE / 1_000),
+            DataType::Timestamp(TimeUnit::Nanosecond, _) => c
+                .as_primitive::<TimestampNanosecondType>()
+                .iter()
+                .flatten()
+                .any(|t| t.div_euclid(1_000) < LEGACY_TIMESTAMP_BEFORE),
             DataType::Date32 => c
                 .as_primitive::<Date32Type>()
                 .iter()

@@ -214,7 +214,7 @@ fn column_refusal(config: &TableConfiguration) -> Option<Refusal> {
 /// then holds nulls (a non-nullable one fails the write), and a rerun finds a batch's rows
 /// by these columns.
 fn lineage_refusal(config: &TableConfiguration) -> Option<Refusal> {
-    use crate::naming::{BATCH_ID, ID, LINE, SYSTEM_COLUMNS, TOPIC};
+    use crate::naming::{BATCH_ID, ID, LINE, LOADED_AT, SOURCE_FILE, SYSTEM_COLUMNS, TOPIC};
     const PHYSICAL_NAME: &str = "delta.columnMapping.physicalName";
     let schema = config.logical_schema();
     let fix = |what: String, name: &str| {
@@ -239,14 +239,16 @@ fn lineage_refusal(config: &TableConfiguration) -> Option<Refusal> {
             return Some(fix(format!("renamed to `{}`", field.name()), physical));
         }
     }
-    if schema.field(LINE).is_some() && schema.field(ID).is_some() {
-        for name in [BATCH_ID, TOPIC] {
-            if schema.field(name).is_none() {
-                return Some(fix("dropped".to_string(), name));
-            }
-        }
+    // A table with `_id` and three or more of bronze's lineage columns is a bronze table
+    // (whoever created it): one it lacks was dropped, or renamed under physical names
+    // another engine chose (`col-<uuid>`).
+    let lineage = [BATCH_ID, TOPIC, SOURCE_FILE, LINE, LOADED_AT];
+    let present = lineage.iter().filter(|n| schema.field(n).is_some()).count();
+    if schema.field(ID).is_none() || present < 3 {
+        return None;
     }
-    None
+    let missing = lineage.into_iter().find(|n| schema.field(n).is_none())?;
+    Some(fix("dropped or renamed".to_string(), missing))
 }
 
 /// A partitioned table: bronze's data files carry no partition values.

@@ -137,15 +137,26 @@ def test_column_mapping_renames_and_drops_take_batches_and_a_renamed_lineage_col
         assert rows_spark(spark, t) == rows_deltalake(t)
         assert rows_spark(spark, t) == rows_kernel(kernel_read([(t, None)])[0])
 
-    # One of bronze's own columns renamed: the next batch is refused before any write,
-    # naming it.
-    t = tmp_path / "name" / "lake" / "bronze" / "t"
-    spark.sql(f"ALTER TABLE delta.`{t}` RENAME COLUMN _line TO _line_renamed")
-    before = max(commit_infos(t))
-    refused = ingest(tmp_path / "name" / "lake", batch(tmp_path / "name" / "landing", "b3", "t", [{"a": 3}]), ok=(2,))
-    said = refused.stdout + refused.stderr
-    assert "`_line`" in said and "_line_renamed" in said, said
-    assert max(commit_infos(t)) == before
+    # One of bronze's own columns renamed (under bronze's physical names in `name` mode,
+    # Spark's `col-<uuid>` ones in `id` mode) or dropped: the next batch is refused before
+    # any write, naming it.
+    for mode, change, named in [
+        ("name", "RENAME COLUMN _line TO _line_renamed", "_line_renamed"),
+        ("id", "RENAME COLUMN _line TO _line_renamed", "`_line` dropped or renamed"),
+        ("id", "RENAME COLUMN _line_renamed TO _line", None),
+        ("id", "DROP COLUMN _source_file", "`_source_file` dropped or renamed"),
+    ]:
+        t = tmp_path / mode / "lake" / "bronze" / "t"
+        spark.sql(f"ALTER TABLE delta.`{t}` {change}")
+        if named is None:
+            continue
+        before = max(commit_infos(t))
+        landing = tmp_path / mode / "landing"
+        refused = ingest(tmp_path / mode / "lake", batch(landing, "b3", "t", [{"a": 3}]), ok=(2,))
+        said = refused.stdout + refused.stderr
+        assert "`_line`" in said or "`_source_file`" in said, said
+        assert named in said and "no table of the batch was written" in said, said
+        assert max(commit_infos(t)) == before
 
 
 def test_check_constraints_are_evaluated_on_bronzes_rows_and_others_refused_by_name(spark, tmp_path: Path) -> None:
@@ -213,7 +224,9 @@ def test_deletion_vectors_spark_wrote_take_batches_and_reruns(spark, tmp_path: P
     assert any("deletionVector" in a for a in _log_lines(t)), "Spark wrote deletion vectors"
     ingest(lake, batch(landing, "b3", "t", [{"x": 7}]))
     ingest(lake, b1)  # a rerun: its rows come back as loaded
-    rows = {r["_id"]: r["x"] for r in spark.read.format("delta").load(str(t)).collect()}
+    got = spark.read.format("delta").load(str(t)).collect()
+    assert len({r["_id"] for r in got}) == len(got), sorted(r["_id"] for r in got)
+    rows = {r["_id"]: r["x"] for r in got}
     assert rows == {
         "b0-0": 0, "b0-0-copy": 0,
         "b1-0": 0, "b1-1": 1, "b1-2": 2, "b1-3": 3,

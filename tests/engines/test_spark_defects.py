@@ -1,5 +1,6 @@
-"""What Spark with Delta showed on bronze's tables, one test per defect: each failed
-before its fix."""
+"""What Spark with Delta shows on bronze's tables, one test per defect it found: history,
+streams and the change feed after OPTIMIZE, data skipping, INT96, VACUUM retention,
+properties, blind appends."""
 
 from __future__ import annotations
 

@@ -48,7 +48,7 @@ fn ids(catalog: &Path, table: &str) -> Vec<String> {
 fn a_catalog_path_with_a_percent_is_refused_before_any_io_never_read_as_another() {
     let dir = tempfile::tempdir().unwrap();
     let batch = landed(dir.path(), &[M1]);
-    // Another catalog at the decoded path, which a rerun used to read.
+    // Another catalog at the decoded path, which a run must never read.
     let other = dir.path().join("cpy/catA");
     assert!(ingest(&batch, &other, &[]).status.success());
     let percent = dir.path().join("cpy/cat%41");
