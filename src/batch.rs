@@ -195,16 +195,7 @@ pub fn landing_path_of(dir: &Path) -> Result<String> {
         Ok(real) => real,
         Err(_) => std::path::absolute(dir).map_err(|e| Error::io(dir, e))?,
     };
-    let mut names: Vec<String> = Vec::new();
-    for c in absolute.components() {
-        match c {
-            Component::Normal(n) => names.push(n.to_string_lossy().into_owned()),
-            Component::ParentDir => {
-                names.pop();
-            }
-            _ => {}
-        }
-    }
+    let mut names = folder_names(&absolute);
     if names.last().is_some_and(|n| n.starts_with("batch_id=")) {
         names.pop();
     }
@@ -220,15 +211,10 @@ pub fn landing_path_of(dir: &Path) -> Result<String> {
     Ok(path)
 }
 
-/// The end of a batch folder's path that told its rows apart before landing paths: the
-/// folder and the two above it when it is named `batch_id=<id>`
-/// (`kafka-eu/market/batch_id=X`), else the folder and its parent. A row of an older
-/// release (null `_landing_path`) is this folder's when its `_source_file` holds
-/// `/<suffix>/`; matching the end, not the whole path, survives a landing zone mounted
-/// elsewhere since.
-pub fn legacy_suffix(folder: &Path) -> String {
+/// The folder names of `path`, `..` resolved by name.
+fn folder_names(path: &Path) -> Vec<String> {
     let mut names: Vec<String> = Vec::new();
-    for c in folder.components() {
+    for c in path.components() {
         match c {
             Component::Normal(n) => names.push(n.to_string_lossy().into_owned()),
             Component::ParentDir => {
@@ -237,6 +223,17 @@ pub fn legacy_suffix(folder: &Path) -> String {
             _ => {}
         }
     }
+    names
+}
+
+/// The end of a batch folder's path that told its rows apart before landing paths: the
+/// folder and the two above it when it is named `batch_id=<id>`
+/// (`kafka-eu/market/batch_id=X`), else the folder and its parent. A row of an older
+/// release (null `_landing_path`) is this folder's when its `_source_file` holds
+/// `/<suffix>/`; matching the end, not the whole path, survives a landing zone mounted
+/// elsewhere since.
+pub fn legacy_suffix(folder: &Path) -> String {
+    let names = folder_names(folder);
     let named = names.last().is_some_and(|n| n.starts_with("batch_id="));
     let keep = if named { 3 } else { 2 };
     names[names.len().saturating_sub(keep)..].join("/")
