@@ -47,7 +47,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
                 .files
                 .par_iter()
                 .map_init(ParseScratch::default, |scratch, f| {
-                    let bytes = bronze::read::read_file(f).expect("readable landing file");
+                    let bytes = bronze::read::read_file(f)
+                        .expect("readable landing file")
+                        .bytes;
                     (bytes.len(), parse(&bytes, scratch))
                 })
                 .reduce(|| (0, 0), |a, b| (a.0 + b.0, a.1 + b.1))

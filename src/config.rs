@@ -31,6 +31,9 @@ pub struct EnvelopeConfig {
     /// (`["source", "seq"]`). `None`: the id field. A line missing one of them is never
     /// a duplicate.
     pub dedup_fields: Option<Vec<String>>,
+    /// How a file's records are laid out: JSON Lines, one array, or values over several
+    /// lines; `auto` (default) decides per file ([`crate::Format`]).
+    pub format: crate::source::records::Format,
 }
 
 impl Default for EnvelopeConfig {
@@ -40,6 +43,7 @@ impl Default for EnvelopeConfig {
             id_field: Some("message_id".into()),
             payload_field: Some("payload".into()),
             dedup_fields: None,
+            format: crate::source::records::Format::Auto,
         }
     }
 }

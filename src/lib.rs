@@ -93,4 +93,5 @@ pub use settings::{
 #[doc(hidden)]
 pub use shapes::result_shapes;
 pub use source::discover::expand_folders;
+pub use source::records::Format;
 pub use store::location::{Location, SCHEMES, StorageOptions};

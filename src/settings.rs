@@ -44,6 +44,7 @@ use crate::store::location::{Location, StorageOptions};
 /// batch_lease = true            # false only when runs are coordinated elsewhere
 /// lock_policy = "per_table"     # or "global", "none" (to compare)
 /// commit_per = "table"          # or "topic": a commit per topic and table (to compare)
+/// format = "auto"               # or "lines", "array", "stream": how files hold records
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
 /// AWS_REGION = "eu-west-1"
@@ -127,6 +128,8 @@ pub struct Settings {
     pub lock_policy: Option<LockPolicy>,
     /// How a batch's rows are grouped into commits ([`IngestConfig::commit_per`]).
     pub commit_per: Option<CommitPer>,
+    /// How a landing file's records are laid out ([`crate::EnvelopeConfig::format`]).
+    pub format: Option<crate::Format>,
     /// `[envelope]`: the envelope's field names.
     pub envelope: EnvelopeSettings,
     /// `[flatten]`: how payloads become columns and child tables.
@@ -305,6 +308,7 @@ impl Settings {
         set(&mut c.batch_lease, self.batch_lease);
         set(&mut c.lock_policy, self.lock_policy);
         set(&mut c.commit_per, self.commit_per);
+        set(&mut c.envelope.format, self.format);
         let e = self.envelope;
         set(&mut c.envelope.topic_field, e.topic_field);
         if let Some(v) = e.id_field {
@@ -869,7 +873,7 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 33);
+        assert_eq!(Settings::default().unset_keys().len(), 34);
     }
 
     #[test]

@@ -35,6 +35,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ("batch_lease = false", {"batch_lease": False}),
     ('lock_policy = "global"', {"lock_policy": "global"}),
     ('commit_per = "topic"', {"commit_per": "topic"}),
+    ('format = "array"', {"format": "array"}),
     ('[envelope]\ntopic_field = "type"', {"envelope": {"topic_field": "type"}}),
     ('[envelope]\nid_field = ""', {"envelope": {"id_field": ""}}),
     ('[envelope]\npayload_field = ""', {"envelope": {"payload_field": ""}}),

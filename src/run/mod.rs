@@ -818,7 +818,10 @@ impl Ingest {
     }
 
     /// Reads a landing file, through the configured object store when there is one.
-    fn read_landing_file(&self, file: &discover::SourceFile) -> Result<Vec<u8>> {
+    fn read_landing_file(
+        &self,
+        file: &discover::SourceFile,
+    ) -> Result<crate::source::read::Decoded> {
         self.simulated_read_faults(file)?;
         match self.landing_store(std::slice::from_ref(file))? {
             Some(store) => {

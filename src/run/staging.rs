@@ -30,13 +30,10 @@ pub(super) struct StagedBatch {
     pub(super) warnings: Vec<String>,
 }
 
-/// Bytes a landing file takes once read: gzip counts four times its size (JSON
-/// compresses about that much).
+/// Bytes a landing file takes once read: a compressed file counts four times its size
+/// (JSON compresses about that much).
 pub(super) fn landing_size(f: &discover::SourceFile) -> u64 {
-    match f.compression {
-        discover::Compression::Gzip => f.bytes.saturating_mul(4),
-        discover::Compression::None => f.bytes,
-    }
+    f.bytes.saturating_mul(f.compression.expansion())
 }
 
 /// How many of `files` (at least one) make the next chunk of at most `budget` bytes of

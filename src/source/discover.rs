@@ -8,8 +8,6 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
-
 pub use crate::batch::{
     BatchKey, Folder, batch_id_from_dir, landing_path_of, legacy_suffix, validate_batch_id,
     validate_landing_path,
@@ -52,15 +50,7 @@ pub fn expand_folders(args: &[PathBuf]) -> Result<Vec<PathBuf>> {
     Ok(out)
 }
 
-/// How a data file is encoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Compression {
-    /// Plain text.
-    None,
-    /// gzip (`*.jsonl.gz`, `*.json.gz`).
-    Gzip,
-}
+pub use crate::source::codec::Compression;
 
 /// One data file of a batch.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -394,20 +384,14 @@ pub(crate) async fn list_store_folder(
 
 /// `Some(compression)` for a data file name, `None` for anything to skip: hidden and
 /// `_`-prefixed names (`_SUCCESS`, `.crc` files), the copy step's manifests
-/// (`manifest.json`, `manifest.jsonl`: those names exactly), other extensions. JSON
-/// Lines is `*.jsonl`, `*.ndjson` or `*.json`, plain or gzip (`.gz`, `.gzip`).
+/// (`manifest.json`, `manifest.jsonl`: those names exactly), other extensions. Data is
+/// `*.jsonl`, `*.ndjson` or `*.json`, plain or compressed ([`Compression::of_name`]).
 fn data_file_compression(name: &str) -> Option<Compression> {
     let lower = name.to_ascii_lowercase();
     if lower.starts_with(['.', '_']) || is_manifest(&lower) {
         return None;
     }
-    let (stem, compression) = match lower
-        .strip_suffix(".gz")
-        .or_else(|| lower.strip_suffix(".gzip"))
-    {
-        Some(stem) => (stem, Compression::Gzip),
-        None => (lower.as_str(), Compression::None),
-    };
+    let (stem, compression) = Compression::of_name(&lower);
     [".jsonl", ".ndjson", ".json"]
         .iter()
         .any(|ext| stem.ends_with(ext))
@@ -434,7 +418,7 @@ fn skipped_like_data(name: &str) -> Option<&'static str> {
     } else if lower.contains(".json") || lower.contains(".ndjson") {
         Some(
             "not a data file name: bronze reads `*.jsonl`, `*.ndjson`, `*.json`, plain or \
-             gzip (`.gz`, `.gzip`)",
+             compressed (`.gz`, `.zst`, `.bz2`, `.lz4`, `.sz`, `.zz`, `.deflate`)",
         )
     } else {
         None
@@ -609,11 +593,19 @@ mod tests {
             "MANIFEST.JSONL",
             "notes.txt",
             "_manifest.jsonl",
-            "p.jsonl.zst",
+            "p.jsonl.xz",
         ] {
             assert_eq!(data_file_compression(skip), None, "{skip}");
         }
-        for named in ["p.jsonl.zst", "p.json.bak", ".p.jsonl", "_m.json"] {
+        assert_eq!(
+            data_file_compression("p.jsonl.zst"),
+            Some(Compression::Zstd)
+        );
+        assert_eq!(
+            data_file_compression("p.json.BZ2"),
+            Some(Compression::Bzip2)
+        );
+        for named in ["p.jsonl.xz", "p.json.bak", ".p.jsonl", "_m.json"] {
             assert!(skipped_like_data(named).is_some(), "{named}");
         }
         for quiet in ["_SUCCESS", "notes.txt", ".DS_Store", "manifest.json"] {

@@ -4,29 +4,28 @@
 //! the exact bytes of each line for `_corrupt_records`). Line numbers are 1-based and
 //! count every line, blank ones included, so they match what an editor shows.
 
-use std::io::Read;
-
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use crate::error::{Error, Result};
-use crate::source::discover::{Compression, SourceFile};
+pub use crate::source::codec::Decoded;
+use crate::source::discover::SourceFile;
 
-/// Reads the whole file, decompressing gzip. A truncated or corrupt `.gz` is an error
-/// naming the file: its content cannot be recovered, so the batch must not be loaded
-/// as if it were complete.
-pub fn read_file(file: &SourceFile) -> Result<Vec<u8>> {
-    decode(file, None)
+/// Reads the whole file and decodes it ([`crate::source::codec`]): a stream cut short or
+/// damaged gives the text before the damage and the [`crate::source::codec::Damage`].
+pub fn read_file(file: &SourceFile) -> Result<Decoded> {
+    let bytes = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
+    decode_bytes(file, bytes)
 }
 
 /// Reads a file through an object store rooted at `/` (cloud landing zones, or a local
-/// store wrapped to inject latency), decompressing gzip.
+/// store wrapped to inject latency), and decodes it.
 pub fn read_file_from_store(
     file: &SourceFile,
     store: &deltalake::logstore::object_store::DynObjectStore,
     runtime: &tokio::runtime::Runtime,
-) -> Result<Vec<u8>> {
+) -> Result<Decoded> {
     let raw = runtime.block_on(fetch_raw(file, store))?;
-    decode(file, Some(raw))
+    decode_bytes(file, raw)
 }
 
 /// The raw (still compressed) bytes of a file from an object store rooted at `/`.
@@ -48,9 +47,15 @@ pub async fn fetch_raw(
     Ok(got.bytes().await.map_err(to_io)?.to_vec())
 }
 
-/// Decompresses bytes already fetched for `file` (gzip), or returns them as they are.
-pub fn decode_bytes(file: &SourceFile, raw: Vec<u8>) -> Result<Vec<u8>> {
-    decode(file, Some(raw))
+/// Decodes the raw bytes of `file` (fetched or read whole) by the codec their first
+/// bytes name, else the file name's; fails when they are not the size discovery saw.
+pub fn decode_bytes(file: &SourceFile, raw: Vec<u8>) -> Result<Decoded> {
+    check_unchanged(file, raw.len() as u64)?;
+    let codec = file.compression.decide(&raw);
+    Ok(match codec {
+        crate::source::codec::Compression::None => Decoded::plain(raw),
+        codec => crate::source::codec::decode(codec, raw.as_slice(), raw.len() as u64),
+    })
 }
 
 /// `Err(FileChanged)` unless the file still has the size discovery saw.
@@ -63,55 +68,6 @@ fn check_unchanged(file: &SourceFile, now: u64) -> Result<()> {
             before: file.bytes,
             after: now,
         })
-    }
-}
-
-/// The lines of the gzip file `file` (`bytes` long) read from `compressed`: nothing for
-/// an empty file (as an empty plain file holds no line); an error naming the file and the
-/// fix for one that is not a whole gzip stream.
-fn gunzip(file: &SourceFile, compressed: impl Read, bytes: usize) -> Result<Vec<u8>> {
-    let mut out = Vec::with_capacity(bytes * 4);
-    if bytes == 0 {
-        return Ok(out);
-    }
-    flate2::read::MultiGzDecoder::new(compressed)
-        .read_to_end(&mut out)
-        .map_err(|e| {
-            let why = format!(
-                "not a whole gzip stream ({e}): the copy may have been cut short or the file \
-                 is not gzip; copy it again, or move it out of the batch folder"
-            );
-            Error::io(&file.path, std::io::Error::new(e.kind(), why))
-        })?;
-    Ok(out)
-}
-
-fn decode(file: &SourceFile, raw: Option<Vec<u8>>) -> Result<Vec<u8>> {
-    if let Some(raw) = raw {
-        check_unchanged(file, raw.len() as u64)?;
-        return match file.compression {
-            Compression::None => Ok(raw),
-            Compression::Gzip => gunzip(file, raw.as_slice(), raw.len()),
-        };
-    }
-    match file.compression {
-        Compression::None => {
-            let bytes = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
-            check_unchanged(file, bytes.len() as u64)?;
-            Ok(bytes)
-        }
-        Compression::Gzip => {
-            let f = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
-            let mut reader = std::io::BufReader::new(f);
-            let out = gunzip(file, &mut reader, file.bytes as usize)?;
-            let now = reader
-                .get_ref()
-                .metadata()
-                .map_err(|e| Error::io(&file.path, e))?
-                .len();
-            check_unchanged(file, now)?;
-            Ok(out)
-        }
     }
 }
 
@@ -159,6 +115,7 @@ pub fn lines(buf: &[u8]) -> impl Iterator<Item = Line<'_>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::source::codec::Compression;
 
     #[test]
     fn splits_crlf_bom_and_unterminated_last_line() {
@@ -174,7 +131,7 @@ mod tests {
     }
 
     #[test]
-    fn truncated_gzip_is_an_error_naming_the_file() {
+    fn a_cut_gzip_file_keeps_its_whole_lines_and_a_changed_one_is_an_error() {
         use std::io::Write as _;
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.jsonl.gz");
@@ -189,13 +146,19 @@ mod tests {
             compression: Compression::Gzip,
             folder: 0,
         };
-        let err = read_file(&file).unwrap_err();
-        assert!(err.to_string().contains("x.jsonl.gz"), "{err}");
+        let cut = read_file(&file).unwrap();
+        let damage = cut.damage.expect("the cut is seen");
+        assert!(damage.offset <= file.bytes);
+        assert!(lines(&cut.bytes).all(|l| l.text == b"{\"topic\":\"a\"}"));
         std::fs::write(&path, &gz).unwrap();
         // Listed at half its size, read whole: it changed in between.
         let err = read_file(&file).unwrap_err();
         assert!(matches!(err, Error::FileChanged { .. }), "{err}");
         file.bytes = gz.len() as u64;
-        assert_eq!(lines(&read_file(&file).unwrap()).count(), 100);
+        let whole = read_file(&file).unwrap();
+        assert_eq!((lines(&whole.bytes).count(), whole.damage), (100, None));
+        // Named as plain, gzip by its bytes.
+        file.compression = Compression::None;
+        assert_eq!(lines(&read_file(&file).unwrap().bytes).count(), 100);
     }
 }

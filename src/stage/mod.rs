@@ -27,7 +27,8 @@ use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
 use crate::naming;
 use crate::source::discover::SourceFile;
-use crate::source::read::{self, Line};
+use crate::source::read::{self, Decoded, Line};
+use crate::source::records::{Cutter, Format, Record};
 
 /// A line that could not be read as a message; kept byte-exact in `_corrupt_records`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -82,6 +83,34 @@ impl Span {
     }
 }
 
+/// A record's place in its file in one word: its first line (the low 36 bits, 1-based)
+/// and how many records start on that line before it (the high 28 bits; elements of an
+/// array written on one line). A message without an id gets one from its file and this.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct At(u64);
+
+impl At {
+    const LINE_BITS: u32 = 36;
+
+    /// Line `line`, the `nth` record starting on it; either saturates past its bits (a
+    /// file of 2^36 lines, or 2^28 records on one line, is far beyond any landing file).
+    pub fn new(line: u64, nth: u32) -> At {
+        let line = line.min((1 << Self::LINE_BITS) - 1);
+        let nth = u64::from(nth).min((1 << (64 - Self::LINE_BITS)) - 1);
+        At(nth << Self::LINE_BITS | line)
+    }
+
+    /// The 1-based first line.
+    pub fn line(self) -> u64 {
+        self.0 & ((1 << Self::LINE_BITS) - 1)
+    }
+
+    /// Records starting on the same line before this one.
+    pub fn nth(self) -> u32 {
+        (self.0 >> Self::LINE_BITS) as u32
+    }
+}
+
 /// One message: envelope fields located, payload and metadata as exact JSON text.
 ///
 /// Spans into its [`StagedFile`] instead of owned strings: staging a batch allocates per
@@ -93,8 +122,8 @@ pub struct Message {
     pub topic: u32,
     /// The message id (`None` when no id field is configured).
     pub id: Option<Span>,
-    /// 1-based line number in its file.
-    pub line: u64,
+    /// Its record's place in its file.
+    pub at: At,
     /// JSON object text of the other envelope fields, if the line had a payload field.
     pub meta: Option<Span>,
     /// JSON text of the payload.
@@ -251,8 +280,8 @@ pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging>
     )
 }
 
-/// Reads one data file's bytes (decompressed).
-pub type FileReader<'a> = dyn Fn(&SourceFile) -> Result<Vec<u8>> + Sync + 'a;
+/// Reads one data file's text (decoded).
+pub type FileReader<'a> = dyn Fn(&SourceFile) -> Result<Decoded> + Sync + 'a;
 
 /// [`stage`], calling `on_file` after each file (from worker threads); `in_order`: the
 /// threads take the files one by one in order (files arriving from a fetch in that
@@ -266,8 +295,8 @@ pub fn stage_with_progress(
     reader: &FileReader<'_>,
 ) -> Result<Staging> {
     let stage_one = |scratch: &mut Scratch, file: &SourceFile| -> Result<StagedFile> {
-        let bytes = reader(file)?;
-        let staged = stage_bytes(bytes, &file.name, envelope, scratch);
+        let decoded = reader(file)?;
+        let staged = stage_bytes(decoded, file, envelope, scratch);
         on_file();
         Ok(staged)
     };
@@ -297,43 +326,98 @@ pub fn stage_with_progress(
 /// Stages one file's bytes (pure; used by tests and benches).
 #[cfg(any(test, feature = "testing"))]
 pub fn stage_file_bytes(bytes: &[u8], source_file: &str, envelope: &EnvelopeConfig) -> StagedFile {
-    stage_bytes(bytes.to_vec(), source_file, envelope, &mut Scratch::new())
+    let file = SourceFile {
+        path: source_file.into(),
+        name: source_file.to_string(),
+        bytes: bytes.len() as u64,
+        compression: crate::source::codec::Compression::None,
+        folder: 0,
+    };
+    stage_bytes(Decoded::plain(bytes.to_vec()), &file, envelope, &mut Scratch::new())
 }
 
+/// Stages a whole file's text: its records in the envelope's format (decided by the text
+/// for `auto`), and a corrupt record for a stream that broke.
 fn stage_bytes(
-    bytes: Vec<u8>,
-    source_file: &str,
+    decoded: Decoded,
+    file: &SourceFile,
     envelope: &EnvelopeConfig,
     scratch: &mut Scratch,
 ) -> StagedFile {
+    let Decoded {
+        bytes,
+        codec,
+        damage,
+    } = decoded;
     let mut out = StagedFile {
         bytes: bytes.len() as u64,
         ..Default::default()
     };
     scratch.topic_index.clear();
-    for line in read::lines(&bytes) {
-        if line.is_blank() {
-            out.blank_lines += 1;
-            continue;
+    let format = envelope.format.of_text(&bytes);
+    let mut cutter = Cutter::new(format);
+    if format == Format::Lines {
+        // JSON Lines, the common case, straight from the line splitter.
+        for line in read::lines(&bytes) {
+            stage_record(&mut out, &bytes, (Record { line, nth: 0, corrupt: None }, &file.name), envelope, scratch);
         }
+    } else {
+        cutter.cut(&bytes, true, &mut |record| {
+            stage_record(&mut out, &bytes, (record, &file.name), envelope, scratch);
+        });
+    }
+    if let Some(damage) = damage {
         out.lines += 1;
-        let mut sink = Sink {
-            base: &bytes,
-            side: &mut out.side,
-            topics: &mut out.topics,
-        };
-        match parse_line(&line, envelope, scratch, &mut sink) {
-            Ok(m) => out.messages.push(m),
-            Err(reason) => out.corrupt.push(CorruptLine {
-                source_file: source_file.to_string(),
-                line: line.number,
-                raw: line.raw.to_vec(),
-                reason,
-            }),
-        }
+        let line = memchr::memchr_iter(b'\n', &bytes).count() as u64 + 1;
+        out.corrupt.push(CorruptLine {
+            source_file: file.name.clone(),
+            line,
+            reason: damage.describe(codec.unwrap_or(file.compression), file.bytes),
+            raw: damage.tail,
+        });
     }
     out.text = bytes;
     out
+}
+
+/// Stages one record of `source_file` into `out`: a message, a corrupt record, or
+/// nothing for a blank line.
+fn stage_record(
+    out: &mut StagedFile,
+    bytes: &[u8],
+    (record, source_file): (Record<'_>, &str),
+    envelope: &EnvelopeConfig,
+    scratch: &mut Scratch,
+) {
+    let Record { line, nth, corrupt } = record;
+    if corrupt.is_none() && line.is_blank() {
+        out.blank_lines += 1;
+        return;
+    }
+    out.lines += 1;
+    let parsed = match corrupt {
+        Some(reason) => Err(reason.to_string()),
+        None => {
+            let mut sink = Sink {
+                base: bytes,
+                side: &mut out.side,
+                topics: &mut out.topics,
+            };
+            parse_line(&line, envelope, scratch, &mut sink)
+        }
+    };
+    match parsed {
+        Ok(mut m) => {
+            m.at = At::new(line.number, nth);
+            out.messages.push(m);
+        }
+        Err(reason) => out.corrupt.push(CorruptLine {
+            source_file: source_file.to_string(),
+            line: line.number,
+            raw: line.raw.to_vec(),
+            reason,
+        }),
+    }
 }
 
 /// Where [`parse_line`] records a message's text: spans of `base` (the file's text), or
@@ -462,7 +546,7 @@ fn envelope(
         key_hash,
         topic,
         id,
-        line: line.number,
+        at: At::new(line.number, 0),
         meta,
         payload,
     })
@@ -963,6 +1047,15 @@ fn topic_sizes(
     sizes
 }
 
+/// The id of a message without one: from its file's key and its line, and for the
+/// second and later records starting on one line, their place on it too.
+fn derived_id(key: &[u8], at: At) -> String {
+    match at.nth() {
+        0 => crate::naming::stable_id(&[key, &at.line().to_le_bytes()]),
+        nth => crate::naming::stable_id(&[key, &at.line().to_le_bytes(), &nth.to_le_bytes()]),
+    }
+}
+
 /// One topic's staged columns being built.
 struct Builders {
     topic: StringBuilder,
@@ -993,12 +1086,10 @@ impl Builders {
         self.topic.append_value(name);
         match m.id {
             Some(v) => self.id.append_value(sf.text(v)),
-            None => self
-                .id
-                .append_value(crate::naming::stable_id(&[key, &m.line.to_le_bytes()])),
+            None => self.id.append_value(derived_id(key, m.at)),
         }
         self.file.append_value(source);
-        self.line.append_value(m.line as i64);
+        self.line.append_value(m.at.line() as i64);
         self.meta.append_option(m.meta.map(|s| sf.text(s)));
         self.payload.append_value(sf.text(m.payload));
     }
@@ -1071,6 +1162,7 @@ mod tests {
             id_field: None,
             payload_field: Some("payload".into()),
             dedup_fields: None,
+            ..EnvelopeConfig::default()
         };
         let m = one_with(r#"{"type":"t","x":{"y":"}"},"z":null}"#, &env).unwrap();
         assert_eq!(m.topic, "t");

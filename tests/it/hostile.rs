@@ -433,7 +433,8 @@ fn refused_with_failpoint(lake: &TempLake, dir: &Path, failpoint: &str) -> Strin
 }
 
 #[test]
-fn a_missing_folder_an_unreadable_file_or_a_truncated_gzip_is_refused_and_named() {
+fn a_missing_folder_or_an_unreadable_file_is_refused_and_named_and_a_cut_gzip_kept_as_far_as_it_goes()
+ {
     let lake = TempLake::new();
     let ingest = lake.ingest().build().unwrap();
     let err = ingest.run("/does/not/exist/batch_id=x").unwrap_err();
@@ -442,7 +443,8 @@ fn a_missing_folder_an_unreadable_file_or_a_truncated_gzip_is_refused_and_named(
         "{err}"
     );
 
-    // Truncated gzip: what was decoded cannot be told complete, so nothing is loaded.
+    // Truncated gzip: the lines before the cut are loaded, and one corrupt record names
+    // the file and where its stream broke.
     let (_l, dir) = landing_with(&[("good.jsonl", &ok("g1"))]);
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
     for i in 0..1000 {
@@ -450,14 +452,21 @@ fn a_missing_folder_an_unreadable_file_or_a_truncated_gzip_is_refused_and_named(
     }
     let gz = gz.finish().unwrap();
     std::fs::write(dir.join("cut.jsonl.gz"), &gz[..gz.len() / 2]).unwrap();
-    let err = ingest.run(&dir).unwrap_err();
-    let msg = bronze::error_chain(&err);
-    assert!(msg.contains("cut.jsonl.gz"), "{msg}");
+    let cut_lake = TempLake::new();
+    let report = cut_lake.ingest().build().unwrap().run(&dir).unwrap();
+    assert_eq!(report.corrupt_lines, 1);
     assert!(
-        !lake.schema_dir().join("a").exists(),
-        "nothing loaded: {msg}"
+        cut_lake.count("a") > 1,
+        "the lines before the cut are loaded"
     );
-    assert!(leases(&lake).is_empty());
+    let corrupt = cut_lake.rows("_corrupt_records");
+    assert!(corrupt.strings("_source_file")[0].ends_with("cut.jsonl.gz"));
+    assert!(
+        corrupt.strings("_reason")[0].contains("breaks at or before compressed byte"),
+        "{}",
+        cut_lake.dump("_corrupt_records")
+    );
+    assert!(leases(&cut_lake).is_empty());
 
     // An unreadable file (injected: CI runs as root, which permissions do not stop).
     let (_l, dir) = landing_with(&[("good.jsonl", &ok("g1")), ("unreadable.jsonl", &ok("g2"))]);

@@ -17,6 +17,7 @@ mod hostile_names;
 mod idempotency;
 mod ingest_basic;
 mod interop;
+mod landed_files;
 mod maintenance;
 mod metrics;
 mod other_engines;

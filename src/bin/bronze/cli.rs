@@ -588,6 +588,16 @@ pub struct IngestArgs {
     /// Example: bronze ingest landing/s/e/batch_id=1 --commit-per topic
     #[arg(long, value_name = "UNIT", value_parser = parse_enum::<bronze::CommitPer>)]
     pub commit_per: Option<bronze::CommitPer>,
+    /// How a landing file holds its records: `lines` (JSON Lines), `array` (one JSON
+    /// array of envelopes), `stream` (envelopes one after another, pretty-printed over
+    /// many lines) or `auto`, decided per file by its first non-blank byte (`[` an array,
+    /// unless it closes on its line and lines follow; a `{` whose value goes on past its
+    /// line a stream; else lines). Each record's `_line` is its first line; a broken
+    /// record is kept whole in _corrupt_records [default: auto; `format` in bronze.toml].
+    ///
+    /// Example: bronze ingest landing/s/e/batch_id=1 --format array
+    #[arg(long, value_name = "FORMAT", value_parser = parse_enum::<bronze::Format>)]
+    pub format: Option<bronze::Format>,
     /// Push each batch run's metrics to this Prometheus Pushgateway (job `bronze`,
     /// grouped by landing path; `[metrics] push_url` in bronze.toml): rows per table,
     /// messages, corrupt lines, duplicates, stage times, store requests, success and the
@@ -626,6 +636,7 @@ impl IngestArgs {
             batch_lease: on_off(self.batch_lease, self.no_batch_lease),
             lock_policy: self.lock_policy,
             commit_per: self.commit_per,
+            format: self.format,
             envelope: bronze::EnvelopeSettings {
                 topic_field: self.topic_field.clone(),
                 id_field: self.id_field.clone(),
@@ -862,6 +873,11 @@ mod tests {
                 serde_json::json!({"commit_per": "topic"}),
             ),
             (
+                "format = \"array\"",
+                &["--format", "array"],
+                serde_json::json!({"format": "array"}),
+            ),
+            (
                 "[envelope]\ntopic_field = \"type\"",
                 &["--topic-field", "type"],
                 serde_json::json!({"envelope": {"topic_field": "type"}}),
@@ -995,6 +1011,11 @@ mod tests {
                 "--commit-per",
                 "commit_per",
                 "unknown variant `soon`, expected `table` or `topic`",
+            ),
+            (
+                "--format",
+                "format",
+                "unknown variant `soon`, expected one of `auto`, `lines`, `array`, `stream`",
             ),
         ] {
             let flag = Cli::try_parse_from(["bronze", "ingest", "d", flag, "soon"])

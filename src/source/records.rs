@@ -1,0 +1,533 @@
+//! Records: a file's text cut into the JSON values staging parses, one per line (JSON
+//! Lines), the elements of one top-level array, or values one after another over many
+//! lines (pretty-printed envelopes).
+//!
+//! Cutting never parses: it follows brackets and strings only, so a broken record is cut
+//! where the next one starts and kept whole with its bytes, and a file of any size can be
+//! cut piece by piece ([`Cutter::cut`] with `eof = false` takes the whole records of a
+//! piece and leaves the rest for the next one). Each record's line is the line its first
+//! byte is on.
+
+use serde::{Deserialize, Serialize};
+
+use crate::source::read::{Line, lines};
+
+/// How a file's records are laid out (`format` in `bronze.toml`, `--format`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Format {
+    /// Decided per file by its first non-blank byte and the value it starts: `[` is an
+    /// array (unless that array ends on its line and more follows: JSON Lines whose first
+    /// line is an array); a `{` whose value ends on a later line is a stream; anything
+    /// else is lines (default).
+    #[default]
+    Auto,
+    /// JSON Lines: one record per line.
+    Lines,
+    /// One top-level JSON array whose elements are the records (several arrays one
+    /// after another are read in turn; a file that does not start with `[` is read as a
+    /// stream).
+    Array,
+    /// JSON values one after another, each over as many lines as it takes. A `{` at the
+    /// start of a line always starts a record, so one broken record does not take the
+    /// ones after it.
+    Stream,
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Auto => "auto",
+            Format::Lines => "lines",
+            Format::Array => "array",
+            Format::Stream => "stream",
+        })
+    }
+}
+
+impl std::str::FromStr for Format {
+    type Err = String;
+
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "auto" => Ok(Format::Auto),
+            "lines" => Ok(Format::Lines),
+            "array" => Ok(Format::Array),
+            "stream" => Ok(Format::Stream),
+            other => Err(format!(
+                "{other:?} is not a format; write auto, lines, array or stream"
+            )),
+        }
+    }
+}
+
+impl Format {
+    /// The format `text` (a file's first bytes, or all of them) is read in: this one,
+    /// or for [`Format::Auto`] the one its first non-blank byte says.
+    pub fn of_text(self, text: &[u8]) -> Format {
+        if self != Format::Auto {
+            return self;
+        }
+        let text = text.strip_prefix(b"\xEF\xBB\xBF").unwrap_or(text);
+        let Some(start) = text.iter().position(|b| !b.is_ascii_whitespace()) else {
+            return Format::Lines;
+        };
+        let (end, ended) = value_end(text, start, false);
+        let one_line = memchr::memchr(b'\n', &text[start..end]).is_none();
+        let more = text[end..].iter().any(|b| !b.is_ascii_whitespace());
+        match (text[start], ended) {
+            // JSON Lines whose first record is an array (a corrupt line, kept as one).
+            (b'[', Ended::Closed) if one_line && more => Format::Lines,
+            (b'[', _) => Format::Array,
+            (b'{', Ended::Closed) if !one_line => Format::Stream,
+            _ => Format::Lines,
+        }
+    }
+}
+
+/// A record of a file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Record<'a> {
+    /// Its first line's number and its bytes (`raw` and `text` alike, without the
+    /// whitespace around it, for an array element or a value of a stream).
+    pub line: Line<'a>,
+    /// How many records start on the same line before it (elements of an array written
+    /// on one line): with the line, it tells the records of a file apart.
+    pub nth: u32,
+    /// Why it is corrupt, when that is known without parsing it.
+    pub corrupt: Option<&'static str>,
+}
+
+/// Why a record at the end of a file is corrupt: its array was never closed.
+pub const ARRAY_NOT_CLOSED: &str =
+    "the JSON array is not closed at the end of the file: it may have been cut short";
+
+/// Where an array file stands between pieces.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Phase {
+    /// Before an array's `[` (or between arrays).
+    Outside,
+    /// Inside an array, before an element.
+    Inside,
+}
+
+/// Cuts a file's text into records, piece after piece.
+#[derive(Clone, Debug)]
+pub struct Cutter {
+    format: Format,
+    phase: Phase,
+    /// The line the next piece starts on.
+    line: u64,
+    /// The next piece is the file's first (its byte order mark is dropped).
+    first: bool,
+    /// The line of the last record, and how many records started on it before that one.
+    last: (u64, u32),
+}
+
+/// How [`value_end`] found a value's end.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Ended {
+    /// Its brackets closed, or a scalar ended at whitespace.
+    Closed,
+    /// A `{` started a line before its brackets closed.
+    Cut,
+    /// The text ended first.
+    Eof,
+}
+
+/// The end of the value starting at `at` (not whitespace): past its closing bracket or
+/// quote, at the whitespace after a bare scalar, or, with `resync`, at a line break
+/// followed by `{` before its brackets close.
+fn value_end(text: &[u8], at: usize, resync: bool) -> (usize, Ended) {
+    match text[at] {
+        b'{' | b'[' => {}
+        b'"' => {
+            let mut escaped = false;
+            for (i, &b) in text.iter().enumerate().skip(at + 1) {
+                match b {
+                    _ if escaped => escaped = false,
+                    b'\\' => escaped = true,
+                    b'"' => return (i + 1, Ended::Closed),
+                    _ => {}
+                }
+            }
+            return (text.len(), Ended::Eof);
+        }
+        _ => {
+            return match text[at..].iter().position(|b| b.is_ascii_whitespace()) {
+                Some(n) => (at + n, Ended::Closed),
+                None => (text.len(), Ended::Eof),
+            };
+        }
+    }
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    let mut i = at;
+    while i < text.len() {
+        let b = text[i];
+        if resync && b == b'\n' && text.get(i + 1) == Some(&b'{') {
+            return (i, Ended::Cut);
+        }
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+        } else {
+            match b {
+                b'"' => in_string = true,
+                b'{' | b'[' => depth += 1,
+                b'}' | b']' => {
+                    depth = depth.saturating_sub(1);
+                    if depth == 0 {
+                        return (i + 1, Ended::Closed);
+                    }
+                }
+                _ => {}
+            }
+        }
+        i += 1;
+    }
+    (text.len(), Ended::Eof)
+}
+
+/// How an array element ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Comma,
+    Close,
+    Eof,
+}
+
+/// The end of the array element starting at `at`: the `,` or `]` after it at its own
+/// depth (strings skipped), or the end of the text.
+fn element_end(text: &[u8], at: usize) -> (usize, Stop) {
+    let mut depth = 0usize;
+    let mut in_string = false;
+    let mut escaped = false;
+    for (i, &b) in text.iter().enumerate().skip(at) {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' => depth = depth.saturating_sub(1),
+            b']' if depth == 0 => return (i, Stop::Close),
+            b']' => depth -= 1,
+            b',' if depth == 0 => return (i, Stop::Comma),
+            _ => {}
+        }
+    }
+    (text.len(), Stop::Eof)
+}
+
+/// `text[range]` without whitespace around it.
+fn trimmed(text: &[u8], start: usize, end: usize) -> &[u8] {
+    text[start..end].trim_ascii()
+}
+
+impl Cutter {
+    /// A cutter for a file read in `format` (decided: not [`Format::Auto`]).
+    pub fn new(format: Format) -> Self {
+        Cutter {
+            format,
+            phase: Phase::Outside,
+            line: 1,
+            first: true,
+            last: (0, 0),
+        }
+    }
+
+    /// Cuts the whole records of `text` (the next piece of the file) and hands each to
+    /// `each`; returns the bytes taken. The rest (a record not yet whole) starts the next
+    /// piece; with `eof` every byte is taken, a record cut short included (an array left
+    /// open adds a record saying so).
+    pub fn cut<'a>(
+        &mut self,
+        text: &'a [u8],
+        eof: bool,
+        each: &mut dyn FnMut(Record<'a>),
+    ) -> usize {
+        let taken = match self.format {
+            Format::Lines | Format::Auto => self.cut_lines(text, eof, each),
+            Format::Array | Format::Stream => {
+                let bom = self.first && text.starts_with(b"\xEF\xBB\xBF");
+                self.cut_values(text, if bom { 3 } else { 0 }, eof, each)
+            }
+        };
+        self.first = false;
+        taken
+    }
+
+    /// Lines, as [`lines`] gives them: a byte order mark is dropped from the file's
+    /// first line only.
+    fn cut_lines<'a>(
+        &mut self,
+        text: &'a [u8],
+        eof: bool,
+        each: &mut dyn FnMut(Record<'a>),
+    ) -> usize {
+        let end = if eof {
+            text.len()
+        } else {
+            memchr::memrchr(b'\n', text).map_or(0, |i| i + 1)
+        };
+        let first = self.line;
+        for mut line in lines(&text[..end]) {
+            if line.number == 1 && !self.first {
+                line.text = line.raw.strip_suffix(b"\r").unwrap_or(line.raw);
+            }
+            line.number += first - 1;
+            self.line = line.number + 1;
+            self.emit(line, None, each);
+        }
+        end
+    }
+
+    /// Hands `line` to `each` as a record, numbered among the records of its line.
+    fn emit<'a>(
+        &mut self,
+        line: Line<'a>,
+        corrupt: Option<&'static str>,
+        each: &mut dyn FnMut(Record<'a>),
+    ) {
+        let nth = match self.last {
+            (at, n) if at == line.number => n + 1,
+            _ => 0,
+        };
+        self.last = (line.number, nth);
+        each(Record { line, nth, corrupt });
+    }
+
+    /// The line of `text[to]`, counting from `text[from]` on line `self.line`.
+    fn advance(&mut self, text: &[u8], from: usize, to: usize) {
+        self.line += memchr::memchr_iter(b'\n', &text[from..to]).count() as u64;
+    }
+
+    fn cut_values<'a>(
+        &mut self,
+        text: &'a [u8],
+        mut pos: usize,
+        eof: bool,
+        each: &mut dyn FnMut(Record<'a>),
+    ) -> usize {
+        // `self.line` is the line of `text[pos]` throughout.
+        loop {
+            let Some(start) = text[pos..]
+                .iter()
+                .position(|b| !b.is_ascii_whitespace())
+                .map(|n| pos + n)
+            else {
+                if self.phase == Phase::Inside && eof {
+                    self.advance(text, pos, text.len());
+                    let at = &text[text.len()..];
+                    let line = Line {
+                        number: self.line,
+                        raw: at,
+                        text: at,
+                    };
+                    self.emit(line, Some(ARRAY_NOT_CLOSED), each);
+                }
+                if eof || self.phase == Phase::Outside {
+                    self.advance(text, pos, text.len());
+                    return text.len();
+                }
+                return pos;
+            };
+            self.advance(text, pos, start);
+            pos = start;
+            let number = self.line;
+            let next = match self.phase {
+                Phase::Outside if self.format == Format::Array && text[start] == b'[' => {
+                    self.phase = Phase::Inside;
+                    start + 1
+                }
+                Phase::Outside => {
+                    let (end, ended) = value_end(text, start, true);
+                    if ended == Ended::Eof && !eof {
+                        return pos;
+                    }
+                    let raw = trimmed(text, start, end);
+                    self.emit(
+                        Line {
+                            number,
+                            raw,
+                            text: raw,
+                        },
+                        None,
+                        each,
+                    );
+                    end
+                }
+                Phase::Inside if text[start] == b']' => {
+                    self.phase = Phase::Outside;
+                    start + 1
+                }
+                Phase::Inside => {
+                    let (end, stop) = element_end(text, start);
+                    if stop == Stop::Eof && !eof {
+                        return pos;
+                    }
+                    let raw = trimmed(text, start, end);
+                    if !raw.is_empty() {
+                        self.emit(
+                            Line {
+                                number,
+                                raw,
+                                text: raw,
+                            },
+                            None,
+                            each,
+                        );
+                    }
+                    match stop {
+                        Stop::Comma => end + 1,
+                        // The `]` closes the array on the next round.
+                        Stop::Close | Stop::Eof => end,
+                    }
+                }
+            };
+            self.advance(text, pos, next);
+            pos = next;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every record of a whole file's `text` read in `format` (decided by the text for
+    /// [`Format::Auto`]).
+    fn records(text: &[u8], format: Format, each: &mut dyn FnMut(Record<'_>)) {
+        Cutter::new(format.of_text(text)).cut(text, true, each);
+    }
+
+    fn all(text: &[u8], format: Format) -> Vec<(u64, String, Option<&'static str>)> {
+        let mut out = Vec::new();
+        records(text, format, &mut |r| {
+            out.push((
+                r.line.number,
+                String::from_utf8_lossy(r.line.raw).into_owned(),
+                r.corrupt,
+            ));
+        });
+        out
+    }
+
+    #[test]
+    fn auto_decides_by_the_first_byte_and_the_first_value() {
+        assert_eq!(Format::Auto.of_text(b"  \n[{}]"), Format::Array);
+        assert_eq!(
+            Format::Auto.of_text(b"{\"a\":1}\n{\"a\":2}\n"),
+            Format::Lines
+        );
+        assert_eq!(
+            Format::Auto.of_text(b"{\n  \"a\": 1\n}\n{\n}"),
+            Format::Stream
+        );
+        assert_eq!(Format::Auto.of_text(b"\xEF\xBB\xBF[1]"), Format::Array);
+        // A broken first line does not make a JSON Lines file a stream.
+        assert_eq!(Format::Auto.of_text(b"{\"a\":\n{\"a\":2}\n"), Format::Lines);
+        assert_eq!(Format::Auto.of_text(b""), Format::Lines);
+        assert_eq!(Format::Auto.of_text(b"[{},{}]\n"), Format::Array);
+        assert_eq!(Format::Auto.of_text(b"\n[1,2]\n1\n{}"), Format::Lines);
+        assert_eq!(Format::Auto.of_text(b"[{},\n{}]\n"), Format::Array);
+        assert_eq!(Format::Lines.of_text(b"[1]"), Format::Lines);
+    }
+
+    #[test]
+    fn an_array_gives_its_elements_on_their_first_lines() {
+        let text = b"[\n  {\"a\": \"x,]\\\"y\"},\n  {\"b\":\n   [1, 2]}, {\"c\": {}}\n]\n";
+        let got = all(text, Format::Auto);
+        assert_eq!(
+            got,
+            [
+                (2, "{\"a\": \"x,]\\\"y\"}".to_string(), None),
+                (3, "{\"b\":\n   [1, 2]}".to_string(), None),
+                (4, "{\"c\": {}}".to_string(), None),
+            ]
+        );
+        assert_eq!(all(b"[]", Format::Array), []);
+        let mut nth = Vec::new();
+        records(
+            b"[{\"a\":1},{\"a\":2},\n{\"a\":3}]",
+            Format::Auto,
+            &mut |r| nth.push((r.line.number, r.nth)),
+        );
+        assert_eq!(nth, [(1, 0), (1, 1), (2, 0)]);
+        assert_eq!(all(b"[ ]\n[{\"a\":1}]", Format::Array).len(), 1);
+    }
+
+    #[test]
+    fn a_broken_array_keeps_every_byte() {
+        // A broken element, then the file cut short inside the array.
+        let got = all(b"[{\"a\":1} junk, {\"b\":2},\n{\"c\":", Format::Array);
+        assert_eq!(got[0], (1, "{\"a\":1} junk".to_string(), None));
+        assert_eq!(got[1], (1, "{\"b\":2}".to_string(), None));
+        assert_eq!(got[2], (2, "{\"c\":".to_string(), None));
+        assert_eq!(got[3], (2, String::new(), Some(ARRAY_NOT_CLOSED)));
+        // Bytes after the array are records of their own.
+        let got = all(b"[{\"a\":1}] trailing", Format::Array);
+        assert_eq!(got[1], (1, "trailing".to_string(), None));
+    }
+
+    #[test]
+    fn a_stream_gives_each_value_and_a_broken_one_stops_at_the_next_line_starting_a_record() {
+        let text = b"{\n  \"a\": \"}\\n{\"\n}\n{\"b\": 1\n{\n \"c\": [\n{}]\n}\n";
+        let got = all(text, Format::Stream);
+        assert_eq!(got[0], (1, "{\n  \"a\": \"}\\n{\"\n}".to_string(), None));
+        assert_eq!(got[1], (4, "{\"b\": 1".to_string(), None));
+        // A `{` opening a line inside a record cuts it too (pretty printers indent), and
+        // what is left of it is kept as records of its own.
+        assert_eq!(got[2], (5, "{\n \"c\": [".to_string(), None));
+        assert_eq!(got[3], (7, "{}".to_string(), None));
+        assert_eq!(got.len(), 6);
+    }
+
+    #[test]
+    fn pieces_cut_the_same_records_as_the_whole_text() {
+        let mut text = b"\xEF\xBB\xBF[\n".to_vec();
+        for i in 0..300 {
+            text.extend_from_slice(format!("  {{\"i\": {i}, \"s\": \"a,\\\"]{{\"}},\n").as_bytes());
+        }
+        text.extend_from_slice(b"  {\"end\": true}\n]\n");
+        for format in [Format::Array, Format::Stream, Format::Lines] {
+            let whole = all(&text, format);
+            for piece in [7usize, 64, 1000] {
+                let mut cutter = Cutter::new(format);
+                let mut got = Vec::new();
+                let mut carry: Vec<u8> = Vec::new();
+                for chunk in text.chunks(piece) {
+                    carry.extend_from_slice(chunk);
+                    let taken = cutter.cut(&carry, false, &mut |r| {
+                        got.push((
+                            r.line.number,
+                            String::from_utf8_lossy(r.line.raw).into_owned(),
+                            r.corrupt,
+                        ));
+                    });
+                    carry.drain(..taken);
+                }
+                cutter.cut(&carry, true, &mut |r| {
+                    got.push((
+                        r.line.number,
+                        String::from_utf8_lossy(r.line.raw).into_owned(),
+                        r.corrupt,
+                    ));
+                });
+                assert_eq!(got, whole, "{format} in pieces of {piece}");
+            }
+        }
+    }
+}
