@@ -102,6 +102,14 @@ impl Chunks {
         next_chunk_len(rest, chunk)
     }
 
+    /// The decoded bytes per piece when `file` is staged in pieces: a batch over its
+    /// budget whose file alone is over twice a chunk's bytes.
+    fn piece_for(&self, file: &discover::SourceFile, seen: &IdSet) -> Option<usize> {
+        let chunk = chunk_budget(self.budget?, seen.heap_bytes());
+        (landing_size(file) > chunk.saturating_mul(2))
+            .then(|| usize::try_from(chunk).unwrap_or(usize::MAX))
+    }
+
     /// The warning of a batch whose message ids alone take more than half the memory
     /// budget: the run goes on, over its budget, rather than fail a batch it can load.
     fn ids_warning(&self, seen: &IdSet, summary: &StagingSummary) -> Option<String> {
@@ -155,7 +163,13 @@ impl Chunked {
                 batch.iter().map(|b| b.num_rows() as u64).sum::<u64>();
         }
         self.corrupt.extend(staging.corrupt);
-        self.files.extend(staging.files);
+        for file in staging.files {
+            match self.files.last_mut() {
+                // The next piece of a file staged in pieces.
+                Some(last) if last.file == file.file => last.add(&file),
+                _ => self.files.push(file),
+            }
+        }
         staging.topics
     }
 }
@@ -236,6 +250,13 @@ impl Ingest {
             });
             let (chunk, tail) = rest.split_at(len);
             rest = tail;
+            if let (Some(staging_table), [file]) = (persisted, chunk)
+                && let Some(piece) = chunks.piece_for(file, &chunked.seen)
+            {
+                self.stage_in_pieces(file, piece, &mut chunked, staging_table)?;
+                on_file();
+                continue;
+            }
             let staging = self.stage_chunk(chunk, early.take(), &on_file, &mut chunked.seen)?;
             let topics = chunked.add(chunk.len(), staging);
             match persisted {
@@ -251,6 +272,43 @@ impl Ingest {
             }
         }
         Ok(chunked)
+    }
+
+    /// Stages one file larger than a chunk piece by piece ([`stage::Pieces`]), each piece
+    /// appended to the staging table before the next is read. A local file is streamed
+    /// from disk; a file in an object store is fetched whole first (its raw bytes, often
+    /// compressed, then decoded piece by piece).
+    fn stage_in_pieces(
+        &self,
+        file: &discover::SourceFile,
+        piece: usize,
+        chunked: &mut Chunked,
+        staging_table: &StagingTable<'_>,
+    ) -> Result<()> {
+        self.simulated_read_faults(file)?;
+        let raw: Box<dyn std::io::Read + Send> =
+            match self.landing_store(std::slice::from_ref(file))? {
+                Some(store) => {
+                    let bytes = self
+                        .runtime()
+                        .block_on(crate::source::read::fetch_raw(file, store.as_ref()))?;
+                    Box::new(std::io::Cursor::new(bytes))
+                }
+                None => Box::new(std::io::BufReader::with_capacity(
+                    1 << 20,
+                    std::fs::File::open(&file.path).map_err(|e| crate::Error::io(&file.path, e))?,
+                )),
+            };
+        let mut pieces = stage::Pieces::open(file, raw, &self.config.envelope, piece)?;
+        let mut staged = 0usize;
+        while let Some(staging) = self.parse_pool.install(|| pieces.next(&mut chunked.seen))? {
+            let topics = chunked.add(0, staging);
+            self.persist_chunk(staging_table, topics)?;
+            staged += 1;
+        }
+        tracing::debug!(file = %file.name, pieces = staged, piece_bytes = piece, "staged in pieces");
+        chunked.summary.files_read += 1;
+        Ok(())
     }
 
     /// Appends a chunk's topics to the staging table, then frees them.

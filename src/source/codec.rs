@@ -185,7 +185,10 @@ impl<R: Read> Read for Counting<R> {
 }
 
 /// A decoder of `codec` over `input`.
-fn decoder<'r, R: Read + 'r>(codec: Compression, input: R) -> std::io::Result<Box<dyn Read + 'r>> {
+pub(crate) fn decoder<'r, R: Read + Send + 'r>(
+    codec: Compression,
+    input: R,
+) -> std::io::Result<Box<dyn Read + Send + 'r>> {
     Ok(match codec {
         Compression::None => Box::new(input),
         Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(input)),
@@ -201,7 +204,7 @@ fn decoder<'r, R: Read + 'r>(codec: Compression, input: R) -> std::io::Result<Bo
 /// Decodes `input` (`size` compressed bytes) with `codec`: the whole text, or the text
 /// up to its last whole line before the stream broke and the [`Damage`]. An empty file
 /// is an empty text, as an empty plain file is.
-pub fn decode(codec: Compression, input: impl Read, size: u64) -> Decoded {
+pub fn decode(codec: Compression, input: impl Read + Send, size: u64) -> Decoded {
     let mut out =
         Vec::with_capacity(usize::try_from(size.saturating_mul(codec.expansion())).unwrap_or(0));
     let mut decoded = Decoded {

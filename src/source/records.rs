@@ -72,7 +72,7 @@ impl Format {
         let Some(start) = text.iter().position(|b| !b.is_ascii_whitespace()) else {
             return Format::Lines;
         };
-        let (end, ended) = value_end(text, start, false);
+        let (end, ended) = value_end(text, start, None);
         let one_line = memchr::memchr(b'\n', &text[start..end]).is_none();
         let more = text[end..].iter().any(|b| !b.is_ascii_whitespace());
         match (text[start], ended) {
@@ -122,6 +122,9 @@ pub struct Cutter {
     first: bool,
     /// The line of the last record, and how many records started on it before that one.
     last: (u64, u32),
+    /// The next piece starts at the start of a line (the file's start, or after a line
+    /// break): the indentation of a record on its first line is then known.
+    at_line_start: bool,
 }
 
 /// How [`value_end`] found a value's end.
@@ -129,16 +132,28 @@ pub struct Cutter {
 enum Ended {
     /// Its brackets closed, or a scalar ended at whitespace.
     Closed,
-    /// A `{` started a line before its brackets closed.
+    /// A line at the record's own indentation started a `{` before its brackets closed.
     Cut,
     /// The text ended first.
     Eof,
 }
 
+/// Whether a line break at `i` is followed by `indent` and then `{`: a record starting
+/// where the one before it started, which pretty printers never do inside a record
+/// (they indent what is inside it deeper), so the one before it is broken.
+fn starts_record(text: &[u8], i: usize, indent: Option<&[u8]>) -> bool {
+    let Some(indent) = indent else {
+        return false;
+    };
+    text[i] == b'\n'
+        && text[i + 1..].starts_with(indent)
+        && text.get(i + 1 + indent.len()) == Some(&b'{')
+}
+
 /// The end of the value starting at `at` (not whitespace): past its closing bracket or
-/// quote, at the whitespace after a bare scalar, or, with `resync`, at a line break
-/// followed by `{` before its brackets close.
-fn value_end(text: &[u8], at: usize, resync: bool) -> (usize, Ended) {
+/// quote, or at the whitespace after a bare scalar; before its brackets close, at a line
+/// starting another record at its `indent` ([`starts_record`]).
+fn value_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Ended) {
     match text[at] {
         b'{' | b'[' => {}
         b'"' => {
@@ -163,10 +178,9 @@ fn value_end(text: &[u8], at: usize, resync: bool) -> (usize, Ended) {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    let mut i = at;
-    while i < text.len() {
+    for i in at..text.len() {
         let b = text[i];
-        if resync && b == b'\n' && text.get(i + 1) == Some(&b'{') {
+        if b == b'\n' && starts_record(text, i, indent) {
             return (i, Ended::Cut);
         }
         if in_string {
@@ -176,20 +190,19 @@ fn value_end(text: &[u8], at: usize, resync: bool) -> (usize, Ended) {
                 b'"' => in_string = false,
                 _ => {}
             }
-        } else {
-            match b {
-                b'"' => in_string = true,
-                b'{' | b'[' => depth += 1,
-                b'}' | b']' => {
-                    depth = depth.saturating_sub(1);
-                    if depth == 0 {
-                        return (i + 1, Ended::Closed);
-                    }
-                }
-                _ => {}
-            }
+            continue;
         }
-        i += 1;
+        match b {
+            b'"' => in_string = true,
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 {
+                    return (i + 1, Ended::Closed);
+                }
+            }
+            _ => {}
+        }
     }
     (text.len(), Ended::Eof)
 }
@@ -199,16 +212,22 @@ fn value_end(text: &[u8], at: usize, resync: bool) -> (usize, Ended) {
 enum Stop {
     Comma,
     Close,
+    /// A line at the element's own indentation started a `{` ([`starts_record`]).
+    Cut,
     Eof,
 }
 
 /// The end of the array element starting at `at`: the `,` or `]` after it at its own
-/// depth (strings skipped), or the end of the text.
-fn element_end(text: &[u8], at: usize) -> (usize, Stop) {
+/// depth (strings skipped), a line starting another element at its `indent`, or the end
+/// of the text.
+fn element_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Stop) {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
     for (i, &b) in text.iter().enumerate().skip(at) {
+        if b == b'\n' && depth > 0 && starts_record(text, i, indent) {
+            return (i, Stop::Cut);
+        }
         if in_string {
             match b {
                 _ if escaped => escaped = false,
@@ -245,7 +264,14 @@ impl Cutter {
             line: 1,
             first: true,
             last: (0, 0),
+            at_line_start: true,
         }
+    }
+
+    /// The line the next piece starts on (after the last piece: one past the file's
+    /// last line break).
+    pub fn line(&self) -> u64 {
+        self.line
     }
 
     /// Cuts the whole records of `text` (the next piece of the file) and hands each to
@@ -328,8 +354,13 @@ impl Cutter {
                 .position(|b| !b.is_ascii_whitespace())
                 .map(|n| pos + n)
             else {
-                if self.phase == Phase::Inside && eof {
-                    self.advance(text, pos, text.len());
+                if !eof {
+                    // The indentation at the end starts the next piece.
+                    let keep = memchr::memrchr(b'\n', &text[pos..]).map_or(pos, |i| pos + i + 1);
+                    return self.stop_at(text, pos, keep);
+                }
+                self.advance(text, pos, text.len());
+                if self.phase == Phase::Inside {
                     let at = &text[text.len()..];
                     let line = Line {
                         number: self.line,
@@ -338,68 +369,67 @@ impl Cutter {
                     };
                     self.emit(line, Some(ARRAY_NOT_CLOSED), each);
                 }
-                if eof || self.phase == Phase::Outside {
-                    self.advance(text, pos, text.len());
-                    return text.len();
-                }
-                return pos;
+                return text.len();
             };
-            self.advance(text, pos, start);
-            pos = start;
-            let number = self.line;
-            let next = match self.phase {
+            // A record opening its line: the indentation before it, to tell where the
+            // next one starts if it is broken.
+            let line_start = memchr::memrchr(b'\n', &text[..start]).map_or(0, |i| i + 1);
+            let indent = (line_start > 0 || self.at_line_start)
+                .then(|| &text[line_start..start])
+                .filter(|ws| ws.iter().all(|b| matches!(b, b' ' | b'\t')));
+            let whole = |ended: bool| ended || eof;
+            let (next, record) = match self.phase {
                 Phase::Outside if self.format == Format::Array && text[start] == b'[' => {
                     self.phase = Phase::Inside;
-                    start + 1
+                    (start + 1, None)
                 }
                 Phase::Outside => {
-                    let (end, ended) = value_end(text, start, true);
-                    if ended == Ended::Eof && !eof {
-                        return pos;
+                    let (end, ended) = value_end(text, start, indent);
+                    if !whole(ended != Ended::Eof) {
+                        return self.stop_at(text, pos, line_start.max(pos).min(start));
                     }
-                    let raw = trimmed(text, start, end);
-                    self.emit(
-                        Line {
-                            number,
-                            raw,
-                            text: raw,
-                        },
-                        None,
-                        each,
-                    );
-                    end
+                    (end, Some((start, end)))
                 }
                 Phase::Inside if text[start] == b']' => {
                     self.phase = Phase::Outside;
-                    start + 1
+                    (start + 1, None)
                 }
                 Phase::Inside => {
-                    let (end, stop) = element_end(text, start);
-                    if stop == Stop::Eof && !eof {
-                        return pos;
+                    let (end, stop) = element_end(text, start, indent);
+                    if !whole(stop != Stop::Eof) {
+                        return self.stop_at(text, pos, line_start.max(pos).min(start));
                     }
-                    let raw = trimmed(text, start, end);
-                    if !raw.is_empty() {
-                        self.emit(
-                            Line {
-                                number,
-                                raw,
-                                text: raw,
-                            },
-                            None,
-                            each,
-                        );
-                    }
-                    match stop {
-                        Stop::Comma => end + 1,
-                        // The `]` closes the array on the next round.
-                        Stop::Close | Stop::Eof => end,
-                    }
+                    // A `]` closes the array on the next round; a cut element has no
+                    // comma after it.
+                    let next = if stop == Stop::Comma { end + 1 } else { end };
+                    (next, Some((start, end)))
                 }
             };
-            self.advance(text, pos, next);
+            self.advance(text, pos, start);
+            if let Some((from, to)) = record {
+                let raw = trimmed(text, from, to);
+                if !raw.is_empty() {
+                    let line = Line {
+                        number: self.line,
+                        raw,
+                        text: raw,
+                    };
+                    self.emit(line, None, each);
+                }
+            }
+            self.advance(text, start, next);
             pos = next;
         }
+    }
+
+    /// Stops a piece at `keep` (the rest starts the next one), counting its lines from
+    /// `pos`.
+    fn stop_at(&mut self, text: &[u8], pos: usize, keep: usize) -> usize {
+        self.advance(text, pos, keep);
+        if keep > 0 {
+            self.at_line_start = text[keep - 1] == b'\n';
+        }
+        keep
     }
 }
 
@@ -477,6 +507,20 @@ mod tests {
         assert_eq!(got[1], (1, "{\"b\":2}".to_string(), None));
         assert_eq!(got[2], (2, "{\"c\":".to_string(), None));
         assert_eq!(got[3], (2, String::new(), Some(ARRAY_NOT_CLOSED)));
+        // An element whose brackets never close stops where the next one starts at its
+        // indentation, so it takes no good element with it.
+        let got = all(
+            b"[\n  {\"a\": {\"b\": [1,\n  {\"c\": 2},\n  {\"d\": 3}\n]",
+            Format::Auto,
+        );
+        assert_eq!(
+            got.iter().map(|g| (g.0, g.1.as_str())).collect::<Vec<_>>(),
+            [
+                (2, "{\"a\": {\"b\": [1,"),
+                (3, "{\"c\": 2}"),
+                (4, "{\"d\": 3}")
+            ]
+        );
         // Bytes after the array are records of their own.
         let got = all(b"[{\"a\":1}] trailing", Format::Array);
         assert_eq!(got[1], (1, "trailing".to_string(), None));
@@ -500,10 +544,17 @@ mod tests {
         let mut text = b"\xEF\xBB\xBF[\n".to_vec();
         for i in 0..300 {
             text.extend_from_slice(format!("  {{\"i\": {i}, \"s\": \"a,\\\"]{{\"}},\n").as_bytes());
+            if i % 50 == 7 {
+                text.extend_from_slice(b"  {\"broken\": {\"x\": [\n");
+            }
         }
         text.extend_from_slice(b"  {\"end\": true}\n]\n");
         for format in [Format::Array, Format::Stream, Format::Lines] {
             let whole = all(&text, format);
+            if format == Format::Array {
+                // 300 elements, 6 broken ones that take none with them, and the last.
+                assert_eq!(whole.len(), 307);
+            }
             for piece in [7usize, 64, 1000] {
                 let mut cutter = Cutter::new(format);
                 let mut got = Vec::new();

@@ -12,6 +12,7 @@
 //!
 //! This stage does no Delta I/O; it only reads the landing files.
 
+mod pieces;
 pub(crate) mod spill;
 
 use std::collections::{BTreeMap, HashMap};
@@ -27,8 +28,9 @@ use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
 use crate::naming;
 use crate::source::discover::SourceFile;
-use crate::source::read::{self, Decoded, Line};
-use crate::source::records::{Cutter, Format, Record};
+pub use self::pieces::Pieces;
+use crate::source::read::{Decoded, Line};
+use crate::source::records::{ARRAY_NOT_CLOSED, Cutter, Record};
 
 /// A line that could not be read as a message; kept byte-exact in `_corrupt_records`.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -205,6 +207,17 @@ pub struct FileStats {
     pub duplicates: u64,
 }
 
+impl FileStats {
+    /// Adds the counts of the next piece of the same file.
+    pub fn add(&mut self, piece: &FileStats) {
+        self.bytes += piece.bytes;
+        self.lines += piece.lines;
+        self.messages += piece.messages;
+        self.corrupt += piece.corrupt;
+        self.duplicates += piece.duplicates;
+    }
+}
+
 /// The staging table: the batch parsed once, grouped by topic.
 #[derive(Debug)]
 pub struct Staging {
@@ -276,7 +289,7 @@ pub fn stage(files: &[SourceFile], envelope: &EnvelopeConfig) -> Result<Staging>
         envelope,
         (&|| {}, false),
         &mut IdSet::default(),
-        &read::read_file,
+        &crate::source::read::read_file,
     )
 }
 
@@ -319,8 +332,12 @@ pub fn stage_with_progress(
             .collect()
     };
     let staged = staged.into_iter().collect::<Result<Vec<_>>>()?;
-    let by_id = envelope.id_field.is_some() && envelope.dedup_fields.is_none();
-    Ok(assemble(files, staged, by_id, seen))
+    Ok(assemble(files, staged, dedup_by_id(envelope), seen))
+}
+
+/// Whether messages are deduplicated by their id (an id field and no dedup fields).
+fn dedup_by_id(envelope: &EnvelopeConfig) -> bool {
+    envelope.id_field.is_some() && envelope.dedup_fields.is_none()
 }
 
 /// Stages one file's bytes (pure; used by tests and benches).
@@ -344,40 +361,48 @@ fn stage_bytes(
     envelope: &EnvelopeConfig,
     scratch: &mut Scratch,
 ) -> StagedFile {
+    let mut cutter = Cutter::new(envelope.format.of_text(&decoded.bytes));
+    stage_text(decoded, (&mut cutter, true), file, envelope, scratch).0
+}
+
+/// Stages the whole records of `text` (the next piece of `file`, all of it with `eof`)
+/// as `cutter` cuts them; with `eof`, the stream's damage too. Returns the staged piece
+/// and the bytes after its last whole record, which start the next piece.
+fn stage_text(
+    decoded: Decoded,
+    (cutter, eof): (&mut Cutter, bool),
+    file: &SourceFile,
+    envelope: &EnvelopeConfig,
+    scratch: &mut Scratch,
+) -> (StagedFile, Vec<u8>) {
     let Decoded {
-        bytes,
+        mut bytes,
         codec,
         damage,
     } = decoded;
-    let mut out = StagedFile {
-        bytes: bytes.len() as u64,
-        ..Default::default()
-    };
+    let mut out = StagedFile::default();
     scratch.topic_index.clear();
-    let format = envelope.format.of_text(&bytes);
-    let mut cutter = Cutter::new(format);
-    if format == Format::Lines {
-        // JSON Lines, the common case, straight from the line splitter.
-        for line in read::lines(&bytes) {
-            stage_record(&mut out, &bytes, (Record { line, nth: 0, corrupt: None }, &file.name), envelope, scratch);
+    let taken = cutter.cut(&bytes, eof, &mut |record| {
+        // A broken stream is one corrupt record, whatever it cut short.
+        if damage.is_some() && record.corrupt == Some(ARRAY_NOT_CLOSED) {
+            return;
         }
-    } else {
-        cutter.cut(&bytes, true, &mut |record| {
-            stage_record(&mut out, &bytes, (record, &file.name), envelope, scratch);
-        });
-    }
+        stage_record(&mut out, &bytes, (record, &file.name), envelope, scratch);
+    });
     if let Some(damage) = damage {
         out.lines += 1;
-        let line = memchr::memchr_iter(b'\n', &bytes).count() as u64 + 1;
         out.corrupt.push(CorruptLine {
             source_file: file.name.clone(),
-            line,
+            line: cutter.line(),
             reason: damage.describe(codec.unwrap_or(file.compression), file.bytes),
             raw: damage.tail,
         });
     }
+    let rest = bytes[taken..].to_vec();
+    bytes.truncate(taken);
+    out.bytes = taken as u64;
     out.text = bytes;
-    out
+    (out, rest)
 }
 
 /// Stages one record of `source_file` into `out`: a message, a corrupt record, or

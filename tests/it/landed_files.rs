@@ -388,3 +388,65 @@ fn compressed_array_and_stream_files_in_an_s3_landing_folder_load_as_on_disk() {
     // The array's ids a1-a4 are a.jsonl's too: duplicates, dropped.
     assert_eq!(in_s3.count("t"), 1800 + 2);
 }
+
+#[test]
+fn a_file_larger_than_the_memory_budget_is_staged_in_pieces_with_the_same_rows() {
+    let dir = tempfile::tempdir().unwrap();
+    let batch = dir.path().join("src/ent/batch_id=b1");
+    std::fs::create_dir_all(&batch).unwrap();
+    // A 3 MB pretty-printed array and a cut zstd file, each over twice a chunk.
+    let mut array = String::from("[\n");
+    for i in 0..12_000 {
+        let sep = if i + 1 < 12_000 { "," } else { "" };
+        array.push_str(&format!(
+            "  {{\n    \"topic\": \"t{}\",\n    \"message_id\": \"a{i}\",\n    \"payload\": {{\"n\": {i}, \"s\": \"é ] {{\"}}\n  }}{sep}\n",
+            i % 3
+        ));
+    }
+    array.push_str("]\n");
+    std::fs::write(batch.join("big.json"), &array).unwrap();
+    let plain = dir.path().join("z");
+    std::fs::write(&plain, envelopes("z", 60_000)).unwrap();
+    let whole = dir.path().join("z.zst");
+    debian_tool("zstd", &["-c", "-q"], &plain, &whole);
+    let bytes = std::fs::read(&whole).unwrap();
+    std::fs::write(batch.join("cut.jsonl.zst"), &bytes[..bytes.len() * 3 / 4]).unwrap();
+    let whole_run = TempLake::new();
+    let out = ingest(&whole_run, batch.to_str().unwrap(), &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let pieces_run = TempLake::new();
+    let out = ingest(
+        &pieces_run,
+        batch.to_str().unwrap(),
+        &["--memory-budget", "1MiB"],
+    );
+    assert_eq!(out.status.code(), Some(1), "{}", said(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["staging"], "persisted", "{report}");
+    assert_eq!(report["files_read"], 2);
+    // One line of counts per file, whatever the pieces.
+    assert_eq!(report["files"].as_array().unwrap().len(), 2, "{report}");
+    for table in ["t0", "t1", "t2", "t", "_corrupt_records"] {
+        let key = |lake: &TempLake| {
+            let mut v: Vec<(Option<String>, Option<i64>, Option<String>)> = lake
+                .rows(table)
+                .iter()
+                .map(|r| {
+                    (
+                        r.get("_id"),
+                        r.int("_line"),
+                        r.get("_corrupt_record").or(r.get("s")),
+                    )
+                })
+                .collect();
+            v.sort();
+            v
+        };
+        assert_eq!(key(&pieces_run), key(&whole_run), "{table}");
+    }
+    assert_eq!(
+        whole_run.count("t0") + whole_run.count("t1") + whole_run.count("t2"),
+        12_000
+    );
+    assert_eq!(pieces_run.count("_corrupt_records"), 1);
+}
