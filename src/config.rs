@@ -205,6 +205,22 @@ pub enum CommitPer {
     Topic,
 }
 
+/// What `ingest --pending` does with a loaded batch whose folder changed after its load
+/// (files added, changed or removed; [`crate::LandingChange`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LateFiles {
+    /// Load it again as a rerun (its rows replaced by what its folder holds now), the
+    /// report saying why (default). A folder whose files were only removed is reported,
+    /// never reloaded: a rerun would drop the rows of the removed files.
+    #[default]
+    Reload,
+    /// Report it (the backlog's outcome, `status`, the metrics) and leave it as loaded.
+    Report,
+    /// Report it as a failed batch: `--pending` exits with code 2.
+    Fail,
+}
+
 /// Everything a run needs; the CLI builds one from its flags.
 #[derive(Clone, Debug)]
 #[non_exhaustive]
@@ -235,6 +251,9 @@ pub struct IngestConfig {
     pub lock_policy: LockPolicy,
     /// How rows are grouped into commits. Default [`CommitPer::Table`].
     pub commit_per: CommitPer,
+    /// What a backlog does with a loaded batch whose folder changed after its load.
+    /// Default [`LateFiles::Reload`].
+    pub late_files: LateFiles,
     /// Target size of the data files a write produces (optimize write). Default 128 MiB.
     pub target_file_size: u64,
     /// Parquet compression of the data files. Default snappy (the fastest to write and
@@ -320,6 +339,7 @@ impl Default for IngestConfig {
             flatten: FlattenConfig::default(),
             lock_policy: LockPolicy::PerTable,
             commit_per: CommitPer::Table,
+            late_files: LateFiles::Reload,
             target_file_size: 128 << 20,
             compression: parquet::basic::Compression::SNAPPY,
             auto_compact: true,

@@ -252,6 +252,16 @@ pub enum Error {
         /// Each refused table with the feature in the way and what to do, `; `-joined.
         tables: String,
     },
+    /// The batch's landing files were cleaned by `bronze clean`: its folder has no data
+    /// files to load.
+    #[error("batch {batch} cannot be loaded from its folder: `bronze clean` {how}")]
+    BatchCleaned {
+        /// The batch.
+        batch: String,
+        /// What clean did (`moved its landing files to …`, `deleted its landing files`),
+        /// and how to load the batch again when its files were archived.
+        how: String,
+    },
     /// A worker of a backlog found, once it held the batch's lease, that another worker
     /// had loaded the batch since it listed the backlog; nothing was done.
     #[error("batch {batch} was loaded by another worker meanwhile")]

@@ -110,6 +110,8 @@ fn flatten_all(data: &[u8], cfg: &FlattenConfig) -> BTreeMap<TableName, Vec<Reco
         bytes: data.len() as u64,
         compression: Compression::None,
         folder: 0,
+        modified: None,
+        etag: None,
     };
     let staging = assemble(&[file], vec![staged], true, &mut IdSet::default());
     assert_eq!(

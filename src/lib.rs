@@ -73,7 +73,7 @@ mod validate;
 pub use catalog::Catalog;
 pub use config::{
     ChildNaming, ColumnType, CommitPer, DetectType, EnvelopeConfig, Evolution, FlattenConfig,
-    IngestConfig, LockPolicy, TypesMode, default_memory_budget,
+    IngestConfig, LateFiles, LockPolicy, TypesMode, default_memory_budget,
 };
 pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
@@ -81,9 +81,11 @@ pub use naming::{TableName, is_staging_table};
 pub use report::{BatchReport, MAX_LISTED_CORRUPT, StagingMode, TableOutcome};
 pub use run::metrics;
 pub use run::{
-    BacklogOutcome, BatchStatus, DEFAULT_MAX_PARALLEL, EntityStatus, Failure,
-    IN_MEMORY_PER_LANDING_BYTE, INVARIANT_ROW, InProgress, Ingest, IngestBuilder, MemoryRelease,
-    MemoryReleaseFn, PendingBatch, PendingOptions, Progress, ProgressFn, RUN_CONTROL_TABLE,
+    BacklogOutcome, BatchStatus, CLEAN_ROW, Changed, CleanAction, CleanOptions, CleanOutcome,
+    CleanStatus, Cleaned, DEFAULT_MAX_PARALLEL, EntityStatus, Failure, IN_MEMORY_PER_LANDING_BYTE,
+    INVARIANT_ROW, InProgress, Ingest, IngestBuilder, LandingChange, MIN_DELETE_RETENTION,
+    Manifest, ManifestFile, MemoryRelease, MemoryReleaseFn, PendingBatch, PendingOptions, Progress,
+    ProgressFn, RUN_CONTROL_TABLE,
 };
 pub use run_control::{RunControlRow, RunStatus};
 pub use settings::{

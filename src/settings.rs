@@ -45,6 +45,7 @@ use crate::store::location::{Location, StorageOptions};
 /// lock_policy = "per_table"     # or "global", "none" (to compare)
 /// commit_per = "table"          # or "topic": a commit per topic and table (to compare)
 /// format = "auto"               # or "lines", "array", "stream": how files hold records
+/// late_files = "reload"         # or "report", "fail": a loaded batch's folder changed
 ///
 /// [storage]                     # object store options; `${VAR}` from the environment
 /// AWS_REGION = "eu-west-1"
@@ -130,6 +131,9 @@ pub struct Settings {
     pub commit_per: Option<CommitPer>,
     /// How a landing file's records are laid out ([`crate::EnvelopeConfig::format`]).
     pub format: Option<crate::Format>,
+    /// What a backlog does with a batch whose folder changed after its load
+    /// ([`IngestConfig::late_files`]).
+    pub late_files: Option<crate::LateFiles>,
     /// `[envelope]`: the envelope's field names.
     pub envelope: EnvelopeSettings,
     /// `[flatten]`: how payloads become columns and child tables.
@@ -309,6 +313,7 @@ impl Settings {
         set(&mut c.lock_policy, self.lock_policy);
         set(&mut c.commit_per, self.commit_per);
         set(&mut c.envelope.format, self.format);
+        set(&mut c.late_files, self.late_files);
         let e = self.envelope;
         set(&mut c.envelope.topic_field, e.topic_field);
         if let Some(v) = e.id_field {
@@ -873,7 +878,7 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 34);
+        assert_eq!(Settings::default().unset_keys().len(), 35);
     }
 
     #[test]

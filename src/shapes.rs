@@ -130,6 +130,7 @@ fn pending_batch() -> PendingBatch {
         folder: Default::default(),
         landing_path: String::new(),
         batch_id: String::new(),
+        late: None,
     }
 }
 

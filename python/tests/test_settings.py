@@ -36,6 +36,7 @@ CASES: list[tuple[str, dict[str, Any]]] = [
     ('lock_policy = "global"', {"lock_policy": "global"}),
     ('commit_per = "topic"', {"commit_per": "topic"}),
     ('format = "array"', {"format": "array"}),
+    ('late_files = "report"', {"late_files": "report"}),
     ('[envelope]\ntopic_field = "type"', {"envelope": {"topic_field": "type"}}),
     ('[envelope]\nid_field = ""', {"envelope": {"id_field": ""}}),
     ('[envelope]\npayload_field = ""', {"envelope": {"payload_field": ""}}),

@@ -28,6 +28,8 @@ pub(super) fn stage_topics(lines: &[impl AsRef<str>]) -> BTreeMap<String, Vec<Re
         bytes: 0,
         compression: crate::source::discover::Compression::None,
         folder: 0,
+        modified: None,
+        etag: None,
     };
     crate::stage::assemble(&[file], vec![staged], true, &mut Default::default()).topics
 }
@@ -702,6 +704,8 @@ fn compact_lineage_turns_back_into_the_same_batches() {
         bytes: 0,
         compression: crate::source::discover::Compression::None,
         folder: 0,
+        modified: None,
+        etag: None,
     };
     let a = [
         r#"{"topic":"t","message_id":"1","payload":{"x":1,"tags":["é","ü"],"lots":[{"q":1,"legs":[{"p":1},{"p":2}]},{"q":2}]}}"#,

@@ -11,6 +11,7 @@ use std::path::PathBuf;
 
 use super::Ingest;
 use super::ledger::{Ledgers, RunState, latest_runs};
+use super::manifest::LandingChange;
 use crate::batch::{BatchKey, landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
@@ -26,6 +27,10 @@ pub struct PendingBatch {
     pub landing_path: String,
     /// The id of `batch_id=<id>`.
     pub batch_id: String,
+    /// For a loaded batch whose folder changed after its load: how (it is loaded again
+    /// as a rerun, with `late_files = "reload"`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub late: Option<LandingChange>,
 }
 
 /// What became of a pending batch in [`Ingest::run_pending`].
@@ -51,6 +56,10 @@ pub enum BatchStatus {
     /// No `_SUCCESS` marker yet, with [`PendingOptions::require_success`]: the copy step
     /// has not finished it.
     NotReady,
+    /// Loaded before, and its folder changed since (files added, changed or removed):
+    /// left as loaded and reported, with `late_files = "report"` (or when files were only
+    /// removed).
+    Changed,
 }
 
 /// How [`Ingest::run_pending`] works through a backlog.
@@ -144,15 +153,33 @@ impl Ingest {
     /// `landing/<source>/<entity>/`, local or in an object store) that the catalog has
     /// not loaded successfully (a batch whose last run failed is pending again), sorted
     /// by batch id, then landing path.
+    ///
+    /// A loaded batch whose folder changed after its load (a file landed late or
+    /// changed; [`crate::IngestConfig::late_files`] `reload`, the default) is pending
+    /// again, with [`PendingBatch::late`] saying how it changed.
     pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
-        let BacklogView { folders, .. } = self.backlog_view(root.as_ref())?;
+        Ok(self.pending_and_changed(root.as_ref())?.0)
+    }
+
+    /// [`Ingest::pending`], and the loaded batches whose folder changed that are not
+    /// pending again (the policy is not `reload`, or files were only removed).
+    fn pending_and_changed(
+        &self,
+        root: &std::path::Path,
+    ) -> Result<(Vec<PendingBatch>, Vec<PendingBatch>)> {
+        let BacklogView { folders, late, .. } = self.backlog_view(root)?;
         let mut found: Vec<PendingBatch> = folders
             .into_iter()
             .filter(|(_, run)| !run.is_some_and(|r| r.ok))
             .map(|(b, _)| b)
             .collect();
+        let reload = self.config.late_files == crate::config::LateFiles::Reload;
+        let (again, changed): (Vec<PendingBatch>, Vec<PendingBatch>) = late
+            .into_iter()
+            .partition(|b| reload && b.late.as_ref().is_some_and(LandingChange::has_new_data));
+        found.extend(again);
         found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
-        Ok(found)
+        Ok((found, changed))
     }
 
     /// Loads the pending batches under `root` ([`Ingest::pending`]), oldest batch id
@@ -167,11 +194,52 @@ impl Ingest {
         root: impl AsRef<std::path::Path>,
         options: &PendingOptions,
     ) -> Result<Vec<BacklogOutcome>> {
-        let pending = self.pending(root)?;
-        if options.max_in_flight <= 1 {
-            return self.run_batches(pending, options);
+        let (pending, changed) = self.pending_and_changed(root.as_ref())?;
+        let mut outcomes = if options.max_in_flight <= 1 {
+            self.run_batches(pending, options)?
+        } else {
+            self.run_in_flight(pending, options)?
+        };
+        outcomes.extend(changed.into_iter().map(|batch| self.changed_outcome(batch)));
+        Ok(outcomes)
+    }
+
+    /// The outcome of a loaded batch whose folder changed and that is not loaded again:
+    /// reported ([`BatchStatus::Changed`]), or failed with `late_files = "fail"`.
+    fn changed_outcome(&self, batch: PendingBatch) -> BacklogOutcome {
+        let how = batch
+            .late
+            .as_ref()
+            .map(LandingChange::describe)
+            .unwrap_or_default();
+        let (status, reason) = match self.config.late_files {
+            crate::config::LateFiles::Fail => (
+                BatchStatus::Failed,
+                format!(
+                    "its folder changed after its load: {how} (late_files = \"fail\"; load it again with `bronze ingest {}`, or set late_files = \"reload\")",
+                    batch.folder.display()
+                ),
+            ),
+            _ if batch.late.as_ref().is_some_and(LandingChange::has_new_data) => (
+                BatchStatus::Changed,
+                format!(
+                    "its folder changed after its load: {how}; not loaded again (late_files = \"report\"): `bronze ingest {}` loads it again",
+                    batch.folder.display()
+                ),
+            ),
+            _ => (
+                BatchStatus::Changed,
+                format!(
+                    "files were removed from its folder after its load: {how}; its rows are kept and it is not loaded again (a rerun would drop them)"
+                ),
+            ),
+        };
+        BacklogOutcome {
+            batch,
+            status,
+            reason: Some(reason),
+            report: None,
         }
-        self.run_in_flight(pending, options)
     }
 
     /// [`Ingest::run_batches`] on up to `options.max_in_flight` groups of entities at once,
@@ -334,9 +402,23 @@ impl Ingest {
     }
 
     fn run_pending_one(&self, batch: PendingBatch) -> BacklogOutcome {
-        let run = self.run_folders_unless_loaded(std::slice::from_ref(&batch.folder));
+        let folders = std::slice::from_ref(&batch.folder);
+        // A loaded batch whose folder changed is loaded again, as a rerun.
+        let again = batch.late.as_ref().map(|late| {
+            format!(
+                "loaded again: its folder changed after its load: {}",
+                late.describe()
+            )
+        });
+        let run = match &again {
+            Some(why) => self.run_folders(folders).map(|mut report| {
+                report.warnings.push(why.clone());
+                report
+            }),
+            None => self.run_folders_unless_loaded(folders),
+        };
         let (status, reason, report) = match run {
-            Ok(report) if report.exit_code() < 2 => (BatchStatus::Loaded, None, Some(report)),
+            Ok(report) if report.exit_code() < 2 => (BatchStatus::Loaded, again, Some(report)),
             Ok(report) => {
                 let why = report
                     .failed_tables()
@@ -414,7 +496,11 @@ impl Ingest {
         entities.dedup();
         if entities.is_empty() {
             let folders = folders.into_iter().map(|b| (b, None)).collect();
-            return Ok(BacklogView { folders, ledgers });
+            return Ok(BacklogView {
+                folders,
+                ledgers,
+                late: Vec::new(),
+            });
         }
         let through_before: HashMap<String, String> = ledgers
             .by_path
@@ -430,8 +516,65 @@ impl Ingest {
         folders.sort_by(|a, b| a.landing_path.cmp(&b.landing_path));
         let folders = with_latest_runs(&ledgers, folders);
         advance_listings(&mut ledgers, &folders, &through_before, &in_full);
+        let late = self.changed_since_load(&storage, &folders, &mut ledgers)?;
         self.runtime().block_on(ledgers.save());
-        Ok(BacklogView { folders, ledgers })
+        Ok(BacklogView {
+            folders,
+            ledgers,
+            late,
+        })
+    }
+
+    /// The loaded batches of `folders` whose folder differs from its manifest, among
+    /// those checked this round ([`super::manifest::to_check`]): per entity, its latest
+    /// few batches every round, and all of them once per
+    /// [`crate::IngestConfig::full_listing_every`] (when the entity's ledger says its last
+    /// full check is that old). A no-op `--pending` over 10,000 loaded batches makes the
+    /// same few checks as over ten (BENCHMARKS.md).
+    fn changed_since_load(
+        &self,
+        storage: &Storage,
+        folders: &[(PendingBatch, Option<RunState>)],
+        ledgers: &mut Ledgers,
+    ) -> Result<Vec<PendingBatch>> {
+        let now = now_micros();
+        let every = i64::try_from(self.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
+        let mut late = Vec::new();
+        for entity in folders.chunk_by(|a, b| a.0.landing_path == b.0.landing_path) {
+            let lp = entity[0].0.landing_path.as_str();
+            let last_full = ledgers.get(lp).map(|l| l.late_check_micros);
+            let full = super::manifest::full_check_due(now, every, last_full);
+            let loaded: Vec<&str> = entity
+                .iter()
+                .filter(|(_, run)| run.is_some_and(|r| r.ok))
+                .map(|(b, _)| b.batch_id.as_str())
+                .collect();
+            let checked: HashSet<&str> = super::manifest::to_check(loaded, full)
+                .into_iter()
+                .collect();
+            for (batch, _) in entity
+                .iter()
+                .filter(|(b, _)| checked.contains(b.batch_id.as_str()))
+            {
+                let at = (batch.folder.as_path(), lp, batch.batch_id.as_str());
+                if let Some(change) = self.landing_change(storage, at)?.filter(|c| !c.is_empty()) {
+                    tracing::warn!(
+                        landing_path = lp,
+                        batch_id = %batch.batch_id,
+                        "the folder of a loaded batch changed after its load: {}",
+                        change.describe()
+                    );
+                    late.push(PendingBatch {
+                        late: Some(change),
+                        ..batch.clone()
+                    });
+                }
+            }
+            if full && let Some(ledger) = ledgers.get_mut(lp) {
+                ledger.late_check_micros = now;
+            }
+        }
+        Ok(late)
     }
 
     /// The batch folders under `root`, each entity in an object store whose ledger says
@@ -502,6 +645,7 @@ impl Ingest {
                     folder: PathBuf::from(folder),
                     landing_path: lp.to_string(),
                     batch_id: id.clone(),
+                    late: None,
                 });
             }
         }
@@ -604,6 +748,7 @@ impl Ingest {
                                         landing_path,
                                         batch_id: id.to_string(),
                                         folder,
+                                        late: None,
                                     })
                                 }
                                 Err(e) => tracing::warn!(
@@ -850,6 +995,9 @@ pub(super) struct BacklogView {
     pub(super) folders: Vec<(PendingBatch, Option<RunState>)>,
     /// The entities' ledgers, up to date: the latest run of each batch.
     pub(super) ledgers: Ledgers,
+    /// The loaded batches whose folder changed after their load, among those checked
+    /// ([`Ingest::changed_since_load`]), each with [`PendingBatch::late`] set.
+    pub(super) late: Vec<PendingBatch>,
 }
 
 /// The batches whose latest run has no failed row, per landing path of that run.

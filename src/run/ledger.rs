@@ -66,6 +66,10 @@ pub(super) struct Ledger {
     /// When the entity's folders in an object store were last listed in full,
     /// microseconds since the Unix epoch (0: never).
     pub(super) full_listing_micros: i64,
+    /// When every loaded batch of the entity was last compared with its manifest,
+    /// microseconds since the Unix epoch (0: never).
+    #[serde(default)]
+    pub(super) late_check_micros: i64,
 }
 
 /// A ledger's runs as stored: the batch ids in order, separated by spaces (a batch id

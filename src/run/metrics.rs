@@ -227,6 +227,12 @@ pub fn backlog_metrics(entities: &[EntityStatus], ages: &BTreeMap<String, f64>) 
         "Batches whose latest run failed.",
         failed,
     );
+    let changed = of(&|e| Some(e.changed.len() as f64));
+    m.gauges(
+        "bronze_backlog_changed_batches",
+        "Loaded batches whose folder changed after their load (files added, changed or removed).",
+        changed,
+    );
     let busy = of(&|e| Some(e.in_progress.len() as f64));
     m.gauges(
         "bronze_backlog_in_progress_batches",

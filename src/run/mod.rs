@@ -33,10 +33,12 @@ use crate::validate::{check_invariant, outcomes};
 
 mod backlog;
 mod builder;
+mod clean;
 mod fanout;
 mod gather;
 mod hints;
 mod ledger;
+mod manifest;
 pub mod metrics;
 mod record;
 mod staging;
@@ -45,8 +47,12 @@ mod topic;
 
 pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch, PendingOptions};
 pub use builder::IngestBuilder;
+pub use clean::{
+    CLEAN_ROW, CleanAction, CleanOptions, CleanOutcome, CleanStatus, MIN_DELETE_RETENTION,
+};
+pub use manifest::{Cleaned, LandingChange, Manifest, ManifestFile};
 use staging::StagedBatch;
-pub use status::{EntityStatus, Failure, InProgress};
+pub use status::{Changed, EntityStatus, Failure, InProgress};
 
 /// Default cap on topics processed at once with an object store
 /// ([`IngestConfig::object_store`]), where each commit waits on the network: 32 in flight
@@ -397,6 +403,36 @@ impl Ingest {
         }
     }
 
+    /// [`Error::BatchCleaned`] instead of `e` when the folder that has no data files (or
+    /// is gone) belongs to a batch `bronze clean` cleaned, which its manifest says.
+    fn cleaned_instead(&self, batch_dirs: &[impl AsRef<Path>], e: Error) -> Error {
+        let gone = match &e {
+            Error::NoDataFiles { .. } => true,
+            Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+            _ => false,
+        };
+        let cleaned = (|| {
+            let (landing_path, batch_id) = self.folder_identity(batch_dirs)?;
+            let storage = self.storage().ok()?;
+            let manifest = self
+                .read_manifest(&storage, &landing_path, &batch_id)
+                .ok()??;
+            let cleaned = manifest.cleaned?;
+            let batch = format!("{landing_path}/batch_id={batch_id}");
+            let how = match cleaned.moved_to {
+                Some(to) => format!(
+                    "moved its landing files to {to}; its rows stay in the tables: load it again from there with `bronze ingest {to}`"
+                ),
+                None => "deleted its landing files; its rows stay in the tables".to_string(),
+            };
+            Some(Error::BatchCleaned { batch, how })
+        })();
+        match cleaned {
+            Some(cleaned) if gone => cleaned,
+            _ => e,
+        }
+    }
+
     /// The landing path and batch id a failed run's folders name (the settings' when
     /// given), for its metrics; `None` when the folders name none.
     fn folder_identity(&self, batch_dirs: &[impl AsRef<Path>]) -> Option<(String, String)> {
@@ -427,7 +463,9 @@ impl Ingest {
         let started_micros = now_micros();
         let mut counters = RunCounters::start(&self.catalog);
         // 1. Discover: the batch key and its files, validated before any I/O.
-        let found = self.discover(batch_dirs)?;
+        let found = self
+            .discover(batch_dirs)
+            .map_err(|e| self.cleaned_instead(batch_dirs, e))?;
         counters.mark(Stage::Discover, &self.catalog);
         self.catalog.check_put_if_absent()?;
         let storage = self.storage()?;
@@ -476,6 +514,10 @@ impl Ingest {
         self.failpoint("before_drop_staging")?;
         if !in_memory {
             self.finish_staging(&staging_table, recorded.failed(), &mut warnings);
+        }
+        if !recorded.failed() {
+            let run = (run_id.as_str(), started_micros);
+            warnings.extend(self.write_manifests(&storage, &found, &staged.files, run));
         }
         let warnings = self.log_warnings(warnings);
         // 8. The report.
@@ -738,6 +780,20 @@ impl Ingest {
 
     /// Discovers the batch folders (see [`discover::discover_folders`]) and says so.
     fn discover(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<discover::Discovery> {
+        let found = self.list_folders(batch_dirs)?;
+        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
+        self.report_progress(Progress::Discovered {
+            files: found.files.len(),
+            bytes: found.files.iter().map(|f| f.bytes).sum(),
+        });
+        Ok(found)
+    }
+
+    /// The batch key and data files of `batch_dirs`, local or in an object store.
+    pub(super) fn list_folders(
+        &self,
+        batch_dirs: &[impl AsRef<Path>],
+    ) -> Result<discover::Discovery> {
         let dirs: Vec<std::path::PathBuf> = batch_dirs
             .iter()
             .map(|d| d.as_ref().to_path_buf())
@@ -775,11 +831,6 @@ impl Ingest {
         } else {
             discover::discover_folders(&dirs, batch_id, landing_path)?
         };
-        tracing::info!(batch = %found.key, files = found.files.len(), skipped = found.skipped.len(), "discovered");
-        self.report_progress(Progress::Discovered {
-            files: found.files.len(),
-            bytes: found.files.iter().map(|f| f.bytes).sum(),
-        });
         Ok(found)
     }
 

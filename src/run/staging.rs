@@ -547,6 +547,8 @@ mod tests {
             bytes,
             compression,
             folder: 0,
+            modified: None,
+            etag: None,
         }
     }
 

@@ -36,6 +36,19 @@ pub struct EntityStatus {
     /// the epoch (UTC).
     #[serde(default)]
     pub last_loaded_micros: Option<i64>,
+    /// Loaded batches whose folder changed after their load (among those checked: the
+    /// entity's three latest, and all of them once per `full_listing_every`).
+    #[serde(default)]
+    pub changed: Vec<Changed>,
+}
+
+/// A loaded batch whose folder changed after its load.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Changed {
+    /// The batch id.
+    pub batch_id: String,
+    /// How its folder differs from its manifest.
+    pub change: crate::LandingChange,
 }
 
 /// A batch whose lease is held.
@@ -115,7 +128,11 @@ impl Ingest {
         &self,
         root: &std::path::Path,
     ) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
-        let super::backlog::BacklogView { folders, ledgers } = self.backlog_view(root)?;
+        let super::backlog::BacklogView {
+            folders,
+            ledgers,
+            late,
+        } = self.backlog_view(root)?;
         let mut oldest: BTreeMap<String, String> = BTreeMap::new();
         let storage = self.storage()?;
         let leases = self.held_leases(&storage)?;
@@ -127,6 +144,7 @@ impl Ingest {
                 landing_path,
                 batch_id,
                 folder,
+                ..
             },
             run,
         ) in folders
@@ -179,6 +197,16 @@ impl Ingest {
             if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
                 e.oldest_pending = Some(batch_id);
                 oldest.insert(landing_path, folder.to_string_lossy().into_owned());
+            }
+        }
+        for batch in late {
+            if let (Some((e, _)), Some(change)) =
+                (entities.get_mut(&batch.landing_path), batch.late)
+            {
+                e.changed.push(Changed {
+                    batch_id: batch.batch_id,
+                    change,
+                });
             }
         }
         let entities = entities.into_values().map(|(e, _)| e).collect();
@@ -266,6 +294,15 @@ impl EntityStatus {
                     s,
                     "{}/batch_id={}: last run failed: {}",
                     e.landing_path, f.batch_id, f.reason
+                );
+            }
+            for c in &e.changed {
+                let _ = writeln!(
+                    s,
+                    "{}/batch_id={}: changed after its load: {}",
+                    e.landing_path,
+                    c.batch_id,
+                    c.change.describe()
                 );
             }
         }

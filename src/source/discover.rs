@@ -66,6 +66,10 @@ pub struct SourceFile {
     pub compression: Compression,
     /// Index of its folder in [`Discovery::folders`].
     pub folder: usize,
+    /// When it was last modified, microseconds since the epoch (what a manifest compares).
+    pub modified: Option<i64>,
+    /// Its ETag in an object store (what a manifest compares).
+    pub etag: Option<String>,
 }
 
 impl SourceFile {
@@ -263,6 +267,12 @@ fn list_placed(
     })
 }
 
+/// `t` in microseconds since the Unix epoch (0 before it).
+fn micros_since_epoch(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// Lists one batch folder into `files` (sorted by name) and `skipped`; no data file is
 /// [`Error::NoDataFiles`].
 fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
@@ -284,13 +294,15 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
         let name = entry.file_name().to_string_lossy().into_owned();
         match data_file_compression(&name) {
             Some(compression) if file_type.is_file() => {
-                let bytes = entry.metadata().map_err(|e| Error::io(&path, e))?.len();
+                let metadata = entry.metadata().map_err(|e| Error::io(&path, e))?;
                 files.push(SourceFile {
                     name: lineage_name(&path),
                     path,
-                    bytes,
+                    bytes: metadata.len(),
                     compression,
                     folder,
+                    modified: metadata.modified().ok().map(micros_since_epoch),
+                    etag: None,
                 });
             }
             Some(_) => {
@@ -363,6 +375,8 @@ pub(crate) async fn list_store_folder(
                 bytes: object.size,
                 compression,
                 folder,
+                modified: Some(object.last_modified.timestamp_micros()),
+                etag: object.e_tag.clone(),
             }),
             None => skipped.push(PathBuf::from(full)),
         }

@@ -196,6 +196,8 @@ mod tests {
             bytes: 0,
             compression: Compression::None,
             folder: 0,
+            modified: None,
+            etag: None,
         }
     }
 

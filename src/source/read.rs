@@ -145,6 +145,8 @@ mod tests {
             bytes: (gz.len() / 2) as u64,
             compression: Compression::Gzip,
             folder: 0,
+            modified: None,
+            etag: None,
         };
         let cut = read_file(&file).unwrap();
         let damage = cut.damage.expect("the cut is seen");

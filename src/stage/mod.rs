@@ -349,6 +349,8 @@ pub fn stage_file_bytes(bytes: &[u8], source_file: &str, envelope: &EnvelopeConf
         bytes: bytes.len() as u64,
         compression: crate::source::codec::Compression::None,
         folder: 0,
+        modified: None,
+        etag: None,
     };
     stage_bytes(Decoded::plain(bytes.to_vec()), &file, envelope, &mut Scratch::new())
 }
@@ -1244,6 +1246,8 @@ mod tests {
                 bytes: 0,
                 compression: crate::source::discover::Compression::None,
                 folder: 0,
+                modified: None,
+                etag: None,
             });
         }
         let staging = assemble(&files, staged, true, &mut IdSet::default());

@@ -236,6 +236,8 @@ mod tests {
             bytes: std::fs::metadata(path).unwrap().len(),
             compression,
             folder: 0,
+            modified: None,
+            etag: None,
         }
     }
 

@@ -28,14 +28,6 @@ fn ingest(batch: &Path, catalog: &Path, extra: &[&str]) -> Output {
         .unwrap()
 }
 
-fn said(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn ids(catalog: &Path, table: &str) -> Vec<String> {
     let mut ids = TempLake::at(catalog.to_path_buf(), "bronze")
         .rows(table)

@@ -100,14 +100,6 @@ fn ids_of(prefixes: &[&str], count: usize) -> Vec<String> {
     ids
 }
 
-fn said(out: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    )
-}
-
 fn ingest(lake: &TempLake, batch: &str, extra: &[&str]) -> Output {
     bronze_cli()
         .args(["ingest", "--json", "--catalog"])

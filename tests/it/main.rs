@@ -3,6 +3,7 @@
 mod backlog;
 mod bad_records;
 mod batch_identity;
+mod clean;
 mod cli;
 mod cloud;
 mod concurrency;
@@ -18,6 +19,7 @@ mod idempotency;
 mod ingest_basic;
 mod interop;
 mod landed_files;
+mod late_files;
 mod maintenance;
 mod metrics;
 mod other_engines;

@@ -73,6 +73,15 @@ pub fn bronze_cli() -> std::process::Command {
     c
 }
 
+/// A command's stdout and stderr, for assertion messages and searches.
+pub fn said(out: &std::process::Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
 /// `bronze ARGS --catalog <lake>`, run to its end.
 pub fn on_catalog(lake: &TempLake, args: &[&str]) -> std::process::Output {
     bronze_cli()

@@ -105,6 +105,22 @@ pub enum Command {
     ///
     /// Example: bronze status s3://bucket/landing/market --catalog s3://bucket/lake --json
     Status(StatusArgs),
+    /// Moves or deletes the landing files of loaded batches after a retention.
+    ///
+    /// A batch under ROOT is cleaned when its latest run loaded it, that run started at
+    /// least --older-than ago, and its folder still holds exactly what the run read (its
+    /// manifest: a file added or changed since keeps it, for `ingest --pending` to load it
+    /// again first). Its files move to `<DEST>/<source>/<entity>/batch_id=<id>/`
+    /// (--move-to, a folder or an object store URL outside ROOT) or are deleted (--delete,
+    /// --older-than 7d at least). Each batch is cleaned under its lease; its manifest and a
+    /// `(clean)` row in `_run_control` record it, and a later `bronze ingest` of its folder
+    /// says where its files went. Listings and storage of the landing zone then stop
+    /// growing with its age, as Auto Loader's `cleanSource` does.
+    ///
+    /// Example: bronze clean landing/ --older-than 30d --move-to /archive/landing --dry-run
+    ///
+    /// Example: bronze clean s3://bucket/landing --older-than 90d --delete --catalog s3://bucket/lake
+    Clean(CleanArgs),
     /// A one-file HTML report of the lakehouse: batches over time, tables, failures.
     ///
     /// Reads `_run_control` and every table's log (nothing is written to the catalog)
@@ -150,6 +166,29 @@ pub struct CompletionsArgs {
     /// `bash`, `zsh`, `fish`, `powershell`, `elvish`, or `man` for the man page (roff).
     #[arg(value_parser = ["bash", "zsh", "fish", "powershell", "elvish", "man"])]
     pub shell: String,
+}
+
+#[derive(Debug, Args)]
+#[command(group = clap::ArgGroup::new("action").required(true).args(["move_to", "delete"]))]
+pub struct CleanArgs {
+    /// The landing zone: `landing/`, `landing/<source>/` or `landing/<source>/<entity>/`,
+    /// a folder or an object store URL.
+    pub root: String,
+    /// Clean batches whose load started at least this long ago (`30d`, `72h`).
+    #[arg(long, value_parser = parse_ttl, value_name = "DURATION")]
+    pub older_than: std::time::Duration,
+    /// Move the files under this folder or object store URL (outside ROOT), keeping
+    /// `<source>/<entity>/batch_id=<id>/`.
+    #[arg(long, value_name = "DEST")]
+    pub move_to: Option<String>,
+    /// Delete the files (with --older-than 7d or more).
+    #[arg(long)]
+    pub delete: bool,
+    /// List what would be cleaned; touch nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub location: Location,
 }
 
 #[derive(Debug, Args)]
@@ -598,6 +637,17 @@ pub struct IngestArgs {
     /// Example: bronze ingest landing/s/e/batch_id=1 --format array
     #[arg(long, value_name = "FORMAT", value_parser = parse_enum::<bronze::Format>)]
     pub format: Option<bronze::Format>,
+    /// With --pending: what to do with a loaded batch whose folder changed after its load
+    /// (a file landed late, changed or was removed; each batch's manifest records what
+    /// its load read): `reload` loads it again as a rerun and says why, `report` lists it
+    /// (here, in `bronze status` and the metrics) and leaves it, `fail` lists it as
+    /// failed (exit code 2). Only removed files never reload: the rerun would drop their
+    /// rows. Each entity's three latest loaded batches are checked every round, all of
+    /// them once per --full-listing-every [default: reload; `late_files` in bronze.toml].
+    ///
+    /// Example: bronze ingest --pending landing/ --late-files report
+    #[arg(long, value_name = "POLICY", value_parser = parse_enum::<bronze::LateFiles>)]
+    pub late_files: Option<bronze::LateFiles>,
     /// Push each batch run's metrics to this Prometheus Pushgateway (job `bronze`,
     /// grouped by landing path; `[metrics] push_url` in bronze.toml): rows per table,
     /// messages, corrupt lines, duplicates, stage times, store requests, success and the
@@ -637,6 +687,7 @@ impl IngestArgs {
             lock_policy: self.lock_policy,
             commit_per: self.commit_per,
             format: self.format,
+            late_files: self.late_files,
             envelope: bronze::EnvelopeSettings {
                 topic_field: self.topic_field.clone(),
                 id_field: self.id_field.clone(),
@@ -878,6 +929,11 @@ mod tests {
                 serde_json::json!({"format": "array"}),
             ),
             (
+                "late_files = \"fail\"",
+                &["--late-files", "fail"],
+                serde_json::json!({"late_files": "fail"}),
+            ),
+            (
                 "[envelope]\ntopic_field = \"type\"",
                 &["--topic-field", "type"],
                 serde_json::json!({"envelope": {"topic_field": "type"}}),
@@ -1016,6 +1072,11 @@ mod tests {
                 "--format",
                 "format",
                 "unknown variant `soon`, expected one of `auto`, `lines`, `array`, `stream`",
+            ),
+            (
+                "--late-files",
+                "late_files",
+                "unknown variant `soon`, expected one of `reload`, `report`, `fail`",
             ),
         ] {
             let flag = Cli::try_parse_from(["bronze", "ingest", "d", flag, "soon"])

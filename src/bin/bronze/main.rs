@@ -99,6 +99,7 @@ fn main() -> ExitCode {
     match cli.command {
         Command::Ingest(args) => ingest(&args),
         Command::Status(args) => status(&args),
+        Command::Clean(args) => clean(&args),
         Command::Report(args) => report(&args),
         Command::Completions(args) => completions(&args.shell),
         Command::Health(args) => health(&args),
@@ -321,6 +322,63 @@ fn status(args: &cli::StatusArgs) -> ExitCode {
         ))
     });
     print_output(&args.location, result)
+}
+
+/// `bronze clean ROOT`: one line per batch cleaned, kept or failed, then a count; exit 2
+/// when one failed.
+fn clean(args: &cli::CleanArgs) -> ExitCode {
+    let action = match &args.move_to {
+        Some(dest) => bronze::CleanAction::MoveTo(dest.clone()),
+        None => bronze::CleanAction::Delete,
+    };
+    let options = bronze::CleanOptions {
+        older_than: args.older_than,
+        action,
+        dry_run: args.dry_run,
+    };
+    let result = args
+        .location
+        .config_with(bronze::Settings::default())
+        .and_then(|c| {
+            let ingest = bronze::Ingest::from_config(c)?;
+            ingest.clean(&args.root, &options)
+        });
+    let failed = result
+        .as_ref()
+        .is_ok_and(|o| o.iter().any(|o| o.status == bronze::CleanStatus::Failed));
+    let result = result.map(|outcomes| {
+        let mut text = String::new();
+        for o in &outcomes {
+            let status = serde_json::to_value(o.status).unwrap_or_default();
+            text.push_str(&format!(
+                "{:<12} {}/batch_id={}",
+                status.as_str().unwrap_or("?"),
+                o.batch.landing_path,
+                o.batch.batch_id
+            ));
+            if o.files > 0 {
+                text.push_str(&format!("  {} files, {} bytes", o.files, o.bytes));
+            }
+            if let Some(to) = &o.moved_to {
+                text.push_str(&format!(" -> {to}"));
+            }
+            if let Some(why) = &o.reason {
+                text.push_str(&format!("  ({why})"));
+            }
+            text.push('\n');
+        }
+        let count = |s: bronze::CleanStatus| outcomes.iter().filter(|o| o.status == s).count();
+        text.push_str(&format!(
+            "{} cleaned, {} would be cleaned (--dry-run), {} kept, {} failed\n",
+            count(bronze::CleanStatus::Cleaned),
+            count(bronze::CleanStatus::WouldClean),
+            count(bronze::CleanStatus::Kept),
+            count(bronze::CleanStatus::Failed),
+        ));
+        (serde_json::to_value(&outcomes).unwrap_or_default(), text)
+    });
+    let code = print_output(&args.location, result);
+    if failed { ExitCode::from(2) } else { code }
 }
 
 /// Prints a command's output as text or `--json` (option values masked), or its error
@@ -635,6 +693,12 @@ fn print_outcomes(
         count(bronze::BatchStatus::NotReady),
         count(bronze::BatchStatus::AlreadyLoaded),
     );
+    let changed = count(bronze::BatchStatus::Changed);
+    if changed > 0 {
+        outln!(
+            "{changed} loaded batches changed after their load and were not loaded again (see above)"
+        );
+    }
 }
 
 /// 2 when a batch failed, else the worst report's exit code.

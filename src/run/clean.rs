@@ -1,0 +1,494 @@
+//! `bronze clean`: the landing files of batches loaded successfully, whose folder still
+//! matches the manifest of their load, moved to an archive or deleted once the load is
+//! older than a retention, as Auto Loader's `cleanSource` does: listings and storage
+//! stop growing with the landing zone's age.
+//!
+//! Each batch is cleaned under its lease (no run of it loads at the same time), checked
+//! against its manifest again once the lease is held; its manifest then says where the
+//! files went, `_run_control` gets a `(clean)` row in the run that loaded it, and a later
+//! run of the batch
+//! says why it cannot read the folder (or where the archive is).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use deltalake::logstore::object_store::{
+    DynObjectStore, ObjectStoreExt as _, path::Path as StorePath,
+};
+use serde::Serialize;
+
+use super::Ingest;
+use super::backlog::{BacklogView, PendingBatch};
+use super::manifest::{Cleaned, Manifest};
+use crate::batch::{BatchKey, now_micros};
+use crate::error::{Error, Result};
+use crate::store::location::Location;
+
+/// `_run_control`'s `table` for a batch's cleaning.
+pub const CLEAN_ROW: &str = "(clean)";
+
+/// The shortest retention `--delete` takes: a week, as Delta's VACUUM defaults to.
+pub const MIN_DELETE_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
+
+/// What `bronze clean` does with a batch's landing files.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum CleanAction {
+    /// Moves them under this folder or object store URL, as
+    /// `<dest>/<source>/<entity>/batch_id=<id>/<file>`.
+    MoveTo(String),
+    /// Deletes them.
+    Delete,
+}
+
+/// How [`Ingest::clean`] cleans a landing zone.
+#[derive(Clone, Debug)]
+pub struct CleanOptions {
+    /// Batches whose load started at least this long ago.
+    pub older_than: std::time::Duration,
+    /// Move or delete.
+    pub action: CleanAction,
+    /// Say what would be cleaned; touch nothing.
+    pub dry_run: bool,
+}
+
+/// What became of one loaded batch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CleanStatus {
+    /// Its files were moved or deleted.
+    Cleaned,
+    /// `--dry-run`: it would be cleaned.
+    WouldClean,
+    /// Old enough but not cleaned (the reason says why: changed since its load, no
+    /// manifest, or its lease is held).
+    Kept,
+    /// Cleaning it failed part way (the reason names the file): its manifest is not
+    /// marked, and a later `clean` takes it up again.
+    Failed,
+}
+
+/// One batch's outcome.
+#[derive(Clone, Debug, Serialize)]
+pub struct CleanOutcome {
+    /// The batch.
+    pub batch: PendingBatch,
+    /// What became of it.
+    pub status: CleanStatus,
+    /// Files moved or deleted (or that would be).
+    pub files: usize,
+    /// Their bytes.
+    pub bytes: u64,
+    /// Where they went.
+    pub moved_to: Option<String>,
+    /// Why it was kept or failed.
+    pub reason: Option<String>,
+}
+
+/// A file of a batch folder: where it is and its size.
+struct Entry {
+    name: String,
+    bytes: u64,
+}
+
+/// A folder, local or in an object store.
+enum Place {
+    Local(PathBuf),
+    Store(Arc<DynObjectStore>, StorePath, String),
+}
+
+impl Ingest {
+    /// Cleans the landing files of the batches under `root` loaded successfully at least
+    /// `options.older_than` ago whose folder still matches their manifest
+    /// ([`CleanOptions`]); batches not loaded, loaded more recently, or already cleaned
+    /// are left alone and not listed.
+    pub fn clean(
+        &self,
+        root: impl AsRef<std::path::Path>,
+        options: &CleanOptions,
+    ) -> Result<Vec<CleanOutcome>> {
+        let root = root.as_ref();
+        check_options(root, options)?;
+        let BacklogView { folders, .. } = self.backlog_view(root)?;
+        let storage = self.storage()?;
+        let now = now_micros();
+        let older = i64::try_from(options.older_than.as_micros()).unwrap_or(i64::MAX);
+        let mut outcomes = Vec::new();
+        for (batch, run) in folders {
+            if !run.is_some_and(|r| r.ok) {
+                continue;
+            }
+            let manifest = self.read_manifest(&storage, &batch.landing_path, &batch.batch_id)?;
+            let Some(manifest) = manifest else {
+                outcomes.push(kept(
+                    batch,
+                    "no manifest: loaded by a release that wrote none; load it again to clean it later",
+                ));
+                continue;
+            };
+            if manifest.cleaned.is_some() || now.saturating_sub(manifest.loaded_micros) < older {
+                continue;
+            }
+            outcomes.push(self.clean_one(&storage, batch, manifest, options));
+        }
+        Ok(outcomes)
+    }
+
+    /// Cleans one batch under its lease.
+    fn clean_one(
+        &self,
+        storage: &crate::table::Storage,
+        batch: PendingBatch,
+        mut manifest: Manifest,
+        options: &CleanOptions,
+    ) -> CleanOutcome {
+        let key = match BatchKey::of_folders(&batch.batch_id, vec![batch.landing_path.clone()]) {
+            Ok(key) => key,
+            Err(e) => return failed(batch, &e),
+        };
+        let started = now_micros();
+        let run_id = format!("{}-{started}", key.slug());
+        let leases = if options.dry_run {
+            Vec::new()
+        } else {
+            match self.take_lease(storage, &key, &run_id, &mut Vec::new()) {
+                Ok(leases) => leases,
+                Err(e @ Error::BatchLeased { .. }) => {
+                    return kept(batch, &format!("{e}: a run of it is loading it now"));
+                }
+                Err(e) => return failed(batch, &e),
+            }
+        };
+        let at = (
+            batch.folder.as_path(),
+            batch.landing_path.as_str(),
+            batch.batch_id.as_str(),
+        );
+        match self.landing_change(storage, at) {
+            Ok(Some(change)) if !change.is_empty() => {
+                let why = format!(
+                    "its folder changed after its load ({}): `ingest --pending` loads it again first",
+                    change.describe()
+                );
+                return kept(batch, &why);
+            }
+            Ok(_) => {}
+            Err(e) => return failed(batch, &e),
+        }
+        let source = match self.place(&batch.folder.to_string_lossy()) {
+            Ok(p) => p,
+            Err(e) => return failed(batch, &e),
+        };
+        let entries = match self.entries(&source) {
+            Ok(entries) => entries,
+            Err(e) => return failed(batch, &e),
+        };
+        let files = entries.len();
+        let bytes = entries.iter().map(|e| e.bytes).sum();
+        let moved_to = match &options.action {
+            CleanAction::MoveTo(dest) => Some(format!(
+                "{}/{}/batch_id={}",
+                dest.trim_end_matches('/'),
+                batch.landing_path,
+                batch.batch_id
+            )),
+            CleanAction::Delete => None,
+        };
+        if options.dry_run {
+            return CleanOutcome {
+                batch,
+                status: CleanStatus::WouldClean,
+                files,
+                bytes,
+                moved_to,
+                reason: None,
+            };
+        }
+        let done = (|| -> Result<()> {
+            if let Some(to) = &moved_to {
+                let target = self.place(to)?;
+                for e in &entries {
+                    self.copy(&source, &target, e)?;
+                }
+            }
+            for e in &entries {
+                self.remove(&source, e)?;
+            }
+            if let Place::Local(dir) = &source {
+                // Empty now; a folder left behind would be listed as a batch with no files.
+                let _ = std::fs::remove_dir(dir);
+            }
+            manifest.cleaned = Some(Cleaned {
+                at_micros: now_micros(),
+                moved_to: moved_to.clone(),
+            });
+            self.save_manifest(storage, &manifest)?;
+            self.record_clean(
+                storage,
+                (&key, manifest.run_id.as_str(), started),
+                (files, bytes, moved_to.as_deref()),
+            )
+        })();
+        leases.iter().for_each(crate::lease::Lease::recorded);
+        match done {
+            Ok(()) => CleanOutcome {
+                batch,
+                status: CleanStatus::Cleaned,
+                files,
+                bytes,
+                moved_to,
+                reason: None,
+            },
+            Err(e) => failed(batch, &e),
+        }
+    }
+
+    /// Appends the `(clean)` row of a batch's cleaning to `_run_control`, in the run that
+    /// loaded it (`run_id`, its manifest's): the batch's latest run stays that load.
+    fn record_clean(
+        &self,
+        storage: &crate::table::Storage,
+        (key, run_id, started): (&BatchKey, &str, i64),
+        (files, bytes, moved_to): (usize, u64, Option<&str>),
+    ) -> Result<()> {
+        let what = match moved_to {
+            Some(to) => format!("moved {files} landing files ({bytes} bytes) to {to}"),
+            None => format!("deleted {files} landing files ({bytes} bytes)"),
+        };
+        let row = crate::RunControlRow {
+            run_id: run_id.to_string(),
+            batch_id: key.batch_id.clone(),
+            landing_paths: key.landing_paths.clone(),
+            table: CLEAN_ROW.to_string(),
+            rows_in: files as u64,
+            bytes_added: 0,
+            started_at_micros: started,
+            ended_at_micros: now_micros(),
+            checks: what,
+            ..Default::default()
+        };
+        crate::run_control::append_rows(
+            &self.catalog,
+            (storage, crate::table::RunMode::default()),
+            (&[row], key),
+            |_, _, _| {},
+        )
+    }
+
+    /// The folder at `location`, local or in its object store.
+    fn place(&self, location: &str) -> Result<Place> {
+        match Location::parse(location)? {
+            Location::Local(path) => Ok(Place::Local(path)),
+            Location::Url(url) => {
+                let store = self.store_of(&url)?;
+                let path = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
+                    name: "clean",
+                    reason: format!("cannot address {location}: {e}"),
+                })?;
+                Ok(Place::Store(store, path, location.to_string()))
+            }
+        }
+    }
+
+    /// Every file of a folder (data files, markers, manifests; not sub-folders).
+    fn entries(&self, place: &Place) -> Result<Vec<Entry>> {
+        match place {
+            Place::Local(dir) => {
+                let mut out = Vec::new();
+                for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+                    let e = e.map_err(|e| Error::io(dir, e))?;
+                    let meta = e.metadata().map_err(|err| Error::io(e.path(), err))?;
+                    if meta.is_file() {
+                        out.push(Entry {
+                            name: e.file_name().to_string_lossy().into_owned(),
+                            bytes: meta.len(),
+                        });
+                    }
+                }
+                Ok(out)
+            }
+            Place::Store(store, dir, shown) => {
+                let listed = self
+                    .runtime()
+                    .block_on(store.list_with_delimiter(Some(dir)))
+                    .map_err(|e| self.store_error(shown, &e))?;
+                Ok(listed
+                    .objects
+                    .into_iter()
+                    .filter_map(|o| {
+                        let name = o.location.filename()?.to_string();
+                        Some(Entry {
+                            name,
+                            bytes: o.size,
+                        })
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Copies `entry` of `from` into `to` (a local rename when both are on one disk).
+    fn copy(&self, from: &Place, to: &Place, entry: &Entry) -> Result<()> {
+        let bytes = match from {
+            Place::Local(dir) => {
+                let path = dir.join(&entry.name);
+                if let Place::Local(target) = to {
+                    std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
+                    if std::fs::rename(&path, target.join(&entry.name)).is_ok() {
+                        return Ok(());
+                    }
+                }
+                std::fs::read(&path).map_err(|e| Error::io(&path, e))?
+            }
+            Place::Store(store, dir, shown) => {
+                let path = dir.clone().join(entry.name.as_str());
+                self.runtime()
+                    .block_on(async { store.get(&path).await?.bytes().await })
+                    .map_err(|e| self.store_error(shown, &e))?
+                    .to_vec()
+            }
+        };
+        match to {
+            Place::Local(target) => {
+                std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
+                let path = target.join(&entry.name);
+                std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+            }
+            Place::Store(store, dir, shown) => {
+                let path = dir.clone().join(entry.name.as_str());
+                self.runtime()
+                    .block_on(store.put(&path, bytes.into()))
+                    .map(|_| ())
+                    .map_err(|e| self.store_error(shown, &e))
+            }
+        }
+    }
+
+    /// Removes `entry` from `place` (gone already: renamed away).
+    fn remove(&self, place: &Place, entry: &Entry) -> Result<()> {
+        match place {
+            Place::Local(dir) => {
+                let path = dir.join(&entry.name);
+                match std::fs::remove_file(&path) {
+                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
+                    _ => Ok(()),
+                }
+            }
+            Place::Store(store, dir, shown) => {
+                let path = dir.clone().join(entry.name.as_str());
+                match self.runtime().block_on(store.delete(&path)) {
+                    Ok(()) | Err(deltalake::logstore::object_store::Error::NotFound { .. }) => {
+                        Ok(())
+                    }
+                    Err(e) => Err(self.store_error(shown, &e)),
+                }
+            }
+        }
+    }
+
+    fn store_error(&self, shown: &str, e: &dyn std::fmt::Display) -> Error {
+        Error::Store {
+            location: self.config().storage_options.mask(shown),
+            reason: e.to_string(),
+        }
+    }
+}
+
+/// Refuses a retention `--delete` does not take, and an archive under the landing root
+/// (its files would be listed as batches again).
+fn check_options(root: &std::path::Path, options: &CleanOptions) -> Result<()> {
+    match &options.action {
+        CleanAction::Delete if options.older_than < MIN_DELETE_RETENTION => Err(Error::Config {
+            name: "clean",
+            reason: format!(
+                "--delete needs --older-than 7d or more ({:?} given): deleted landing files cannot be read again; move them with --move-to to keep them",
+                options.older_than
+            ),
+        }),
+        CleanAction::MoveTo(dest) => {
+            let norm = |s: &str| {
+                let s = s.trim_end_matches('/');
+                match Location::parse(s) {
+                    Ok(Location::Local(p)) => std::path::absolute(&p)
+                        .map(|p| p.to_string_lossy().into_owned())
+                        .unwrap_or_else(|_| s.to_string()),
+                    _ => s.to_string(),
+                }
+            };
+            let (root, dest) = (norm(&root.to_string_lossy()), norm(dest));
+            if dest == root || dest.starts_with(&format!("{root}/")) {
+                return Err(Error::Config {
+                    name: "clean",
+                    reason: format!(
+                        "--move-to {dest} is under the landing root {root}: its files would be listed as batches again; archive them elsewhere"
+                    ),
+                });
+            }
+            Ok(())
+        }
+        CleanAction::Delete => Ok(()),
+    }
+}
+
+fn kept(batch: PendingBatch, why: &str) -> CleanOutcome {
+    CleanOutcome {
+        batch,
+        status: CleanStatus::Kept,
+        files: 0,
+        bytes: 0,
+        moved_to: None,
+        reason: Some(why.to_string()),
+    }
+}
+
+fn failed(batch: PendingBatch, e: &Error) -> CleanOutcome {
+    CleanOutcome {
+        batch,
+        status: CleanStatus::Failed,
+        files: 0,
+        bytes: 0,
+        moved_to: None,
+        reason: Some(crate::error::chain(e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn delete_needs_a_week_and_an_archive_must_be_outside_the_landing_root() {
+        let day = std::time::Duration::from_secs(24 * 3600);
+        let options = |older_than, action| CleanOptions {
+            older_than,
+            action,
+            dry_run: false,
+        };
+        let root = std::path::Path::new("/data/landing");
+        assert!(check_options(root, &options(6 * day, CleanAction::Delete)).is_err());
+        check_options(root, &options(7 * day, CleanAction::Delete)).unwrap();
+        for under in ["/data/landing/archive", "/data/landing", "/data/landing/"] {
+            let err = check_options(root, &options(day, CleanAction::MoveTo(under.into())))
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains("under the landing root"), "{under}: {err}");
+        }
+        check_options(
+            root,
+            &options(day, CleanAction::MoveTo("/data/landing-archive".into())),
+        )
+        .unwrap();
+        let s3 = std::path::Path::new("s3://b/landing");
+        assert!(
+            check_options(
+                s3,
+                &options(day, CleanAction::MoveTo("s3://b/landing/old".into()))
+            )
+            .is_err()
+        );
+        check_options(
+            s3,
+            &options(day, CleanAction::MoveTo("s3://b/archive".into())),
+        )
+        .unwrap();
+    }
+}
