@@ -45,6 +45,10 @@ pub fn result_shapes() -> Vec<(&'static str, serde_json::Value)> {
         oldest_pending: Some(String::new()),
         last_failure: Some(failure.clone()),
         last_loaded_micros: Some(0),
+        changed: vec![crate::Changed {
+            batch_id: String::new(),
+            change: crate::LandingChange::default(),
+        }],
         ..EntityStatus::default()
     };
     let maintained = MaintainedTable {
@@ -66,6 +70,8 @@ pub fn result_shapes() -> Vec<(&'static str, serde_json::Value)> {
         ("RunControlRow", json(&RunControlRow::default())),
         ("Report", json(&report)),
         ("Batch", json(&pending_batch())),
+        ("LandingChange", json(&crate::LandingChange::default())),
+        ("Changed", json(&entity.changed[0])),
         ("Outcome", json(&outcome)),
         ("InProgress", json(&in_progress)),
         ("Failure", json(&failure)),
@@ -130,7 +136,7 @@ fn pending_batch() -> PendingBatch {
         folder: Default::default(),
         landing_path: String::new(),
         batch_id: String::new(),
-        late: None,
+        late: Some(crate::LandingChange::default()),
     }
 }
 

@@ -39,6 +39,7 @@ from ._bronze import (
 )
 from ._records import (
     Batch,
+    Changed,
     CheckpointResult,
     CorruptLine,
     EntityStatus,
@@ -47,6 +48,7 @@ from ._records import (
     Folder,
     HistoryEntry,
     InProgress,
+    LandingChange,
     MaintainedTable,
     MaintainReport,
     OptimizeResult,
@@ -517,6 +519,7 @@ __all__ = [
     "BatchChanging",
     "BatchFailed",
     "BronzeError",
+    "Changed",
     "CheckpointResult",
     "ConfigError",
     "CorruptLine",
@@ -528,6 +531,7 @@ __all__ = [
     "InProgress",
     "InvalidBatchId",
     "InvalidLandingPath",
+    "LandingChange",
     "MaintainReport",
     "MaintainedTable",
     "NoDataFiles",

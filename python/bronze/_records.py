@@ -142,19 +142,31 @@ class Report:
 
 
 @dataclass(frozen=True)
+class LandingChange:
+    """How a loaded batch's folder differs from what its load read (its manifest)."""
+
+    added: list[str]
+    changed: list[str]
+    removed: list[str]
+
+
+@dataclass(frozen=True)
 class Batch:
-    """A ``batch_id=<id>`` folder of a landing zone."""
+    """A ``batch_id=<id>`` folder of a landing zone; ``late`` says how a loaded batch's
+    folder changed since its load when it is pending again for that."""
 
     folder: str
     landing_path: str
     batch_id: str
+    late: Optional[LandingChange] = None
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What became of one pending batch: ``status`` is ``loaded``, ``failed``, ``busy``
     (another worker holds its lease), ``already_loaded``, ``waiting`` (an earlier batch of
-    the entity did not load), ``changing`` (still being copied) or ``not_ready``."""
+    the entity did not load), ``changing`` (still being copied), ``not_ready`` or
+    ``changed`` (loaded before, its folder changed since, not loaded again)."""
 
     batch: Batch
     status: str
@@ -184,6 +196,14 @@ class Failure:
 
 
 @dataclass(frozen=True)
+class Changed:
+    """A loaded batch whose folder changed after its load."""
+
+    batch_id: str
+    change: LandingChange
+
+
+@dataclass(frozen=True)
 class EntityStatus:
     """One entity (``<source>/<entity>``) of a landing zone."""
 
@@ -195,6 +215,7 @@ class EntityStatus:
     oldest_pending: Optional[str]
     last_failure: Optional[Failure]
     last_loaded_micros: Optional[int] = None
+    changed: list[Changed] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)

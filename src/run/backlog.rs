@@ -29,7 +29,7 @@ pub struct PendingBatch {
     pub batch_id: String,
     /// For a loaded batch whose folder changed after its load: how (it is loaded again
     /// as a rerun, with `late_files = "reload"`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     pub late: Option<LandingChange>,
 }
 

@@ -72,14 +72,23 @@ impl Format {
         let Some(start) = text.iter().position(|b| !b.is_ascii_whitespace()) else {
             return Format::Lines;
         };
-        let (end, ended) = value_end(text, start, None);
-        let one_line = memchr::memchr(b'\n', &text[start..end]).is_none();
-        let more = text[end..].iter().any(|b| !b.is_ascii_whitespace());
-        match (text[start], ended) {
+        // The first value, looked at up to its first line break (an array) or its first
+        // MiB (an object): a large file is not scanned whole to decide.
+        let line_end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |i| start + i);
+        let on_its_line = value_end(&text[..line_end], start, None).1 == Ended::Closed;
+        match text[start] {
             // JSON Lines whose first record is an array (a corrupt line, kept as one).
-            (b'[', Ended::Closed) if one_line && more => Format::Lines,
-            (b'[', _) => Format::Array,
-            (b'{', Ended::Closed) if !one_line => Format::Stream,
+            b'[' if on_its_line && text[line_end..].iter().any(|b| !b.is_ascii_whitespace()) => {
+                Format::Lines
+            }
+            b'[' => Format::Array,
+            b'{' if !on_its_line => {
+                let window = &text[..text.len().min(start + (1 << 20))];
+                match value_end(window, start, None).1 {
+                    Ended::Closed => Format::Stream,
+                    _ => Format::Lines,
+                }
+            }
             _ => Format::Lines,
         }
     }
@@ -176,24 +185,18 @@ fn value_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Ended) {
         }
     }
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for i in at..text.len() {
-        let b = text[i];
-        if b == b'\n' && starts_record(text, i, indent) {
-            return (i, Ended::Cut);
-        }
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
+    let mut i = at;
+    while i < text.len() {
+        match text[i] {
+            b'\n' if starts_record(text, i, indent) => return (i, Ended::Cut),
+            b'"' => match string_end(text, i + 1, indent) {
+                StringEnd::Closed(end) => {
+                    i = end;
+                    continue;
+                }
+                StringEnd::Cut(at) => return (at, Ended::Cut),
+                StringEnd::Eof => return (text.len(), Ended::Eof),
+            },
             b'{' | b'[' => depth += 1,
             b'}' | b']' => {
                 depth = depth.saturating_sub(1);
@@ -203,8 +206,43 @@ fn value_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Ended) {
             }
             _ => {}
         }
+        i += 1;
     }
     (text.len(), Ended::Eof)
+}
+
+/// Where a string ends.
+enum StringEnd {
+    /// Past its closing quote.
+    Closed(usize),
+    /// At a line break inside it that starts another record ([`starts_record`]).
+    Cut(usize),
+    /// The text ended first.
+    Eof,
+}
+
+/// The end of the string whose text starts at `from` (after its opening quote), found
+/// by jumping to the next quote, backslash or (with `indent`) line break: strings are
+/// most of a record's bytes.
+fn string_end(text: &[u8], mut from: usize, indent: Option<&[u8]>) -> StringEnd {
+    while from < text.len() {
+        let rest = &text[from..];
+        let next = match indent {
+            Some(_) => memchr::memchr3(b'"', b'\\', b'\n', rest),
+            None => memchr::memchr2(b'"', b'\\', rest),
+        };
+        let Some(n) = next else {
+            return StringEnd::Eof;
+        };
+        let at = from + n;
+        match text[at] {
+            b'"' => return StringEnd::Closed(at + 1),
+            b'\\' => from = at + 2,
+            _ if starts_record(text, at, indent) => return StringEnd::Cut(at),
+            _ => from = at + 1,
+        }
+    }
+    StringEnd::Eof
 }
 
 /// How an array element ends.
@@ -222,23 +260,21 @@ enum Stop {
 /// of the text.
 fn element_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Stop) {
     let mut depth = 0usize;
-    let mut in_string = false;
-    let mut escaped = false;
-    for (i, &b) in text.iter().enumerate().skip(at) {
-        if b == b'\n' && depth > 0 && starts_record(text, i, indent) {
-            return (i, Stop::Cut);
-        }
-        if in_string {
-            match b {
-                _ if escaped => escaped = false,
-                b'\\' => escaped = true,
-                b'"' => in_string = false,
-                _ => {}
+    let mut i = at;
+    while i < text.len() {
+        match text[i] {
+            b'\n' if depth > 0 && starts_record(text, i, indent) => return (i, Stop::Cut),
+            b'"' => {
+                let within = if depth > 0 { indent } else { None };
+                match string_end(text, i + 1, within) {
+                    StringEnd::Closed(end) => {
+                        i = end;
+                        continue;
+                    }
+                    StringEnd::Cut(at) => return (at, Stop::Cut),
+                    StringEnd::Eof => return (text.len(), Stop::Eof),
+                }
             }
-            continue;
-        }
-        match b {
-            b'"' => in_string = true,
             b'{' | b'[' => depth += 1,
             b'}' => depth = depth.saturating_sub(1),
             b']' if depth == 0 => return (i, Stop::Close),
@@ -246,6 +282,7 @@ fn element_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Stop) {
             b',' if depth == 0 => return (i, Stop::Comma),
             _ => {}
         }
+        i += 1;
     }
     (text.len(), Stop::Eof)
 }
