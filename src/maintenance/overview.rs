@@ -146,7 +146,11 @@ fn batch_runs(rows: Vec<RunRow>) -> Vec<BatchRun> {
         .into_values()
         .filter_map(|rows| {
             let batch = rows.iter().find(|r| r.table == INVARIANT_ROW)?;
-            let writes = rows.iter().filter(|r| r.table != INVARIANT_ROW);
+            // The run's table writes (not its accounting, nor a later `bronze clean` of
+            // its landing files, recorded in the same run).
+            let writes = rows
+                .iter()
+                .filter(|r| r.table != INVARIANT_ROW && r.table != crate::run_control::CLEAN_ROW);
             let corrupt = rows
                 .iter()
                 .filter(|r| r.table == crate::naming::CORRUPT_TABLE)

@@ -176,7 +176,7 @@ impl Ingest {
         let reload = self.config.late_files == crate::config::LateFiles::Reload;
         let (again, changed): (Vec<PendingBatch>, Vec<PendingBatch>) = late
             .into_iter()
-            .partition(|b| reload && b.late.as_ref().is_some_and(LandingChange::has_new_data));
+            .partition(|b| reload && b.late.as_ref().is_some_and(LandingChange::reloads));
         found.extend(again);
         found.sort_by(|a, b| (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path)));
         Ok((found, changed))
@@ -212,7 +212,14 @@ impl Ingest {
             .as_ref()
             .map(LandingChange::describe)
             .unwrap_or_default();
+        let removed = batch.late.as_ref().is_some_and(|c| !c.removed.is_empty());
         let (status, reason) = match self.config.late_files {
+            _ if removed => (
+                BatchStatus::Changed,
+                format!(
+                    "files were removed from its folder after its load: {how}; its rows are kept and it is not loaded again (a rerun would drop the removed files' rows; put them back, or load the new files as a batch of their own)"
+                ),
+            ),
             crate::config::LateFiles::Fail => (
                 BatchStatus::Failed,
                 format!(
@@ -220,17 +227,11 @@ impl Ingest {
                     batch.folder.display()
                 ),
             ),
-            _ if batch.late.as_ref().is_some_and(LandingChange::has_new_data) => (
+            _ => (
                 BatchStatus::Changed,
                 format!(
                     "its folder changed after its load: {how}; not loaded again (late_files = \"report\"): `bronze ingest {}` loads it again",
                     batch.folder.display()
-                ),
-            ),
-            _ => (
-                BatchStatus::Changed,
-                format!(
-                    "files were removed from its folder after its load: {how}; its rows are kept and it is not loaded again (a rerun would drop them)"
                 ),
             ),
         };
@@ -549,26 +550,53 @@ impl Ingest {
                 .filter(|(_, run)| run.is_some_and(|r| r.ok))
                 .map(|(b, _)| b.batch_id.as_str())
                 .collect();
-            let checked: HashSet<&str> = super::manifest::to_check(loaded, full)
+            let known: HashSet<String> = ledgers
+                .get(lp)
+                .map(|l| l.changed.iter().cloned().collect())
+                .unwrap_or_default();
+            let mut checked: HashSet<&str> = super::manifest::to_check(loaded, full)
                 .into_iter()
                 .collect();
-            for (batch, _) in entity
-                .iter()
-                .filter(|(b, _)| checked.contains(b.batch_id.as_str()))
-            {
+            checked.extend(known.iter().map(String::as_str));
+            let mut still: Vec<String> = Vec::new();
+            let loaded_here = entity.iter().filter(|(b, run)| {
+                run.is_some_and(|r| r.ok) && checked.contains(b.batch_id.as_str())
+            });
+            for (batch, _) in loaded_here {
                 let at = (batch.folder.as_path(), lp, batch.batch_id.as_str());
-                if let Some(change) = self.landing_change(storage, at)?.filter(|c| !c.is_empty()) {
-                    tracing::warn!(
-                        landing_path = lp,
-                        batch_id = %batch.batch_id,
-                        "the folder of a loaded batch changed after its load: {}",
-                        change.describe()
-                    );
-                    late.push(PendingBatch {
-                        late: Some(change),
-                        ..batch.clone()
-                    });
+                match self.landing_change(storage, at) {
+                    Ok(Some(change)) if !change.is_empty() => {
+                        tracing::warn!(
+                            landing_path = lp,
+                            batch_id = %batch.batch_id,
+                            "the folder of a loaded batch changed after its load: {}",
+                            change.describe()
+                        );
+                        still.push(batch.batch_id.clone());
+                        late.push(PendingBatch {
+                            late: Some(change),
+                            ..batch.clone()
+                        });
+                    }
+                    Ok(_) => {}
+                    // One folder or manifest that cannot be read does not stop the round:
+                    // the batch is compared again next round.
+                    Err(e) => {
+                        tracing::warn!(
+                            landing_path = lp,
+                            batch_id = %batch.batch_id,
+                            "could not compare the folder of a loaded batch with its manifest: {}",
+                            self.config.storage_options.mask(&crate::error::chain(&e))
+                        );
+                        if known.contains(&batch.batch_id) {
+                            still.push(batch.batch_id.clone());
+                        }
+                    }
                 }
+            }
+            if let Some(ledger) = ledgers.get_mut(lp) {
+                still.sort();
+                ledger.changed = still;
             }
             if full && let Some(ledger) = ledgers.get_mut(lp) {
                 ledger.late_check_micros = now;

@@ -24,8 +24,7 @@ use crate::batch::{BatchKey, now_micros};
 use crate::error::{Error, Result};
 use crate::store::location::Location;
 
-/// `_run_control`'s `table` for a batch's cleaning.
-pub const CLEAN_ROW: &str = "(clean)";
+pub use crate::run_control::CLEAN_ROW;
 
 /// The shortest retention `--delete` takes: a week, as Delta's VACUUM defaults to.
 pub const MIN_DELETE_RETENTION: std::time::Duration = std::time::Duration::from_secs(7 * 24 * 3600);
@@ -60,7 +59,7 @@ pub enum CleanStatus {
     /// `--dry-run`: it would be cleaned.
     WouldClean,
     /// Old enough but not cleaned (the reason says why: changed since its load, no
-    /// manifest, or its lease is held).
+    /// manifest, its lease is held, or a run of it ended unrecorded).
     Kept,
     /// Cleaning it failed part way (the reason names the file): its manifest is not
     /// marked, and a later `clean` takes it up again.
@@ -84,10 +83,35 @@ pub struct CleanOutcome {
     pub reason: Option<String>,
 }
 
-/// A file of a batch folder: where it is and its size.
+/// A file of a batch folder: its name, size and modification time or ETag.
 struct Entry {
     name: String,
     bytes: u64,
+    modified: Option<i64>,
+    etag: Option<String>,
+}
+
+impl Entry {
+    /// The copy step's markers, cleaned with the data files: `_SUCCESS` and its
+    /// manifests (`manifest.json`, `manifest.jsonl`).
+    fn is_marker(&self) -> bool {
+        let lower = self.name.to_ascii_lowercase();
+        matches!(
+            lower.as_str(),
+            "_success" | "manifest.json" | "manifest.jsonl"
+        )
+    }
+
+    /// The file the load read, unchanged: its name, size and time or ETag as the
+    /// manifest has them.
+    fn loaded_in(&self, manifest: &Manifest) -> bool {
+        manifest.files.iter().any(|f| {
+            f.name == self.name
+                && f.bytes == self.bytes
+                && (f.modified.is_none() || f.modified == self.modified)
+                && (f.etag.is_none() || f.etag == self.etag)
+        })
+    }
 }
 
 /// A folder, local or in an object store.
@@ -125,20 +149,33 @@ impl Ingest {
                 ));
                 continue;
             };
-            if manifest.cleaned.is_some() || now.saturating_sub(manifest.loaded_micros) < older {
+            if now.saturating_sub(manifest.loaded_micros) < older {
                 continue;
             }
-            outcomes.push(self.clean_one(&storage, batch, manifest, options));
+            // Cleaned before: taken up again only when its files are still there (a clean
+            // that failed part way).
+            if manifest.cleaned.is_some() && !self.has_loaded_files(&batch, &manifest) {
+                continue;
+            }
+            outcomes.push(self.clean_one(&storage, batch, options));
         }
         Ok(outcomes)
     }
 
-    /// Cleans one batch under its lease.
+    /// Whether the folder of `batch` still holds a file its load read.
+    fn has_loaded_files(&self, batch: &PendingBatch, manifest: &Manifest) -> bool {
+        self.place(&batch.folder.to_string_lossy())
+            .and_then(|p| self.entries(&p))
+            .is_ok_and(|entries| entries.iter().any(|e| e.loaded_in(manifest)))
+    }
+
+    /// Cleans one batch under its lease: its manifest and latest run read again once the
+    /// lease is held, the files its load read (and the copy step's markers) moved or
+    /// deleted, anything else left in the folder.
     fn clean_one(
         &self,
         storage: &crate::table::Storage,
         batch: PendingBatch,
-        mut manifest: Manifest,
         options: &CleanOptions,
     ) -> CleanOutcome {
         let key = match BatchKey::of_folders(&batch.batch_id, vec![batch.landing_path.clone()]) {
@@ -158,41 +195,86 @@ impl Ingest {
                 Err(e) => return failed(batch, &e),
             }
         };
-        let at = (
-            batch.folder.as_path(),
-            batch.landing_path.as_str(),
-            batch.batch_id.as_str(),
-        );
-        match self.landing_change(storage, at) {
-            Ok(Some(change)) if !change.is_empty() => {
-                let why = format!(
-                    "its folder changed after its load ({}): `ingest --pending` loads it again first",
-                    change.describe()
-                );
-                return kept(batch, &why);
-            }
-            Ok(_) => {}
+        // A run of the batch that ended without recording its writes: its rerun needs
+        // these files. The lease stays as it was found (not marked recorded).
+        if leases.iter().any(|l| l.took_over.is_some()) {
+            return kept(
+                batch,
+                "a run of it ended without recording its writes: `bronze ingest` it again before cleaning it",
+            );
+        }
+        let outcome = self.clean_held(storage, batch, (&key, started), options);
+        leases.iter().for_each(crate::lease::Lease::recorded);
+        outcome
+    }
+
+    /// [`Ingest::clean_one`] once the lease is held.
+    fn clean_held(
+        &self,
+        storage: &crate::table::Storage,
+        batch: PendingBatch,
+        (key, started): (&BatchKey, i64),
+        options: &CleanOptions,
+    ) -> CleanOutcome {
+        // Read again under the lease: a run or another clean may have come in between.
+        let manifest = match self.read_manifest(storage, &batch.landing_path, &batch.batch_id) {
+            Ok(Some(m)) => m,
+            Ok(None) => return kept(batch, "its manifest is gone"),
             Err(e) => return failed(batch, &e),
+        };
+        match self.loaded(storage, key) {
+            Ok(true) => {}
+            Ok(false) => return kept(batch, "its latest run did not load it: it is pending again"),
+            Err(e) => return failed(batch, &e),
+        }
+        if manifest.cleaned.is_none() {
+            let at = (
+                batch.folder.as_path(),
+                batch.landing_path.as_str(),
+                batch.batch_id.as_str(),
+            );
+            match self.landing_change(storage, at) {
+                Ok(Some(change)) if !change.is_empty() => {
+                    let why = format!(
+                        "its folder changed after its load ({}): `ingest --pending` loads it again first",
+                        change.describe()
+                    );
+                    return kept(batch, &why);
+                }
+                Ok(_) => {}
+                Err(e) => return failed(batch, &e),
+            }
         }
         let source = match self.place(&batch.folder.to_string_lossy()) {
             Ok(p) => p,
             Err(e) => return failed(batch, &e),
         };
-        let entries = match self.entries(&source) {
-            Ok(entries) => entries,
+        let (entries, left): (Vec<Entry>, Vec<Entry>) = match self.entries(&source) {
+            Ok(entries) => entries
+                .into_iter()
+                .partition(|e| e.loaded_in(&manifest) || e.is_marker()),
             Err(e) => return failed(batch, &e),
         };
         let files = entries.len();
         let bytes = entries.iter().map(|e| e.bytes).sum();
-        let moved_to = match &options.action {
-            CleanAction::MoveTo(dest) => Some(format!(
+        let moved_to = match (&manifest.cleaned, &options.action) {
+            (Some(c), _) => c.moved_to.clone(),
+            (None, CleanAction::MoveTo(dest)) => Some(format!(
                 "{}/{}/batch_id={}",
                 dest.trim_end_matches('/'),
                 batch.landing_path,
                 batch.batch_id
             )),
-            CleanAction::Delete => None,
+            (None, CleanAction::Delete) => None,
         };
+        let reason = (!left.is_empty()).then(|| {
+            let names: Vec<&str> = left.iter().take(3).map(|e| e.name.as_str()).collect();
+            format!(
+                "{} other files left in the folder, which its load did not read ({})",
+                left.len(),
+                names.join(", ")
+            )
+        });
         if options.dry_run {
             return CleanOutcome {
                 batch,
@@ -200,7 +282,7 @@ impl Ingest {
                 files,
                 bytes,
                 moved_to,
-                reason: None,
+                reason,
             };
         }
         let done = (|| -> Result<()> {
@@ -210,25 +292,30 @@ impl Ingest {
                     self.copy(&source, &target, e)?;
                 }
             }
+            // Marked before anything is removed: a clean that stops part way is taken up
+            // again by the next one, and a run of the folder says where the files went.
+            let mut manifest = manifest;
+            if manifest.cleaned.is_none() {
+                manifest.cleaned = Some(Cleaned {
+                    at_micros: now_micros(),
+                    moved_to: moved_to.clone(),
+                    folder: manifest.folder.clone(),
+                });
+                self.save_manifest(storage, &manifest)?;
+            }
             for e in &entries {
                 self.remove(&source, e)?;
             }
-            if let Place::Local(dir) = &source {
+            if let (Place::Local(dir), true) = (&source, left.is_empty()) {
                 // Empty now; a folder left behind would be listed as a batch with no files.
                 let _ = std::fs::remove_dir(dir);
             }
-            manifest.cleaned = Some(Cleaned {
-                at_micros: now_micros(),
-                moved_to: moved_to.clone(),
-            });
-            self.save_manifest(storage, &manifest)?;
             self.record_clean(
                 storage,
-                (&key, manifest.run_id.as_str(), started),
+                (key, manifest.run_id.as_str(), started),
                 (files, bytes, moved_to.as_deref()),
             )
         })();
-        leases.iter().for_each(crate::lease::Lease::recorded);
         match done {
             Ok(()) => CleanOutcome {
                 batch,
@@ -236,7 +323,7 @@ impl Ingest {
                 files,
                 bytes,
                 moved_to,
-                reason: None,
+                reason,
             },
             Err(e) => failed(batch, &e),
         }
@@ -298,9 +385,15 @@ impl Ingest {
                     let e = e.map_err(|e| Error::io(dir, e))?;
                     let meta = e.metadata().map_err(|err| Error::io(e.path(), err))?;
                     if meta.is_file() {
+                        let modified = meta.modified().ok().and_then(|t| {
+                            let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
+                            i64::try_from(d.as_micros()).ok()
+                        });
                         out.push(Entry {
                             name: e.file_name().to_string_lossy().into_owned(),
                             bytes: meta.len(),
+                            modified,
+                            etag: None,
                         });
                     }
                 }
@@ -319,6 +412,8 @@ impl Ingest {
                         Some(Entry {
                             name,
                             bytes: o.size,
+                            modified: Some(o.last_modified.timestamp_micros()),
+                            etag: o.e_tag,
                         })
                     })
                     .collect())

@@ -70,6 +70,10 @@ pub(super) struct Ledger {
     /// microseconds since the Unix epoch (0: never).
     #[serde(default)]
     pub(super) late_check_micros: i64,
+    /// Loaded batches whose folder differed from their manifest when last compared: each
+    /// round compares them again until they match (loaded again, or put back).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(super) changed: Vec<String>,
 }
 
 /// A ledger's runs as stored: the batch ids in order, separated by spaces (a batch id

@@ -68,13 +68,17 @@ pub struct ManifestFile {
     pub corrupt: Option<u64>,
 }
 
-/// How `bronze clean` cleaned a folder.
+/// How `bronze clean` cleaned a batch's landing folder; kept by the manifests of later
+/// loads of the batch (from its archive).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cleaned {
     /// When, microseconds since the epoch.
     pub at_micros: i64,
     /// Where the files went (`None`: deleted).
     pub moved_to: Option<String>,
+    /// The folder cleaned.
+    #[serde(default)]
+    pub folder: String,
 }
 
 /// How a loaded batch folder differs from its manifest.
@@ -97,6 +101,13 @@ impl LandingChange {
     /// Files were added or changed: a rerun reads rows the load did not.
     pub fn has_new_data(&self) -> bool {
         !self.added.is_empty() || !self.changed.is_empty()
+    }
+
+    /// A rerun loses nothing and reads what is new: files were added or changed and none
+    /// removed (a rerun replaces the batch's rows with what its folder holds now, so the
+    /// rows of a removed file would go).
+    pub fn reloads(&self) -> bool {
+        self.has_new_data() && self.removed.is_empty()
     }
 
     /// `1 added (b.jsonl), 1 removed (a.jsonl)`, naming at most three files of each.
@@ -202,12 +213,14 @@ impl Ingest {
     /// `started`), from what discovery listed and staging counted (`stats`, by
     /// `_source_file`). A manifest that cannot be written costs a warning: the batch is
     /// loaded, and without its manifest a late file is not noticed.
+    ///
+    /// A rerun (`seen` before) keeps what an earlier manifest says of a clean: a batch
+    /// loaded again from its archive still has a cleaned landing folder.
     pub(super) fn write_manifests(
         &self,
         storage: &Storage,
-        found: &Discovery,
-        stats: &[FileStats],
-        (run_id, started): (&str, i64),
+        (found, stats): (&Discovery, &[FileStats]),
+        (run_id, started, seen): (&str, i64, bool),
     ) -> Option<String> {
         let by_name: std::collections::HashMap<&str, &FileStats> =
             stats.iter().map(|s| (s.file.as_str(), s)).collect();
@@ -231,6 +244,12 @@ impl Ingest {
                         }
                     })
                     .collect();
+                let cleaned = match seen {
+                    true => self
+                        .read_manifest(storage, &folder.landing_path, &found.batch_id)?
+                        .and_then(|m| m.cleaned),
+                    false => None,
+                };
                 let manifest = Manifest {
                     format: FORMAT,
                     batch_id: found.batch_id.clone(),
@@ -239,7 +258,7 @@ impl Ingest {
                     run_id: run_id.to_string(),
                     loaded_micros: started,
                     files,
-                    cleaned: None,
+                    cleaned,
                 };
                 let path = manifest_path(&schema_dir, &folder.landing_path, &found.batch_id);
                 self.runtime()
@@ -288,8 +307,8 @@ impl Ingest {
     }
 
     /// How the loaded batch folder `folder` (its manifest's) differs from its manifest
-    /// now; `None` when it has no manifest (loaded by a release before manifests) or was
-    /// cleaned.
+    /// now; `None` when it has no manifest (loaded by a release before manifests), or was
+    /// cleaned and nothing landed in it since.
     pub(crate) fn landing_change(
         &self,
         storage: &Storage,
@@ -298,14 +317,22 @@ impl Ingest {
         let Some(manifest) = self.read_manifest(storage, landing_path, batch_id)? else {
             return Ok(None);
         };
-        if manifest.cleaned.is_some() {
-            return Ok(None);
-        }
         let now = match self.list_folders(&[folder]) {
             Ok(found) => found.files,
             Err(Error::NoDataFiles { .. }) => Vec::new(),
+            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+                Vec::new()
+            }
             Err(e) => return Err(e),
         };
+        // A cleaned folder is empty, and so is the landing folder of a batch loaded again
+        // from its archive: nothing to say. Files there now landed after the clean (the
+        // load's files count as removed, so the batch is reported, never reloaded).
+        let shown = folder.to_string_lossy();
+        let cleaned_here = manifest.cleaned.as_ref().is_some_and(|c| c.folder == shown);
+        if (cleaned_here || manifest.folder != shown) && now.is_empty() {
+            return Ok(None);
+        }
         Ok(Some(manifest.compare(&now)))
     }
 }

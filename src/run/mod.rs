@@ -433,6 +433,39 @@ impl Ingest {
         }
     }
 
+    /// [`Error::BatchCleaned`] for a batch `bronze clean` cleaned whose cleaned folder
+    /// holds files again: a rerun from there would replace all its rows with those files'
+    /// alone. A run from the archive (another folder) goes ahead.
+    fn refuse_cleaned_folder(&self, storage: &Storage, found: &discover::Discovery) -> Result<()> {
+        for folder in &found.folders {
+            let Some(manifest) =
+                self.read_manifest(storage, &folder.landing_path, &found.batch_id)?
+            else {
+                continue;
+            };
+            let Some(cleaned) = &manifest.cleaned else {
+                continue;
+            };
+            if cleaned.folder != folder.path.to_string_lossy() {
+                continue;
+            }
+            let batch = format!("{}/batch_id={}", folder.landing_path, found.batch_id);
+            let archive = match &cleaned.moved_to {
+                Some(to) => format!(
+                    "its earlier files are in {to}: copy the new ones there and load it with `bronze ingest {to}`"
+                ),
+                None => "its earlier files were deleted".to_string(),
+            };
+            return Err(Error::BatchCleaned {
+                batch,
+                how: format!(
+                    "cleaned its folder, which holds files that landed after: a rerun from it would replace every row of the batch with theirs alone; {archive}, or load them as a batch of their own (`--batch-id`)"
+                ),
+            });
+        }
+        Ok(())
+    }
+
     /// The landing path and batch id a failed run's folders name (the settings' when
     /// given), for its metrics; `None` when the folders name none.
     fn folder_identity(&self, batch_dirs: &[impl AsRef<Path>]) -> Option<(String, String)> {
@@ -480,6 +513,9 @@ impl Ingest {
         let leases = self.take_lease(&storage, &found.key, &run_id, &mut warnings)?;
         let still_held = || leases.iter().try_for_each(Lease::check);
         let (mode, _preopen) = self.prior_runs(&storage, &found.key, &leases, landed, if_loaded)?;
+        if mode.seen == crate::table::Seen::Before {
+            self.refuse_cleaned_folder(&storage, &found)?;
+        }
         // The run's tables, and the mode its writes to them follow.
         let run_tables = (&storage, mode);
         counters.mark(Stage::Lease, &self.catalog);
@@ -516,8 +552,9 @@ impl Ingest {
             self.finish_staging(&staging_table, recorded.failed(), &mut warnings);
         }
         if !recorded.failed() {
-            let run = (run_id.as_str(), started_micros);
-            warnings.extend(self.write_manifests(&storage, &found, &staged.files, run));
+            let seen = mode.seen == crate::table::Seen::Before;
+            let run = (run_id.as_str(), started_micros, seen);
+            warnings.extend(self.write_manifests(&storage, (&found, &staged.files), run));
         }
         let warnings = self.log_warnings(warnings);
         // 8. The report.

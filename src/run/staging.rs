@@ -307,6 +307,18 @@ impl Ingest {
             staged += 1;
         }
         tracing::debug!(file = %file.name, pieces = staged, piece_bytes = piece, "staged in pieces");
+        // A stream that broke stops reading early: a local file must still have the size
+        // it was listed with, as a file read whole must.
+        if !file.name.contains("://")
+            && let Ok(meta) = std::fs::metadata(&file.path)
+            && meta.len() != file.bytes
+        {
+            return Err(crate::Error::FileChanged {
+                path: file.path.clone(),
+                before: file.bytes,
+                after: meta.len(),
+            });
+        }
         chunked.summary.files_read += 1;
         Ok(())
     }

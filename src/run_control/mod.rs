@@ -18,3 +18,7 @@ pub(crate) use write::append_rows;
 
 /// The `table` value of the `_run_control` row that records a run's row accounting.
 pub const INVARIANT_ROW: &str = "(batch)";
+
+/// `_run_control`'s `table` for `bronze clean`'s row in the run that loaded a batch: its
+/// landing files moved or deleted.
+pub const CLEAN_ROW: &str = "(clean)";

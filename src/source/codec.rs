@@ -62,40 +62,42 @@ impl Compression {
             .unwrap_or((lower, Compression::None))
     }
 
-    /// The codec whose magic bytes `head` starts with. JSON text starts with `{`, `[`,
-    /// whitespace or a byte order mark, never with one of these.
+    /// The codec whose magic bytes `head` starts with, of those whose magic no text
+    /// starts with (4 bytes or more, or bytes that are not text). JSON text starts with
+    /// `{`, `[`, whitespace or a byte order mark, never with one of these.
     pub fn sniff(head: &[u8]) -> Option<Compression> {
+        const SNAPPY: [u8; 10] = [0xff, 0x06, 0x00, 0x00, b's', b'N', b'a', b'P', b'p', b'Y'];
+        // `BZh`, the block size, then the first block's magic (pi's digits).
+        const BZIP2_BLOCK: [u8; 6] = [0x31, 0x41, 0x59, 0x26, 0x53, 0x59];
         match head {
             [0x1f, 0x8b, ..] => Some(Compression::Gzip),
             [0x28, 0xb5, 0x2f, 0xfd, ..] => Some(Compression::Zstd),
-            [b'B', b'Z', b'h', b'1'..=b'9', ..] => Some(Compression::Bzip2),
-            [0x04, 0x22, 0x4d, 0x18, ..] => Some(Compression::Lz4),
-            [
-                0xff,
-                0x06,
-                0x00,
-                0x00,
-                b's',
-                b'N',
-                b'a',
-                b'P',
-                b'p',
-                b'Y',
-                ..,
-            ] => Some(Compression::Snappy),
-            // zlib with a 32 KiB window (what every zlib writer uses) and a valid check.
-            [0x78, flags, ..] if (0x7800u16 | u16::from(*flags)).is_multiple_of(31) => {
-                Some(Compression::Zlib)
+            [b'B', b'Z', b'h', b'1'..=b'9', rest @ ..] if rest.starts_with(&BZIP2_BLOCK) => {
+                Some(Compression::Bzip2)
             }
+            [0x04, 0x22, 0x4d, 0x18, ..] => Some(Compression::Lz4),
+            _ if head.starts_with(&SNAPPY) => Some(Compression::Snappy),
             _ => None,
         }
     }
 
-    /// The codec a file is read with: the one its first bytes name, else its name's
-    /// (a raw deflate file has no magic bytes; a file named `.gz` that holds zstd is
-    /// read as zstd).
+    /// Whether `head` starts as a zlib stream does: a 32 KiB window (what every zlib
+    /// writer uses), no preset dictionary, a valid check. Two bytes that text can start
+    /// with (`x^`): trusted for a file named as compressed only.
+    fn looks_zlib(head: &[u8]) -> bool {
+        matches!(head, [0x78, flags, ..]
+            if flags & 0x20 == 0 && (0x7800u16 | u16::from(*flags)).is_multiple_of(31))
+    }
+
+    /// The codec a file is read with: the one its first bytes name, else its name's (a
+    /// raw deflate file has no magic bytes; a file named `.gz` that holds zstd is read as
+    /// zstd; a file named as compressed whose bytes are zlib's is read as zlib).
     pub fn decide(self, head: &[u8]) -> Compression {
-        Compression::sniff(head).unwrap_or(self)
+        match Compression::sniff(head) {
+            Some(c) => c,
+            None if self != Compression::None && Compression::looks_zlib(head) => Compression::Zlib,
+            None => self,
+        }
     }
 
     /// Decoded bytes per landing byte, for budgeting memory before a file is read: JSON
@@ -337,17 +339,33 @@ mod tests {
         for codec in ALL {
             let packed = compress(codec, &data);
             let decided = Compression::None.decide(&packed);
-            if codec == Compression::Deflate {
-                assert_eq!(decided, Compression::None, "raw deflate has no magic");
-            } else {
-                assert_eq!(decided, codec);
+            match codec {
+                Compression::Deflate => assert_eq!(decided, Compression::None, "no magic"),
+                // zlib's two bytes are trusted only when the name says compressed.
+                Compression::Zlib => {
+                    assert_eq!(decided, Compression::None);
+                    assert_eq!(Compression::Gzip.decide(&packed), Compression::Zlib);
+                }
+                _ => assert_eq!(decided, codec),
             }
             let got = decode(codec, packed.as_slice(), packed.len() as u64);
             assert_eq!(got.damage, None, "{codec:?}");
             assert_eq!(got.bytes, data, "{codec:?}");
         }
-        for plain in [&b"{\"a\":1}"[..], b"[", b"  {", b"\xEF\xBB\xBF{", b"x"] {
-            assert_eq!(Compression::sniff(plain), None, "{plain:?}");
+        for plain in [
+            &b"{\"a\":1}"[..],
+            b"[",
+            b"  {",
+            b"\xEF\xBB\xBF{",
+            b"x",
+            b"x^ text",
+            b"BZh9 text",
+        ] {
+            assert_eq!(
+                Compression::None.decide(plain),
+                Compression::None,
+                "{plain:?}"
+            );
         }
         assert_eq!(decode(Compression::Zstd, &b""[..], 0).bytes, b"");
     }

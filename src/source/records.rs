@@ -147,16 +147,37 @@ enum Ended {
     Eof,
 }
 
-/// Whether a line break at `i` is followed by `indent` and then `{`: a record starting
-/// where the one before it started, which pretty printers never do inside a record
-/// (they indent what is inside it deeper), so the one before it is broken.
+/// The first byte of the line after the line break at `i` when that line starts at
+/// `indent` exactly (`None`: no indentation known, or another one).
+fn at_indent(text: &[u8], i: usize, indent: Option<&[u8]>) -> Option<u8> {
+    let indent = indent?;
+    if text[i] != b'\n' || !text[i + 1..].starts_with(indent) {
+        return None;
+    }
+    let first = *text.get(i + 1 + indent.len())?;
+    (!matches!(first, b' ' | b'\t')).then_some(first)
+}
+
+/// Whether a line break at `i` starts a line with `{` at `indent`: a record starting
+/// where the one before it started, which a pretty printer never writes inside a record
+/// it indents (what is inside is indented deeper), so the one before it is broken.
 fn starts_record(text: &[u8], i: usize, indent: Option<&[u8]>) -> bool {
-    let Some(indent) = indent else {
-        return false;
-    };
-    text[i] == b'\n'
-        && text[i + 1..].starts_with(indent)
-        && text.get(i + 1 + indent.len()) == Some(&b'{')
+    at_indent(text, i, indent) == Some(b'{')
+}
+
+/// What a line at the record's own indentation says while the record is open: a `{`
+/// starts the next record (the open one is broken), unless the record is written without
+/// indenting what is inside it (`flat`: a line of it already started at its indentation
+/// with something other than a closing bracket), where a `{` there may be part of it.
+fn cut_here(text: &[u8], i: usize, indent: Option<&[u8]>, flat: &mut bool) -> bool {
+    match at_indent(text, i, indent) {
+        Some(b'{') => !*flat,
+        Some(b'}' | b']') | None => false,
+        Some(_) => {
+            *flat = true;
+            false
+        }
+    }
 }
 
 /// The end of the value starting at `at` (not whitespace): past its closing bracket or
@@ -185,11 +206,12 @@ fn value_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Ended) {
         }
     }
     let mut depth = 0usize;
+    let mut flat = false;
     let mut i = at;
     while i < text.len() {
         match text[i] {
-            b'\n' if starts_record(text, i, indent) => return (i, Ended::Cut),
-            b'"' => match string_end(text, i + 1, indent) {
+            b'\n' if cut_here(text, i, indent, &mut flat) => return (i, Ended::Cut),
+            b'"' => match string_end(text, i + 1, indent.filter(|_| !flat)) {
                 StringEnd::Closed(end) => {
                     i = end;
                     continue;
@@ -260,12 +282,15 @@ enum Stop {
 /// of the text.
 fn element_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Stop) {
     let mut depth = 0usize;
+    let mut flat = false;
     let mut i = at;
     while i < text.len() {
         match text[i] {
-            b'\n' if depth > 0 && starts_record(text, i, indent) => return (i, Stop::Cut),
+            b'\n' if depth > 0 && cut_here(text, i, indent, &mut flat) => {
+                return (i, Stop::Cut);
+            }
             b'"' => {
-                let within = if depth > 0 { indent } else { None };
+                let within = if depth > 0 && !flat { indent } else { None };
                 match string_end(text, i + 1, within) {
                     StringEnd::Closed(end) => {
                         i = end;
@@ -328,7 +353,10 @@ impl Cutter {
                 self.cut_values(text, if bom { 3 } else { 0 }, eof, each)
             }
         };
-        self.first = false;
+        // Still the file's first piece when nothing of it was taken.
+        if taken > 0 {
+            self.first = false;
+        }
         taken
     }
 
@@ -558,6 +586,15 @@ mod tests {
                 (4, "{\"d\": 3}")
             ]
         );
+        // Written without indenting (`json.dumps(indent=0)`), a `{` at the start of a line
+        // inside a record is part of it.
+        let flat = b"[\n{\n\"topic\": \"t\",\n\"payload\": {\n\"a\": [\n{\n\"b\": 1\n}\n]\n}\n},\n{\n\"topic\": \"u\"\n}\n]";
+        let got = all(flat, Format::Auto);
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert_eq!((got[0].0, got[1].0), (2, 12));
+        let stream =
+            b"{\n\"topic\": \"t\",\n\"p\": [\n{\n\"b\": 1\n}\n]\n}\n{\n\"topic\": \"u\"\n}\n";
+        assert_eq!(all(stream, Format::Stream).len(), 2);
         // Bytes after the array are records of their own.
         let got = all(b"[{\"a\":1}] trailing", Format::Array);
         assert_eq!(got[1], (1, "trailing".to_string(), None));

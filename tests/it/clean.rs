@@ -28,6 +28,14 @@ fn landing(root: &Path, lake: &TempLake) {
     std::fs::write(b3.join("a.jsonl"), line("b3-1")).unwrap();
 }
 
+/// `bronze clean ROOT --older-than 0s --move-to DEST` and `extra`.
+fn move_now(lake: &TempLake, root: &Path, dest: &Path, extra: &[&str]) -> std::process::Output {
+    let (root, dest) = (root.to_str().unwrap(), dest.to_str().unwrap());
+    let mut args = vec!["clean", root, "--older-than", "0s", "--move-to", dest];
+    args.extend_from_slice(extra);
+    on_catalog(lake, &args)
+}
+
 #[test]
 fn clean_moves_unchanged_loaded_batches_to_an_archive_and_a_rerun_says_where_they_went() {
     let dir = tempfile::tempdir().unwrap();
@@ -35,18 +43,7 @@ fn clean_moves_unchanged_loaded_batches_to_an_archive_and_a_rerun_says_where_the
     let archive = dir.path().join("archive");
     let lake = TempLake::new();
     landing(&root, &lake);
-    let clean = |extra: &[&str]| {
-        let mut args = vec![
-            "clean",
-            root.to_str().unwrap(),
-            "--older-than",
-            "0s",
-            "--move-to",
-        ];
-        args.push(archive.to_str().unwrap());
-        args.extend_from_slice(extra);
-        on_catalog(&lake, &args)
-    };
+    let clean = |extra: &[&str]| move_now(&lake, &root, &archive, extra);
     // Dry run: b1 would be cleaned, b2 is kept (changed since its load), b3 not loaded.
     let out = clean(&["--dry-run"]);
     assert!(out.status.success(), "{}", said(&out));
@@ -119,25 +116,64 @@ fn clean_moves_unchanged_loaded_batches_to_an_archive_and_a_rerun_says_where_the
     assert!(out.status.success(), "{}", said(&out));
     assert_eq!(lake.rows("t").eq("_id", "b1-1").len(), 1);
 
+    // A file landing in the cleaned folder later: reported (the load's files count as
+    // removed), never loaded in place of the cleaned ones.
+    let b1 = root.join("src/ent/batch_id=b1");
+    std::fs::create_dir_all(&b1).unwrap();
+    std::fs::write(b1.join("again.jsonl"), line("b1-again")).unwrap();
+    let out = on_catalog(&lake, &["ingest", "--pending", root.to_str().unwrap()]);
+    let text = said(&out);
+    assert!(
+        text.contains("batch_id=b1")
+            && text.contains("1 added (again.jsonl)")
+            && text.contains("its rows are kept"),
+        "{text}"
+    );
+    let out = on_catalog(&lake, &["ingest", b1.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    assert!(
+        said(&out).contains("a rerun from it would replace every row of the batch"),
+        "{}",
+        said(&out)
+    );
+    assert_eq!(lake.rows("t").eq("_id", "b1-1").len(), 1);
+    std::fs::remove_dir_all(&b1).unwrap();
+
     // An archive under the landing root is refused before anything moves.
     let inside = root.join("archive");
-    let out = on_catalog(
-        &lake,
-        &[
-            "clean",
-            root.to_str().unwrap(),
-            "--older-than",
-            "0s",
-            "--move-to",
-            inside.to_str().unwrap(),
-        ],
-    );
+    let out = move_now(&lake, &root, &inside, &[]);
     assert_eq!(out.status.code(), Some(2), "{}", said(&out));
     assert!(
         said(&out).contains("under the landing root"),
         "{}",
         said(&out)
     );
+}
+
+#[test]
+fn clean_takes_only_the_files_the_load_read_and_the_copy_steps_markers() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("landing");
+    let lake = TempLake::new();
+    landing(&root, &lake);
+    let b1 = root.join("src/ent/batch_id=b1");
+    std::fs::write(b1.join("notes.txt"), "kept").unwrap();
+    let archive = dir.path().join("archive");
+    let out = move_now(&lake, &root, &archive, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out)
+            .contains("1 other files left in the folder, which its load did not read (notes.txt)"),
+        "{}",
+        said(&out)
+    );
+    assert!(
+        b1.join("notes.txt").exists()
+            && !b1.join("a.jsonl").exists()
+            && !b1.join("_SUCCESS").exists()
+    );
+    assert!(archive.join("src/ent/batch_id=b1/a.jsonl").exists());
+    assert!(!archive.join("src/ent/batch_id=b1/notes.txt").exists());
 }
 
 #[test]

@@ -105,6 +105,50 @@ fn a_late_file_and_a_changed_one_are_loaded_again_and_a_removed_one_is_reported(
     let entities: serde_json::Value = serde_json::from_slice(&status.stdout).unwrap();
     assert_eq!(entities[0]["changed"][0]["batch_id"], "b1", "{entities}");
     assert_eq!(entities[0]["changed"][0]["change"]["removed"][0], "b.jsonl");
+
+    // A file added beside the removed one: a rerun would still drop b.jsonl's rows, so
+    // the batch is reported, not loaded again.
+    std::fs::write(folder.join("c.jsonl"), line("c1")).unwrap();
+    let out = pending(&lake, &root, &[]);
+    let text = said(&out);
+    assert!(
+        text.contains("1 added (c.jsonl), 1 removed (b.jsonl)")
+            && text.contains("its rows are kept"),
+        "{text}"
+    );
+    assert_eq!(ids(&lake), ["a1", "a2", "a3", "b1"]);
+}
+
+#[test]
+fn a_change_to_an_older_batch_found_by_a_full_check_is_loaded_by_the_next_round() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("landing");
+    let lake = TempLake::new();
+    for i in 1..=5 {
+        let folder = root.join(format!("src/ent/batch_id=b{i}"));
+        std::fs::create_dir_all(&folder).unwrap();
+        std::fs::write(folder.join("a.jsonl"), line(&format!("b{i}"))).unwrap();
+    }
+    let out = pending(&lake, &root, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    // b1 is not among the three latest batches a round compares: a file landing there is
+    // seen by the next full check only.
+    std::fs::write(root.join("src/ent/batch_id=b1/late.jsonl"), line("late")).unwrap();
+    let out = pending(&lake, &root, &[]);
+    assert!(said(&out).contains("0 pending"), "{}", said(&out));
+    // A full check by `status` (due at once with an interval of 0s) finds it, and the
+    // ledger keeps it: the next round, with the default interval, loads it again.
+    let status = bronze(&lake, &["status", "--full-listing-every", "0s"], &root);
+    assert!(
+        said(&status).contains("batch_id=b1: changed after its load: 1 added (late.jsonl)"),
+        "{}",
+        said(&status)
+    );
+    let out = pending(&lake, &root, &[]);
+    assert!(said(&out).contains("loaded again"), "{}", said(&out));
+    assert!(ids(&lake).contains(&"late".to_string()));
+    let out = pending(&lake, &root, &[]);
+    assert!(said(&out).contains("0 pending"), "{}", said(&out));
 }
 
 #[test]
