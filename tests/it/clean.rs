@@ -293,3 +293,45 @@ fn in_s3_clean_moves_a_batch_to_an_archive_bucket() {
     assert!(out.status.success(), "{}", said(&out));
     assert!(!said(&out).contains("batch_id=b1"), "{}", said(&out));
 }
+
+#[test]
+fn clean_keeps_a_batch_whose_rerun_died_without_recording_its_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("landing");
+    let lake = TempLake::new();
+    landing(&root, &lake);
+    let b1 = root.join("src/ent/batch_id=b1");
+    // A rerun of b1 killed after staging: its lease stays, saying its writes are not
+    // recorded, and its rerun needs the landing files.
+    let killed = bronze_cli()
+        .arg("ingest")
+        .arg(&b1)
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .env("BRONZE_FAILPOINT", "after_staging")
+        .env("BRONZE_FAILPOINT_ACTION", "kill")
+        .output()
+        .unwrap();
+    assert!(!killed.status.success());
+    let archive = dir.path().join("archive");
+    let out = move_now(&lake, &root, &archive, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(
+        said(&out).contains("kept         src/ent/batch_id=b1")
+            && said(&out).contains("ended without recording its writes"),
+        "{}",
+        said(&out)
+    );
+    assert!(b1.join("a.jsonl").exists());
+    // The lease still tells the next run: it takes it over and replaces what the killed
+    // run left, and then b1 can be cleaned.
+    let out = on_catalog(&lake, &["ingest", b1.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert!(said(&out).contains("took over the lease"), "{}", said(&out));
+    let out = move_now(&lake, &root, &archive, &[]);
+    assert!(
+        said(&out).contains("cleaned      src/ent/batch_id=b1"),
+        "{}",
+        said(&out)
+    );
+}
