@@ -114,6 +114,12 @@ impl Entry {
     }
 }
 
+/// Why a batch is not cleaned after all, found under its lease.
+enum NotNow {
+    Kept(String),
+    Failed(Error),
+}
+
 /// A folder, local or in an object store.
 enum Place {
     Local(PathBuf),
@@ -216,35 +222,11 @@ impl Ingest {
         (key, started): (&BatchKey, i64),
         options: &CleanOptions,
     ) -> CleanOutcome {
-        // Read again under the lease: a run or another clean may have come in between.
-        let manifest = match self.read_manifest(storage, &batch.landing_path, &batch.batch_id) {
-            Ok(Some(m)) => m,
-            Ok(None) => return kept(batch, "its manifest is gone"),
-            Err(e) => return failed(batch, &e),
+        let manifest = match self.recheck(storage, &batch, key) {
+            Ok(m) => m,
+            Err(NotNow::Kept(why)) => return kept(batch, &why),
+            Err(NotNow::Failed(e)) => return failed(batch, &e),
         };
-        match self.loaded(storage, key) {
-            Ok(true) => {}
-            Ok(false) => return kept(batch, "its latest run did not load it: it is pending again"),
-            Err(e) => return failed(batch, &e),
-        }
-        if manifest.cleaned.is_none() {
-            let at = (
-                batch.folder.as_path(),
-                batch.landing_path.as_str(),
-                batch.batch_id.as_str(),
-            );
-            match self.landing_change(storage, at) {
-                Ok(Some(change)) if !change.is_empty() => {
-                    let why = format!(
-                        "its folder changed after its load ({}): `ingest --pending` loads it again first",
-                        change.describe()
-                    );
-                    return kept(batch, &why);
-                }
-                Ok(_) => {}
-                Err(e) => return failed(batch, &e),
-            }
-        }
         let source = match self.place(&batch.folder.to_string_lossy()) {
             Ok(p) => p,
             Err(e) => return failed(batch, &e),
@@ -326,6 +308,46 @@ impl Ingest {
                 reason,
             },
             Err(e) => failed(batch, &e),
+        }
+    }
+
+    /// The batch's manifest, read again under its lease (a run or another clean may have
+    /// come in between), when its latest run still loaded it and its folder still holds
+    /// what that run read (or it is a clean taken up again).
+    fn recheck(
+        &self,
+        storage: &crate::table::Storage,
+        batch: &PendingBatch,
+        key: &BatchKey,
+    ) -> std::result::Result<Manifest, NotNow> {
+        let manifest = match self.read_manifest(storage, &batch.landing_path, &batch.batch_id) {
+            Ok(Some(m)) => m,
+            Ok(None) => return Err(NotNow::Kept("its manifest is gone".into())),
+            Err(e) => return Err(NotNow::Failed(e)),
+        };
+        match self.loaded(storage, key) {
+            Ok(true) => {}
+            Ok(false) => {
+                let why = "its latest run did not load it: it is pending again";
+                return Err(NotNow::Kept(why.into()));
+            }
+            Err(e) => return Err(NotNow::Failed(e)),
+        }
+        if manifest.cleaned.is_some() {
+            return Ok(manifest);
+        }
+        let at = (
+            batch.folder.as_path(),
+            batch.landing_path.as_str(),
+            batch.batch_id.as_str(),
+        );
+        match self.landing_change(storage, at) {
+            Ok(Some(change)) if !change.is_empty() => Err(NotNow::Kept(format!(
+                "its folder changed after its load ({}): `ingest --pending` loads it again first",
+                change.describe()
+            ))),
+            Ok(_) => Ok(manifest),
+            Err(e) => Err(NotNow::Failed(e)),
         }
     }
 
