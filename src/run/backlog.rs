@@ -527,8 +527,8 @@ impl Ingest {
     }
 
     /// The loaded batches of `folders` whose folder differs from its manifest, among
-    /// those checked this round ([`super::manifest::to_check`]): per entity, its latest
-    /// few batches every round, and all of them once per
+    /// those a round compares ([`super::manifest::to_check`]): per entity, its latest
+    /// few batches and those found changed before every round, and all of them once per
     /// [`crate::IngestConfig::full_listing_every`] (when the entity's ledger says its last
     /// full check is that old). A no-op `--pending` over 10,000 loaded batches makes the
     /// same few checks as over ten (BENCHMARKS.md).
