@@ -15,6 +15,12 @@ pub(crate) fn now_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 
+/// `t` in microseconds since the Unix epoch (0 before it).
+pub(crate) fn micros_since_epoch(t: std::time::SystemTime) -> i64 {
+    t.duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
+}
+
 /// Checks a batch id against the allow-list `[A-Za-z0-9_-]{1,128}`.
 ///
 /// The id ends up in folder names and predicates, so anything else (quotes, `..`,

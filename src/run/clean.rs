@@ -407,10 +407,7 @@ impl Ingest {
                     let e = e.map_err(|e| Error::io(dir, e))?;
                     let meta = e.metadata().map_err(|err| Error::io(e.path(), err))?;
                     if meta.is_file() {
-                        let modified = meta.modified().ok().and_then(|t| {
-                            let d = t.duration_since(std::time::UNIX_EPOCH).ok()?;
-                            i64::try_from(d.as_micros()).ok()
-                        });
+                        let modified = meta.modified().ok().map(crate::batch::micros_since_epoch);
                         out.push(Entry {
                             name: e.file_name().to_string_lossy().into_owned(),
                             bytes: meta.len(),

@@ -267,12 +267,6 @@ fn list_placed(
     })
 }
 
-/// `t` in microseconds since the Unix epoch (0 before it).
-fn micros_since_epoch(t: std::time::SystemTime) -> i64 {
-    t.duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_micros()).unwrap_or(i64::MAX))
-}
-
 /// Lists one batch folder into `files` (sorted by name) and `skipped`; no data file is
 /// [`Error::NoDataFiles`].
 fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
@@ -301,7 +295,10 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
                     bytes: metadata.len(),
                     compression,
                     folder,
-                    modified: metadata.modified().ok().map(micros_since_epoch),
+                    modified: metadata
+                        .modified()
+                        .ok()
+                        .map(crate::batch::micros_since_epoch),
                     etag: None,
                 });
             }
