@@ -84,7 +84,7 @@ pub fn commit(
     batch_id: &str,
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
-    let storage = ingest.storage()?;
+    let storage = ingest.catalog().storage()?;
     // A first load of the batch that records its `txn` in every table.
     let committer = storage.committer(crate::table::RunMode::default());
     let key = crate::batch::BatchKey::of_id(batch_id);
@@ -98,12 +98,10 @@ pub fn commit(
                 evolution: crate::config::Evolution::Add,
             })
             .collect();
-        let ((c, _), _) = ingest.runtime().block_on(committer.replace_parts(
-            table,
-            parts,
-            &key,
-            crate::table::Write::Replace,
-        ))?;
+        let ((c, _), _) = ingest
+            .catalog()
+            .runtime()
+            .block_on(committer.replace_parts(table, parts, &key, crate::table::Write::Replace))?;
         rows += c.rows_added;
     }
     Ok(rows)

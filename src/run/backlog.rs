@@ -5,14 +5,15 @@
 //! loaded once its lease is held is skipped, so a batch is loaded once however the
 //! workers interleave.
 
-use crate::run_control::{RunRow, run_control_rows};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
 
-use super::Ingest;
-use super::ledger::{Ledgers, RunState, latest_runs};
+use super::context::Context;
+use super::ledger::{Ledgers, RunState};
 use super::manifest::LandingChange;
-use crate::batch::{BatchKey, landing_path_of, now_micros, validate_batch_id};
+use super::prior::IfLoaded;
+use super::{load, manifest};
+use crate::batch::{landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
 use crate::store::location::Location;
@@ -148,16 +149,20 @@ pub struct BacklogOutcome {
     pub report: Option<BatchReport>,
 }
 
-impl Ingest {
-    /// The `batch_id=<id>` folders under `root` (`landing/`, `landing/<source>/` or
-    /// `landing/<source>/<entity>/`, local or in an object store) that the catalog has
-    /// not loaded successfully (a batch whose last run failed is pending again), sorted
-    /// by batch id, then landing path.
-    ///
-    /// A loaded batch whose folder changed after its load (a file landed late or
-    /// changed; [`crate::IngestConfig::late_files`] `reload`, the default) is pending
-    /// again, with [`PendingBatch::late`] saying how it changed.
-    pub fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
+/// A landing zone as a backlog, with the settings, pools and stores of the
+/// [`Ingest`](super::Ingest) it belongs to.
+pub(super) struct Backlog<'a> {
+    ctx: &'a Context,
+}
+
+impl<'a> Backlog<'a> {
+    /// The backlog work of `ctx`'s runs.
+    pub(super) fn new(ctx: &'a Context) -> Self {
+        Backlog { ctx }
+    }
+
+    /// [`Ingest::pending`]'s work.
+    pub(super) fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
         Ok(self.pending_and_changed(root.as_ref())?.0)
     }
 
@@ -173,7 +178,7 @@ impl Ingest {
             .filter(|(_, run)| !run.is_some_and(|r| r.ok))
             .map(|(b, _)| b)
             .collect();
-        let reload = self.config.late_files == crate::config::LateFiles::Reload;
+        let reload = self.ctx.config.late_files == crate::config::LateFiles::Reload;
         let (again, changed): (Vec<PendingBatch>, Vec<PendingBatch>) = late
             .into_iter()
             .partition(|b| reload && b.late.as_ref().is_some_and(LandingChange::reloads));
@@ -182,14 +187,8 @@ impl Ingest {
         Ok((found, changed))
     }
 
-    /// Loads the pending batches under `root` ([`Ingest::pending`]), oldest batch id
-    /// first, at most `options.max_batches` runs, none started once
-    /// `options.max_bytes` of landing files were read. Within an entity (landing path)
-    /// batches load in batch id order: once one fails, is busy with another worker, is
-    /// still being copied or (with `require_success`) has no `_SUCCESS` yet, the
-    /// entity's later batches wait (status [`BatchStatus::Waiting`]) until a later
-    /// invocation.
-    pub fn run_pending(
+    /// [`Ingest::run_pending`]'s work.
+    pub(super) fn run_pending(
         &self,
         root: impl AsRef<std::path::Path>,
         options: &PendingOptions,
@@ -213,7 +212,7 @@ impl Ingest {
             .map(LandingChange::describe)
             .unwrap_or_default();
         let removed = batch.late.as_ref().is_some_and(|c| !c.removed.is_empty());
-        let (status, reason) = match self.config.late_files {
+        let (status, reason) = match self.ctx.config.late_files {
             _ if removed => (
                 BatchStatus::Changed,
                 format!(
@@ -290,10 +289,10 @@ impl Ingest {
                         group.sort_by(|a, b| {
                             (&a.batch_id, &a.landing_path).cmp(&(&b.batch_id, &b.landing_path))
                         });
-                        let mut loader = Ingest::from_config(self.config.clone())?;
-                        loader.progress = self.progress.clone();
-                        loader.release = self.release.clone();
-                        loader.run_batches_within(group, options, spent)
+                        let mut ctx = Context::new(self.ctx.config.clone())?;
+                        ctx.progress = self.ctx.progress.clone();
+                        ctx.release = self.ctx.release.clone();
+                        Backlog::new(&ctx).run_batches_within(group, options, spent)
                     })
                 })
                 .collect();
@@ -320,12 +319,8 @@ impl Ingest {
         Ok(outcomes)
     }
 
-    /// Loads `batches` (as [`Ingest::pending`] lists them: one worker's share of a
-    /// backlog, such as a Spark task's) in the order given, with [`Ingest::run_pending`]'s
-    /// rules: within an entity, a batch that fails, is busy or is not ready holds the
-    /// entity's later batches back ([`BatchStatus::Waiting`]); a batch another worker
-    /// loaded meanwhile is [`BatchStatus::AlreadyLoaded`], not loaded twice.
-    pub fn run_batches(
+    /// [`Ingest::run_batches`]'s work.
+    pub(super) fn run_batches(
         &self,
         batches: Vec<PendingBatch>,
         options: &PendingOptions,
@@ -412,11 +407,13 @@ impl Ingest {
             )
         });
         let run = match &again {
-            Some(why) => self.run_folders(folders).map(|mut report| {
-                report.warnings.push(why.clone());
-                report
-            }),
-            None => self.run_folders_unless_loaded(folders),
+            Some(why) => {
+                load::run_folders(self.ctx, folders, IfLoaded::Reload).map(|mut report| {
+                    report.warnings.push(why.clone());
+                    report
+                })
+            }
+            None => load::run_folders(self.ctx, folders, IfLoaded::Stop),
         };
         let (status, reason, report) = match run {
             Ok(report) if report.exit_code() < 2 => (BatchStatus::Loaded, again, Some(report)),
@@ -435,7 +432,11 @@ impl Ingest {
                     Error::FileChanged { .. } => BatchStatus::Changing,
                     _ => BatchStatus::Failed,
                 };
-                let why = self.config().storage_options.mask(&crate::error::chain(&e));
+                let why = self
+                    .ctx
+                    .config
+                    .storage_options
+                    .mask(&crate::error::chain(&e));
                 (status, Some(why), None)
             }
         };
@@ -454,13 +455,13 @@ impl Ingest {
             Location::Local(path) => Ok(path.is_file()),
             Location::Url(url) => {
                 use deltalake::logstore::object_store::ObjectStoreExt as _;
-                let store = self.store_of(&url)?;
+                let store = self.ctx.store_of(&url)?;
                 let path = object_path(&url, &marker)?;
-                match self.runtime().block_on(store.head(&path)) {
+                match self.ctx.runtime().block_on(store.head(&path)) {
                     Ok(_) => Ok(true),
                     Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(false),
                     Err(e) => Err(Error::Store {
-                        location: self.config().storage_options.mask(&marker),
+                        location: self.ctx.config.storage_options.mask(&marker),
                         reason: e.to_string(),
                     }),
                 }
@@ -476,9 +477,12 @@ impl Ingest {
     /// its folders up to there are the ones its ledger has loaded, and those of its
     /// failed batches that are still there.
     pub(super) fn backlog_view(&self, root: &std::path::Path) -> Result<BacklogView> {
-        let storage = self.storage()?;
-        let (store, schema_dir) = self.schema_folder(&storage)?;
-        let mut ledgers = self.runtime().block_on(Ledgers::open(store, &schema_dir))?;
+        let storage = self.ctx.storage()?;
+        let (store, schema_dir) = self.ctx.schema_folder(&storage)?;
+        let mut ledgers = self
+            .ctx
+            .runtime()
+            .block_on(Ledgers::open(store, &schema_dir))?;
         let Listed {
             mut folders,
             after,
@@ -508,7 +512,8 @@ impl Ingest {
             .iter()
             .filter_map(|(lp, (l, _))| Some((lp.clone(), l.listed_through.clone()?)))
             .collect();
-        self.runtime()
+        self.ctx
+            .runtime()
             .block_on(ledgers.bring_up_to_date(&storage, &entities))?;
         for (lp, dir) in &after {
             folders.extend(self.folders_listed_before(&ledgers, lp, dir, &folders)?);
@@ -518,7 +523,7 @@ impl Ingest {
         let folders = with_latest_runs(&ledgers, folders);
         advance_listings(&mut ledgers, &folders, &through_before, &in_full);
         let late = self.changed_since_load(&storage, &folders, &mut ledgers)?;
-        self.runtime().block_on(ledgers.save());
+        self.ctx.runtime().block_on(ledgers.save());
         Ok(BacklogView {
             folders,
             ledgers,
@@ -539,7 +544,8 @@ impl Ingest {
         ledgers: &mut Ledgers,
     ) -> Result<Vec<PendingBatch>> {
         let now = now_micros();
-        let every = i64::try_from(self.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
+        let every =
+            i64::try_from(self.ctx.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
         let mut late = Vec::new();
         for entity in folders.chunk_by(|a, b| a.0.landing_path == b.0.landing_path) {
             let lp = entity[0].0.landing_path.as_str();
@@ -563,8 +569,13 @@ impl Ingest {
                 run.is_some_and(|r| r.ok) && checked.contains(b.batch_id.as_str())
             });
             for (batch, _) in loaded_here {
-                let at = (batch.folder.as_path(), lp, batch.batch_id.as_str());
-                match self.landing_change(storage, at) {
+                match manifest::landing_change(
+                    self.ctx,
+                    storage,
+                    &batch.folder,
+                    &batch.landing_path,
+                    &batch.batch_id,
+                ) {
                     Ok(Some(change)) if !change.is_empty() => {
                         tracing::warn!(
                             landing_path = lp,
@@ -586,7 +597,7 @@ impl Ingest {
                             landing_path = lp,
                             batch_id = %batch.batch_id,
                             "could not compare the folder of a loaded batch with its manifest: {}",
-                            self.config.storage_options.mask(&crate::error::chain(&e))
+                            self.ctx.config.storage_options.mask(&crate::error::chain(&e))
                         );
                         if known.contains(&batch.batch_id) {
                             still.push(batch.batch_id.clone());
@@ -609,16 +620,17 @@ impl Ingest {
     /// how far it was listed (and not longer ago than the full listing interval) listed
     /// from there on; the ledgers read on the way are in `ledgers`.
     fn list_backlog(&self, root: &std::path::Path, ledgers: &mut Ledgers) -> Result<Listed> {
-        let rt = self.runtime();
+        let rt = self.ctx.runtime();
         let now = now_micros();
-        let every = i64::try_from(self.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
+        let every =
+            i64::try_from(self.ctx.config.full_listing_every.as_micros()).unwrap_or(i64::MAX);
         let mut after: BTreeMap<String, String> = BTreeMap::new();
         let mut in_full: HashSet<String> = HashSet::new();
         let folders = self.batch_folders_with(root, |dir| {
             let Ok(Location::Url(url)) = Location::parse(dir) else {
                 return None;
             };
-            if !crate::store::location::lists_from_offset(&url, &self.config.storage_options) {
+            if !crate::store::location::lists_from_offset(&url, &self.ctx.config.storage_options) {
                 return None;
             }
             let lp = landing_path_of(&PathBuf::from(format!("{dir}/batch_id=x"))).ok()?;
@@ -686,14 +698,14 @@ impl Ingest {
         let Location::Url(url) = Location::parse(folder)? else {
             return Ok(PathBuf::from(folder).is_dir());
         };
-        let store = self.store_of(&url)?;
+        let store = self.ctx.store_of(&url)?;
         let prefix = object_path(&url, folder)?;
         let mut listing = store.list(Some(&prefix));
-        match self.runtime().block_on(listing.next()) {
+        match self.ctx.runtime().block_on(listing.next()) {
             None => Ok(false),
             Some(Ok(_)) => Ok(true),
             Some(Err(e)) => Err(Error::Store {
-                location: self.config().storage_options.mask(folder),
+                location: self.ctx.config.storage_options.mask(folder),
                 reason: e.to_string(),
             }),
         }
@@ -720,15 +732,16 @@ impl Ingest {
             }
             return Ok(newest);
         };
-        let store = self.store_of(&url)?;
+        let store = self.ctx.store_of(&url)?;
         let prefix = object_path(&url, folder)?;
         let listed: Vec<_> = self
+            .ctx
             .runtime()
             .block_on(store.list(Some(&prefix)).collect::<Vec<_>>());
         let mut newest = None;
         for object in listed {
             let object = object.map_err(|e| Error::Store {
-                location: self.config().storage_options.mask(folder),
+                location: self.ctx.config.storage_options.mask(folder),
                 reason: e.to_string(),
             })?;
             newest = newest.max(Some(object.last_modified.timestamp_micros()));
@@ -808,13 +821,13 @@ impl Ingest {
         let Location::Url(url) = Location::parse(dir)? else {
             return self.subfolders(dir);
         };
-        let store = self.store_of(&url)?;
+        let store = self.ctx.store_of(&url)?;
         let prefix = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
             name: "landing root",
             reason: format!("{dir}: {e}"),
         })?;
         let failed = |e: deltalake::logstore::object_store::Error| Error::Store {
-            location: self.config().storage_options.mask(dir),
+            location: self.ctx.config.storage_options.mask(dir),
             reason: e.to_string(),
         };
         // The first segment under `prefix` of a listed key, and whether more follow.
@@ -825,7 +838,7 @@ impl Ingest {
         };
         let own = format!("batch_id={after}");
         let mut names: Vec<String> = Vec::new();
-        let rt = self.runtime();
+        let rt = self.ctx.runtime();
         // Ids that extend `after` with `-`: keys between `batch_id=<after>-` and its files.
         let dashed = prefix.clone().join(format!("{own}-").as_str());
         let mut listing = store.list_with_offset(Some(&prefix), &dashed);
@@ -900,7 +913,7 @@ impl Ingest {
                 Ok(out)
             }
             Location::Url(url) => {
-                let store = self.store_of(&url)?;
+                let store = self.ctx.store_of(&url)?;
                 let prefix =
                     deltalake::logstore::object_store::path::Path::from_url_path(url.path())
                         .map_err(|e| Error::Config {
@@ -908,10 +921,11 @@ impl Ingest {
                             reason: format!("{dir}: {e}"),
                         })?;
                 let listed = self
+                    .ctx
                     .runtime()
                     .block_on(store.list_with_delimiter(Some(&prefix)))
                     .map_err(|e| Error::Store {
-                        location: self.config().storage_options.mask(dir),
+                        location: self.ctx.config.storage_options.mask(dir),
                         reason: e.to_string(),
                     })?;
                 Ok(listed
@@ -921,16 +935,6 @@ impl Ingest {
                     .collect())
             }
         }
-    }
-
-    /// Whether the latest run of `key` loaded it successfully (every folder of it).
-    pub(crate) fn loaded(&self, storage: &Storage, key: &BatchKey) -> Result<bool> {
-        let rows = run_control_rows(storage, Some(&key.batch_id));
-        let loaded = loaded_from(self.runtime().block_on(rows)?);
-        Ok(key
-            .landing_paths
-            .iter()
-            .all(|lp| loaded.contains(&(lp.clone(), key.batch_id.clone()))))
     }
 }
 
@@ -1026,14 +1030,6 @@ pub(super) struct BacklogView {
     /// The loaded batches whose folder changed after their load, among those checked
     /// ([`Ingest::changed_since_load`]), each with [`PendingBatch::late`] set.
     pub(super) late: Vec<PendingBatch>,
-}
-
-/// The batches whose latest run has no failed row, per landing path of that run.
-fn loaded_from(rows: Vec<RunRow>) -> HashSet<(String, String)> {
-    latest_runs(rows)
-        .into_iter()
-        .filter_map(|(k, run)| run.ok.then_some(k))
-        .collect()
 }
 
 /// The object store path of `url` (`shown` names it in the error).

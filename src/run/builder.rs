@@ -24,6 +24,18 @@ impl std::fmt::Debug for IngestBuilder {
 }
 
 impl IngestBuilder {
+    /// Every setting at its default, writing under `catalog`.
+    pub(super) fn new(catalog: Location) -> IngestBuilder {
+        IngestBuilder {
+            config: IngestConfig {
+                catalog,
+                ..IngestConfig::default()
+            },
+            progress: None,
+            release: None,
+        }
+    }
+
     /// Schema folder under the catalog. Default `bronze`.
     pub fn with_schema(mut self, schema: impl Into<String>) -> Self {
         self.config.schema = schema.into();
@@ -194,23 +206,8 @@ impl IngestBuilder {
     /// Validates the settings and starts the pools and runtime.
     pub fn build(self) -> Result<Ingest> {
         let mut ingest = Ingest::from_config(self.config)?;
-        ingest.progress = self.progress;
-        ingest.release = self.release;
+        ingest.ctx.progress = self.progress;
+        ingest.ctx.release = self.release;
         Ok(ingest)
-    }
-}
-
-impl Ingest {
-    /// A builder writing under `catalog`: a local folder (created if missing) or an
-    /// object store URL ([`Location::parse`]).
-    pub fn builder(catalog: impl Into<Location>) -> IngestBuilder {
-        IngestBuilder {
-            config: IngestConfig {
-                catalog: catalog.into(),
-                ..IngestConfig::default()
-            },
-            progress: None,
-            release: None,
-        }
     }
 }

@@ -17,9 +17,10 @@ use deltalake::logstore::object_store::{
 };
 use serde::Serialize;
 
-use super::Ingest;
-use super::backlog::{BacklogView, PendingBatch};
+use super::backlog::{Backlog, BacklogView, PendingBatch};
+use super::context::Context;
 use super::manifest::{Cleaned, Manifest};
+use super::{leases, manifest, prior};
 use crate::batch::{BatchKey, now_micros};
 use crate::error::{Error, Result};
 use crate::store::location::Location;
@@ -126,384 +127,381 @@ enum Place {
     Store(Arc<DynObjectStore>, StorePath, String),
 }
 
-impl Ingest {
-    /// Cleans the landing files of the batches under `root` loaded successfully at least
-    /// `options.older_than` ago whose folder still matches their manifest
-    /// ([`CleanOptions`]); batches not loaded, loaded more recently, or already cleaned
-    /// are left alone and not listed.
-    pub fn clean(
-        &self,
-        root: impl AsRef<std::path::Path>,
-        options: &CleanOptions,
-    ) -> Result<Vec<CleanOutcome>> {
-        let root = root.as_ref();
-        check_options(root, options)?;
-        let BacklogView { folders, .. } = self.backlog_view(root)?;
-        let storage = self.storage()?;
-        let now = now_micros();
-        let older = i64::try_from(options.older_than.as_micros()).unwrap_or(i64::MAX);
-        let mut outcomes = Vec::new();
-        for (batch, run) in folders {
-            if !run.is_some_and(|r| r.ok) {
-                continue;
-            }
-            let manifest = self.read_manifest(&storage, &batch.landing_path, &batch.batch_id)?;
-            let Some(manifest) = manifest else {
-                outcomes.push(kept(
-                    batch,
-                    "no manifest: loaded by a release that wrote none; load it again to clean it later",
-                ));
-                continue;
-            };
-            if now.saturating_sub(manifest.loaded_micros) < older {
-                continue;
-            }
-            // Cleaned before: taken up again only when its files are still there (a clean
-            // that failed part way).
-            if manifest.cleaned.is_some() && !self.has_loaded_files(&batch, &manifest) {
-                continue;
-            }
-            outcomes.push(self.clean_one(&storage, batch, options));
+/// [`Ingest::clean`]'s work.
+pub(super) fn clean(
+    ctx: &Context,
+    root: impl AsRef<std::path::Path>,
+    options: &CleanOptions,
+) -> Result<Vec<CleanOutcome>> {
+    let root = root.as_ref();
+    check_options(root, options)?;
+    let BacklogView { folders, .. } = Backlog::new(ctx).backlog_view(root)?;
+    let storage = ctx.storage()?;
+    let now = now_micros();
+    let older = i64::try_from(options.older_than.as_micros()).unwrap_or(i64::MAX);
+    let mut outcomes = Vec::new();
+    for (batch, run) in folders {
+        if !run.is_some_and(|r| r.ok) {
+            continue;
         }
-        Ok(outcomes)
-    }
-
-    /// Whether the folder of `batch` still holds a file its load read.
-    fn has_loaded_files(&self, batch: &PendingBatch, manifest: &Manifest) -> bool {
-        self.place(&batch.folder.to_string_lossy())
-            .and_then(|p| self.entries(&p))
-            .is_ok_and(|entries| entries.iter().any(|e| e.loaded_in(manifest)))
-    }
-
-    /// Cleans one batch under its lease: its manifest and latest run read again once the
-    /// lease is held, the files its load read (and the copy step's markers) moved or
-    /// deleted, anything else left in the folder.
-    fn clean_one(
-        &self,
-        storage: &crate::table::Storage,
-        batch: PendingBatch,
-        options: &CleanOptions,
-    ) -> CleanOutcome {
-        let key = match BatchKey::of_folders(&batch.batch_id, vec![batch.landing_path.clone()]) {
-            Ok(key) => key,
-            Err(e) => return failed(batch, &e),
-        };
-        let started = now_micros();
-        let run_id = format!("{}-{started}", key.slug());
-        let leases = if options.dry_run {
-            Vec::new()
-        } else {
-            match self.take_lease(storage, &key, &run_id, &mut Vec::new()) {
-                Ok(leases) => leases,
-                Err(e @ Error::BatchLeased { .. }) => {
-                    return kept(batch, &format!("{e}: a run of it is loading it now"));
-                }
-                Err(e) => return failed(batch, &e),
-            }
-        };
-        // A run of the batch that ended without recording its writes: its rerun needs
-        // these files. The lease stays as it was found (not marked recorded).
-        if leases.iter().any(|l| l.took_over.is_some()) {
-            return kept(
+        let manifest =
+            manifest::read_manifest(ctx, &storage, &batch.landing_path, &batch.batch_id)?;
+        let Some(manifest) = manifest else {
+            outcomes.push(kept(
                 batch,
-                "a run of it ended without recording its writes: `bronze ingest` it again before cleaning it",
-            );
+                "no manifest: loaded by a release that wrote none; load it again to clean it later",
+            ));
+            continue;
+        };
+        if now.saturating_sub(manifest.loaded_micros) < older {
+            continue;
         }
-        let outcome = self.clean_held(storage, batch, (&key, started), options);
-        leases.iter().for_each(crate::lease::Lease::recorded);
-        outcome
+        // Cleaned before: taken up again only when its files are still there (a clean
+        // that failed part way).
+        if manifest.cleaned.is_some() && !has_loaded_files(ctx, &batch, &manifest) {
+            continue;
+        }
+        outcomes.push(clean_one(ctx, &storage, batch, options));
     }
+    Ok(outcomes)
+}
 
-    /// [`Ingest::clean_one`] once the lease is held.
-    fn clean_held(
-        &self,
-        storage: &crate::table::Storage,
-        batch: PendingBatch,
-        (key, started): (&BatchKey, i64),
-        options: &CleanOptions,
-    ) -> CleanOutcome {
-        let manifest = match self.recheck(storage, &batch, key) {
-            Ok(m) => m,
-            Err(NotNow::Kept(why)) => return kept(batch, &why),
-            Err(NotNow::Failed(e)) => return failed(batch, &e),
-        };
-        let source = match self.place(&batch.folder.to_string_lossy()) {
-            Ok(p) => p,
-            Err(e) => return failed(batch, &e),
-        };
-        let (entries, left): (Vec<Entry>, Vec<Entry>) = match self.entries(&source) {
-            Ok(entries) => entries
-                .into_iter()
-                .partition(|e| e.loaded_in(&manifest) || e.is_marker()),
-            Err(e) => return failed(batch, &e),
-        };
-        let files = entries.len();
-        let bytes = entries.iter().map(|e| e.bytes).sum();
-        let moved_to = match (&manifest.cleaned, &options.action) {
-            (Some(c), _) => c.moved_to.clone(),
-            (None, CleanAction::MoveTo(dest)) => Some(format!(
-                "{}/{}/batch_id={}",
-                dest.trim_end_matches('/'),
-                batch.landing_path,
-                batch.batch_id
-            )),
-            (None, CleanAction::Delete) => None,
-        };
-        let reason = (!left.is_empty()).then(|| {
-            let names: Vec<&str> = left.iter().take(3).map(|e| e.name.as_str()).collect();
-            format!(
-                "{} other files left in the folder, which its load did not read ({})",
-                left.len(),
-                names.join(", ")
-            )
-        });
-        if options.dry_run {
-            return CleanOutcome {
-                batch,
-                status: CleanStatus::WouldClean,
-                files,
-                bytes,
-                moved_to,
-                reason,
-            };
-        }
-        let done = (|| -> Result<()> {
-            if let Some(to) = &moved_to {
-                let target = self.place(to)?;
-                for e in &entries {
-                    self.copy(&source, &target, e)?;
-                }
-            }
-            // Marked before anything is removed: a clean that stops part way is taken up
-            // again by the next one, and a run of the folder says where the files went.
-            let mut manifest = manifest;
-            if manifest.cleaned.is_none() {
-                manifest.cleaned = Some(Cleaned {
-                    at_micros: now_micros(),
-                    moved_to: moved_to.clone(),
-                    folder: manifest.folder.clone(),
-                });
-                self.save_manifest(storage, &manifest)?;
-            }
-            for e in &entries {
-                self.remove(&source, e)?;
-            }
-            if let (Place::Local(dir), true) = (&source, left.is_empty()) {
-                // Empty now; a folder left behind would be listed as a batch with no files.
-                let _ = std::fs::remove_dir(dir);
-            }
-            self.record_clean(
-                storage,
-                (key, manifest.run_id.as_str(), started),
-                (files, bytes, moved_to.as_deref()),
-            )
-        })();
-        match done {
-            Ok(()) => CleanOutcome {
-                batch,
-                status: CleanStatus::Cleaned,
-                files,
-                bytes,
-                moved_to,
-                reason,
-            },
-            Err(e) => failed(batch, &e),
-        }
-    }
+/// Whether the folder of `batch` still holds a file its load read.
+fn has_loaded_files(ctx: &Context, batch: &PendingBatch, manifest: &Manifest) -> bool {
+    place(ctx, &batch.folder.to_string_lossy())
+        .and_then(|p| entries(ctx, &p))
+        .is_ok_and(|entries| entries.iter().any(|e| e.loaded_in(manifest)))
+}
 
-    /// The batch's manifest, read again under its lease (a run or another clean may have
-    /// come in between), when its latest run still loaded it and its folder still holds
-    /// what that run read (or it is a clean taken up again).
-    fn recheck(
-        &self,
-        storage: &crate::table::Storage,
-        batch: &PendingBatch,
-        key: &BatchKey,
-    ) -> std::result::Result<Manifest, NotNow> {
-        let manifest = match self.read_manifest(storage, &batch.landing_path, &batch.batch_id) {
-            Ok(Some(m)) => m,
-            Ok(None) => return Err(NotNow::Kept("its manifest is gone".into())),
-            Err(e) => return Err(NotNow::Failed(e)),
-        };
-        match self.loaded(storage, key) {
-            Ok(true) => {}
-            Ok(false) => {
-                let why = "its latest run did not load it: it is pending again";
-                return Err(NotNow::Kept(why.into()));
+/// Cleans one batch under its lease: its manifest and latest run read again once the
+/// lease is held, the files its load read (and the copy step's markers) moved or
+/// deleted, anything else left in the folder.
+fn clean_one(
+    ctx: &Context,
+    storage: &crate::table::Storage,
+    batch: PendingBatch,
+    options: &CleanOptions,
+) -> CleanOutcome {
+    let key = match BatchKey::of_folders(&batch.batch_id, vec![batch.landing_path.clone()]) {
+        Ok(key) => key,
+        Err(e) => return failed(batch, &e),
+    };
+    let started = now_micros();
+    let run_id = format!("{}-{started}", key.slug());
+    let leases = if options.dry_run {
+        Vec::new()
+    } else {
+        match leases::take_lease(ctx, storage, &key, &run_id, &mut Vec::new()) {
+            Ok(leases) => leases,
+            Err(e @ Error::BatchLeased { .. }) => {
+                return kept(batch, &format!("{e}: a run of it is loading it now"));
             }
-            Err(e) => return Err(NotNow::Failed(e)),
+            Err(e) => return failed(batch, &e),
         }
-        if manifest.cleaned.is_some() {
-            return Ok(manifest);
-        }
-        let at = (
-            batch.folder.as_path(),
-            batch.landing_path.as_str(),
-            batch.batch_id.as_str(),
+    };
+    // A run of the batch that ended without recording its writes: its rerun needs
+    // these files. The lease stays as it was found (not marked recorded).
+    if leases.iter().any(|l| l.took_over.is_some()) {
+        return kept(
+            batch,
+            "a run of it ended without recording its writes: `bronze ingest` it again before cleaning it",
         );
-        match self.landing_change(storage, at) {
-            Ok(Some(change)) if !change.is_empty() => Err(NotNow::Kept(format!(
-                "its folder changed after its load ({}): `ingest --pending` loads it again first",
-                change.describe()
-            ))),
-            Ok(_) => Ok(manifest),
-            Err(e) => Err(NotNow::Failed(e)),
-        }
     }
+    let outcome = clean_held(ctx, storage, batch, (&key, started), options);
+    leases.iter().for_each(crate::lease::Lease::recorded);
+    outcome
+}
 
-    /// Appends the `(clean)` row of a batch's cleaning to `_run_control`, in the run that
-    /// loaded it (`run_id`, its manifest's): the batch's latest run stays that load.
-    fn record_clean(
-        &self,
-        storage: &crate::table::Storage,
-        (key, run_id, started): (&BatchKey, &str, i64),
-        (files, bytes, moved_to): (usize, u64, Option<&str>),
-    ) -> Result<()> {
-        let what = match moved_to {
-            Some(to) => format!("moved {files} landing files ({bytes} bytes) to {to}"),
-            None => format!("deleted {files} landing files ({bytes} bytes)"),
-        };
-        let row = crate::RunControlRow {
-            run_id: run_id.to_string(),
-            batch_id: key.batch_id.clone(),
-            landing_paths: key.landing_paths.clone(),
-            table: CLEAN_ROW.to_string(),
-            rows_in: files as u64,
-            bytes_added: 0,
-            started_at_micros: started,
-            ended_at_micros: now_micros(),
-            checks: what,
-            ..Default::default()
-        };
-        crate::run_control::append_rows(
-            &self.catalog,
-            (storage, crate::table::RunMode::default()),
-            (&[row], key),
-            |_, _, _| {},
+/// [`Ingest::clean_one`] once the lease is held.
+fn clean_held(
+    ctx: &Context,
+    storage: &crate::table::Storage,
+    batch: PendingBatch,
+    (key, started): (&BatchKey, i64),
+    options: &CleanOptions,
+) -> CleanOutcome {
+    let manifest = match recheck(ctx, storage, &batch, key) {
+        Ok(m) => m,
+        Err(NotNow::Kept(why)) => return kept(batch, &why),
+        Err(NotNow::Failed(e)) => return failed(batch, &e),
+    };
+    let source = match place(ctx, &batch.folder.to_string_lossy()) {
+        Ok(p) => p,
+        Err(e) => return failed(batch, &e),
+    };
+    let (entries, left): (Vec<Entry>, Vec<Entry>) = match entries(ctx, &source) {
+        Ok(entries) => entries
+            .into_iter()
+            .partition(|e| e.loaded_in(&manifest) || e.is_marker()),
+        Err(e) => return failed(batch, &e),
+    };
+    let files = entries.len();
+    let bytes = entries.iter().map(|e| e.bytes).sum();
+    let moved_to = match (&manifest.cleaned, &options.action) {
+        (Some(c), _) => c.moved_to.clone(),
+        (None, CleanAction::MoveTo(dest)) => Some(format!(
+            "{}/{}/batch_id={}",
+            dest.trim_end_matches('/'),
+            batch.landing_path,
+            batch.batch_id
+        )),
+        (None, CleanAction::Delete) => None,
+    };
+    let reason = (!left.is_empty()).then(|| {
+        let names: Vec<&str> = left.iter().take(3).map(|e| e.name.as_str()).collect();
+        format!(
+            "{} other files left in the folder, which its load did not read ({})",
+            left.len(),
+            names.join(", ")
         )
-    }
-
-    /// The folder at `location`, local or in its object store.
-    fn place(&self, location: &str) -> Result<Place> {
-        match Location::parse(location)? {
-            Location::Local(path) => Ok(Place::Local(path)),
-            Location::Url(url) => {
-                let store = self.store_of(&url)?;
-                let path = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
-                    name: "clean",
-                    reason: format!("cannot address {location}: {e}"),
-                })?;
-                Ok(Place::Store(store, path, location.to_string()))
-            }
-        }
-    }
-
-    /// Every file of a folder (data files, markers, manifests; not sub-folders).
-    fn entries(&self, place: &Place) -> Result<Vec<Entry>> {
-        match place {
-            Place::Local(dir) => {
-                let mut out = Vec::new();
-                for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
-                    let e = e.map_err(|e| Error::io(dir, e))?;
-                    let meta = e.metadata().map_err(|err| Error::io(e.path(), err))?;
-                    if meta.is_file() {
-                        let modified = meta.modified().ok().map(crate::batch::micros_since_epoch);
-                        out.push(Entry {
-                            name: e.file_name().to_string_lossy().into_owned(),
-                            bytes: meta.len(),
-                            modified,
-                            etag: None,
-                        });
-                    }
-                }
-                Ok(out)
-            }
-            Place::Store(store, dir, shown) => {
-                let listed = self
-                    .runtime()
-                    .block_on(store.list_with_delimiter(Some(dir)))
-                    .map_err(|e| self.store_error(shown, &e))?;
-                Ok(listed
-                    .objects
-                    .into_iter()
-                    .filter_map(|o| {
-                        let name = o.location.filename()?.to_string();
-                        Some(Entry {
-                            name,
-                            bytes: o.size,
-                            modified: Some(o.last_modified.timestamp_micros()),
-                            etag: o.e_tag,
-                        })
-                    })
-                    .collect())
-            }
-        }
-    }
-
-    /// Copies `entry` of `from` into `to` (a local rename when both are on one disk).
-    fn copy(&self, from: &Place, to: &Place, entry: &Entry) -> Result<()> {
-        let bytes = match from {
-            Place::Local(dir) => {
-                let path = dir.join(&entry.name);
-                if let Place::Local(target) = to {
-                    std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
-                    if std::fs::rename(&path, target.join(&entry.name)).is_ok() {
-                        return Ok(());
-                    }
-                }
-                std::fs::read(&path).map_err(|e| Error::io(&path, e))?
-            }
-            Place::Store(store, dir, shown) => {
-                let path = dir.clone().join(entry.name.as_str());
-                self.runtime()
-                    .block_on(async { store.get(&path).await?.bytes().await })
-                    .map_err(|e| self.store_error(shown, &e))?
-                    .to_vec()
-            }
+    });
+    if options.dry_run {
+        return CleanOutcome {
+            batch,
+            status: CleanStatus::WouldClean,
+            files,
+            bytes,
+            moved_to,
+            reason,
         };
-        match to {
-            Place::Local(target) => {
+    }
+    let done = (|| -> Result<()> {
+        if let Some(to) = &moved_to {
+            let target = place(ctx, to)?;
+            for e in &entries {
+                copy(ctx, &source, &target, e)?;
+            }
+        }
+        // Marked before anything is removed: a clean that stops part way is taken up
+        // again by the next one, and a run of the folder says where the files went.
+        let mut manifest = manifest;
+        if manifest.cleaned.is_none() {
+            manifest.cleaned = Some(Cleaned {
+                at_micros: now_micros(),
+                moved_to: moved_to.clone(),
+                folder: manifest.folder.clone(),
+            });
+            manifest::save_manifest(ctx, storage, &manifest)?;
+        }
+        for e in &entries {
+            remove(ctx, &source, e)?;
+        }
+        if let (Place::Local(dir), true) = (&source, left.is_empty()) {
+            // Empty now; a folder left behind would be listed as a batch with no files.
+            let _ = std::fs::remove_dir(dir);
+        }
+        record_clean(
+            ctx,
+            storage,
+            (key, manifest.run_id.as_str(), started),
+            (files, bytes, moved_to.as_deref()),
+        )
+    })();
+    match done {
+        Ok(()) => CleanOutcome {
+            batch,
+            status: CleanStatus::Cleaned,
+            files,
+            bytes,
+            moved_to,
+            reason,
+        },
+        Err(e) => failed(batch, &e),
+    }
+}
+
+/// The batch's manifest, read again under its lease (a run or another clean may have
+/// come in between), when its latest run still loaded it and its folder still holds
+/// what that run read (or it is a clean taken up again).
+fn recheck(
+    ctx: &Context,
+    storage: &crate::table::Storage,
+    batch: &PendingBatch,
+    key: &BatchKey,
+) -> std::result::Result<Manifest, NotNow> {
+    let manifest = match manifest::read_manifest(ctx, storage, &batch.landing_path, &batch.batch_id)
+    {
+        Ok(Some(m)) => m,
+        Ok(None) => return Err(NotNow::Kept("its manifest is gone".into())),
+        Err(e) => return Err(NotNow::Failed(e)),
+    };
+    match prior::loaded(ctx, storage, key) {
+        Ok(true) => {}
+        Ok(false) => {
+            let why = "its latest run did not load it: it is pending again";
+            return Err(NotNow::Kept(why.into()));
+        }
+        Err(e) => return Err(NotNow::Failed(e)),
+    }
+    if manifest.cleaned.is_some() {
+        return Ok(manifest);
+    }
+    match manifest::landing_change(
+        ctx,
+        storage,
+        &batch.folder,
+        &batch.landing_path,
+        &batch.batch_id,
+    ) {
+        Ok(Some(change)) if !change.is_empty() => Err(NotNow::Kept(format!(
+            "its folder changed after its load ({}): `ingest --pending` loads it again first",
+            change.describe()
+        ))),
+        Ok(_) => Ok(manifest),
+        Err(e) => Err(NotNow::Failed(e)),
+    }
+}
+
+/// Appends the `(clean)` row of a batch's cleaning to `_run_control`, in the run that
+/// loaded it (`run_id`, its manifest's): the batch's latest run stays that load.
+fn record_clean(
+    ctx: &Context,
+    storage: &crate::table::Storage,
+    (key, run_id, started): (&BatchKey, &str, i64),
+    (files, bytes, moved_to): (usize, u64, Option<&str>),
+) -> Result<()> {
+    let what = match moved_to {
+        Some(to) => format!("moved {files} landing files ({bytes} bytes) to {to}"),
+        None => format!("deleted {files} landing files ({bytes} bytes)"),
+    };
+    let row = crate::RunControlRow {
+        run_id: run_id.to_string(),
+        batch_id: key.batch_id.clone(),
+        landing_paths: key.landing_paths.clone(),
+        table: CLEAN_ROW.to_string(),
+        rows_in: files as u64,
+        bytes_added: 0,
+        started_at_micros: started,
+        ended_at_micros: now_micros(),
+        checks: what,
+        ..Default::default()
+    };
+    crate::run_control::append_rows(
+        &ctx.catalog,
+        (storage, crate::table::RunMode::default()),
+        (&[row], key),
+        |_, _, _| {},
+    )
+}
+
+/// The folder at `location`, local or in its object store.
+fn place(ctx: &Context, location: &str) -> Result<Place> {
+    match Location::parse(location)? {
+        Location::Local(path) => Ok(Place::Local(path)),
+        Location::Url(url) => {
+            let store = ctx.store_of(&url)?;
+            let path = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
+                name: "clean",
+                reason: format!("cannot address {location}: {e}"),
+            })?;
+            Ok(Place::Store(store, path, location.to_string()))
+        }
+    }
+}
+
+/// Every file of a folder (data files, markers, manifests; not sub-folders).
+fn entries(ctx: &Context, place: &Place) -> Result<Vec<Entry>> {
+    match place {
+        Place::Local(dir) => {
+            let mut out = Vec::new();
+            for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+                let e = e.map_err(|e| Error::io(dir, e))?;
+                let meta = e.metadata().map_err(|err| Error::io(e.path(), err))?;
+                if meta.is_file() {
+                    let modified = meta.modified().ok().map(crate::batch::micros_since_epoch);
+                    out.push(Entry {
+                        name: e.file_name().to_string_lossy().into_owned(),
+                        bytes: meta.len(),
+                        modified,
+                        etag: None,
+                    });
+                }
+            }
+            Ok(out)
+        }
+        Place::Store(store, dir, shown) => {
+            let listed = ctx
+                .runtime()
+                .block_on(store.list_with_delimiter(Some(dir)))
+                .map_err(|e| store_error(ctx, shown, &e))?;
+            Ok(listed
+                .objects
+                .into_iter()
+                .filter_map(|o| {
+                    let name = o.location.filename()?.to_string();
+                    Some(Entry {
+                        name,
+                        bytes: o.size,
+                        modified: Some(o.last_modified.timestamp_micros()),
+                        etag: o.e_tag,
+                    })
+                })
+                .collect())
+        }
+    }
+}
+
+/// Copies `entry` of `from` into `to` (a local rename when both are on one disk).
+fn copy(ctx: &Context, from: &Place, to: &Place, entry: &Entry) -> Result<()> {
+    let bytes = match from {
+        Place::Local(dir) => {
+            let path = dir.join(&entry.name);
+            if let Place::Local(target) = to {
                 std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
-                let path = target.join(&entry.name);
-                std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+                if std::fs::rename(&path, target.join(&entry.name)).is_ok() {
+                    return Ok(());
+                }
             }
-            Place::Store(store, dir, shown) => {
-                let path = dir.clone().join(entry.name.as_str());
-                self.runtime()
-                    .block_on(store.put(&path, bytes.into()))
-                    .map(|_| ())
-                    .map_err(|e| self.store_error(shown, &e))
+            std::fs::read(&path).map_err(|e| Error::io(&path, e))?
+        }
+        Place::Store(store, dir, shown) => {
+            let path = dir.clone().join(entry.name.as_str());
+            ctx.runtime()
+                .block_on(async { store.get(&path).await?.bytes().await })
+                .map_err(|e| store_error(ctx, shown, &e))?
+                .to_vec()
+        }
+    };
+    match to {
+        Place::Local(target) => {
+            std::fs::create_dir_all(target).map_err(|e| Error::io(target, e))?;
+            let path = target.join(&entry.name);
+            std::fs::write(&path, bytes).map_err(|e| Error::io(&path, e))
+        }
+        Place::Store(store, dir, shown) => {
+            let path = dir.clone().join(entry.name.as_str());
+            ctx.runtime()
+                .block_on(store.put(&path, bytes.into()))
+                .map(|_| ())
+                .map_err(|e| store_error(ctx, shown, &e))
+        }
+    }
+}
+
+/// Removes `entry` from `place` (gone already: renamed away).
+fn remove(ctx: &Context, place: &Place, entry: &Entry) -> Result<()> {
+    match place {
+        Place::Local(dir) => {
+            let path = dir.join(&entry.name);
+            match std::fs::remove_file(&path) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
+                _ => Ok(()),
+            }
+        }
+        Place::Store(store, dir, shown) => {
+            let path = dir.clone().join(entry.name.as_str());
+            match ctx.runtime().block_on(store.delete(&path)) {
+                Ok(()) | Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(()),
+                Err(e) => Err(store_error(ctx, shown, &e)),
             }
         }
     }
+}
 
-    /// Removes `entry` from `place` (gone already: renamed away).
-    fn remove(&self, place: &Place, entry: &Entry) -> Result<()> {
-        match place {
-            Place::Local(dir) => {
-                let path = dir.join(&entry.name);
-                match std::fs::remove_file(&path) {
-                    Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&path, e)),
-                    _ => Ok(()),
-                }
-            }
-            Place::Store(store, dir, shown) => {
-                let path = dir.clone().join(entry.name.as_str());
-                match self.runtime().block_on(store.delete(&path)) {
-                    Ok(()) | Err(deltalake::logstore::object_store::Error::NotFound { .. }) => {
-                        Ok(())
-                    }
-                    Err(e) => Err(self.store_error(shown, &e)),
-                }
-            }
-        }
-    }
-
-    fn store_error(&self, shown: &str, e: &dyn std::fmt::Display) -> Error {
-        Error::Store {
-            location: self.config().storage_options.mask(shown),
-            reason: e.to_string(),
-        }
+fn store_error(ctx: &Context, shown: &str, e: &dyn std::fmt::Display) -> Error {
+    Error::Store {
+        location: ctx.config.storage_options.mask(shown),
+        reason: e.to_string(),
     }
 }
 

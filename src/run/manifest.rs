@@ -10,11 +10,16 @@
 use deltalake::logstore::object_store::{ObjectStoreExt as _, PutPayload, path::Path as StorePath};
 use serde::{Deserialize, Serialize};
 
-use super::Ingest;
+use std::collections::HashMap;
+use std::path::Path;
+
+use super::context::Context;
+use super::discovery;
+use super::state::Run;
 use crate::error::{Error, Result};
 use crate::source::discover::{Discovery, SourceFile};
 use crate::stage::FileStats;
-use crate::table::Storage;
+use crate::table::{Seen, Storage};
 
 /// The folder of the manifests under a schema.
 pub(crate) const MANIFEST_DIR: &str = "_bronze_manifests";
@@ -208,133 +213,200 @@ pub(crate) fn manifest_path(
         .join(format!("{batch_id}.json").as_str())
 }
 
-impl Ingest {
-    /// Writes a manifest for each folder of a batch loaded by run `run_id` (started at
-    /// `started`), from what discovery listed and staging counted (`stats`, by
-    /// `_source_file`). A manifest that cannot be written costs a warning: the batch is
-    /// loaded, and without its manifest a late file is not noticed.
-    ///
-    /// A rerun (`seen` before) keeps what an earlier manifest says of a clean: a batch
-    /// loaded again from its archive still has a cleaned landing folder.
-    pub(super) fn write_manifests(
-        &self,
-        storage: &Storage,
-        (found, stats): (&Discovery, &[FileStats]),
-        (run_id, started, seen): (&str, i64, bool),
-    ) -> Option<String> {
-        let by_name: std::collections::HashMap<&str, &FileStats> =
-            stats.iter().map(|s| (s.file.as_str(), s)).collect();
-        let written = (|| -> Result<()> {
-            let (store, schema_dir) = self.schema_folder(storage)?;
-            for (index, folder) in found.folders.iter().enumerate() {
-                let files = found
-                    .files
-                    .iter()
-                    .filter(|f| f.folder == index)
-                    .map(|f| {
-                        let s = by_name.get(f.name.as_str());
-                        ManifestFile {
-                            name: file_name(f),
-                            bytes: f.bytes,
-                            modified: f.modified,
-                            etag: f.etag.clone(),
-                            lines: s.map(|s| s.lines),
-                            messages: s.map(|s| s.messages),
-                            corrupt: s.map(|s| s.corrupt),
-                        }
-                    })
-                    .collect();
-                let cleaned = match seen {
-                    true => self
-                        .read_manifest(storage, &folder.landing_path, &found.batch_id)?
-                        .and_then(|m| m.cleaned),
-                    false => None,
-                };
-                let manifest = Manifest {
-                    format: FORMAT,
-                    batch_id: found.batch_id.clone(),
-                    landing_path: folder.landing_path.clone(),
-                    folder: folder.path.to_string_lossy().into_owned(),
-                    run_id: run_id.to_string(),
-                    loaded_micros: started,
-                    files,
-                    cleaned,
-                };
-                let path = manifest_path(&schema_dir, &folder.landing_path, &found.batch_id);
-                self.runtime()
-                    .block_on(put_manifest(store.as_ref(), &path, &manifest))?;
+/// Writes a manifest for each folder of the batch `found` that `run` loaded, from what
+/// discovery listed and staging counted (`stats`, by `_source_file`). A manifest that
+/// cannot be written costs a warning: the batch is loaded, and without its manifest a
+/// late file is not noticed.
+///
+/// A rerun (a batch seen before) keeps what an earlier manifest says of a clean: a batch
+/// loaded again from its archive still has a cleaned landing folder.
+pub(super) fn write_manifests(run: &Run, found: &Discovery, stats: &[FileStats]) -> Option<String> {
+    let by_name: HashMap<&str, &FileStats> = stats.iter().map(|s| (s.file.as_str(), s)).collect();
+    let written = (|| -> Result<()> {
+        let (store, schema_dir) = run.ctx.schema_folder(&run.storage)?;
+        for (index, folder) in found.folders.iter().enumerate() {
+            let cleaned = match run.mode.seen {
+                Seen::Before => {
+                    read_manifest(run.ctx, &run.storage, &folder.landing_path, &found.batch_id)?
+                        .and_then(|m| m.cleaned)
+                }
+                Seen::Never => None,
+            };
+            let manifest = Manifest {
+                format: FORMAT,
+                batch_id: found.batch_id.clone(),
+                landing_path: folder.landing_path.clone(),
+                folder: folder.path.to_string_lossy().into_owned(),
+                run_id: run.run_id.clone(),
+                loaded_micros: run.started_micros,
+                files: folder_files(found, index, &by_name),
+                cleaned,
+            };
+            let path = manifest_path(&schema_dir, &folder.landing_path, &found.batch_id);
+            run.runtime()
+                .block_on(put_manifest(store.as_ref(), &path, &manifest))?;
+        }
+        Ok(())
+    })();
+    written.err().map(|e| {
+        format!(
+            "the batch's manifest could not be written ({}): a file landing in its folder later will not be noticed",
+            crate::error::chain(&e)
+        )
+    })
+}
+
+/// The manifest's entries of the files of `found`'s folder number `index`.
+fn folder_files(
+    found: &Discovery,
+    index: usize,
+    by_name: &HashMap<&str, &FileStats>,
+) -> Vec<ManifestFile> {
+    found
+        .files
+        .iter()
+        .filter(|f| f.folder == index)
+        .map(|f| {
+            let s = by_name.get(f.name.as_str());
+            ManifestFile {
+                name: file_name(f),
+                bytes: f.bytes,
+                modified: f.modified,
+                etag: f.etag.clone(),
+                lines: s.map(|s| s.lines),
+                messages: s.map(|s| s.messages),
+                corrupt: s.map(|s| s.corrupt),
             }
-            Ok(())
-        })();
-        written.err().map(|e| {
-            format!(
-                "the batch's manifest could not be written ({}): a file landing in its folder later will not be noticed",
-                crate::error::chain(&e)
-            )
         })
-    }
+        .collect()
+}
 
-    /// The manifest of `batch_id` of `landing_path`, when there is one this release reads.
-    pub(crate) fn read_manifest(
-        &self,
-        storage: &Storage,
-        landing_path: &str,
-        batch_id: &str,
-    ) -> Result<Option<Manifest>> {
-        let (store, schema_dir) = self.schema_folder(storage)?;
-        let path = manifest_path(&schema_dir, landing_path, batch_id);
-        let got = self
-            .runtime()
-            .block_on(async { store.get(&path).await?.bytes().await });
-        match got {
-            Ok(bytes) => Ok(serde_json::from_slice::<Manifest>(&bytes)
-                .ok()
-                .filter(|m| m.format == FORMAT)),
-            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
-            Err(e) => Err(Error::Store {
-                location: format!("{path}"),
-                reason: format!("could not read the batch's manifest: {e}"),
-            }),
+/// The manifest of `batch_id` of `landing_path`, when there is one this release reads.
+pub(super) fn read_manifest(
+    ctx: &Context,
+    storage: &Storage,
+    landing_path: &str,
+    batch_id: &str,
+) -> Result<Option<Manifest>> {
+    let (store, schema_dir) = ctx.schema_folder(storage)?;
+    let path = manifest_path(&schema_dir, landing_path, batch_id);
+    let got = ctx
+        .runtime()
+        .block_on(async { store.get(&path).await?.bytes().await });
+    match got {
+        Ok(bytes) => Ok(serde_json::from_slice::<Manifest>(&bytes)
+            .ok()
+            .filter(|m| m.format == FORMAT)),
+        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(None),
+        Err(e) => Err(Error::Store {
+            location: format!("{path}"),
+            reason: format!("could not read the batch's manifest: {e}"),
+        }),
+    }
+}
+
+/// Writes `manifest` back (after `bronze clean` marked it).
+pub(super) fn save_manifest(ctx: &Context, storage: &Storage, manifest: &Manifest) -> Result<()> {
+    let (store, schema_dir) = ctx.schema_folder(storage)?;
+    let path = manifest_path(&schema_dir, &manifest.landing_path, &manifest.batch_id);
+    ctx.runtime()
+        .block_on(put_manifest(store.as_ref(), &path, manifest))
+}
+
+/// How the loaded batch folder `folder` (its manifest's) differs from its manifest
+/// now; `None` when it has no manifest (loaded by a release before manifests), or was
+/// cleaned and nothing landed in it since.
+pub(super) fn landing_change(
+    ctx: &Context,
+    storage: &Storage,
+    folder: &std::path::Path,
+    landing_path: &str,
+    batch_id: &str,
+) -> Result<Option<LandingChange>> {
+    let Some(manifest) = read_manifest(ctx, storage, landing_path, batch_id)? else {
+        return Ok(None);
+    };
+    let now = match discovery::list_folders(ctx, &[folder]) {
+        Ok(found) => found.files,
+        Err(Error::NoDataFiles { .. }) => Vec::new(),
+        Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
+            Vec::new()
         }
+        Err(e) => return Err(e),
+    };
+    // A cleaned folder is empty, and so is the landing folder of a batch loaded again
+    // from its archive: nothing to say. Files there now landed after the clean (the
+    // load's files count as removed, so the batch is reported, never reloaded).
+    let shown = folder.to_string_lossy();
+    let cleaned_here = manifest.cleaned.as_ref().is_some_and(|c| c.folder == shown);
+    if (cleaned_here || manifest.folder != shown) && now.is_empty() {
+        return Ok(None);
     }
+    Ok(Some(manifest.compare(&now)))
+}
 
-    /// Writes `manifest` back (after `bronze clean` marked it).
-    pub(crate) fn save_manifest(&self, storage: &Storage, manifest: &Manifest) -> Result<()> {
-        let (store, schema_dir) = self.schema_folder(storage)?;
-        let path = manifest_path(&schema_dir, &manifest.landing_path, &manifest.batch_id);
-        self.runtime()
-            .block_on(put_manifest(store.as_ref(), &path, manifest))
+/// [`Error::BatchCleaned`] instead of `e` when the folder that has no data files (or
+/// is gone) belongs to a batch `bronze clean` cleaned, which its manifest says.
+pub(super) fn cleaned_instead(ctx: &Context, batch_dirs: &[impl AsRef<Path>], e: Error) -> Error {
+    let gone = match &e {
+        Error::NoDataFiles { .. } => true,
+        Error::Io { source, .. } => source.kind() == std::io::ErrorKind::NotFound,
+        _ => false,
+    };
+    let cleaned = (|| {
+        let (landing_path, batch_id) = discovery::folder_identity(ctx, batch_dirs)?;
+        let storage = ctx.storage().ok()?;
+        let manifest = read_manifest(ctx, &storage, &landing_path, &batch_id).ok()??;
+        let cleaned = manifest.cleaned?;
+        let batch = format!("{landing_path}/batch_id={batch_id}");
+        let how = match cleaned.moved_to {
+            Some(to) => format!(
+                "moved its landing files to {to}; its rows stay in the tables: load it again from there with `bronze ingest {to}`"
+            ),
+            None => "deleted its landing files; its rows stay in the tables".to_string(),
+        };
+        Some(Error::BatchCleaned { batch, how })
+    })();
+    match cleaned {
+        Some(cleaned) if gone => cleaned,
+        _ => e,
     }
+}
 
-    /// How the loaded batch folder `folder` (its manifest's) differs from its manifest
-    /// now; `None` when it has no manifest (loaded by a release before manifests), or was
-    /// cleaned and nothing landed in it since.
-    pub(crate) fn landing_change(
-        &self,
-        storage: &Storage,
-        (folder, landing_path, batch_id): (&std::path::Path, &str, &str),
-    ) -> Result<Option<LandingChange>> {
-        let Some(manifest) = self.read_manifest(storage, landing_path, batch_id)? else {
-            return Ok(None);
+/// [`Error::BatchCleaned`] for a batch `bronze clean` cleaned whose cleaned folder
+/// holds files again: a rerun from there would replace all its rows with those files'
+/// alone. A run from the archive (another folder) goes ahead.
+pub(super) fn refuse_cleaned_folder(
+    ctx: &Context,
+    storage: &Storage,
+    found: &Discovery,
+) -> Result<()> {
+    for folder in &found.folders {
+        let Some(manifest) = read_manifest(ctx, storage, &folder.landing_path, &found.batch_id)?
+        else {
+            continue;
         };
-        let now = match self.list_folders(&[folder]) {
-            Ok(found) => found.files,
-            Err(Error::NoDataFiles { .. }) => Vec::new(),
-            Err(Error::Io { source, .. }) if source.kind() == std::io::ErrorKind::NotFound => {
-                Vec::new()
-            }
-            Err(e) => return Err(e),
+        let Some(cleaned) = &manifest.cleaned else {
+            continue;
         };
-        // A cleaned folder is empty, and so is the landing folder of a batch loaded again
-        // from its archive: nothing to say. Files there now landed after the clean (the
-        // load's files count as removed, so the batch is reported, never reloaded).
-        let shown = folder.to_string_lossy();
-        let cleaned_here = manifest.cleaned.as_ref().is_some_and(|c| c.folder == shown);
-        if (cleaned_here || manifest.folder != shown) && now.is_empty() {
-            return Ok(None);
+        if cleaned.folder != folder.path.to_string_lossy() {
+            continue;
         }
-        Ok(Some(manifest.compare(&now)))
+        let batch = format!("{}/batch_id={}", folder.landing_path, found.batch_id);
+        let archive = match &cleaned.moved_to {
+            Some(to) => format!(
+                "its earlier files are in {to}: copy the new ones there and load it with `bronze ingest {to}`"
+            ),
+            None => "its earlier files were deleted".to_string(),
+        };
+        return Err(Error::BatchCleaned {
+            batch,
+            how: format!(
+                "cleaned its folder, which holds files that landed after: a rerun from it would replace every row of the batch with theirs alone; {archive}, or load them as a batch of their own (`--batch-id`)"
+            ),
+        });
     }
+    Ok(())
 }
 
 async fn put_manifest(

@@ -17,6 +17,9 @@ use prometheus_client::registry::Registry;
 use std::collections::BTreeMap;
 
 use super::EntityStatus;
+use super::context::Context;
+use super::discovery;
+use crate::error::Error;
 use crate::report::BatchReport;
 
 /// The job name of every push.
@@ -274,7 +277,8 @@ pub enum Replace {
 /// [`PUSH_TIMEOUT`]. The error says what failed and where, for a warning.
 pub async fn push(
     url: &str,
-    (label, value): (&str, &str),
+    label: &str,
+    value: &str,
     body: String,
     replace: Replace,
 ) -> Result<(), String> {
@@ -325,5 +329,43 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("last_success"), "{text}");
+    }
+}
+
+/// With [`IngestConfig::metrics_push`]: the run's metrics to the gateway (the whole
+/// group replaced), or `bronze_batch_success 0` alone for a run that failed before its
+/// report. Not for a batch another run holds or loaded: that run pushes. A gateway
+/// that cannot take them costs a warning, on the report when there is one.
+pub(super) fn push_run_metrics(
+    ctx: &Context,
+    batch_dirs: &[impl AsRef<std::path::Path>],
+    result: &mut crate::error::Result<BatchReport>,
+) {
+    let Some(url) = &ctx.config.metrics_push else {
+        return;
+    };
+    let (landing_path, body, replace) = match result {
+        Ok(report) => (
+            landing_path_of(report),
+            batch_metrics(report, std::time::SystemTime::now()),
+            Replace::Group,
+        ),
+        Err(Error::AlreadyLoaded { .. } | Error::BatchLeased { .. }) => return,
+        Err(_) => {
+            let Some((landing_path, batch_id)) = discovery::folder_identity(ctx, batch_dirs) else {
+                return;
+            };
+            let body = failed_run_metrics(&landing_path, &batch_id);
+            (landing_path, body, Replace::Metrics)
+        }
+    };
+    let pushed = ctx
+        .runtime()
+        .block_on(push(url, "landing_path", &landing_path, body, replace));
+    if let Err(warning) = pushed {
+        tracing::warn!("{warning}");
+        if let Ok(report) = result {
+            report.warnings.push(warning);
+        }
     }
 }

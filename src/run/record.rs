@@ -1,120 +1,86 @@
-//! The run's `_corrupt_records`: this batch's corrupt lines, replaced on rerun (the
-//! run's `_run_control` rows are appended by [`crate::run_control::append_rows`]).
+//! The record step of a run: its outcome per table and its `_run_control` rows (one
+//! per write and the row accounting's), appended to `_run_control` once, after the
+//! parallel phase.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
 
-use arrow::array::{
-    ArrayRef, BinaryArray, Int64Array, RecordBatch, StringArray, TimestampMicrosecondArray,
-};
-use arrow::datatypes::{DataType, Field, Schema};
+use super::staging::StagedBatch;
+use super::state::Run;
+use super::write;
+use crate::lease::Lease;
+use crate::naming::{RUN_CONTROL_TABLE, TableName};
+use crate::report::TableOutcome;
+use crate::run_control::{Invariant, TableWrite, invariant_row};
+use crate::validate::{check_invariant, outcomes};
 
-use super::Ingest;
-use crate::batch::now_micros;
-use crate::error::Error;
-use crate::flatten::{self, Lineage};
-use crate::naming::{self, TableName};
-use crate::run_control::TableWrite;
-use crate::stage::CorruptLine;
-use crate::table::{Committed, RunMode, Storage};
+/// What a run recorded: its outcome per table, its `_run_control` rows and its row
+/// accounting.
+pub(super) struct Recorded {
+    pub(super) tables: BTreeMap<String, crate::report::TableOutcome>,
+    pub(super) run_control: Vec<crate::run_control::RunControlRow>,
+    pub(super) invariant: Invariant,
+}
 
-impl Ingest {
-    /// Replaces this batch's rows in `_corrupt_records`; when the batch now has none,
-    /// deletes its old ones. `None` when there was nothing to do (no lines, no table).
-    pub(super) fn write_corrupt(
-        &self,
-        (storage, mode): (&Storage, RunMode),
-        corrupt: &[CorruptLine],
-        lineage: &Lineage,
-    ) -> Option<TableWrite> {
-        let table = TableName::system(naming::CORRUPT_TABLE);
-        let started_micros = now_micros();
-        let rows = corrupt.len() as u64;
-        let key = &lineage.key;
-        // Other processes write the table too (other batches' corrupt lines): a replace
-        // that loses to their commits is planned again, as a topic table's is.
-        let result = {
-            let _guard = self.locks().lock(&table);
-            if corrupt.is_empty() {
-                let deleted = self.catalog.replanned(&table, || {
-                    self.runtime()
-                        .block_on(storage.rewriter().delete_batch(&table, key))
-                });
-                match deleted {
-                    Ok(None) => return None,
-                    Ok(Some(version)) => Ok(Committed {
-                        version,
-                        ..Default::default()
-                    }),
-                    Err(e) => Err(e),
-                }
-            } else {
-                corrupt_batch(corrupt, lineage)
-                    .map_err(|e| Error::arrow(table.as_str(), e))
-                    .and_then(|batch| {
-                        self.catalog.replanned(&table, || {
-                            self.runtime().block_on(storage.committer(mode).replace(
-                                &table,
-                                batch.clone(),
-                                key,
-                            ))
-                        })
-                    })
-            }
-        };
-        Some(TableWrite {
-            table,
-            topic: String::new(),
-            rows_in: rows,
-            rows_planned: rows,
-            started_micros,
-            ended_micros: now_micros(),
-            result,
-            added: Vec::new(),
-            rescued: 0,
-        })
+impl Recorded {
+    /// Whether a table failed or the rows do not add up.
+    pub(super) fn failed(&self) -> bool {
+        self.tables.values().any(|t| t.error.is_some()) || !self.invariant.ok
     }
 }
 
-pub(super) fn corrupt_batch(
-    corrupt: &[CorruptLine],
-    lineage: &Lineage,
-) -> std::result::Result<RecordBatch, arrow::error::ArrowError> {
-    let n = corrupt.len();
-    let schema = Schema::new(vec![
-        Field::new(naming::BATCH_ID, DataType::Utf8, false),
-        Field::new(naming::LANDING_PATH, DataType::Utf8, true),
-        Field::new(naming::SOURCE_FILE, DataType::Utf8, false),
-        Field::new(naming::LINE, DataType::Int64, false),
-        Field::new(naming::CORRUPT_RECORD, DataType::Utf8, false),
-        Field::new(naming::CORRUPT_BYTES, DataType::Binary, false),
-        Field::new(naming::REASON, DataType::Utf8, false),
-        Field::new(naming::LOADED_AT, flatten::timestamp_type(), false),
-    ]);
-    let columns: Vec<ArrayRef> = vec![
-        Arc::new(StringArray::from(vec![lineage.key.batch_id.as_str(); n])),
-        Arc::new(StringArray::from_iter(
-            corrupt
-                .iter()
-                .map(|c| lineage.landing_path_of(&c.source_file)),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            corrupt.iter().map(|c| c.source_file.as_str()),
-        )),
-        Arc::new(Int64Array::from_iter_values(
-            corrupt.iter().map(|c| c.line as i64),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            corrupt.iter().map(|c| String::from_utf8_lossy(&c.raw)),
-        )),
-        Arc::new(BinaryArray::from_iter_values(
-            corrupt.iter().map(|c| c.raw.as_slice()),
-        )),
-        Arc::new(StringArray::from_iter_values(
-            corrupt.iter().map(|c| c.reason.as_str()),
-        )),
-        Arc::new(
-            TimestampMicrosecondArray::from(vec![lineage.loaded_at_micros; n]).with_timezone("UTC"),
-        ),
-    ];
-    RecordBatch::try_new(Arc::new(schema), columns)
+/// The run's outcome per table, its `_run_control` rows (one per write and the row
+/// accounting's), appended to `_run_control` once, and that accounting; the leases
+/// are told once the rows are recorded.
+pub(super) fn record_run(
+    run: &Run,
+    writes: Vec<TableWrite>,
+    staged: &StagedBatch,
+    store_retries: u64,
+) -> Recorded {
+    let key = run.key();
+    let run_id = run.run_id.as_str();
+    let (mut tables, mut run_control) =
+        outcomes(writes, run_id, key, &run.ctx.config.storage_options);
+    let invariant = check_invariant(&staged.summary, &staged.files, &run_control);
+    if !invariant.ok {
+        tracing::error!(check = %invariant.text, "row accounting does not add up");
+    }
+    run_control.push(invariant_row(
+        &invariant,
+        &staged.summary,
+        run_id,
+        key,
+        (run.started_micros, store_retries),
+    ));
+    // Run with `_run_control`'s lock held, on the versions its upkeep is due.
+    let upkeep = |table: &TableName, c, written| {
+        write::after_commit(run, table, c, written);
+    };
+    let appended = crate::run_control::append_rows(
+        &run.ctx.catalog,
+        (&run.storage, run.mode),
+        (&run_control, key),
+        upkeep,
+    );
+    match appended {
+        Ok(()) => run.leases.iter().for_each(Lease::recorded),
+        // `_run_control`'s outcome says why its rows are not recorded.
+        Err(e) => {
+            let error = run
+                .ctx
+                .config
+                .storage_options
+                .mask(&crate::error::chain(&e));
+            let outcome = TableOutcome {
+                error: Some(error),
+                ..Default::default()
+            };
+            tables.insert(RUN_CONTROL_TABLE.to_string(), outcome);
+        }
+    }
+    Recorded {
+        tables,
+        run_control,
+        invariant,
+    }
 }

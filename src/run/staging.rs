@@ -7,16 +7,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 
 use arrow::array::RecordBatch;
 
-use super::{IN_MEMORY_PER_LANDING_BYTE, Ingest, MemoryRelease, Progress};
+use super::context::Context;
+use super::corrupt;
+use super::state::Run;
+use super::{IN_MEMORY_PER_LANDING_BYTE, MemoryRelease, Progress};
 use crate::error::Result;
-use crate::flatten::Lineage;
 use crate::report::StagingMode;
 use crate::run_control::TableWrite;
 use crate::source::discover;
 use crate::source::prefetch::{EarlyFetch, Prefetched, fetch_all};
 use crate::stage::spill::{StagingSummary, StagingTable};
 use crate::stage::{self, CorruptLine, IdSet};
-use crate::table::{RunMode, Storage};
 
 /// The staged batch, wherever it lives.
 pub(super) struct StagedBatch {
@@ -174,54 +175,108 @@ impl Chunked {
     }
 }
 
-impl Ingest {
-    /// Drops a persisted staging table once every table is in; keeps it when a table
-    /// failed, so the rerun resumes from it instead of re-reading the landing files.
-    pub(super) fn finish_staging(
-        &self,
-        staging_table: &StagingTable<'_>,
-        failed: bool,
-        warnings: &mut Vec<String>,
-    ) {
-        if failed {
-            warnings.push(format!(
-                    "staging table `{}` kept: a table failed, a rerun resumes from it (pass --no-resume to re-read the landing files)",
-                    staging_table.name()
-                ));
-        } else if let Err(e) = self.runtime().block_on(staging_table.drop_table()) {
-            warnings.push(format!(
-                "could not drop staging table `{}`: {}",
-                staging_table.name(),
-                crate::error::chain(&e)
+/// Drops a persisted staging table once every table is in; keeps it when a table
+/// failed, so the rerun resumes from it instead of re-reading the landing files.
+pub(super) fn finish_staging(
+    ctx: &Context,
+    staging_table: &StagingTable<'_>,
+    failed: bool,
+    warnings: &mut Vec<String>,
+) {
+    if failed {
+        warnings.push(format!(
+                "staging table `{}` kept: a table failed, a rerun resumes from it (pass --no-resume to re-read the landing files)",
+                staging_table.name()
             ));
-        }
+    } else if let Err(e) = ctx.runtime().block_on(staging_table.drop_table()) {
+        warnings.push(format!(
+            "could not drop staging table `{}`: {}",
+            staging_table.name(),
+            crate::error::chain(&e)
+        ));
     }
+}
 
-    /// Stages the batch in memory, in chunks spilled to the staging table, or resumes
-    /// from a complete staging table. A persisted staging table is complete only once
-    /// `_corrupt_records` is written (its write is returned: a resumed run does not see
-    /// the corrupt lines); staged in memory, the corrupt lines come back whole and are
-    /// written while the topics fan out.
-    pub(super) fn stage_batch(
-        &self,
-        files: &[discover::SourceFile],
-        storage_mode: (&Storage, RunMode),
-        staging_table: &StagingTable<'_>,
-        lineage: &Lineage,
-        early: Option<EarlyFetch>,
-    ) -> Result<(StagedBatch, Vec<TableWrite>)> {
-        if let Some(resumed) = self.resume(staging_table)? {
-            return Ok((resumed, Vec::new()));
-        }
-        // A leftover that is not complete (a run killed or failed while staging, maybe
-        // before its first commit: data files without a log) is cleared first, whether
-        // this run stages in memory or not. One listing when there is none.
-        self.runtime().block_on(staging_table.drop_table())?;
-        let over_budget = self.over_budget(files);
-        let persisted = (self.config.persist_staging || over_budget).then_some(staging_table);
-        let mut chunks = Chunks::new(over_budget.then_some(self.config.memory_budget));
-        let chunked = self.stage_chunks(files, &mut chunks, persisted, early)?;
-        self.complete_staging(chunked, &chunks, persisted, (storage_mode, lineage))
+/// Stages the batch in memory, in chunks spilled to the staging table, or resumes
+/// from a complete staging table. A persisted staging table is complete only once
+/// `_corrupt_records` is written (its write is returned: a resumed run does not see
+/// the corrupt lines); staged in memory, the corrupt lines come back whole and are
+/// written while the topics fan out.
+pub(super) fn stage_batch(
+    run: &Run,
+    files: &[discover::SourceFile],
+    staging_table: &StagingTable<'_>,
+    early: Option<EarlyFetch>,
+) -> Result<(StagedBatch, Vec<TableWrite>)> {
+    let stager = Stager::new(run.ctx);
+    if let Some(resumed) = stager.resume(staging_table)? {
+        return Ok((resumed, Vec::new()));
+    }
+    // A leftover that is not complete (a run killed or failed while staging, maybe
+    // before its first commit: data files without a log) is cleared first, whether
+    // this run stages in memory or not. One listing when there is none.
+    run.runtime().block_on(staging_table.drop_table())?;
+    let over_budget = stager.over_budget(files);
+    let persisted = (run.ctx.config.persist_staging || over_budget).then_some(staging_table);
+    let mut chunks = Chunks::new(over_budget.then_some(run.ctx.config.memory_budget));
+    let chunked = stager.stage_chunks(files, &mut chunks, persisted, early)?;
+    complete_staging(run, chunked, &chunks, persisted)
+}
+
+/// The staged batch from its chunks; a `persisted` staging table gets the batch's
+/// `_corrupt_records` written (the write returned) and is then marked complete.
+fn complete_staging(
+    run: &Run,
+    chunked: Chunked,
+    chunks: &Chunks,
+    persisted: Option<&StagingTable<'_>>,
+) -> Result<(StagedBatch, Vec<TableWrite>)> {
+    let Chunked {
+        seen,
+        mut summary,
+        counts,
+        corrupt,
+        files,
+        memory,
+    } = chunked;
+    summary.corrupt_lines = corrupt.len() as u64;
+    let warnings = chunks.ids_warning(&seen, &summary).into_iter().collect();
+    drop(seen);
+    if persisted.is_some() {
+        // Staging's chunks and ids are freed; the topics' slices come next.
+        run.ctx.release_memory(MemoryRelease::BetweenPhases);
+    }
+    summary.topics = counts.into_iter().collect();
+    let mut writes = Vec::new();
+    if let Some(staging_table) = persisted {
+        writes.extend(corrupt::write_corrupt(run, &corrupt));
+        run.runtime()
+            .block_on(staging_table.mark_complete(&summary))?;
+    }
+    let staged = StagedBatch {
+        mode: if persisted.is_some() {
+            StagingMode::Persisted
+        } else {
+            StagingMode::Memory
+        },
+        summary,
+        memory,
+        files,
+        warnings,
+        corrupt,
+    };
+    Ok((staged, writes))
+}
+
+/// The staging of a run's batch: parse, chunk, spill, resume, on the parse pool.
+pub(super) struct Stager<'a> {
+    ctx: &'a Context,
+}
+
+impl<'a> Stager<'a> {
+    /// Stages with `ctx`'s settings, pools and stores.
+    pub(super) fn new(ctx: &'a Context) -> Self {
+        Stager { ctx }
     }
 
     /// Stages `files` chunk by chunk as `chunks` cuts them, each chunk appended to the
@@ -237,7 +292,7 @@ impl Ingest {
         let total_files = files.len();
         let on_file = || {
             let done = staged_files.fetch_add(1, Ordering::Relaxed) + 1;
-            self.report_progress(Progress::FileStaged {
+            self.ctx.report_progress(Progress::FileStaged {
                 done,
                 total: total_files,
             });
@@ -246,7 +301,7 @@ impl Ingest {
         let mut rest = files;
         while !rest.is_empty() {
             let len = chunks.next_len(rest, &chunked.seen, || {
-                self.release_memory(MemoryRelease::BetweenPhases)
+                self.ctx.release_memory(MemoryRelease::BetweenPhases)
             });
             let (chunk, tail) = rest.split_at(len);
             rest = tail;
@@ -267,7 +322,7 @@ impl Ingest {
                     // malloc (a library user's default) keeps those pages unless trimmed;
                     // jemalloc's arenas hand them to flattening, which needs as much again
                     // (purging them cost 40k page faults, 2 % of the CPU; BENCHMARKS.md).
-                    self.release_memory(MemoryRelease::AfterStaging);
+                    self.ctx.release_memory(MemoryRelease::AfterStaging);
                 }
             }
         }
@@ -285,11 +340,12 @@ impl Ingest {
         chunked: &mut Chunked,
         staging_table: &StagingTable<'_>,
     ) -> Result<()> {
-        self.simulated_read_faults(file)?;
+        self.ctx.simulated_read_faults(file)?;
         let raw: Box<dyn std::io::Read + Send> =
-            match self.landing_store(std::slice::from_ref(file))? {
+            match self.ctx.landing_store(std::slice::from_ref(file))? {
                 Some(store) => {
                     let bytes = self
+                        .ctx
                         .runtime()
                         .block_on(crate::source::read::fetch_raw(file, store.as_ref()))?;
                     Box::new(std::io::Cursor::new(bytes))
@@ -299,9 +355,13 @@ impl Ingest {
                     std::fs::File::open(&file.path).map_err(|e| crate::Error::io(&file.path, e))?,
                 )),
             };
-        let mut pieces = stage::Pieces::open(file, raw, &self.config.envelope, piece)?;
+        let mut pieces = stage::Pieces::open(file, raw, &self.ctx.config.envelope, piece)?;
         let mut staged = 0usize;
-        while let Some(staging) = self.parse_pool.install(|| pieces.next(&mut chunked.seen))? {
+        while let Some(staging) = self
+            .ctx
+            .parse_pool
+            .install(|| pieces.next(&mut chunked.seen))?
+        {
             let topics = chunked.add(0, staging);
             self.persist_chunk(staging_table, topics)?;
             staged += 1;
@@ -329,7 +389,7 @@ impl Ingest {
         staging_table: &StagingTable<'_>,
         topics: BTreeMap<String, Vec<RecordBatch>>,
     ) -> Result<()> {
-        self.runtime().block_on(
+        self.ctx.runtime().block_on(
             staging_table.append(
                 topics
                     .iter()
@@ -337,62 +397,16 @@ impl Ingest {
             ),
         )?;
         drop(topics);
-        self.failpoint("after_staging_chunk")
-    }
-
-    /// The staged batch from its chunks; a `persisted` staging table gets the batch's
-    /// `_corrupt_records` written (the write returned) and is then marked complete.
-    fn complete_staging(
-        &self,
-        chunked: Chunked,
-        chunks: &Chunks,
-        persisted: Option<&StagingTable<'_>>,
-        (storage_mode, lineage): ((&Storage, RunMode), &Lineage),
-    ) -> Result<(StagedBatch, Vec<TableWrite>)> {
-        let Chunked {
-            seen,
-            mut summary,
-            counts,
-            corrupt,
-            files,
-            memory,
-        } = chunked;
-        summary.corrupt_lines = corrupt.len() as u64;
-        let warnings = chunks.ids_warning(&seen, &summary).into_iter().collect();
-        drop(seen);
-        if persisted.is_some() {
-            // Staging's chunks and ids are freed; the topics' slices come next.
-            self.release_memory(MemoryRelease::BetweenPhases);
-        }
-        summary.topics = counts.into_iter().collect();
-        let mut writes = Vec::new();
-        if let Some(staging_table) = persisted {
-            writes.extend(self.write_corrupt(storage_mode, &corrupt, lineage));
-            self.runtime()
-                .block_on(staging_table.mark_complete(&summary))?;
-        }
-        let staged = StagedBatch {
-            mode: if persisted.is_some() {
-                StagingMode::Persisted
-            } else {
-                StagingMode::Memory
-            },
-            summary,
-            memory,
-            files,
-            warnings,
-            corrupt,
-        };
-        Ok((staged, writes))
+        self.ctx.failpoint("after_staging_chunk")
     }
 
     /// The batch as a complete staging table of an earlier run left it, when resuming is
     /// on and there is one.
-    pub(super) fn resume(&self, staging_table: &StagingTable<'_>) -> Result<Option<StagedBatch>> {
-        if !self.config.resume {
+    fn resume(&self, staging_table: &StagingTable<'_>) -> Result<Option<StagedBatch>> {
+        if !self.ctx.config.resume {
             return Ok(None);
         }
-        let Some(summary) = self.runtime().block_on(staging_table.complete())? else {
+        let Some(summary) = self.ctx.runtime().block_on(staging_table.complete())? else {
             return Ok(None);
         };
         tracing::info!(table = %staging_table.name(), "resuming from a complete staging table");
@@ -411,7 +425,7 @@ impl Ingest {
     /// concurrently first (on a store with ~20 ms per request, two parse threads fetching
     /// one file at a time would wait far longer than they parse); a batch in one chunk
     /// may have started fetching at discovery (`early`).
-    pub(super) fn stage_chunk(
+    fn stage_chunk(
         &self,
         chunk: &[discover::SourceFile],
         early: Option<EarlyFetch>,
@@ -430,15 +444,15 @@ impl Ingest {
             .flatten()
         {
             Some(bytes) => {
-                self.simulated_read_faults(f)?;
+                self.ctx.simulated_read_faults(f)?;
                 crate::source::read::decode_bytes(f, bytes)
             }
-            None => self.read_landing_file(f),
+            None => self.ctx.read_landing_file(f),
         };
-        let staged = self.parse_pool.install(|| {
+        let staged = self.ctx.parse_pool.install(|| {
             stage::stage_with_progress(
                 chunk,
-                &self.config.envelope,
+                &self.ctx.config.envelope,
                 (on_file, in_order),
                 seen,
                 &reader,
@@ -446,22 +460,24 @@ impl Ingest {
         });
         // A failed fetch stopped the parse; its error names the file.
         if let Some(fetch) = early {
-            self.runtime().block_on(fetch.join())?;
+            self.ctx.runtime().block_on(fetch.join())?;
         }
         staged
     }
 
     /// With an object store configured, the raw bytes of `files`, fetched with up to
     /// [`PREFETCH_CONCURRENCY`] requests in flight; `None` for the local file system.
-    pub(super) fn prefetch(
+    fn prefetch(
         &self,
         files: &[discover::SourceFile],
     ) -> Result<Option<std::sync::Arc<Prefetched>>> {
-        let Some(store) = self.landing_store(files)? else {
+        let Some(store) = self.ctx.landing_store(files)? else {
             return Ok(None);
         };
         Ok(Some(
-            self.runtime().block_on(fetch_all(store, files.to_vec()))?,
+            self.ctx
+                .runtime()
+                .block_on(fetch_all(store, files.to_vec()))?,
         ))
     }
 
@@ -475,12 +491,12 @@ impl Ingest {
         files: &[discover::SourceFile],
         fetched: tokio::sync::watch::Sender<bool>,
     ) -> Option<EarlyFetch> {
-        let store = self.landing_store(files).ok()??;
-        if self.over_budget(files) || (self.config.resume && self.config.persist_staging) {
+        let store = self.ctx.landing_store(files).ok()??;
+        if self.over_budget(files) || (self.ctx.config.resume && self.ctx.config.persist_staging) {
             return None;
         }
         Some(EarlyFetch::start(
-            self.runtime(),
+            self.ctx.runtime(),
             store,
             files.to_vec(),
             move || {
@@ -491,17 +507,17 @@ impl Ingest {
 
     /// Whether staging `files` in memory would pass the memory budget (then they are
     /// staged chunk by chunk into a staging table).
-    pub(super) fn over_budget(&self, files: &[discover::SourceFile]) -> bool {
+    fn over_budget(&self, files: &[discover::SourceFile]) -> bool {
         // Staged in memory, a batch peaks at two to three times its landing size
         // ([`IN_MEMORY_PER_LANDING_BYTE`]).
         let landing_bytes: u64 = files.iter().map(landing_size).sum();
-        landing_bytes.saturating_mul(IN_MEMORY_PER_LANDING_BYTE) > self.config.memory_budget
+        landing_bytes.saturating_mul(IN_MEMORY_PER_LANDING_BYTE) > self.ctx.config.memory_budget
     }
 
     /// Whether each topic re-reads the landing files (the benches' baseline).
     pub(super) fn reread_per_topic(&self) -> bool {
         #[cfg(feature = "testing")]
-        return self.config.reread_per_topic;
+        return self.ctx.config.reread_per_topic;
         #[cfg(not(feature = "testing"))]
         false
     }
@@ -519,7 +535,7 @@ impl Ingest {
         let prefetched = self.prefetch(files)?;
         let reader = |f: &discover::SourceFile| match prefetched.as_ref().map(|p| p.take(f)) {
             Some(Ok(Some(bytes))) => crate::source::read::decode_bytes(f, bytes),
-            _ => self.read_landing_file(f),
+            _ => self.ctx.read_landing_file(f),
         };
         // On a thread of its own: the topic task holds a flatten slot here, and a rayon
         // worker waiting on parallel staging takes up other topic tasks meanwhile, which
@@ -528,7 +544,7 @@ impl Ingest {
             s.spawn(|| {
                 stage::stage_with_progress(
                     files,
-                    &self.config.envelope,
+                    &self.ctx.config.envelope,
                     (&|| {}, false),
                     &mut stage::IdSet::default(),
                     &reader,

@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
-use super::Ingest;
-use super::backlog::PendingBatch;
+use super::backlog::{Backlog, PendingBatch};
+use super::context::Context;
 use crate::batch::now_micros;
 use crate::error::{Error, Result};
 use crate::lease::{Holder, LEASE_DIR, lease_file};
@@ -80,169 +80,165 @@ pub struct Failure {
     pub reason: String,
 }
 
-impl Ingest {
-    /// Where the backlog under `root` stands (the folders [`Ingest::pending`] lists),
-    /// one row per entity, in landing path order.
-    pub fn status(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<EntityStatus>> {
-        Ok(self.status_and_oldest(root.as_ref())?.0)
-    }
+/// [`Ingest::status`]'s work.
+pub(super) fn status(
+    ctx: &Context,
+    root: impl AsRef<std::path::Path>,
+) -> Result<Vec<EntityStatus>> {
+    Ok(status_and_oldest(ctx, root.as_ref())?.0)
+}
 
-    /// [`Ingest::status`] as Prometheus metrics (`bronze status --metrics`): per entity,
-    /// the batches pending, failed and in progress, the age of its oldest batch not loaded
-    /// (since its folder's newest file landed: one listing of that folder), and when a
-    /// batch last loaded.
-    pub fn backlog_metrics(&self, root: impl AsRef<std::path::Path>) -> Result<String> {
-        let (entities, oldest) = self.status_and_oldest(root.as_ref())?;
-        let now = now_micros();
-        let mut ages = BTreeMap::new();
-        for (landing_path, folder) in oldest {
-            if let Some(landed) = self.landed_micros(&folder)? {
-                ages.insert(landing_path, (now - landed).max(0) as f64 / 1e6);
-            }
+/// [`Ingest::backlog_metrics`]'s work.
+pub(super) fn backlog_metrics(ctx: &Context, root: impl AsRef<std::path::Path>) -> Result<String> {
+    let (entities, oldest) = status_and_oldest(ctx, root.as_ref())?;
+    let now = now_micros();
+    let mut ages = BTreeMap::new();
+    for (landing_path, folder) in oldest {
+        if let Some(landed) = Backlog::new(ctx).landed_micros(&folder)? {
+            ages.insert(landing_path, (now - landed).max(0) as f64 / 1e6);
         }
-        Ok(crate::run::metrics::backlog_metrics(&entities, &ages))
     }
+    Ok(crate::run::metrics::backlog_metrics(&entities, &ages))
+}
 
-    /// With [`crate::IngestConfig::metrics_push`]: [`Ingest::backlog_metrics`] of `root`
-    /// pushed to the gateway (job `bronze`, group `backlog=<root>`, replaced), as
-    /// `ingest --pending --watch` does after each round. `Ok(Some(warning))` when the
-    /// gateway could not take them.
-    pub fn push_backlog_metrics(
-        &self,
-        root: impl AsRef<std::path::Path>,
-    ) -> Result<Option<String>> {
-        let Some(url) = &self.config.metrics_push else {
-            return Ok(None);
-        };
-        let root = root.as_ref();
-        let body = self.backlog_metrics(root)?;
-        let shown = root.to_string_lossy();
-        let group = ("backlog", shown.as_ref());
-        let pushed =
-            crate::run::metrics::push(url, group, body, crate::run::metrics::Replace::Group);
-        Ok(self.runtime().block_on(pushed).err())
-    }
+/// [`Ingest::push_backlog_metrics`]'s work.
+pub(super) fn push_backlog_metrics(
+    ctx: &Context,
+    root: impl AsRef<std::path::Path>,
+) -> Result<Option<String>> {
+    let Some(url) = &ctx.config.metrics_push else {
+        return Ok(None);
+    };
+    let root = root.as_ref();
+    let body = backlog_metrics(ctx, root)?;
+    let shown = root.to_string_lossy();
+    let pushed = super::metrics::push(
+        url,
+        "backlog",
+        shown.as_ref(),
+        body,
+        super::metrics::Replace::Group,
+    );
+    Ok(ctx.runtime().block_on(pushed).err())
+}
 
-    /// The statuses, and the folder of each entity's oldest batch not loaded.
-    fn status_and_oldest(
-        &self,
-        root: &std::path::Path,
-    ) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
-        let super::backlog::BacklogView {
-            folders,
-            ledgers,
-            late,
-        } = self.backlog_view(root)?;
-        let mut oldest: BTreeMap<String, String> = BTreeMap::new();
-        let storage = self.storage()?;
-        let leases = self.held_leases(&storage)?;
-        let ttl = self.config.lease_ttl.as_micros() as i64;
-        let now = now_micros();
-        let mut entities: BTreeMap<String, (EntityStatus, i64)> = BTreeMap::new();
-        for (
-            PendingBatch {
-                landing_path,
-                batch_id,
-                folder,
-                ..
-            },
-            run,
-        ) in folders
-        {
-            let (e, failed_at) = entities.entry(landing_path.clone()).or_insert_with(|| {
-                let e = EntityStatus {
-                    landing_path: landing_path.clone(),
-                    ..Default::default()
-                };
-                (e, i64::MIN)
+/// The statuses, and the folder of each entity's oldest batch not loaded.
+fn status_and_oldest(
+    ctx: &Context,
+    root: &std::path::Path,
+) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
+    let super::backlog::BacklogView {
+        folders,
+        ledgers,
+        late,
+    } = Backlog::new(ctx).backlog_view(root)?;
+    let mut oldest: BTreeMap<String, String> = BTreeMap::new();
+    let storage = ctx.storage()?;
+    let leases = held_leases(ctx, &storage)?;
+    let ttl = ctx.config.lease_ttl.as_micros() as i64;
+    let now = now_micros();
+    let mut entities: BTreeMap<String, (EntityStatus, i64)> = BTreeMap::new();
+    for (
+        PendingBatch {
+            landing_path,
+            batch_id,
+            folder,
+            ..
+        },
+        run,
+    ) in folders
+    {
+        let (e, failed_at) = entities.entry(landing_path.clone()).or_insert_with(|| {
+            let e = EntityStatus {
+                landing_path: landing_path.clone(),
+                ..Default::default()
+            };
+            (e, i64::MIN)
+        });
+        let loaded = run.is_some_and(|r| r.ok);
+        if let Some(r) = run.filter(|r| r.ok) {
+            e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
+        }
+        // A lease left released by a run that ended unrecorded: nothing runs.
+        // (No lease file named when none is held: most of a long history.)
+        let held = (!leases.is_empty())
+            .then(|| leases.get(&lease_file(&landing_path, &batch_id)))
+            .flatten()
+            .filter(|h| h.released_micros.is_none());
+        if let Some(h) = held {
+            let renewed = h.renewed_micros.unwrap_or(h.since_micros);
+            e.in_progress.push(InProgress {
+                batch_id: batch_id.clone(),
+                run_id: h.run_id.clone(),
+                host: h.host.clone(),
+                pid: h.pid,
+                age_seconds: (now - h.since_micros).max(0) as f64 / 1e6,
+                renewed_seconds_ago: h.renewed_micros.map(|r| (now - r).max(0) as f64 / 1e6),
+                stale: now - renewed > ttl,
             });
-            let loaded = run.is_some_and(|r| r.ok);
-            if let Some(r) = run.filter(|r| r.ok) {
-                e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
-            }
-            // A lease left released by a run that ended unrecorded: nothing runs.
-            // (No lease file named when none is held: most of a long history.)
-            let held = (!leases.is_empty())
-                .then(|| leases.get(&lease_file(&landing_path, &batch_id)))
-                .flatten()
-                .filter(|h| h.released_micros.is_none());
-            if let Some(h) = held {
-                let renewed = h.renewed_micros.unwrap_or(h.since_micros);
-                e.in_progress.push(InProgress {
-                    batch_id: batch_id.clone(),
-                    run_id: h.run_id.clone(),
-                    host: h.host.clone(),
-                    pid: h.pid,
-                    age_seconds: (now - h.since_micros).max(0) as f64 / 1e6,
-                    renewed_seconds_ago: h.renewed_micros.map(|r| (now - r).max(0) as f64 / 1e6),
-                    stale: now - renewed > ttl,
-                });
-            } else if loaded {
-                e.loaded += 1;
-            } else if run.is_some() {
-                e.failed += 1;
-            } else {
-                e.pending += 1;
-            }
-            if let Some(r) = run.filter(|r| !r.ok && r.started > *failed_at) {
-                *failed_at = r.started;
-                let error = ledgers
-                    .latest_run(&landing_path, &batch_id)
-                    .and_then(|r| r.error);
-                e.last_failure = Some(Failure {
-                    batch_id: batch_id.clone(),
-                    reason: error.unwrap_or_else(|| "failed".into()),
-                });
-            }
-            if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
-                e.oldest_pending = Some(batch_id);
-                oldest.insert(landing_path, folder.to_string_lossy().into_owned());
-            }
+        } else if loaded {
+            e.loaded += 1;
+        } else if run.is_some() {
+            e.failed += 1;
+        } else {
+            e.pending += 1;
         }
-        for batch in late {
-            if let (Some((e, _)), Some(change)) =
-                (entities.get_mut(&batch.landing_path), batch.late)
-            {
-                e.changed.push(Changed {
-                    batch_id: batch.batch_id,
-                    change,
-                });
-            }
+        if let Some(r) = run.filter(|r| !r.ok && r.started > *failed_at) {
+            *failed_at = r.started;
+            let error = ledgers
+                .latest_run(&landing_path, &batch_id)
+                .and_then(|r| r.error);
+            e.last_failure = Some(Failure {
+                batch_id: batch_id.clone(),
+                reason: error.unwrap_or_else(|| "failed".into()),
+            });
         }
-        let entities = entities.into_values().map(|(e, _)| e).collect();
-        Ok((entities, oldest))
+        if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
+            e.oldest_pending = Some(batch_id);
+            oldest.insert(landing_path, folder.to_string_lossy().into_owned());
+        }
     }
+    for batch in late {
+        if let (Some((e, _)), Some(change)) = (entities.get_mut(&batch.landing_path), batch.late) {
+            e.changed.push(Changed {
+                batch_id: batch.batch_id,
+                change,
+            });
+        }
+    }
+    let entities = entities.into_values().map(|(e, _)| e).collect();
+    Ok((entities, oldest))
+}
 
-    /// The lease files of the catalog's schema and their holders, by file name.
-    fn held_leases(&self, storage: &crate::table::Storage) -> Result<HashMap<String, Holder>> {
-        let (store, schema_dir) = self.schema_folder(storage)?;
-        let dir = schema_dir.join(LEASE_DIR);
-        let unreadable = |e: &dyn std::fmt::Display| Error::Store {
-            location: self.catalog.shown(),
-            reason: format!("could not read the batch leases: {e}"),
+/// The lease files of the catalog's schema and their holders, by file name.
+fn held_leases(ctx: &Context, storage: &crate::table::Storage) -> Result<HashMap<String, Holder>> {
+    let (store, schema_dir) = ctx.schema_folder(storage)?;
+    let dir = schema_dir.join(LEASE_DIR);
+    let unreadable = |e: &dyn std::fmt::Display| Error::Store {
+        location: ctx.catalog.shown(),
+        reason: format!("could not read the batch leases: {e}"),
+    };
+    let rt = ctx.runtime();
+    let listed = match rt.block_on(store.list_with_delimiter(Some(&dir))) {
+        Ok(listed) => listed.objects,
+        Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Vec::new(),
+        Err(e) => return Err(unreadable(&e)),
+    };
+    let mut leases = HashMap::new();
+    for o in listed {
+        let Some(name) = o.location.filename().map(str::to_string) else {
+            continue;
         };
-        let rt = self.runtime();
-        let listed = match rt.block_on(store.list_with_delimiter(Some(&dir))) {
-            Ok(listed) => listed.objects,
-            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Vec::new(),
-            Err(e) => return Err(unreadable(&e)),
+        // Released between the listing and the read: not in progress any more.
+        let Ok(got) = rt.block_on(async { store.get(&o.location).await?.bytes().await }) else {
+            continue;
         };
-        let mut leases = HashMap::new();
-        for o in listed {
-            let Some(name) = o.location.filename().map(str::to_string) else {
-                continue;
-            };
-            // Released between the listing and the read: not in progress any more.
-            let Ok(got) = rt.block_on(async { store.get(&o.location).await?.bytes().await }) else {
-                continue;
-            };
-            // Claim files of a takeover on a local disk are not leases.
-            if let Ok(holder) = serde_json::from_slice::<Holder>(&got) {
-                leases.insert(name, holder);
-            }
+        // Claim files of a takeover on a local disk are not leases.
+        if let Ok(holder) = serde_json::from_slice::<Holder>(&got) {
+            leases.insert(name, holder);
         }
-        Ok(leases)
     }
+    Ok(leases)
 }
 
 impl EntityStatus {
