@@ -17,8 +17,8 @@ use deltalake::logstore::object_store::{
 };
 use serde::Serialize;
 
-use super::backlog::{Backlog, BacklogView, PendingBatch};
 use super::context::Context;
+use super::listing::{BacklogView, Listing, PendingBatch};
 use super::manifest::{Cleaned, Manifest};
 use super::{leases, manifest, prior};
 use crate::batch::{BatchKey, now_micros};
@@ -135,7 +135,7 @@ pub(super) fn clean(
 ) -> Result<Vec<CleanOutcome>> {
     let root = root.as_ref();
     check_options(root, options)?;
-    let BacklogView { folders, .. } = Backlog::new(ctx).backlog_view(root)?;
+    let BacklogView { folders, .. } = Listing::new(ctx).backlog_view(root)?;
     let storage = ctx.storage()?;
     let now = now_micros();
     let older = i64::try_from(options.older_than.as_micros()).unwrap_or(i64::MAX);

@@ -32,6 +32,7 @@ mod gather;
 mod hints;
 mod leases;
 mod ledger;
+mod listing;
 mod load;
 mod manifest;
 pub mod metrics;
@@ -45,12 +46,13 @@ mod topic;
 mod write;
 
 use backlog::Backlog;
-pub use backlog::{BacklogOutcome, BatchStatus, PendingBatch, PendingOptions};
+pub use backlog::{BacklogOutcome, BatchStatus, PendingOptions};
 pub use builder::IngestBuilder;
 pub use clean::{
     CLEAN_ROW, CleanAction, CleanOptions, CleanOutcome, CleanStatus, MIN_DELETE_RETENTION,
 };
 use context::Context;
+pub use listing::PendingBatch;
 pub use manifest::{Cleaned, LandingChange, Manifest, ManifestFile};
 use prior::IfLoaded;
 pub use status::{Changed, EntityStatus, Failure, InProgress};

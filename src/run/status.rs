@@ -7,8 +7,8 @@ use std::collections::{BTreeMap, HashMap};
 
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
-use super::backlog::{Backlog, PendingBatch};
 use super::context::Context;
+use super::listing::{Listing, PendingBatch};
 use crate::batch::now_micros;
 use crate::error::{Error, Result};
 use crate::lease::{Holder, LEASE_DIR, lease_file};
@@ -94,7 +94,7 @@ pub(super) fn backlog_metrics(ctx: &Context, root: impl AsRef<std::path::Path>) 
     let now = now_micros();
     let mut ages = BTreeMap::new();
     for (landing_path, folder) in oldest {
-        if let Some(landed) = Backlog::new(ctx).landed_micros(&folder)? {
+        if let Some(landed) = Listing::new(ctx).landed_micros(&folder)? {
             ages.insert(landing_path, (now - landed).max(0) as f64 / 1e6);
         }
     }
@@ -127,11 +127,11 @@ fn status_and_oldest(
     ctx: &Context,
     root: &std::path::Path,
 ) -> Result<(Vec<EntityStatus>, BTreeMap<String, String>)> {
-    let super::backlog::BacklogView {
+    let super::listing::BacklogView {
         folders,
         ledgers,
         late,
-    } = Backlog::new(ctx).backlog_view(root)?;
+    } = Listing::new(ctx).backlog_view(root)?;
     let mut oldest: BTreeMap<String, String> = BTreeMap::new();
     let storage = ctx.storage()?;
     let leases = held_leases(ctx, &storage)?;
