@@ -1,6 +1,6 @@
 //! A landing zone as a backlog: the `batch_id=` folders under a root that the catalog
-//! has not loaded successfully yet ([`Ingest::pending`]), loaded oldest first per
-//! entity ([`Ingest::run_pending`]). Any number of processes may work through one
+//! has not loaded successfully yet ([`Ingest::pending`](super::Ingest::pending)), loaded oldest first per
+//! entity ([`Ingest::run_pending`](super::Ingest::run_pending)). Any number of processes may work through one
 //! backlog: each batch is taken by one of them through its lease, and a batch found
 //! loaded once its lease is held is skipped, so a batch is loaded once however the
 //! workers interleave.
@@ -9,14 +9,14 @@ use std::collections::{BTreeMap, HashMap};
 
 use super::context::Context;
 use super::listing::{BacklogView, Listing, PendingBatch, object_path};
+use super::load;
 use super::manifest::LandingChange;
 use super::prior::IfLoaded;
-use super::load;
 use crate::error::{Error, Result};
 use crate::report::BatchReport;
 use crate::store::location::Location;
 
-/// What became of a pending batch in [`Ingest::run_pending`].
+/// What became of a pending batch in [`Ingest::run_pending`](super::Ingest::run_pending).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
@@ -45,7 +45,7 @@ pub enum BatchStatus {
     Changed,
 }
 
-/// How [`Ingest::run_pending`] works through a backlog.
+/// How [`Ingest::run_pending`](super::Ingest::run_pending) works through a backlog.
 #[derive(Clone, Debug, Default)]
 #[non_exhaustive]
 pub struct PendingOptions {
@@ -143,12 +143,12 @@ impl<'a> Backlog<'a> {
         Backlog { ctx }
     }
 
-    /// [`Ingest::pending`]'s work.
+    /// [`Ingest::pending`](super::Ingest::pending)'s work.
     pub(super) fn pending(&self, root: impl AsRef<std::path::Path>) -> Result<Vec<PendingBatch>> {
         Ok(self.pending_and_changed(root.as_ref())?.0)
     }
 
-    /// [`Ingest::pending`], and the loaded batches whose folder changed that are not
+    /// [`Ingest::pending`](super::Ingest::pending), and the loaded batches whose folder changed that are not
     /// pending again (the policy is not `reload`, or files were only removed).
     fn pending_and_changed(
         &self,
@@ -169,7 +169,7 @@ impl<'a> Backlog<'a> {
         Ok((found, changed))
     }
 
-    /// [`Ingest::run_pending`]'s work.
+    /// [`Ingest::run_pending`](super::Ingest::run_pending)'s work.
     pub(super) fn run_pending(
         &self,
         root: impl AsRef<std::path::Path>,
@@ -224,7 +224,7 @@ impl<'a> Backlog<'a> {
         }
     }
 
-    /// [`Ingest::run_batches`] on up to `options.max_in_flight` groups of entities at once,
+    /// [`Ingest::run_batches`](super::Ingest::run_batches) on up to `options.max_in_flight` groups of entities at once,
     /// each group by its own loader (own pools, runtime and counters, so each report counts
     /// its own run; tables shared with the other groups as with another process: a
     /// conflicting commit is planned again). Outcomes in the backlog's order.
@@ -238,30 +238,29 @@ impl<'a> Backlog<'a> {
             .enumerate()
             .map(|(i, b)| ((b.landing_path.clone(), b.batch_id.clone()), i))
             .collect();
-        let mut groups: Vec<Vec<PendingBatch>> = vec![Vec::new(); options.max_in_flight];
-        let mut by_entity: BTreeMap<String, Vec<PendingBatch>> = BTreeMap::new();
-        for (i, b) in pending.into_iter().enumerate() {
-            // Unordered: every batch a unit of its own, dealt round the groups.
-            let unit = if options.unordered {
-                format!("{i:020}")
-            } else {
-                b.landing_path.clone()
-            };
-            by_entity.entry(unit).or_default().push(b);
+        let groups = deal(pending, options);
+        let results = self.run_groups(groups, options);
+        let mut outcomes = Vec::new();
+        for r in results {
+            outcomes.extend(r?);
         }
-        let mut sized: Vec<Vec<PendingBatch>> = by_entity.into_values().collect();
-        sized.sort_by(|a, b| {
-            b.len()
-                .cmp(&a.len())
-                .then(a[0].landing_path.cmp(&b[0].landing_path))
+        outcomes.sort_by_key(|o| {
+            order
+                .get(&(o.batch.landing_path.clone(), o.batch.batch_id.clone()))
+                .copied()
         });
-        for entity in sized {
-            if let Some(least) = groups.iter_mut().min_by_key(|g| g.len()) {
-                least.extend(entity);
-            }
-        }
+        Ok(outcomes)
+    }
+
+    /// Runs each non-empty group on a thread of its own, by a loader of its own, its
+    /// batches in batch id order.
+    fn run_groups(
+        &self,
+        groups: Vec<Vec<PendingBatch>>,
+        options: &PendingOptions,
+    ) -> Vec<Result<Vec<BacklogOutcome>>> {
         let spent = Spent::default();
-        let results: Vec<Result<Vec<BacklogOutcome>>> = std::thread::scope(|s| {
+        std::thread::scope(|s| {
             let handles: Vec<_> = groups
                 .into_iter()
                 .filter(|g| !g.is_empty())
@@ -288,20 +287,10 @@ impl<'a> Backlog<'a> {
                     })
                 })
                 .collect()
-        });
-        let mut outcomes = Vec::new();
-        for r in results {
-            outcomes.extend(r?);
-        }
-        outcomes.sort_by_key(|o| {
-            order
-                .get(&(o.batch.landing_path.clone(), o.batch.batch_id.clone()))
-                .copied()
-        });
-        Ok(outcomes)
+        })
     }
 
-    /// [`Ingest::run_batches`]'s work.
+    /// [`Ingest::run_batches`](super::Ingest::run_batches)'s work.
     pub(super) fn run_batches(
         &self,
         batches: Vec<PendingBatch>,
@@ -310,7 +299,7 @@ impl<'a> Backlog<'a> {
         self.run_batches_within(batches, options, &Spent::default())
     }
 
-    /// [`Ingest::run_batches`] counting its runs and bytes into `spent`, which batches in
+    /// [`Ingest::run_batches`](super::Ingest::run_batches) counting its runs and bytes into `spent`, which batches in
     /// flight beside it share.
     fn run_batches_within(
         &self,
@@ -345,15 +334,7 @@ impl<'a> Backlog<'a> {
                 });
                 continue;
             }
-            let stopped = options
-                .stop
-                .as_ref()
-                .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
-            if stopped
-                || options
-                    .max_bytes
-                    .is_some_and(|m| spent.bytes.load(SeqCst) >= m)
-            {
+            if bounds_reached(options, spent) {
                 break;
             }
             // Counted before the run: batches in flight beside this one never start more
@@ -450,4 +431,46 @@ impl<'a> Backlog<'a> {
             }
         }
     }
+}
+
+/// `pending` dealt into `options.max_in_flight` groups of about equal length: an entity's
+/// batches stay in one group (each batch is a unit of its own when `unordered`), the
+/// largest units first, each to the group with the fewest batches.
+fn deal(pending: Vec<PendingBatch>, options: &PendingOptions) -> Vec<Vec<PendingBatch>> {
+    let mut groups: Vec<Vec<PendingBatch>> = vec![Vec::new(); options.max_in_flight];
+    let mut by_entity: BTreeMap<String, Vec<PendingBatch>> = BTreeMap::new();
+    for (i, b) in pending.into_iter().enumerate() {
+        // Unordered: every batch a unit of its own, dealt round the groups.
+        let unit = if options.unordered {
+            format!("{i:020}")
+        } else {
+            b.landing_path.clone()
+        };
+        by_entity.entry(unit).or_default().push(b);
+    }
+    let mut sized: Vec<Vec<PendingBatch>> = by_entity.into_values().collect();
+    sized.sort_by(|a, b| {
+        b.len()
+            .cmp(&a.len())
+            .then(a[0].landing_path.cmp(&b[0].landing_path))
+    });
+    for entity in sized {
+        if let Some(least) = groups.iter_mut().min_by_key(|g| g.len()) {
+            least.extend(entity);
+        }
+    }
+    groups
+}
+
+/// Whether no batch starts any more: `options.stop` is set, or the batches run read
+/// `options.max_bytes`.
+fn bounds_reached(options: &PendingOptions, spent: &Spent) -> bool {
+    let stopped = options
+        .stop
+        .as_ref()
+        .is_some_and(|f| f.load(std::sync::atomic::Ordering::Relaxed));
+    stopped
+        || options
+            .max_bytes
+            .is_some_and(|m| spent.bytes.load(std::sync::atomic::Ordering::SeqCst) >= m)
 }

@@ -40,7 +40,7 @@ pub enum CleanAction {
     Delete,
 }
 
-/// How [`Ingest::clean`] cleans a landing zone.
+/// How [`Ingest::clean`](super::Ingest::clean) cleans a landing zone.
 #[derive(Clone, Debug)]
 pub struct CleanOptions {
     /// Batches whose load started at least this long ago.
@@ -127,7 +127,7 @@ enum Place {
     Store(Arc<DynObjectStore>, StorePath, String),
 }
 
-/// [`Ingest::clean`]'s work.
+/// [`Ingest::clean`](super::Ingest::clean)'s work.
 pub(super) fn clean(
     ctx: &Context,
     root: impl AsRef<std::path::Path>,
@@ -207,106 +207,169 @@ fn clean_one(
             "a run of it ended without recording its writes: `bronze ingest` it again before cleaning it",
         );
     }
-    let outcome = clean_held(ctx, storage, batch, (&key, started), options);
+    let held = Held {
+        ctx,
+        storage,
+        key: &key,
+        started,
+    };
+    let outcome = held.clean(batch, options);
     leases.iter().for_each(crate::lease::Lease::recorded);
     outcome
 }
 
-/// [`Ingest::clean_one`] once the lease is held.
-fn clean_held(
-    ctx: &Context,
-    storage: &crate::table::Storage,
-    batch: PendingBatch,
-    (key, started): (&BatchKey, i64),
-    options: &CleanOptions,
-) -> CleanOutcome {
-    let manifest = match recheck(ctx, storage, &batch, key) {
-        Ok(m) => m,
-        Err(NotNow::Kept(why)) => return kept(batch, &why),
-        Err(NotNow::Failed(e)) => return failed(batch, &e),
-    };
-    let source = match place(ctx, &batch.folder.to_string_lossy()) {
-        Ok(p) => p,
-        Err(e) => return failed(batch, &e),
-    };
-    let (entries, left): (Vec<Entry>, Vec<Entry>) = match entries(ctx, &source) {
-        Ok(entries) => entries
-            .into_iter()
-            .partition(|e| e.loaded_in(&manifest) || e.is_marker()),
-        Err(e) => return failed(batch, &e),
-    };
-    let files = entries.len();
-    let bytes = entries.iter().map(|e| e.bytes).sum();
-    let moved_to = match (&manifest.cleaned, &options.action) {
-        (Some(c), _) => c.moved_to.clone(),
-        (None, CleanAction::MoveTo(dest)) => Some(format!(
-            "{}/{}/batch_id={}",
-            dest.trim_end_matches('/'),
-            batch.landing_path,
-            batch.batch_id
-        )),
-        (None, CleanAction::Delete) => None,
-    };
-    let reason = (!left.is_empty()).then(|| {
-        let names: Vec<&str> = left.iter().take(3).map(|e| e.name.as_str()).collect();
-        format!(
-            "{} other files left in the folder, which its load did not read ({})",
-            left.len(),
-            names.join(", ")
-        )
-    });
-    if options.dry_run {
-        return CleanOutcome {
+/// One batch's clean once its lease is held.
+struct Held<'a> {
+    ctx: &'a Context,
+    storage: &'a crate::table::Storage,
+    key: &'a BatchKey,
+    /// When the clean started, for its `_run_control` row.
+    started: i64,
+}
+
+/// What a clean takes out of a batch's folder.
+struct Plan {
+    /// The folder.
+    source: Place,
+    /// The files the load read, and the copy step's markers.
+    entries: Vec<Entry>,
+    /// Where they go; `None`: deleted.
+    moved_to: Option<String>,
+    /// Why files stay: other files in the folder, which the load did not read.
+    reason: Option<String>,
+    /// No file is left in the folder.
+    emptied: bool,
+}
+
+impl Plan {
+    /// The batch's outcome of this plan.
+    fn outcome(self, batch: PendingBatch, status: CleanStatus) -> CleanOutcome {
+        CleanOutcome {
             batch,
-            status: CleanStatus::WouldClean,
-            files,
-            bytes,
+            status,
+            files: self.entries.len(),
+            bytes: self.entries.iter().map(|e| e.bytes).sum(),
+            moved_to: self.moved_to,
+            reason: self.reason,
+        }
+    }
+}
+
+impl Held<'_> {
+    /// Cleans `batch` ([`clean_one`]): its manifest read again, then its files moved or
+    /// deleted unless `options` say it is a dry run.
+    fn clean(&self, batch: PendingBatch, options: &CleanOptions) -> CleanOutcome {
+        let manifest = match recheck(self.ctx, self.storage, &batch, self.key) {
+            Ok(m) => m,
+            Err(NotNow::Kept(why)) => return kept(batch, &why),
+            Err(NotNow::Failed(e)) => return failed(batch, &e),
+        };
+        let plan = match self.plan(&batch, &manifest, options) {
+            Ok(plan) => plan,
+            Err(e) => return failed(batch, &e),
+        };
+        if options.dry_run {
+            return plan.outcome(batch, CleanStatus::WouldClean);
+        }
+        match self.apply(&plan, manifest) {
+            Ok(()) => plan.outcome(batch, CleanStatus::Cleaned),
+            Err(e) => failed(batch, &e),
+        }
+    }
+
+    /// What cleaning `batch` takes out of its folder, and where it goes.
+    fn plan(
+        &self,
+        batch: &PendingBatch,
+        manifest: &Manifest,
+        options: &CleanOptions,
+    ) -> Result<Plan> {
+        let source = place(self.ctx, &batch.folder.to_string_lossy())?;
+        let (entries, left): (Vec<Entry>, Vec<Entry>) = entries(self.ctx, &source)?
+            .into_iter()
+            .partition(|e| e.loaded_in(manifest) || e.is_marker());
+        let moved_to = match (&manifest.cleaned, &options.action) {
+            (Some(c), _) => c.moved_to.clone(),
+            (None, CleanAction::MoveTo(dest)) => Some(format!(
+                "{}/{}/batch_id={}",
+                dest.trim_end_matches('/'),
+                batch.landing_path,
+                batch.batch_id
+            )),
+            (None, CleanAction::Delete) => None,
+        };
+        let reason = (!left.is_empty()).then(|| {
+            let names: Vec<&str> = left.iter().take(3).map(|e| e.name.as_str()).collect();
+            format!(
+                "{} other files left in the folder, which its load did not read ({})",
+                left.len(),
+                names.join(", ")
+            )
+        });
+        Ok(Plan {
+            source,
+            entries,
             moved_to,
             reason,
-        };
+            emptied: left.is_empty(),
+        })
     }
-    let done = (|| -> Result<()> {
-        if let Some(to) = &moved_to {
-            let target = place(ctx, to)?;
-            for e in &entries {
-                copy(ctx, &source, &target, e)?;
+
+    /// Moves or deletes the plan's files, the manifest marked first, then records the
+    /// clean in `_run_control`.
+    fn apply(&self, plan: &Plan, mut manifest: Manifest) -> Result<()> {
+        if let Some(to) = &plan.moved_to {
+            let target = place(self.ctx, to)?;
+            for e in &plan.entries {
+                copy(self.ctx, &plan.source, &target, e)?;
             }
         }
         // Marked before anything is removed: a clean that stops part way is taken up
         // again by the next one, and a run of the folder says where the files went.
-        let mut manifest = manifest;
         if manifest.cleaned.is_none() {
             manifest.cleaned = Some(Cleaned {
                 at_micros: now_micros(),
-                moved_to: moved_to.clone(),
+                moved_to: plan.moved_to.clone(),
                 folder: manifest.folder.clone(),
             });
-            manifest::save_manifest(ctx, storage, &manifest)?;
+            manifest::save_manifest(self.ctx, self.storage, &manifest)?;
         }
-        for e in &entries {
-            remove(ctx, &source, e)?;
+        for e in &plan.entries {
+            remove(self.ctx, &plan.source, e)?;
         }
-        if let (Place::Local(dir), true) = (&source, left.is_empty()) {
+        if let (Place::Local(dir), true) = (&plan.source, plan.emptied) {
             // Empty now; a folder left behind would be listed as a batch with no files.
             let _ = std::fs::remove_dir(dir);
         }
-        record_clean(
-            ctx,
-            storage,
-            (key, manifest.run_id.as_str(), started),
-            (files, bytes, moved_to.as_deref()),
+        self.record(&manifest.run_id, plan)
+    }
+
+    /// The clean's `_run_control` row, under the run id of the load it cleaned after.
+    fn record(&self, run_id: &str, plan: &Plan) -> Result<()> {
+        let files = plan.entries.len();
+        let bytes: u64 = plan.entries.iter().map(|e| e.bytes).sum();
+        let what = match &plan.moved_to {
+            Some(to) => format!("moved {files} landing files ({bytes} bytes) to {to}"),
+            None => format!("deleted {files} landing files ({bytes} bytes)"),
+        };
+        let row = crate::RunControlRow {
+            run_id: run_id.to_string(),
+            batch_id: self.key.batch_id.clone(),
+            landing_paths: self.key.landing_paths.clone(),
+            table: CLEAN_ROW.to_string(),
+            rows_in: files as u64,
+            bytes_added: 0,
+            started_at_micros: self.started,
+            ended_at_micros: now_micros(),
+            checks: what,
+            ..Default::default()
+        };
+        crate::run_control::append_rows(
+            &self.ctx.catalog,
+            (self.storage, crate::table::RunMode::default()),
+            (&[row], self.key),
+            |_, _, _| {},
         )
-    })();
-    match done {
-        Ok(()) => CleanOutcome {
-            batch,
-            status: CleanStatus::Cleaned,
-            files,
-            bytes,
-            moved_to,
-            reason,
-        },
-        Err(e) => failed(batch, &e),
     }
 }
 
@@ -350,38 +413,6 @@ fn recheck(
         Ok(_) => Ok(manifest),
         Err(e) => Err(NotNow::Failed(e)),
     }
-}
-
-/// Appends the `(clean)` row of a batch's cleaning to `_run_control`, in the run that
-/// loaded it (`run_id`, its manifest's): the batch's latest run stays that load.
-fn record_clean(
-    ctx: &Context,
-    storage: &crate::table::Storage,
-    (key, run_id, started): (&BatchKey, &str, i64),
-    (files, bytes, moved_to): (usize, u64, Option<&str>),
-) -> Result<()> {
-    let what = match moved_to {
-        Some(to) => format!("moved {files} landing files ({bytes} bytes) to {to}"),
-        None => format!("deleted {files} landing files ({bytes} bytes)"),
-    };
-    let row = crate::RunControlRow {
-        run_id: run_id.to_string(),
-        batch_id: key.batch_id.clone(),
-        landing_paths: key.landing_paths.clone(),
-        table: CLEAN_ROW.to_string(),
-        rows_in: files as u64,
-        bytes_added: 0,
-        started_at_micros: started,
-        ended_at_micros: now_micros(),
-        checks: what,
-        ..Default::default()
-    };
-    crate::run_control::append_rows(
-        &ctx.catalog,
-        (storage, crate::table::RunMode::default()),
-        (&[row], key),
-        |_, _, _| {},
-    )
 }
 
 /// The folder at `location`, local or in its object store.

@@ -62,7 +62,7 @@ pub(super) type TopicPart = (String, u64, Vec<RecordBatch>);
 pub(super) type GatheredTables = Vec<(TableName, Vec<TopicPart>)>;
 
 /// The tables several topics may feed, gathered while topics are flattened
-/// ([`Ingest::flatten_then_write`]).
+/// ([`super::topic::Fanout::topic_task`]).
 pub(super) struct Gathered {
     /// Topics not flattened yet.
     pub(super) remaining: usize,
@@ -81,7 +81,8 @@ impl Gathered {
     pub(super) fn done(
         &mut self,
         index: usize,
-        (topic, rows_in): (&str, u64),
+        topic: &str,
+        rows_in: u64,
         plan: SlicedPlan,
         early: bool,
     ) -> Option<(GatheredTables, usize)> {
@@ -159,9 +160,9 @@ mod tests {
             by_table: BTreeMap::new(),
         };
         // Flattened in the order 2, 0, 1; topic 1 feeds no gathered table.
-        assert!(g.done(2, ("trade", 3), plan(3), true).is_none());
-        assert!(g.done(0, ("news", 1), plan(1), false).is_none());
-        let (tables, early) = g.done(1, ("quote", 2), SlicedPlan::new(), true).unwrap();
+        assert!(g.done(2, "trade", 3, plan(3), true).is_none());
+        assert!(g.done(0, "news", 1, plan(1), false).is_none());
+        let (tables, early) = g.done(1, "quote", 2, SlicedPlan::new(), true).unwrap();
         assert_eq!(early, 2);
         assert_eq!(tables.len(), 1);
         let (table, parts) = &tables[0];

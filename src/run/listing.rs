@@ -13,6 +13,7 @@ use crate::batch::{landing_path_of, now_micros, validate_batch_id};
 use crate::error::{Error, Result};
 use crate::store::location::Location;
 use crate::table::Storage;
+use deltalake::logstore::object_store::path::Path as StorePath;
 
 /// A batch folder of a landing zone.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -140,40 +141,17 @@ impl<'a> Listing<'a> {
                 run.is_some_and(|r| r.ok) && checked.contains(b.batch_id.as_str())
             });
             for (batch, _) in loaded_here {
-                match manifest::landing_change(
-                    self.ctx,
-                    storage,
-                    &batch.folder,
-                    &batch.landing_path,
-                    &batch.batch_id,
-                ) {
-                    Ok(Some(change)) if !change.is_empty() => {
-                        tracing::warn!(
-                            landing_path = lp,
-                            batch_id = %batch.batch_id,
-                            "the folder of a loaded batch changed after its load: {}",
-                            change.describe()
-                        );
+                match self.compare(storage, batch) {
+                    Compared::Changed(changed) => {
                         still.push(batch.batch_id.clone());
-                        late.push(PendingBatch {
-                            late: Some(change),
-                            ..batch.clone()
-                        });
+                        late.push(changed);
                     }
-                    Ok(_) => {}
-                    // One folder or manifest that cannot be read does not stop the round:
-                    // the batch is compared again next round.
-                    Err(e) => {
-                        tracing::warn!(
-                            landing_path = lp,
-                            batch_id = %batch.batch_id,
-                            "could not compare the folder of a loaded batch with its manifest: {}",
-                            self.ctx.config.storage_options.mask(&crate::error::chain(&e))
-                        );
-                        if known.contains(&batch.batch_id) {
-                            still.push(batch.batch_id.clone());
-                        }
+                    Compared::Same => {}
+                    // The batch is compared again next round.
+                    Compared::Unreadable if known.contains(&batch.batch_id) => {
+                        still.push(batch.batch_id.clone())
                     }
+                    Compared::Unreadable => {}
                 }
             }
             if let Some(ledger) = ledgers.get_mut(lp) {
@@ -185,6 +163,42 @@ impl<'a> Listing<'a> {
             }
         }
         Ok(late)
+    }
+
+    /// Compares the folder of the loaded `batch` with its manifest. One folder or manifest
+    /// that cannot be read does not stop the round: it is logged.
+    fn compare(&self, storage: &Storage, batch: &PendingBatch) -> Compared {
+        let change = manifest::landing_change(
+            self.ctx,
+            storage,
+            &batch.folder,
+            &batch.landing_path,
+            &batch.batch_id,
+        );
+        match change {
+            Ok(Some(change)) if !change.is_empty() => {
+                tracing::warn!(
+                    landing_path = %batch.landing_path,
+                    batch_id = %batch.batch_id,
+                    "the folder of a loaded batch changed after its load: {}",
+                    change.describe()
+                );
+                Compared::Changed(PendingBatch {
+                    late: Some(change),
+                    ..batch.clone()
+                })
+            }
+            Ok(_) => Compared::Same,
+            Err(e) => {
+                tracing::warn!(
+                    landing_path = %batch.landing_path,
+                    batch_id = %batch.batch_id,
+                    "could not compare the folder of a loaded batch with its manifest: {}",
+                    self.ctx.config.storage_options.mask(&crate::error::chain(&e))
+                );
+                Compared::Unreadable
+            }
+        }
     }
 
     /// The batch folders under `root`, each entity in an object store whose ledger says
@@ -387,71 +401,21 @@ impl<'a> Listing<'a> {
     /// files, started again past each new folder's files (object_store's
     /// `list_with_offset`: S3's and GCS's `start-after`, Azure's `startFrom`).
     fn batch_folders_after(&self, dir: &str, after: &str) -> Result<Vec<String>> {
-        use deltalake::logstore::object_store::path::Path as StorePath;
-        use futures::StreamExt as _;
         let Location::Url(url) = Location::parse(dir)? else {
             return self.subfolders(dir);
         };
-        let store = self.ctx.store_of(&url)?;
-        let prefix = StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
-            name: "landing root",
-            reason: format!("{dir}: {e}"),
-        })?;
-        let failed = |e: deltalake::logstore::object_store::Error| Error::Store {
-            location: self.ctx.config.storage_options.mask(dir),
-            reason: e.to_string(),
-        };
-        // The first segment under `prefix` of a listed key, and whether more follow.
-        let child = |location: &StorePath| -> Option<(String, bool)> {
-            let mut parts = location.prefix_match(&prefix)?;
-            let first = parts.next()?.as_ref().to_string();
-            Some((first, parts.next().is_some()))
-        };
-        let own = format!("batch_id={after}");
-        let mut names: Vec<String> = Vec::new();
-        let rt = self.ctx.runtime();
-        // Ids that extend `after` with `-`: keys between `batch_id=<after>-` and its files.
-        let dashed = prefix.clone().join(format!("{own}-").as_str());
-        let mut listing = store.list_with_offset(Some(&prefix), &dashed);
-        while let Some(meta) = rt.block_on(listing.next()) {
-            let meta = meta.map_err(failed)?;
-            match child(&meta.location) {
-                Some((name, true)) if name.starts_with(&format!("{own}-")) => {
-                    if names.last() != Some(&name) {
-                        names.push(name);
-                    }
-                }
-                _ => break,
-            }
-        }
-        drop(listing);
-        // Past `after`'s files (U+10FFFF sorts after every name), then past each new
-        // folder's.
-        let past = |name: &str| {
-            StorePath::parse(format!("{prefix}/{name}/\u{10FFFF}")).map_err(|e| Error::Config {
+        let skip = Skipper {
+            ctx: self.ctx,
+            store: self.ctx.store_of(&url)?,
+            prefix: StorePath::from_url_path(url.path()).map_err(|e| Error::Config {
                 name: "landing root",
                 reason: format!("{dir}: {e}"),
-            })
+            })?,
+            dir,
         };
-        let mut from = past(&own)?;
-        loop {
-            let mut listing = store.list_with_offset(Some(&prefix), &from);
-            let Some(meta) = rt.block_on(listing.next()) else {
-                break;
-            };
-            let meta = meta.map_err(failed)?;
-            let Some((name, nested)) = child(&meta.location) else {
-                break;
-            };
-            if nested {
-                if name.starts_with("batch_id=") {
-                    names.push(name.clone());
-                }
-                from = past(&name)?;
-            } else {
-                from = meta.location.clone();
-            }
-        }
+        let own = format!("batch_id={after}");
+        let mut names = skip.extending(&own)?;
+        skip.after(&own, &mut names)?;
         Ok(names.into_iter().map(|n| format!("{dir}/{n}")).collect())
     }
 
@@ -572,17 +536,14 @@ fn advance_listings(
             }
         }
         // The greatest id below the first one not loaded: every id up to it is loaded.
-        fn id((b, _): &(PendingBatch, Option<RunState>)) -> &str {
-            b.batch_id.as_str()
-        }
         let first_not_loaded = entity
             .iter()
             .filter(|(_, run)| !run.is_some_and(|r| r.ok))
-            .map(id)
+            .map(|(b, _)| b.batch_id.as_str())
             .min();
         ledger.listed_through = entity
             .iter()
-            .map(id)
+            .map(|(b, _)| b.batch_id.as_str())
             .filter(|id| first_not_loaded.is_none_or(|first| *id < first))
             .max()
             .map(str::to_string);
@@ -599,7 +560,7 @@ pub(super) struct BacklogView {
     /// The entities' ledgers, up to date: the latest run of each batch.
     pub(super) ledgers: Ledgers,
     /// The loaded batches whose folder changed after their load, among those checked
-    /// ([`Ingest::changed_since_load`]), each with [`PendingBatch::late`] set.
+    /// ([`Listing::changed_since_load`]), each with [`PendingBatch::late`] set.
     pub(super) late: Vec<PendingBatch>,
 }
 
@@ -614,4 +575,102 @@ pub(super) fn object_path(
             reason: format!("{shown}: {e}"),
         }
     })
+}
+
+/// What comparing a loaded batch's folder with its manifest found.
+enum Compared {
+    /// Files were added, changed or removed since the load: the batch, with how.
+    Changed(PendingBatch),
+    /// The folder is as loaded, or has no manifest.
+    Same,
+    /// The folder or its manifest could not be read.
+    Unreadable,
+}
+
+/// A listing of the folders under `prefix` (the landing folder `dir`) in key order that
+/// skips each folder's files with one request per folder.
+struct Skipper<'a> {
+    ctx: &'a Context,
+    store: std::sync::Arc<deltalake::logstore::object_store::DynObjectStore>,
+    prefix: StorePath,
+    dir: &'a str,
+}
+
+/// The first segment under a listing's prefix of a listed key.
+struct Child {
+    name: String,
+    /// More segments follow: the key is in a folder named `name`.
+    nested: bool,
+}
+
+impl Skipper<'_> {
+    fn failed(&self, e: deltalake::logstore::object_store::Error) -> Error {
+        Error::Store {
+            location: self.ctx.config.storage_options.mask(self.dir),
+            reason: e.to_string(),
+        }
+    }
+
+    /// The first segment under the prefix of `location`.
+    fn child(&self, location: &StorePath) -> Option<Child> {
+        let mut parts = location.prefix_match(&self.prefix)?;
+        let name = parts.next()?.as_ref().to_string();
+        Some(Child {
+            name,
+            nested: parts.next().is_some(),
+        })
+    }
+
+    /// The key past the files of folder `name` (U+10FFFF sorts after every name).
+    fn past(&self, name: &str) -> Result<StorePath> {
+        StorePath::parse(format!("{}/{name}/\u{10FFFF}", self.prefix)).map_err(|e| Error::Config {
+            name: "landing root",
+            reason: format!("{}: {e}", self.dir),
+        })
+    }
+
+    /// The folders whose ids extend `own`'s with `-`: the keys between
+    /// `batch_id=<after>-` and `own`'s files.
+    fn extending(&self, own: &str) -> Result<Vec<String>> {
+        use futures::StreamExt as _;
+        let mut names: Vec<String> = Vec::new();
+        let dashed = self.prefix.clone().join(format!("{own}-").as_str());
+        let mut listing = self.store.list_with_offset(Some(&self.prefix), &dashed);
+        while let Some(meta) = self.ctx.runtime().block_on(listing.next()) {
+            let meta = meta.map_err(|e| self.failed(e))?;
+            match self.child(&meta.location) {
+                Some(c) if c.nested && c.name.starts_with(&format!("{own}-")) => {
+                    if names.last() != Some(&c.name) {
+                        names.push(c.name);
+                    }
+                }
+                _ => break,
+            }
+        }
+        Ok(names)
+    }
+
+    /// Adds to `names` the `batch_id=` folders past `own`'s files, one request per folder.
+    fn after(&self, own: &str, names: &mut Vec<String>) -> Result<()> {
+        use futures::StreamExt as _;
+        let mut from = self.past(own)?;
+        loop {
+            let mut listing = self.store.list_with_offset(Some(&self.prefix), &from);
+            let Some(meta) = self.ctx.runtime().block_on(listing.next()) else {
+                return Ok(());
+            };
+            let meta = meta.map_err(|e| self.failed(e))?;
+            let Some(c) = self.child(&meta.location) else {
+                return Ok(());
+            };
+            if c.nested {
+                from = self.past(&c.name)?;
+                if c.name.starts_with("batch_id=") {
+                    names.push(c.name);
+                }
+            } else {
+                from = meta.location.clone();
+            }
+        }
+    }
 }

@@ -197,7 +197,7 @@ impl Ingest {
     /// in landing path order, then by name, so the first of equal message ids wins in
     /// that order. Each row keeps its folder's `_landing_path`; a rerun of the same
     /// folders replaces exactly their rows. Folders with different batch ids are an
-    /// error ([`Error::MixedBatchIds`]).
+    /// error ([`Error::MixedBatchIds`](crate::Error::MixedBatchIds)).
     pub fn run_folders(&self, batch_dirs: &[impl AsRef<Path>]) -> Result<BatchReport> {
         load::run_folders(&self.ctx, batch_dirs, IfLoaded::Reload)
     }

@@ -23,7 +23,7 @@ pub(super) enum IfLoaded {
 }
 
 /// Reads what the catalog holds of the batch's earlier runs, which decides the run's
-/// mode, and starts pre-opening its tables ([`Ingest::seen_then_preopen`]; the guard
+/// mode, and starts pre-opening its tables ([`preopen`]; the guard
 /// returned stops it); with [`IfLoaded::Stop`], [`Error::AlreadyLoaded`] when the
 /// batch's latest run loaded it.
 pub(super) fn prior_runs(
@@ -35,7 +35,22 @@ pub(super) fn prior_runs(
     if_loaded: IfLoaded,
 ) -> Result<(RunMode, crate::table::AbortOnDrop)> {
     let unrecorded = leases::unrecorded_run(ctx, storage, key, leases);
-    let (seen, mode, preopen) = seen_then_preopen(ctx, storage, key, unrecorded, landed);
+    // Whether the batch was loaded before: its `txn` is in `_run_control`, so it has
+    // rows in its tables.
+    let seen = ctx.runtime().block_on(
+        storage
+            .opener()
+            .batch_seen(&TableName::system(RUN_CONTROL_TABLE), key),
+    );
+    let mode = run_mode(
+        ctx,
+        if seen || unrecorded {
+            Seen::Before
+        } else {
+            Seen::Never
+        },
+    );
+    let preopen = preopen(ctx, storage, key, mode, landed);
     // A backlog's worker: a batch never seen cannot have been loaded meanwhile; one
     // seen is checked against its runs in `_run_control` (unless a run of it ended
     // unrecorded: this run rewrites what that one left).
@@ -47,36 +62,29 @@ pub(super) fn prior_runs(
     Ok((mode, preopen))
 }
 
-/// Whether the batch was loaded before (its `txn` is in `_run_control`: it has rows
-/// in its tables), and the run's mode: appends skip the file list only for a batch
-/// neither seen nor `unrecorded` (its tables hold no row of it, [`Seen::Never`]), and
-/// the tables record the batch's `txn` unless the batch lease tells instead
-/// ([`Txns`]). Then the catalog's tables opened while the batch is parsed
-/// ([`crate::table::Opener::preopen`], stopped when the returned guard drops).
-pub(super) fn seen_then_preopen(
-    ctx: &Context,
-    storage: &Storage,
-    key: &BatchKey,
-    unrecorded: bool,
-    landed: tokio::sync::watch::Receiver<bool>,
-) -> (bool, RunMode, crate::table::AbortOnDrop) {
-    let seen = ctx.runtime().block_on(
-        storage
-            .opener()
-            .batch_seen(&TableName::system(RUN_CONTROL_TABLE), key),
-    );
-    let mode = RunMode {
-        seen: if seen || unrecorded {
-            Seen::Before
-        } else {
-            Seen::Never
-        },
+/// The run's mode: appends skip the file list only for a batch neither seen nor left
+/// by an unrecorded run (its tables hold no row of it, [`Seen::Never`]), and the tables
+/// record the batch's `txn` unless the batch lease tells instead ([`Txns`]).
+fn run_mode(ctx: &Context, seen: Seen) -> RunMode {
+    RunMode {
+        seen,
         txns: if ctx.config.batch_lease {
             Txns::RunControl
         } else {
             Txns::InTables
         },
-    };
+    }
+}
+
+/// Opens the catalog's tables while the batch is parsed
+/// ([`crate::table::Opener::preopen`]), until the returned guard drops.
+fn preopen(
+    ctx: &Context,
+    storage: &Storage,
+    key: &BatchKey,
+    mode: RunMode,
+    landed: tokio::sync::watch::Receiver<bool>,
+) -> crate::table::AbortOnDrop {
     let guard = crate::table::AbortOnDrop(storage.opened.ahead.clone());
     ctx.runtime().spawn(storage.opener().preopen(
         mode,
@@ -84,7 +92,7 @@ pub(super) fn seen_then_preopen(
         landed,
         storage.opened.ahead.offering(),
     ));
-    (seen, mode, guard)
+    guard
 }
 
 /// Whether the latest run of `key` loaded it successfully (every folder of it).

@@ -1,4 +1,4 @@
-//! Where a landing zone's backlog stands, per entity ([`Ingest::status`], `bronze
+//! Where a landing zone's backlog stands, per entity ([`Ingest::status`](super::Ingest::status), `bronze
 //! status`): batches loaded, pending, failed and in progress (lease holder and age), the
 //! oldest batch not loaded, and the last failure's reason; the same as Prometheus metrics.
 //! Reads the batch folders, `_run_control` and the lease files; takes no lease.
@@ -8,6 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use deltalake::logstore::object_store::ObjectStoreExt as _;
 
 use super::context::Context;
+use super::ledger::RunState;
 use super::listing::{Listing, PendingBatch};
 use crate::batch::now_micros;
 use crate::error::{Error, Result};
@@ -80,7 +81,7 @@ pub struct Failure {
     pub reason: String,
 }
 
-/// [`Ingest::status`]'s work.
+/// [`Ingest::status`](super::Ingest::status)'s work.
 pub(super) fn status(
     ctx: &Context,
     root: impl AsRef<std::path::Path>,
@@ -88,7 +89,7 @@ pub(super) fn status(
     Ok(status_and_oldest(ctx, root.as_ref())?.0)
 }
 
-/// [`Ingest::backlog_metrics`]'s work.
+/// [`Ingest::backlog_metrics`](super::Ingest::backlog_metrics)'s work.
 pub(super) fn backlog_metrics(ctx: &Context, root: impl AsRef<std::path::Path>) -> Result<String> {
     let (entities, oldest) = status_and_oldest(ctx, root.as_ref())?;
     let now = now_micros();
@@ -101,7 +102,7 @@ pub(super) fn backlog_metrics(ctx: &Context, root: impl AsRef<std::path::Path>) 
     Ok(crate::run::metrics::backlog_metrics(&entities, &ages))
 }
 
-/// [`Ingest::push_backlog_metrics`]'s work.
+/// [`Ingest::push_backlog_metrics`](super::Ingest::push_backlog_metrics)'s work.
 pub(super) fn push_backlog_metrics(
     ctx: &Context,
     root: impl AsRef<std::path::Path>,
@@ -120,6 +121,50 @@ pub(super) fn push_backlog_metrics(
         super::metrics::Replace::Group,
     );
     Ok(ctx.runtime().block_on(pushed).err())
+}
+
+/// Counts a batch in its entity's status `e`: in progress (`held`), else loaded, failed
+/// or pending by its latest `run`.
+fn count(e: &mut EntityStatus, held: Option<InProgress>, run: Option<RunState>) {
+    if let Some(r) = run.filter(|r| r.ok) {
+        e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
+    }
+    match (held, run) {
+        (Some(p), _) => e.in_progress.push(p),
+        (None, Some(r)) if r.ok => e.loaded += 1,
+        (None, Some(_)) => e.failed += 1,
+        (None, None) => e.pending += 1,
+    }
+}
+
+/// The batch in progress that `h` holds the lease of, `now`, with leases that live `ttl`.
+fn in_progress(batch_id: &str, h: &Holder, now: i64, ttl: i64) -> InProgress {
+    let renewed = h.renewed_micros.unwrap_or(h.since_micros);
+    InProgress {
+        batch_id: batch_id.to_string(),
+        run_id: h.run_id.clone(),
+        host: h.host.clone(),
+        pid: h.pid,
+        age_seconds: (now - h.since_micros).max(0) as f64 / 1e6,
+        renewed_seconds_ago: h.renewed_micros.map(|r| (now - r).max(0) as f64 / 1e6),
+        stale: now - renewed > ttl,
+    }
+}
+
+/// The entities' statuses, each with its loaded batches whose folder changed (`late`).
+fn with_changed(
+    mut entities: BTreeMap<String, (EntityStatus, i64)>,
+    late: Vec<PendingBatch>,
+) -> Vec<EntityStatus> {
+    for batch in late {
+        if let (Some((e, _)), Some(change)) = (entities.get_mut(&batch.landing_path), batch.late) {
+            e.changed.push(Changed {
+                batch_id: batch.batch_id,
+                change,
+            });
+        }
+    }
+    entities.into_values().map(|(e, _)| e).collect()
 }
 
 /// The statuses, and the folder of each entity's oldest batch not loaded.
@@ -156,41 +201,21 @@ fn status_and_oldest(
             (e, i64::MIN)
         });
         let loaded = run.is_some_and(|r| r.ok);
-        if let Some(r) = run.filter(|r| r.ok) {
-            e.last_loaded_micros = e.last_loaded_micros.max(Some(r.started));
-        }
         // A lease left released by a run that ended unrecorded: nothing runs.
         // (No lease file named when none is held: most of a long history.)
         let held = (!leases.is_empty())
             .then(|| leases.get(&lease_file(&landing_path, &batch_id)))
             .flatten()
             .filter(|h| h.released_micros.is_none());
-        if let Some(h) = held {
-            let renewed = h.renewed_micros.unwrap_or(h.since_micros);
-            e.in_progress.push(InProgress {
-                batch_id: batch_id.clone(),
-                run_id: h.run_id.clone(),
-                host: h.host.clone(),
-                pid: h.pid,
-                age_seconds: (now - h.since_micros).max(0) as f64 / 1e6,
-                renewed_seconds_ago: h.renewed_micros.map(|r| (now - r).max(0) as f64 / 1e6),
-                stale: now - renewed > ttl,
-            });
-        } else if loaded {
-            e.loaded += 1;
-        } else if run.is_some() {
-            e.failed += 1;
-        } else {
-            e.pending += 1;
-        }
+        count(e, held.map(|h| in_progress(&batch_id, h, now, ttl)), run);
         if let Some(r) = run.filter(|r| !r.ok && r.started > *failed_at) {
             *failed_at = r.started;
-            let error = ledgers
-                .latest_run(&landing_path, &batch_id)
-                .and_then(|r| r.error);
+            let error = ledgers.latest_run(&landing_path, &batch_id);
             e.last_failure = Some(Failure {
                 batch_id: batch_id.clone(),
-                reason: error.unwrap_or_else(|| "failed".into()),
+                reason: error
+                    .and_then(|r| r.error)
+                    .unwrap_or_else(|| "failed".into()),
             });
         }
         if !loaded && e.oldest_pending.as_ref().is_none_or(|o| batch_id < *o) {
@@ -198,15 +223,7 @@ fn status_and_oldest(
             oldest.insert(landing_path, folder.to_string_lossy().into_owned());
         }
     }
-    for batch in late {
-        if let (Some((e, _)), Some(change)) = (entities.get_mut(&batch.landing_path), batch.late) {
-            e.changed.push(Changed {
-                batch_id: batch.batch_id,
-                change,
-            });
-        }
-    }
-    let entities = entities.into_values().map(|(e, _)| e).collect();
+    let entities = with_changed(entities, late);
     Ok((entities, oldest))
 }
 
@@ -268,40 +285,47 @@ impl EntityStatus {
             );
         }
         for e in entities {
-            for p in &e.in_progress {
-                let _ = writeln!(
-                    s,
-                    "{}/batch_id={}: loading by run {} ({} pid {}) for {:.0} s{}",
-                    e.landing_path,
-                    p.batch_id,
-                    p.run_id,
-                    p.host,
-                    p.pid,
-                    p.age_seconds,
-                    if p.stale {
-                        ", not renewed within the lease TTL: its run is likely dead; the next run of the batch takes it over"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            if let Some(f) = &e.last_failure {
-                let _ = writeln!(
-                    s,
-                    "{}/batch_id={}: last run failed: {}",
-                    e.landing_path, f.batch_id, f.reason
-                );
-            }
-            for c in &e.changed {
-                let _ = writeln!(
-                    s,
-                    "{}/batch_id={}: changed after its load: {}",
-                    e.landing_path,
-                    c.batch_id,
-                    c.change.describe()
-                );
-            }
+            e.notes(&mut s);
         }
         s
+    }
+
+    /// The lines of its batches in progress, its last failure and its changed batches.
+    fn notes(&self, s: &mut String) {
+        use std::fmt::Write as _;
+        let e = self;
+        for p in &e.in_progress {
+            let _ = writeln!(
+                s,
+                "{}/batch_id={}: loading by run {} ({} pid {}) for {:.0} s{}",
+                e.landing_path,
+                p.batch_id,
+                p.run_id,
+                p.host,
+                p.pid,
+                p.age_seconds,
+                if p.stale {
+                    ", not renewed within the lease TTL: its run is likely dead; the next run of the batch takes it over"
+                } else {
+                    ""
+                }
+            );
+        }
+        if let Some(f) = &e.last_failure {
+            let _ = writeln!(
+                s,
+                "{}/batch_id={}: last run failed: {}",
+                e.landing_path, f.batch_id, f.reason
+            );
+        }
+        for c in &e.changed {
+            let _ = writeln!(
+                s,
+                "{}/batch_id={}: changed after its load: {}",
+                e.landing_path,
+                c.batch_id,
+                c.change.describe()
+            );
+        }
     }
 }

@@ -194,7 +194,7 @@ impl Fanout<'_> {
             gather
                 .gathered
                 .lock()
-                .done(index, (topic, rows_in), gathered, !deferred.is_empty());
+                .done(index, topic, rows_in, gathered, !deferred.is_empty());
         let write_own = move || {
             for (table, batches) in deferred {
                 own.commit(self, table, batches);

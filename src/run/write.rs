@@ -35,7 +35,7 @@ pub(super) fn rows_of(batches: &[RecordBatch]) -> u64 {
 
 /// Commits one topic's rows for `table` under the table's lock (replacing the
 /// batch's rows of the topic, or appending a later slice), then runs
-/// [`Self::after_write`].
+/// [`after_write`].
 pub(super) fn write_topic(
     run: &Run,
     table: &TableName,
@@ -55,7 +55,7 @@ pub(super) fn write_topic(
 /// Commits `parts` to `table` in one commit under the table's lock (replacing the
 /// batch's rows of their topics, or appending; planned again, up to
 /// [`crate::catalog::MAX_REPLANS`] times, when another process's commit conflicts with it:
-/// [`table::is_replannable_conflict`]), then runs [`Self::after_write`].
+/// [`table::is_replannable_conflict`]), then runs [`after_write`].
 pub(super) fn write_parts(
     run: &Run,
     table: &TableName,
@@ -93,7 +93,7 @@ pub(super) fn write_parts(
     })
 }
 
-/// [`Self::after_commit`] when the write committed something to a table that had
+/// [`after_commit`] when the write committed something to a table that had
 /// commits before (`written` is `None` when every part was refused and nothing was
 /// written, when the commit created the table, or when it appended to a table opened
 /// unloaded, whose next maintenance comes with a later commit: nothing to maintain).
