@@ -419,9 +419,12 @@ impl Ingest {
         seen: &mut crate::stage::IdSet,
     ) -> Result<stage::Staging> {
         // Fetched at discovery, the files are parsed in their order as they arrive.
-        let (prefetched, in_order) = match &early {
-            Some(fetch) => (Some(std::sync::Arc::clone(&fetch.files)), true),
-            None => (self.prefetch(chunk)?, false),
+        let (prefetched, order) = match &early {
+            Some(fetch) => (
+                Some(std::sync::Arc::clone(&fetch.files)),
+                stage::FileOrder::Arrival,
+            ),
+            None => (self.prefetch(chunk)?, stage::FileOrder::Ranges),
         };
         let reader = |f: &discover::SourceFile| match prefetched
             .as_ref()
@@ -436,13 +439,7 @@ impl Ingest {
             None => self.read_landing_file(f),
         };
         let staged = self.parse_pool.install(|| {
-            stage::stage_with_progress(
-                chunk,
-                &self.config.envelope,
-                (on_file, in_order),
-                seen,
-                &reader,
-            )
+            stage::stage_with_progress(chunk, &self.config.envelope, on_file, order, seen, &reader)
         });
         // A failed fetch stopped the parse; its error names the file.
         if let Some(fetch) = early {
@@ -529,7 +526,8 @@ impl Ingest {
                 stage::stage_with_progress(
                     files,
                     &self.config.envelope,
-                    (&|| {}, false),
+                    &|| {},
+                    stage::FileOrder::Ranges,
                     &mut stage::IdSet::default(),
                     &reader,
                 )
