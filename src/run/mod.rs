@@ -19,7 +19,7 @@ use crate::catalog::Catalog;
 use crate::config::IngestConfig;
 use crate::error::{Error, Result};
 use crate::flatten::Lineage;
-use crate::lease::Lease;
+use crate::lease::{Lease, LeaseFolder};
 use crate::locks::TableLocks;
 use crate::maintenance::Maintenance;
 use crate::naming::TableName;
@@ -282,14 +282,18 @@ impl Ingest {
             self.catalog.shown().trim_end_matches('/'),
             self.config.schema
         );
+        let at = LeaseFolder {
+            store: &store,
+            schema_dir: &dir,
+            shown: &shown,
+        };
         key.landing_paths
             .iter()
             .map(|landing_path| {
                 Lease::acquire(
-                    Arc::clone(&store),
-                    &dir,
-                    &shown,
-                    (landing_path, &key.batch_id),
+                    &at,
+                    landing_path,
+                    &key.batch_id,
                     run_id,
                     self.config.lease_ttl,
                     self.runtime(),
