@@ -42,7 +42,10 @@ pub use self::assemble::{FileStats, Staging, staging_schema};
 pub use self::ids::IdSet;
 use self::parse::Scratch;
 pub use self::pieces::Pieces;
-pub use self::staged::{At, CorruptLine, Message, Span, StagedFile};
+pub use self::staged::{CorruptLine, StagedFile};
+/// The parts of a [`StagedFile`], named by benches and fuzz targets.
+#[cfg(feature = "testing")]
+pub use self::staged::{At, Message, Span};
 use self::text::stage_bytes;
 
 /// How staging threads take a chunk's files.

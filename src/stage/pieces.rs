@@ -135,9 +135,9 @@ impl<'a> Pieces<'a> {
     }
 
     /// Reads decoded text into `buf` until it holds `want` bytes or the file ends; at
-    /// the end, the damage of a stream that broke (its text then ends at its last whole line, the
-    /// rest in the [`Damage`]). A plain file's read error, or a file whose size changed
-    /// since it was listed, is an error naming it.
+    /// the end, the damage of a stream that broke (its text then ends at its last whole
+    /// line, the rest in the [`Damage`]). A plain file's read error, or a file whose size
+    /// changed since it was listed, is an error naming it.
     fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<Filled> {
         const STEP: usize = 1 << 20;
         while buf.len() < want {

@@ -99,12 +99,13 @@ pub struct Message {
     pub meta: Option<Span>,
     /// JSON text of the payload.
     pub payload: Span,
-    /// The dedup key from [`crate::config::EnvelopeConfig::dedup_fields`] (their raw values), when
-    /// configured and every field is present.
+    /// The dedup key from [`crate::config::EnvelopeConfig::dedup_fields`] (their raw
+    /// values), when configured and every field is present.
     pub dedup_key: Option<Span>,
-    /// [`super::id_hash`] of the dedup key, else of the id (0 without either): computed while
-    /// the line is in cache, so dedup only probes its table. 32 bits, in the padding
-    /// after `topic`: a larger message cost the historical batch 130 MB of peak RSS.
+    /// [`super::ids::id_hash`] of the dedup key, else of the id (0 without either):
+    /// computed while the line is in cache, so dedup only probes its table. 32 bits, in
+    /// the padding after `topic`: a larger message cost the historical batch 130 MB of
+    /// peak RSS.
     pub key_hash: u32,
 }
 
@@ -131,8 +132,8 @@ pub struct StagedFile {
 
 impl StagedFile {
     /// The text of a span of this file's messages, not validated again: the line it
-    /// comes from was (the UTF-8 check of [`super::parse::parse_line`], before anything of it is
-    /// recorded). Debug builds (the tests, the fuzz targets) check it anyway.
+    /// comes from was (the UTF-8 check of [`super::parse::parse_line`], before anything
+    /// of it is recorded). Debug builds (the tests, the fuzz targets) check it anyway.
     #[allow(unsafe_code)]
     pub fn text(&self, span: Span) -> std::borrow::Cow<'_, str> {
         let bytes = self.bytes(span);
