@@ -280,9 +280,9 @@ fn parse_into(text: &str, max_depth: usize, nodes: &mut Vec<Node>) -> Result<(),
                 Opened::Empty(close) => i = close,
             },
             Some(b'"') => {
-                let (end, escaped) = string(b, i)?;
+                let (end, kind) = string(b, i)?;
                 if !in_raw {
-                    push_leaf(nodes, Kind::Str { escaped }, i, end);
+                    push_leaf(nodes, kind, i, end);
                 }
                 i = end;
             }
@@ -426,9 +426,9 @@ fn key(b: &[u8], i: usize, nodes: &mut Vec<Node>, raw: bool) -> Result<usize, Pa
     if b.get(i) != Some(&b'"') {
         return Err(err(i, "expected a string key"));
     }
-    let (end, escaped) = string(b, i)?;
+    let (end, kind) = string(b, i)?;
     if !raw {
-        push_leaf(nodes, Kind::Str { escaped }, i, end);
+        push_leaf(nodes, kind, i, end);
     }
     let j = ws(b, end);
     if b.get(j) != Some(&b':') {
@@ -489,15 +489,16 @@ fn plain_run_end(b: &[u8], mut i: usize) -> usize {
     i
 }
 
-/// `b[i]` is `"`: returns the index past the closing quote and whether it had escapes.
-fn string(b: &[u8], i: usize) -> Result<(usize, bool), ParseError> {
+/// `b[i]` is `"`: returns the index past the closing quote and its kind ([`Kind::Str`],
+/// saying whether it had escapes).
+fn string(b: &[u8], i: usize) -> Result<(usize, Kind), ParseError> {
     let mut j = i + 1;
     let mut escaped = false;
     loop {
         j = plain_run_end(b, j);
         match b.get(j) {
             None => return Err(err(j, "unterminated string")),
-            Some(b'"') => return Ok((j + 1, escaped)),
+            Some(b'"') => return Ok((j + 1, Kind::Str { escaped })),
             Some(b'\\') => {
                 escaped = true;
                 match b.get(j + 1) {
@@ -589,44 +590,18 @@ fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
     let int_start = j;
     match b.get(j) {
         Some(b'0') => j += 1,
-        Some(b'1'..=b'9') => {
-            while b.get(j).is_some_and(u8::is_ascii_digit) {
-                j += 1;
-            }
-        }
+        Some(b'1'..=b'9') => j = digits_end(b, j),
         _ => return Err(err(j, "expected a digit")),
     }
     let int_digits = &b[int_start..j];
-    let mut frac_digits: &[u8] = &[];
-    let mut is_float = false;
-    let mut has_exponent = false;
-    if b.get(j) == Some(&b'.') {
-        is_float = true;
-        let s = j + 1;
-        j = s;
-        while b.get(j).is_some_and(u8::is_ascii_digit) {
-            j += 1;
-        }
-        if j == s {
-            return Err(err(j, "expected a digit after `.`"));
-        }
-        frac_digits = &b[s..j];
-    }
-    if matches!(b.get(j), Some(b'e' | b'E')) {
-        is_float = true;
-        has_exponent = true;
-        j += 1;
-        if matches!(b.get(j), Some(b'+' | b'-')) {
-            j += 1;
-        }
-        let s = j;
-        while b.get(j).is_some_and(u8::is_ascii_digit) {
-            j += 1;
-        }
-        if j == s {
-            return Err(err(j, "expected a digit in the exponent"));
-        }
-    }
+    let (j, frac_digits) = match b.get(j) {
+        Some(b'.') => fraction(b, j).map(|(end, digits)| (end, Some(digits)))?,
+        _ => (j, None),
+    };
+    let has_exponent = matches!(b.get(j), Some(b'e' | b'E'));
+    let j = if has_exponent { exponent_end(b, j)? } else { j };
+    let is_float = frac_digits.is_some() || has_exponent;
+    let frac_digits = frac_digits.unwrap_or(&[]);
     let significant = if is_float {
         significant_digits(int_digits, frac_digits)
     } else {
@@ -642,6 +617,42 @@ fn number(b: &[u8], i: usize) -> Result<(usize, NumShape), ParseError> {
             has_exponent,
         },
     ))
+}
+
+/// The index past the digits from `j` on.
+#[inline]
+fn digits_end(b: &[u8], mut j: usize) -> usize {
+    while b.get(j).is_some_and(u8::is_ascii_digit) {
+        j += 1;
+    }
+    j
+}
+
+/// A number's fraction, its `.` at `dot`: the index past its digits, and them (at least
+/// one).
+#[inline]
+fn fraction(b: &[u8], dot: usize) -> Result<(usize, &[u8]), ParseError> {
+    let s = dot + 1;
+    let j = digits_end(b, s);
+    if j == s {
+        return Err(err(j, "expected a digit after `.`"));
+    }
+    Ok((j, &b[s..j]))
+}
+
+/// The index past a number's exponent, its `e` or `E` at `e`: an optional sign, then
+/// at least one digit.
+#[inline]
+fn exponent_end(b: &[u8], e: usize) -> Result<usize, ParseError> {
+    let mut s = e + 1;
+    if matches!(b.get(s), Some(b'+' | b'-')) {
+        s += 1;
+    }
+    let j = digits_end(b, s);
+    if j == s {
+        return Err(err(j, "expected a digit in the exponent"));
+    }
+    Ok(j)
 }
 
 /// Significant digits of a decimal written as `int.frac` (leading and trailing zeros

@@ -303,25 +303,34 @@ enum Found {
     Changed,
 }
 
+/// Where a schema's leases live: the schema folder, in a store.
+pub(crate) struct LeaseFolder<'a> {
+    /// The store holding the schema folder.
+    pub(crate) store: &'a Arc<DynObjectStore>,
+    /// The schema folder's path in `store`.
+    pub(crate) schema_dir: &'a StorePath,
+    /// The schema folder as messages show it.
+    pub(crate) shown: &'a str,
+}
+
 impl Lease {
-    /// Takes the lease of one folder of a batch (`(landing_path, batch_id)`) under the
-    /// schema at `schema_dir` (a path in `store`), or says who holds it.
+    /// Takes the lease of one folder of a batch (its `landing_path` and `batch_id`) under
+    /// the schema `at`, or says who holds it.
     pub(crate) fn acquire(
-        store: Arc<DynObjectStore>,
-        schema_dir: &StorePath,
-        display_dir: &str,
-        (landing_path, batch_id): (&str, &str),
+        at: &LeaseFolder<'_>,
+        landing_path: &str,
+        batch_id: &str,
         run_id: &str,
         ttl: Duration,
         runtime: &tokio::runtime::Runtime,
     ) -> Result<Lease> {
         let file = lease_file(landing_path, batch_id);
-        let path = schema_dir.clone().join(LEASE_DIR).join(file.as_str());
+        let path = at.schema_dir.clone().join(LEASE_DIR).join(file.as_str());
         let now = crate::batch::now_micros();
         let held = Arc::new(Held {
-            store,
+            store: Arc::clone(at.store),
             path,
-            shown: format!("{display_dir}/{LEASE_DIR}/{file}"),
+            shown: format!("{}/{LEASE_DIR}/{file}", at.shown),
             runtime: runtime.handle().clone(),
             ttl,
             me: Mutex::new(Holder::me(run_id, now)),
@@ -661,15 +670,12 @@ mod tests {
         ttl: Duration,
         rt: &tokio::runtime::Runtime,
     ) -> Result<Lease> {
-        Lease::acquire(
-            Arc::clone(store),
-            &StorePath::from("lake/bronze"),
-            "lake/bronze",
-            BATCH,
-            run_id,
-            ttl,
-            rt,
-        )
+        let at = LeaseFolder {
+            store,
+            schema_dir: &StorePath::from("lake/bronze"),
+            shown: "lake/bronze",
+        };
+        Lease::acquire(&at, BATCH.0, BATCH.1, run_id, ttl, rt)
     }
 
     fn read_holder(store: &DynObjectStore, rt: &tokio::runtime::Runtime) -> Holder {

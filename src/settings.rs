@@ -286,7 +286,6 @@ impl Settings {
 
     /// Sets every key these settings give on `c`.
     fn apply(self, c: &mut IngestConfig) -> Result<()> {
-        let non_empty = |s: String| (!s.is_empty()).then_some(s);
         if let Some(v) = self.catalog {
             c.catalog = Location::parse(&v)?;
         }
@@ -314,35 +313,58 @@ impl Settings {
         set(&mut c.commit_per, self.commit_per);
         set(&mut c.envelope.format, self.format);
         set(&mut c.late_files, self.late_files);
-        let e = self.envelope;
-        set(&mut c.envelope.topic_field, e.topic_field);
-        if let Some(v) = e.id_field {
-            c.envelope.id_field = non_empty(v);
-        }
-        if let Some(v) = e.payload_field {
-            c.envelope.payload_field = non_empty(v);
-        }
-        c.envelope.dedup_fields = e.dedup_fields.or(c.envelope.dedup_fields.take());
-        let f = self.flatten;
-        set(&mut c.flatten.max_depth, f.max_depth);
-        set(&mut c.flatten.types, f.types);
-        set(&mut c.flatten.evolution, f.evolution);
-        set(&mut c.flatten.child_naming, f.child_naming);
-        c.flatten.child_tables.extend(f.child_tables);
-        set(&mut c.flatten.detect_types, f.detect_types);
-        for (key, ty) in f.column_types {
-            let (topic, pointer) = crate::column_types::split_key(&key);
-            let topic = topic.map(str::to_string);
-            hint(&mut c.flatten, topic, pointer, ty)?;
-        }
+        self.envelope.apply(&mut c.envelope);
+        self.flatten.apply(&mut c.flatten)?;
         c.metrics_push = self.metrics.push_url.or(c.metrics_push.take());
         for (topic, t) in self.topics {
-            if let Some(v) = t.evolution {
-                c.flatten.topic_evolution.insert(topic.clone(), v);
-            }
-            for (pointer, ty) in t.column_types {
-                hint(&mut c.flatten, Some(topic.clone()), &pointer, ty)?;
-            }
+            t.apply(topic, &mut c.flatten)?;
+        }
+        Ok(())
+    }
+}
+
+impl EnvelopeSettings {
+    /// Sets every key of `[envelope]` these settings give on `c`; an empty id or payload
+    /// field unsets it.
+    fn apply(self, c: &mut crate::config::EnvelopeConfig) {
+        let non_empty = |s: String| (!s.is_empty()).then_some(s);
+        set(&mut c.topic_field, self.topic_field);
+        if let Some(v) = self.id_field {
+            c.id_field = non_empty(v);
+        }
+        if let Some(v) = self.payload_field {
+            c.payload_field = non_empty(v);
+        }
+        c.dedup_fields = self.dedup_fields.or(c.dedup_fields.take());
+    }
+}
+
+impl FlattenSettings {
+    /// Sets every key of `[flatten]` these settings give on `c`.
+    fn apply(self, c: &mut crate::config::FlattenConfig) -> Result<()> {
+        set(&mut c.max_depth, self.max_depth);
+        set(&mut c.types, self.types);
+        set(&mut c.evolution, self.evolution);
+        set(&mut c.child_naming, self.child_naming);
+        c.child_tables.extend(self.child_tables);
+        set(&mut c.detect_types, self.detect_types);
+        for (key, ty) in self.column_types {
+            let (topic, pointer) = crate::column_types::split_key(&key);
+            let topic = topic.map(str::to_string);
+            hint(c, topic, pointer, ty)?;
+        }
+        Ok(())
+    }
+}
+
+impl TopicSettings {
+    /// Sets every key of `[topics."<topic>"]` these settings give on `c`.
+    fn apply(self, topic: String, c: &mut crate::config::FlattenConfig) -> Result<()> {
+        if let Some(v) = self.evolution {
+            c.topic_evolution.insert(topic.clone(), v);
+        }
+        for (pointer, ty) in self.column_types {
+            hint(c, Some(topic.clone()), &pointer, ty)?;
         }
         Ok(())
     }

@@ -21,43 +21,11 @@ use crate::stage::{CorruptLine, FileStats};
 /// Each result type by the name of its Python dataclass, with one value of it as JSON.
 pub fn result_shapes() -> Vec<(&'static str, serde_json::Value)> {
     let report = batch_report();
-    let outcome = BacklogOutcome {
-        batch: pending_batch(),
-        status: BatchStatus::Loaded,
-        reason: Some(String::new()),
-        report: Some(report.clone()),
-    };
-    let in_progress = InProgress {
-        batch_id: String::new(),
-        run_id: String::new(),
-        host: String::new(),
-        pid: 0,
-        age_seconds: 0.0,
-        renewed_seconds_ago: Some(0.0),
-        stale: false,
-    };
-    let failure = Failure {
-        batch_id: String::new(),
-        reason: String::new(),
-    };
-    let entity = EntityStatus {
-        in_progress: vec![in_progress.clone()],
-        oldest_pending: Some(String::new()),
-        last_failure: Some(failure.clone()),
-        last_loaded_micros: Some(0),
-        changed: vec![crate::Changed {
-            batch_id: String::new(),
-            change: crate::LandingChange::default(),
-        }],
-        ..EntityStatus::default()
-    };
-    let maintained = MaintainedTable {
-        optimize: Some(OptimizeReport::default()),
-        vacuum: Some(VacuumReport::default()),
-        checkpoint: Some(0),
-        error: Some(String::new()),
-        ..MaintainedTable::default()
-    };
+    let outcome = backlog_outcome(&report);
+    let in_progress = in_progress();
+    let failure = failure();
+    let entity = entity_status(&in_progress, &failure);
+    let maintained = maintained_table();
     let maintain = MaintainReport {
         tables: vec![maintained.clone()],
         ..MaintainReport::default()
@@ -84,6 +52,58 @@ pub fn result_shapes() -> Vec<(&'static str, serde_json::Value)> {
         ("MaintainedTable", json(&maintained)),
         ("MaintainReport", json(&maintain)),
     ]
+}
+
+fn backlog_outcome(report: &BatchReport) -> BacklogOutcome {
+    BacklogOutcome {
+        batch: pending_batch(),
+        status: BatchStatus::Loaded,
+        reason: Some(String::new()),
+        report: Some(report.clone()),
+    }
+}
+
+fn in_progress() -> InProgress {
+    InProgress {
+        batch_id: String::new(),
+        run_id: String::new(),
+        host: String::new(),
+        pid: 0,
+        age_seconds: 0.0,
+        renewed_seconds_ago: Some(0.0),
+        stale: false,
+    }
+}
+
+fn failure() -> Failure {
+    Failure {
+        batch_id: String::new(),
+        reason: String::new(),
+    }
+}
+
+fn entity_status(in_progress: &InProgress, failure: &Failure) -> EntityStatus {
+    EntityStatus {
+        in_progress: vec![in_progress.clone()],
+        oldest_pending: Some(String::new()),
+        last_failure: Some(failure.clone()),
+        last_loaded_micros: Some(0),
+        changed: vec![crate::Changed {
+            batch_id: String::new(),
+            change: crate::LandingChange::default(),
+        }],
+        ..EntityStatus::default()
+    }
+}
+
+fn maintained_table() -> MaintainedTable {
+    MaintainedTable {
+        optimize: Some(OptimizeReport::default()),
+        vacuum: Some(VacuumReport::default()),
+        checkpoint: Some(0),
+        error: Some(String::new()),
+        ..MaintainedTable::default()
+    }
 }
 
 fn json<T: serde::Serialize>(value: &T) -> serde_json::Value {

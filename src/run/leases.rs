@@ -1,12 +1,10 @@
 //! The batch lease of a run ([`crate::lease`]), and whether an earlier run of the batch
 //! ended before `_run_control` recorded it.
 
-use std::sync::Arc;
-
 use super::context::Context;
 use crate::batch::BatchKey;
 use crate::error::Result;
-use crate::lease::Lease;
+use crate::lease::{Lease, LeaseFolder};
 use crate::table::Storage;
 
 /// The batch lease when [`IngestConfig::batch_lease`] is on (held until dropped), with
@@ -45,14 +43,18 @@ pub(super) fn lease(
         ctx.catalog.shown().trim_end_matches('/'),
         ctx.config.schema
     );
+    let at = LeaseFolder {
+        store: &store,
+        schema_dir: &dir,
+        shown: &shown,
+    };
     key.landing_paths
         .iter()
         .map(|landing_path| {
             Lease::acquire(
-                Arc::clone(&store),
-                &dir,
-                &shown,
-                (landing_path, &key.batch_id),
+                &at,
+                landing_path,
+                &key.batch_id,
                 run_id,
                 ctx.config.lease_ttl,
                 ctx.runtime(),

@@ -433,9 +433,12 @@ impl<'a> Stager<'a> {
         seen: &mut crate::stage::IdSet,
     ) -> Result<stage::Staging> {
         // Fetched at discovery, the files are parsed in their order as they arrive.
-        let (prefetched, in_order) = match &early {
-            Some(fetch) => (Some(std::sync::Arc::clone(&fetch.files)), true),
-            None => (self.prefetch(chunk)?, false),
+        let (prefetched, order) = match &early {
+            Some(fetch) => (
+                Some(std::sync::Arc::clone(&fetch.files)),
+                stage::FileOrder::Arrival,
+            ),
+            None => (self.prefetch(chunk)?, stage::FileOrder::Ranges),
         };
         let reader = |f: &discover::SourceFile| match prefetched
             .as_ref()
@@ -453,7 +456,8 @@ impl<'a> Stager<'a> {
             stage::stage_with_progress(
                 chunk,
                 &self.ctx.config.envelope,
-                (on_file, in_order),
+                on_file,
+                order,
                 seen,
                 &reader,
             )
@@ -545,7 +549,8 @@ impl<'a> Stager<'a> {
                 stage::stage_with_progress(
                     files,
                     &self.ctx.config.envelope,
-                    (&|| {}, false),
+                    &|| {},
+                    stage::FileOrder::Ranges,
                     &mut stage::IdSet::default(),
                     &reader,
                 )

@@ -288,30 +288,12 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
         let name = entry.file_name().to_string_lossy().into_owned();
         match data_file_compression(&name) {
             Some(compression) if file_type.is_file() => {
-                let metadata = entry.metadata().map_err(|e| Error::io(&path, e))?;
-                files.push(SourceFile {
-                    name: lineage_name(&path),
-                    path,
-                    bytes: metadata.len(),
-                    compression,
-                    folder,
-                    modified: metadata
-                        .modified()
-                        .ok()
-                        .map(crate::batch::micros_since_epoch),
-                    etag: None,
-                });
+                files.push(local_data_file(&entry, path, compression, folder)?);
             }
             Some(_) => {
                 // Named like a data file but not a regular file: say so, since the user
                 // may expect its lines to be loaded.
-                let kind = if file_type.is_symlink() {
-                    "a symbolic link (links are not followed: copy the file into the batch folder)"
-                } else if file_type.is_dir() {
-                    "a folder (sub-folders are not read)"
-                } else {
-                    "not a regular file (FIFO, socket or device: never read, it could block)"
-                };
+                let kind = not_regular(file_type);
                 warnings.push(format!("skipped {}: {kind}", path.display()));
                 skipped.push(path);
             }
@@ -333,6 +315,39 @@ fn list_folder(dir: &Path, folder: usize, listed: Listed<'_>) -> Result<()> {
     skipped.sort();
     all_skipped.extend(skipped);
     Ok(())
+}
+
+/// The data file `entry` (at `path`) of the batch's folder number `folder`.
+fn local_data_file(
+    entry: &std::fs::DirEntry,
+    path: PathBuf,
+    compression: Compression,
+    folder: usize,
+) -> Result<SourceFile> {
+    let metadata = entry.metadata().map_err(|e| Error::io(&path, e))?;
+    Ok(SourceFile {
+        name: lineage_name(&path),
+        path,
+        bytes: metadata.len(),
+        compression,
+        folder,
+        modified: metadata
+            .modified()
+            .ok()
+            .map(crate::batch::micros_since_epoch),
+        etag: None,
+    })
+}
+
+/// What an entry named like a data file is when it is not a regular file.
+fn not_regular(file_type: std::fs::FileType) -> &'static str {
+    if file_type.is_symlink() {
+        "a symbolic link (links are not followed: copy the file into the batch folder)"
+    } else if file_type.is_dir() {
+        "a folder (sub-folders are not read)"
+    } else {
+        "not a regular file (FIFO, socket or device: never read, it could block)"
+    }
 }
 
 /// Lists one batch folder of an object store (`url`, through `store` rooted at its

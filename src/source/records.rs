@@ -312,6 +312,31 @@ fn element_end(text: &[u8], at: usize, indent: Option<&[u8]>) -> (usize, Stop) {
     (text.len(), Stop::Eof)
 }
 
+/// A value [`Cutter::value_at`] found: the record's bytes (none for an array's bracket)
+/// and where the next value may start.
+struct Value {
+    record: Option<std::ops::Range<usize>>,
+    next: usize,
+}
+
+impl Value {
+    /// An array's bracket at `at`: no record.
+    fn bracket(at: usize) -> Value {
+        Value {
+            record: None,
+            next: at + 1,
+        }
+    }
+
+    /// The record at `bytes`, the next value starting at `next` or after.
+    fn record(bytes: std::ops::Range<usize>, next: usize) -> Value {
+        Value {
+            record: Some(bytes),
+            next,
+        }
+    }
+}
+
 /// `text[range]` without whitespace around it.
 fn trimmed(text: &[u8], start: usize, end: usize) -> &[u8] {
     text[start..end].trim_ascii()
@@ -405,6 +430,7 @@ impl Cutter {
         self.line += memchr::memchr_iter(b'\n', &text[from..to]).count() as u64;
     }
 
+    /// Values, one after another or as the elements of arrays, from `text[pos]` on.
     fn cut_values<'a>(
         &mut self,
         text: &'a [u8],
@@ -419,22 +445,7 @@ impl Cutter {
                 .position(|b| !b.is_ascii_whitespace())
                 .map(|n| pos + n)
             else {
-                if !eof {
-                    // The indentation at the end starts the next piece.
-                    let keep = memchr::memrchr(b'\n', &text[pos..]).map_or(pos, |i| pos + i + 1);
-                    return self.stop_at(text, pos, keep);
-                }
-                self.advance(text, pos, text.len());
-                if self.phase == Phase::Inside {
-                    let at = &text[text.len()..];
-                    let line = Line {
-                        number: self.line,
-                        raw: at,
-                        text: at,
-                    };
-                    self.emit(line, Some(ARRAY_NOT_CLOSED), each);
-                }
-                return text.len();
+                return self.blank_rest(text, pos, eof, each);
             };
             // A record opening its line: the indentation before it, to tell where the
             // next one starts if it is broken.
@@ -442,37 +453,12 @@ impl Cutter {
             let indent = (line_start > 0 || self.at_line_start)
                 .then(|| &text[line_start..start])
                 .filter(|ws| ws.iter().all(|b| matches!(b, b' ' | b'\t')));
-            let whole = |ended: bool| ended || eof;
-            let (next, record) = match self.phase {
-                Phase::Outside if self.format == Format::Array && text[start] == b'[' => {
-                    self.phase = Phase::Inside;
-                    (start + 1, None)
-                }
-                Phase::Outside => {
-                    let (end, ended) = value_end(text, start, indent);
-                    if !whole(ended != Ended::Eof) {
-                        return self.stop_at(text, pos, line_start.max(pos).min(start));
-                    }
-                    (end, Some((start, end)))
-                }
-                Phase::Inside if text[start] == b']' => {
-                    self.phase = Phase::Outside;
-                    (start + 1, None)
-                }
-                Phase::Inside => {
-                    let (end, stop) = element_end(text, start, indent);
-                    if !whole(stop != Stop::Eof) {
-                        return self.stop_at(text, pos, line_start.max(pos).min(start));
-                    }
-                    // A `]` closes the array on the next round; a cut element has no
-                    // comma after it.
-                    let next = if stop == Stop::Comma { end + 1 } else { end };
-                    (next, Some((start, end)))
-                }
+            let Some(found) = self.value_at(text, start, indent, eof) else {
+                return self.stop_at(text, pos, line_start.max(pos).min(start));
             };
             self.advance(text, pos, start);
-            if let Some((from, to)) = record {
-                let raw = trimmed(text, from, to);
+            if let Some(record) = found.record {
+                let raw = trimmed(text, record.start, record.end);
                 if !raw.is_empty() {
                     let line = Line {
                         number: self.line,
@@ -482,9 +468,77 @@ impl Cutter {
                     self.emit(line, None, each);
                 }
             }
-            self.advance(text, start, next);
-            pos = next;
+            self.advance(text, start, found.next);
+            pos = found.next;
         }
+    }
+
+    /// The end of the values at the blank rest of `text` from `pos`: without `eof`, the
+    /// indentation at the end starts the next piece; at the file's end, an array left
+    /// open adds a record saying so.
+    fn blank_rest<'a>(
+        &mut self,
+        text: &'a [u8],
+        pos: usize,
+        eof: bool,
+        each: &mut dyn FnMut(Record<'a>),
+    ) -> usize {
+        if !eof {
+            let keep = memchr::memrchr(b'\n', &text[pos..]).map_or(pos, |i| pos + i + 1);
+            return self.stop_at(text, pos, keep);
+        }
+        self.advance(text, pos, text.len());
+        if self.phase == Phase::Inside {
+            let at = &text[text.len()..];
+            let line = Line {
+                number: self.line,
+                raw: at,
+                text: at,
+            };
+            self.emit(line, Some(ARRAY_NOT_CLOSED), each);
+        }
+        text.len()
+    }
+
+    /// The value starting at `text[start]` (its line's indentation `indent`), an array's
+    /// bracket in [`Format::Array`], or `None` when it is not whole before the piece ends
+    /// (without `eof`).
+    fn value_at(
+        &mut self,
+        text: &[u8],
+        start: usize,
+        indent: Option<&[u8]>,
+        eof: bool,
+    ) -> Option<Value> {
+        let whole = |ended: bool| ended || eof;
+        let value = match self.phase {
+            Phase::Outside if self.format == Format::Array && text[start] == b'[' => {
+                self.phase = Phase::Inside;
+                Value::bracket(start)
+            }
+            Phase::Outside => {
+                let (end, ended) = value_end(text, start, indent);
+                if !whole(ended != Ended::Eof) {
+                    return None;
+                }
+                Value::record(start..end, end)
+            }
+            Phase::Inside if text[start] == b']' => {
+                self.phase = Phase::Outside;
+                Value::bracket(start)
+            }
+            Phase::Inside => {
+                let (end, stop) = element_end(text, start, indent);
+                if !whole(stop != Stop::Eof) {
+                    return None;
+                }
+                // A `]` closes the array on the next round; a cut element has no
+                // comma after it.
+                let next = if stop == Stop::Comma { end + 1 } else { end };
+                Value::record(start..end, next)
+            }
+        };
+        Some(value)
     }
 
     /// Stops a piece at `keep` (the rest starts the next one), counting its lines from

@@ -7,7 +7,11 @@ use std::io::Read;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::{IdSet, Scratch, Staging, assemble, dedup_by_id, stage_text};
+use super::assemble::{Staging, assemble};
+use super::dedup_by_id;
+use super::ids::IdSet;
+use super::parse::Scratch;
+use super::text::{TextEnd, stage_text};
 use crate::config::EnvelopeConfig;
 use crate::error::{Error, Result};
 use crate::source::codec::{Compression, Damage, Decoded, decoder};
@@ -27,6 +31,14 @@ impl<R: Read> Read for Counted<R> {
         self.read.fetch_add(n as u64, Ordering::Relaxed);
         Ok(n)
     }
+}
+
+/// What [`Pieces::fill`] read.
+enum Filled {
+    /// The bytes it wanted; more of the file follows.
+    Wanted,
+    /// The file's end, with the damage of a stream that broke.
+    FileEnd(Option<Damage>),
 }
 
 /// The pieces of one landing file, staged in turn ([`Pieces::next`]).
@@ -89,7 +101,10 @@ impl<'a> Pieces<'a> {
         let mut buf = std::mem::take(&mut self.carry);
         let mut want = self.piece;
         loop {
-            let (eof, damage) = self.fill(&mut buf, want)?;
+            let (end, damage) = match self.fill(&mut buf, want)? {
+                Filled::Wanted => (TextEnd::MoreFollows, None),
+                Filled::FileEnd(damage) => (TextEnd::FileEnds, damage),
+            };
             let cutter = self
                 .cutter
                 .get_or_insert_with(|| Cutter::new(self.envelope.format.of_text(&buf)));
@@ -100,15 +115,15 @@ impl<'a> Pieces<'a> {
                 damage,
             };
             let (staged, rest) =
-                stage_text(decoded, (cutter, eof), self.file, self.envelope, &mut self.scratch);
-            if !eof && rest.len() == before {
+                stage_text(decoded, cutter, end, self.file, self.envelope, &mut self.scratch);
+            if end == TextEnd::MoreFollows && rest.len() == before {
                 // No whole record yet (one longer than a piece): read on.
                 buf = rest;
                 want = buf.len() + self.piece;
                 continue;
             }
             self.carry = rest;
-            self.done = eof;
+            self.done = end == TextEnd::FileEnds;
             let staging = assemble(
                 std::slice::from_ref(self.file),
                 vec![staged],
@@ -120,10 +135,10 @@ impl<'a> Pieces<'a> {
     }
 
     /// Reads decoded text into `buf` until it holds `want` bytes or the file ends; at
-    /// the end, whether the stream broke (its text then ends at its last whole line, the
-    /// rest in the [`Damage`]). A plain file's read error, or a file whose size changed
-    /// since it was listed, is an error naming it.
-    fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<(bool, Option<Damage>)> {
+    /// the end, the damage of a stream that broke (its text then ends at its last whole
+    /// line, the rest in the [`Damage`]). A plain file's read error, or a file whose size
+    /// changed since it was listed, is an error naming it.
+    fn fill(&mut self, buf: &mut Vec<u8>, want: usize) -> Result<Filled> {
         const STEP: usize = 1 << 20;
         while buf.len() < want {
             let at = buf.len();
@@ -144,7 +159,7 @@ impl<'a> Pieces<'a> {
                             ),
                             tail: buf.split_off(keep),
                         };
-                        return Ok((true, Some(damage)));
+                        return Ok(Filled::FileEnd(Some(damage)));
                     }
                     if read != self.file.bytes {
                         return Err(Error::FileChanged {
@@ -153,7 +168,7 @@ impl<'a> Pieces<'a> {
                             after: read,
                         });
                     }
-                    return Ok((true, None));
+                    return Ok(Filled::FileEnd(None));
                 }
                 Ok(n) => buf.truncate(at + n),
                 Err(e) if e.kind() == std::io::ErrorKind::Interrupted => buf.truncate(at),
@@ -168,11 +183,11 @@ impl<'a> Pieces<'a> {
                         reason: e.to_string(),
                         tail: buf.split_off(keep),
                     };
-                    return Ok((true, Some(damage)));
+                    return Ok(Filled::FileEnd(Some(damage)));
                 }
             }
         }
-        Ok((false, None))
+        Ok(Filled::Wanted)
     }
 }
 

@@ -160,7 +160,7 @@ fn history(args: &cli::HistoryArgs) -> ExitCode {
 /// `bronze optimize`: one line per table optimized.
 fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, (&args.tables, true), |t| {
+        each_table(m, &args.tables, StagingTables::Skip, |t| {
             let r = m.optimize(t, args.target_size, &args.zorder)?;
             let mut line = format!(
                 "{}: {} -> {} files (version {})",
@@ -181,7 +181,7 @@ fn optimize(args: &cli::OptimizeArgs) -> ExitCode {
 /// `bronze vacuum`: per table, the files deleted (or that would be).
 fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, (&args.tables, false), |t| {
+        each_table(m, &args.tables, StagingTables::Include, |t| {
             let mut vacuum = m
                 .vacuum_table(t)
                 .with_dry_run(args.dry_run)
@@ -203,7 +203,7 @@ fn vacuum(args: &cli::VacuumArgs) -> ExitCode {
 /// `bronze checkpoint`: one line per table checkpointed.
 fn checkpoint(args: &cli::CheckpointArgs) -> ExitCode {
     maintain(&args.location, |m| {
-        each_table(m, (&args.tables, false), |t| {
+        each_table(m, &args.tables, StagingTables::Include, |t| {
             let v = m.checkpoint(t)?;
             Ok((
                 serde_json::to_value(bronze::maintenance::CheckpointReport::new(t, v))
@@ -405,12 +405,21 @@ fn print_output(location: &cli::Location, result: bronze::Result<Output>) -> Exi
     }
 }
 
-/// Applies `f` to the named table or to every table (`--all`); with `skip_staging`,
-/// `--all` passes over the staging tables of loads (in flight, or left by a killed run),
-/// saying so.
+/// What `--all` does with the staging tables of loads (in flight, or left by a killed run).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum StagingTables {
+    /// Passes over them, saying so.
+    Skip,
+    /// Takes them as any other table.
+    Include,
+}
+
+/// Applies `f` to the named table or to every table (`--all`), `staging` saying what
+/// `--all` does with the staging tables of loads.
 fn each_table(
     m: &bronze::maintenance::Maintenance<'_>,
-    (tables, skip_staging): (&cli::Tables, bool),
+    tables: &cli::Tables,
+    staging: StagingTables,
     f: impl Fn(&str) -> bronze::Result<Output>,
 ) -> bronze::Result<Output> {
     let names = match &tables.table {
@@ -420,7 +429,10 @@ fn each_table(
     let mut json = Vec::new();
     let mut text = String::new();
     for name in names {
-        if skip_staging && tables.table.is_none() && bronze::is_staging_table(&name) {
+        if staging == StagingTables::Skip
+            && tables.table.is_none()
+            && bronze::is_staging_table(&name)
+        {
             json.push(serde_json::json!({ "table": name, "skipped": "staging table" }));
             text.push_str(&format!(
                 "{name}: skipped, the staging table of a load in flight or of a killed run \
@@ -661,26 +673,36 @@ fn print_outcomes(
         return;
     }
     for o in outcomes {
-        let status = serde_json::to_value(o.status).unwrap_or_default();
-        let mut line = format!(
-            "{:<15} {}/batch_id={}",
-            status.as_str().unwrap_or("?"),
-            o.batch.landing_path,
-            o.batch.batch_id
-        );
-        if let Some(r) = &o.report {
-            line.push_str(&format!(
-                "  {} messages, {} corrupt, {:.2}s",
-                r.messages,
-                r.corrupt_lines,
-                r.elapsed.as_secs_f64()
-            ));
-        }
-        if let Some(why) = &o.reason {
-            line.push_str(&format!("  ({why})"));
-        }
-        outln!("{}", options.mask(&line));
+        outln!("{}", options.mask(&outcome_line(o)));
     }
+    print_summary(outcomes);
+}
+
+/// One batch's outcome: its status, its folder, and its counts or the reason.
+fn outcome_line(o: &bronze::BacklogOutcome) -> String {
+    let status = serde_json::to_value(o.status).unwrap_or_default();
+    let mut line = format!(
+        "{:<15} {}/batch_id={}",
+        status.as_str().unwrap_or("?"),
+        o.batch.landing_path,
+        o.batch.batch_id
+    );
+    if let Some(r) = &o.report {
+        line.push_str(&format!(
+            "  {} messages, {} corrupt, {:.2}s",
+            r.messages,
+            r.corrupt_lines,
+            r.elapsed.as_secs_f64()
+        ));
+    }
+    if let Some(why) = &o.reason {
+        line.push_str(&format!("  ({why})"));
+    }
+    line
+}
+
+/// A round's batches counted by status.
+fn print_summary(outcomes: &[bronze::BacklogOutcome]) {
     let count = |s: bronze::BatchStatus| outcomes.iter().filter(|o| o.status == s).count();
     outln!(
         "{} pending: {} loaded, {} failed, {} busy, {} waiting, {} changing, {} not ready, {} already loaded",
