@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Makes docs/report.png, the README's picture of `bronze report --html`: 14 daily
+# Makes docs/report.png, docs/operations.md's picture of `bronze report --html`: 14 daily
 # batches (generated, field-dense payloads, 40 files each, a growing size) into a fresh
 # catalog, a rerun of one, a run whose row accounting fails (the `lose_a_row`
 # failpoint, so the binary is built with the `failpoints` feature), then the page,

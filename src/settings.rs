@@ -813,14 +813,14 @@ evolution = "fail"
         }
     }
 
-    /// README's `bronze.toml` holds every key, and this module's example too.
+    /// The `bronze.toml` of docs/settings.md holds every key, and this module's example too.
     #[test]
     fn the_documented_files_parse_and_set_every_key() {
-        let readme = include_str!("../README.md");
-        let section = &readme[readme.find("### `bronze.toml`").unwrap()..];
+        let page = include_str!("../docs/settings.md");
+        let section = &page[page.find("# Settings: `bronze.toml`").unwrap()..];
         let block = section.split("```toml\n").nth(1).unwrap();
         let block = block.split("```").next().unwrap();
-        let readme: Settings = toml::from_str(block).unwrap();
+        let page: Settings = toml::from_str(block).unwrap();
         let module = include_str!("settings.rs");
         let doc: String = module[module.find("/// ```toml").unwrap() + 11..]
             .lines()
@@ -833,7 +833,7 @@ evolution = "fail"
             .map(|l| format!("{l}\n"))
             .collect();
         let doc: Settings = toml::from_str(&doc).unwrap();
-        for settings in [readme, doc] {
+        for settings in [page, doc] {
             let set = to_json(&settings);
             let unset: Vec<_> = set
                 .as_object()

@@ -1,6 +1,6 @@
 """The package as users install it: the wheel built once, installed with each extra into
-a fresh virtualenv that holds nothing else, and used there as the README shows (Spark's
-executors running that virtualenv's interpreter)."""
+a fresh virtualenv that holds nothing else, and used there as docs/python.md shows
+(Spark's executors running that virtualenv's interpreter)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The README's "From Python and Spark" examples, run as written (in a scratch folder
+"""The "From Python and Spark" examples (docs/python.md), run as written (in a scratch folder
 holding a copy of the fixtures), and what they print."""
 
 from __future__ import annotations
@@ -15,10 +15,30 @@ import pytest
 from conftest import REPO
 
 
+def section(title: str) -> str:
+    """The section titled `title` in README.md or a page of `docs/` (the first found): its
+    heading's line up to the next heading of the same or a higher level, lines inside
+    code blocks never taken for headings."""
+    for path in [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]:
+        lines, level, in_code = [], 0, False
+        for line in path.read_text().splitlines():
+            if line.startswith("```"):
+                in_code = not in_code
+            hashes = len(line) - len(line.lstrip("#"))
+            if not in_code and hashes and line[hashes:].startswith(" "):
+                if level and hashes <= level:
+                    break
+                if not level and line[hashes:].strip() == title:
+                    level = hashes
+            if level:
+                lines.append(line)
+        if level:
+            return "\n".join(lines) + "\n"
+    raise AssertionError(f"no section {title!r} in README.md or docs/")
+
+
 def python_blocks() -> list[str]:
-    text = (REPO / "README.md").read_text()
-    section = text.split("## From Python and Spark", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```python\n(.*?)```", section, re.S)
+    return re.findall(r"```python\n(.*?)```", section("From Python and Spark"), re.S)
 
 
 def run(code: str, cwd: Path) -> str:

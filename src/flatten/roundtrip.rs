@@ -6,8 +6,8 @@
 //! case twins, system column names, empty), scalars of every kind, numbers beyond
 //! int64/float64, and arrays of objects, scalars, mixed values and arrays. Array-valued
 //! members use plain lower-case keys: a child table is named by its sanitised path, so
-//! two arrays whose paths sanitise alike would share a table (by design, see the
-//! README). Comparison is up to key order, number formatting (numbers compare as
+//! two arrays whose paths sanitise alike would share a table (by design, see
+//! docs/tables.md). Comparison is up to key order, number formatting (numbers compare as
 //! `f64`, or by literal beyond it), and members that are null or empty objects.
 //!
 //! A second property covers hinted types (`timestamp`, `date`, `decimal`, `string`,

@@ -5,8 +5,9 @@ going through its own seeded schedule, start each step's bronze run and Spark op
 together (a barrier, nothing waiting on time).
 
 Then the table holds every batch's rows exactly once, but the rows a Spark DELETE took
-after the batch's last load (a rerun brings its batch's rows back, as README says); and
-Spark, the Delta Kernel and Python deltalake read the same rows. The conflicts each side
+after the batch's last load (a rerun brings its batch's rows back, as
+docs/delta-tables.md says); and Spark, the Delta Kernel and Python deltalake read the
+same rows. The conflicts each side
 met are printed (RELIABILITY.md keeps the figures)."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every table of a lakehouse bronze loaded, optimized, Z-ordered, vacuumed, checkpointed
 and reran into, read by Spark with Delta and by the Delta Kernel for Java at every
-version: the rows Python deltalake reads, the types README gives; history, detail and a
-stream work on each table, and Spark's data skipping uses bronze's Z-order."""
+version: the rows Python deltalake reads, the types docs/types.md gives; history, detail
+and a stream work on each table, and Spark's data skipping uses bronze's Z-order."""
 
 from __future__ import annotations
 

@@ -390,14 +390,11 @@ fn status_counts_loaded_pending_failed_and_in_progress_batches_per_entity() {
     );
 }
 
-/// README's `bronze status` example, run as written (the catalog a temporary folder)
-/// after loading the first fixture batch, prints README's table.
+/// The `bronze status` example of docs/backlog.md, run as written (the catalog a temporary
+/// folder) after loading the first fixture batch, prints the table the page shows.
 #[test]
 fn readme_status_example_prints_what_readme_shows() {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let section = &readme[readme
-        .find("## A landing zone, not a batch")
-        .expect("README's landing zone section")..];
+    let section = doc_section("## A landing zone, not a batch", "bronze status ");
     let command = section
         .lines()
         .find(|l| l.starts_with("bronze status "))

@@ -988,11 +988,11 @@ fn an_unreachable_gcs_endpoint_fails_with_the_location_named() {
 /// Storage options or environment variables, as `(KEY, VALUE)`.
 type Options = Vec<(String, String)>;
 
-/// The `bronze` commands of README's "In the cloud" block, joined across `\` and with
-/// their leading `VAR=value` assignments, as (environment, arguments); `export` lines
-/// give the environment of the commands after them.
+/// The `bronze` commands of the block in docs/cloud.md ("In the cloud"), joined across `\`
+/// and with their leading `VAR=value` assignments, as (environment, arguments); `export`
+/// lines give the environment of the commands after them.
 fn readme_cloud_commands() -> Vec<(Options, Vec<String>)> {
-    let block = crate::util::readme_sh_block("## In the cloud");
+    let block = crate::util::doc_sh_block("## In the cloud");
     let text = block.replace("\\\n", " ");
     let mut exported = Vec::new();
     let mut commands = Vec::new();
@@ -1018,11 +1018,12 @@ fn readme_cloud_commands() -> Vec<(Options, Vec<String>)> {
     commands
 }
 
-/// README's "In the cloud" commands run as written against the emulators: the ADLS and
-/// OneLake ones against Azurite (accounts `myaccount` and `onelake`, the endpoint given
-/// as `AZURE_STORAGE_ENDPOINT`, the account key for README's `...`), the S3 one against
-/// moto (`AWS_ENDPOINT_URL`); each loads the fixture batch exactly. GCS has no emulator
-/// here: its command must fail with the location and the credentials file named.
+/// The commands of docs/cloud.md ("In the cloud") run as written against the emulators:
+/// the ADLS and OneLake ones against Azurite (accounts `myaccount` and `onelake`, the
+/// endpoint given as `AZURE_STORAGE_ENDPOINT`, the account key for the page's `...`), the
+/// S3 one against moto (`AWS_ENDPOINT_URL`); each loads the fixture batch exactly. GCS
+/// has no emulator here: its command must fail with the location and the credentials file
+/// named.
 #[test]
 fn the_readme_cloud_commands_run_as_written_against_the_emulators() {
     let (az, _data) = azurite_with_accounts(Some(&format!(

@@ -393,12 +393,12 @@ fn status_prints_the_backlog_as_metrics_and_watch_pushes_it_after_each_round() {
     assert_eq!((labels["batch_id"].as_str(), success), ("d2", 1.0));
 }
 
-/// README's "Metrics and alerts" commands, run as written but for the gateway's port (a
+/// The commands of docs/metrics.md ("Metrics and alerts"), run as written but for the gateway's port (a
 /// free one) and the catalog (a temporary folder): the ingest pushes, the gateway's
 /// `/metrics` holds `bronze_batch_rows`, and promtool passes the rules' tests.
 #[test]
 fn readme_metrics_commands_run_as_written() {
-    let block = crate::util::readme_sh_block("## Metrics and alerts");
+    let block = crate::util::doc_sh_block("## Metrics and alerts");
     let lines: Vec<&str> = block.lines().collect();
     assert_eq!(lines.len(), 4, "{block}");
     assert_eq!(

@@ -275,11 +275,11 @@ fn run_sh(script: &str) -> (tempfile::TempDir, std::process::Output) {
     (dir, out)
 }
 
-/// README's "Types" commands, run as written (in a temporary folder, `bronze` the one
+/// The commands of docs/types.md, run as written (in a temporary folder, `bronze` the one
 /// built for the tests): the tables hold what its "after" tables show.
 #[test]
 fn readme_types_commands_run_as_written() {
-    let (dir, out) = run_sh(&readme_sh_block("### Types"));
+    let (dir, out) = run_sh(&doc_sh_block("### Types"));
     let report = String::from_utf8_lossy(&out.stdout);
     assert!(report.contains("2 values rescued"), "{report}");
     assert!(report.contains("1 values rescued"), "{report}");
@@ -311,11 +311,11 @@ fn readme_types_commands_run_as_written() {
     );
 }
 
-/// README's "Types" batch without the flags: its tables hold what the "before" tables
+/// The batch of docs/types.md without the flags: its tables hold what the "before" tables
 /// show (amount as JSON text, the timestamps and dates as strings, nothing rescued).
 #[test]
 fn readme_types_before_tables_are_the_batch_without_the_flags() {
-    let block = readme_sh_block("### Types");
+    let block = doc_sh_block("### Types");
     // The block up to its `bronze ingest`, then the same ingest without the flags.
     let setup = &block[..block
         .find("bronze ingest")

@@ -18,13 +18,68 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// The first ```` ```sh ```` block after the README's `heading`, as written.
-pub fn readme_sh_block(heading: &str) -> String {
-    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
-    let at = readme
-        .find(heading)
-        .unwrap_or_else(|| panic!("README has no {heading:?}"));
-    let block = readme[at..].split("```sh\n").nth(1).expect("an sh block");
+/// The text of README.md, then of the pages of `docs/` in name order.
+fn documents() -> Vec<String> {
+    let mut pages: Vec<PathBuf> = std::fs::read_dir(repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    std::iter::once(repo().join("README.md"))
+        .chain(pages)
+        .map(|p| std::fs::read_to_string(p).unwrap())
+        .collect()
+}
+
+/// Every section titled `heading` (its leading `#`s ignored) in README.md and the pages of
+/// `docs/`, in that order: the heading's line up to the next heading of the same or a
+/// higher level, lines inside code blocks never taken for headings.
+fn sections(heading: &str) -> Vec<String> {
+    let title = heading.trim_start_matches('#').trim();
+    let mut found = Vec::new();
+    for text in documents() {
+        let mut in_code = false;
+        let mut open: Option<(usize, Vec<&str>)> = None;
+        for line in text.lines() {
+            if line.starts_with("```") {
+                in_code = !in_code;
+            }
+            let level = line.len() - line.trim_start_matches('#').len();
+            let is_heading = !in_code && level > 0 && line[level..].starts_with(' ');
+            if is_heading {
+                if let Some((_, lines)) = open.take_if(|(open_level, _)| level <= *open_level) {
+                    found.push(lines.join("\n") + "\n");
+                }
+                if open.is_none() && line[level..].trim() == title {
+                    open = Some((level, Vec::new()));
+                }
+            }
+            if let Some((_, lines)) = open.as_mut() {
+                lines.push(line);
+            }
+        }
+        if let Some((_, lines)) = open {
+            found.push(lines.join("\n") + "\n");
+        }
+    }
+    found
+}
+
+/// The section titled `heading` in README.md or a page of `docs/`, as written: the first
+/// of that title that holds `needle`.
+pub fn doc_section(heading: &str, needle: &str) -> String {
+    sections(heading)
+        .into_iter()
+        .find(|s| s.contains(needle))
+        .unwrap_or_else(|| panic!("no section {heading:?} in README.md or docs/ holds {needle:?}"))
+}
+
+/// The first ```` ```sh ```` block of the section titled `heading` in README.md or a page
+/// of `docs/` (the first such section that has one), as written.
+pub fn doc_sh_block(heading: &str) -> String {
+    let section = doc_section(heading, "```sh\n");
+    let block = section.split("```sh\n").nth(1).expect("an sh block");
     block.split("```").next().unwrap().to_string()
 }
 
