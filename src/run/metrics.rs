@@ -309,29 +309,6 @@ pub async fn push(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_group_url_carries_the_landing_path_in_base64() {
-        assert_eq!(
-            group_url("http://gw:9091/", "landing_path", "kafka-eu/market"),
-            "http://gw:9091/metrics/job/bronze/landing_path@base64/a2Fma2EtZXUvbWFya2V0"
-        );
-    }
-
-    #[test]
-    fn a_failed_run_reports_success_zero_and_no_timestamp() {
-        let text = failed_run_metrics("s/e", "b1");
-        assert!(
-            text.contains("bronze_batch_success{landing_path=\"s/e\",batch_id=\"b1\"} 0.0"),
-            "{text}"
-        );
-        assert!(!text.contains("last_success"), "{text}");
-    }
-}
-
 /// With [`IngestConfig::metrics_push`]: the run's metrics to the gateway (the whole
 /// group replaced), or `bronze_batch_success 0` alone for a run that failed before its
 /// report. Not for a batch another run holds or loaded: that run pushes. A gateway
@@ -367,5 +344,28 @@ pub(super) fn push_run_metrics(
         if let Ok(report) = result {
             report.warnings.push(warning);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_group_url_carries_the_landing_path_in_base64() {
+        assert_eq!(
+            group_url("http://gw:9091/", "landing_path", "kafka-eu/market"),
+            "http://gw:9091/metrics/job/bronze/landing_path@base64/a2Fma2EtZXUvbWFya2V0"
+        );
+    }
+
+    #[test]
+    fn a_failed_run_reports_success_zero_and_no_timestamp() {
+        let text = failed_run_metrics("s/e", "b1");
+        assert!(
+            text.contains("bronze_batch_success{landing_path=\"s/e\",batch_id=\"b1\"} 0.0"),
+            "{text}"
+        );
+        assert!(!text.contains("last_success"), "{text}");
     }
 }
