@@ -25,7 +25,7 @@
 //!   value that does not fit an existing column does. A `json` hint keeps an object or
 //!   array at its pointer whole (at `/arr/*`, each element whole in the child table's
 //!   `value` column, objects too). Hinted and detectable columns are marked for
-//!   [`fit::to_table`], which detects timestamp and date columns;
+//!   [`crate::table::fit::to_table`], which detects timestamp and date columns;
 //! - a key repeated in one object: the last value is the column's (as JSON readers do),
 //!   earlier ones go to `_rescued_data` under `dup:<pointer>` as a JSON array.
 //!
@@ -38,7 +38,6 @@
 
 pub use crate::naming::TableName;
 
-pub(crate) mod fit;
 mod hinted;
 
 use std::borrow::Cow;
@@ -1371,7 +1370,7 @@ fn data_columns(
 }
 
 /// How a data column gets its type: as [`TypesMode`] says, from a hint, or detected
-/// when it is all strings ([`fit`]).
+/// when it is all strings ([`crate::table::fit`]).
 enum Typing {
     Inferred,
     /// The type hinted and the column's full pointer in the payload.
@@ -1411,7 +1410,7 @@ impl Typing {
     }
 
     /// Marks `field` with its hint (its full pointer) or the types to detect, for
-    /// [`fit::to_table`], which reads and drops the marks.
+    /// [`crate::table::fit::to_table`], which reads and drops the marks.
     fn mark(self, field: &mut Field) {
         let (key, value) = match self {
             Typing::Inferred => return,

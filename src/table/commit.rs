@@ -12,6 +12,7 @@ use deltalake::{DeltaTable, DeltaTableError};
 use super::datafiles::write_data_files;
 use super::entry::{CommitNotes, commit_on};
 use super::files::{BatchFiles, BatchRows, Folders, batch_files, same_schema, whole_removes};
+use super::fit;
 use super::open::{Opener, Unloaded, Unopened};
 use super::planned::Duties;
 use super::put::put_commit;
@@ -23,7 +24,6 @@ use super::{
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
-use crate::flatten::fit;
 use crate::naming::{self, TableName};
 
 /// Commits a batch's rows to the tables of a [`Storage`], each write in one commit, by
