@@ -11,7 +11,8 @@ use arrow::datatypes::{
     TimestampMicrosecondType,
 };
 
-use super::{Cell, Column, F64_EXACT_INT, SOURCE_META, fill_strings, timestamp_type};
+use super::fill::fill_strings;
+use super::{Cell, Column, F64_EXACT_INT, SOURCE_META, timestamp_type};
 use crate::column_types::{ColumnType, parse_date, parse_decimal, parse_timestamp};
 use crate::json::NumClass;
 

@@ -36,6 +36,7 @@ use super::*;
 use crate::column_types::{DetectType, date_text, decimal_text, timestamp_text};
 use crate::config::Evolution;
 use crate::json::{Doc, Kind, NumClass};
+use crate::naming::RESCUED;
 
 /// Cases run by the property test.
 const CASES: u32 = 2000;
