@@ -393,7 +393,8 @@ fn retyped_data(
 pub(crate) fn with_new_columns(
     existing: &StructType,
     new: &[FieldRef],
-    (mode, max_id): (ColumnMappingMode, i64),
+    mode: ColumnMappingMode,
+    max_id: i64,
 ) -> Result<(StructType, Option<i64>), DeltaTableError> {
     use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
     let mut fields: Vec<StructField> = existing.fields().cloned().collect();
