@@ -16,7 +16,7 @@ use super::ids::utf8_column;
 use super::lineage::LineageStrings;
 use super::{
     Cell, Column, DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META,
-    timestamp_type,
+    TypedColumn, timestamp_type,
 };
 use crate::column_types::{ColumnType, DetectType};
 use crate::config::{FlattenConfig, TypesMode};
@@ -111,7 +111,12 @@ pub(super) fn build_batch(
     let mut rescued = t.rescued;
     let before = rescued.len();
     let names = t.namer.into_names();
-    let (data_fields, data) = data_columns(names, (t.columns, n), (topic, &t.bases), cfg, &mut rescued);
+    let typing = TableTyping {
+        cfg,
+        topic,
+        bases: &t.bases,
+    };
+    let (data_fields, data) = data_columns(names, t.columns, n, typing, &mut rescued);
     fields.extend(data_fields);
     arrays.extend(data);
     let mut meta = std::collections::HashMap::new();
@@ -126,35 +131,46 @@ pub(super) fn build_batch(
         .map_err(|e| Error::arrow(name.as_str(), e))
 }
 
-/// The `n` rows' data columns of a table whose rows are at `bases` in `topic`'s payloads:
-/// each typed as its hint says (the values it rescues appended to `rescued`) or inferred.
+/// Where the types of a table's data columns come from: `cfg`'s hints and detection,
+/// for a table whose rows are at `bases` in `topic`'s payloads.
+#[derive(Clone, Copy)]
+struct TableTyping<'a> {
+    cfg: &'a FlattenConfig,
+    topic: &'a str,
+    bases: &'a [String],
+}
+
+/// The `n` rows' data columns of a table, named `names` (with their paths), from
+/// `columns`: each typed as its hint says (the values it rescues appended to `rescued`)
+/// or inferred.
 fn data_columns(
     names: Vec<(String, String)>,
-    (columns, n): (Vec<Column<'_>>, usize),
-    (topic, bases): (&str, &[String]),
-    cfg: &FlattenConfig,
+    columns: Vec<Column<'_>>,
+    n: usize,
+    typing: TableTyping<'_>,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> (Vec<Field>, Vec<ArrayRef>) {
+    let TableTyping { cfg, topic, bases } = typing;
     let mut fields = Vec::with_capacity(columns.len());
     let mut arrays = Vec::with_capacity(columns.len());
     let mut sources = Vec::new();
     let rescue_new = cfg.evolution_for(topic) == crate::config::Evolution::Rescue;
     for ((col_name, path), column) in names.into_iter().zip(columns) {
         let typing = Typing::of(cfg, topic, bases, &path);
-        let (dt, json, array) = match typing {
+        let typed = match typing {
             Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
                 let cells = column.cells.clone();
                 let typed = hinted::column(column, n, ty, &path, rescued);
-                sources.push(hinted::source_column(&col_name, &cells, n, &typed.2));
+                sources.push(hinted::source_column(&col_name, &cells, n, &typed.values));
                 typed
             }
             Typing::Hinted(ty, _) => hinted::column(column, n, ty, &path, rescued),
             _ => build_column(column, n, cfg.types),
         };
-        let mut field = data_field(&col_name, dt, &path, json);
+        let mut field = data_field(&col_name, typed.data_type, &path, typed.json);
         typing.mark(&mut field);
         fields.push(field);
-        arrays.push(array);
+        arrays.push(typed.values);
     }
     for (field, array) in sources {
         fields.push(field);
@@ -219,29 +235,29 @@ impl Typing {
     }
 }
 
-/// `(type, is JSON text, values)` of one column, by the rules of [`TypesMode`].
-fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> (DataType, bool, ArrayRef) {
+/// One column of cells `col`, typed by the rules of [`TypesMode`].
+fn build_column(col: Column<'_>, n: usize, types: TypesMode) -> TypedColumn {
     let counts = CellCounts::of(&col.cells);
     let total = col.cells.len();
     if types == TypesMode::Strings {
         let b = fill_strings(n, &col.cells, |c| c.text());
-        return (DataType::Utf8, false, Arc::new(b));
+        return TypedColumn::new(DataType::Utf8, Arc::new(b));
     }
     if total > 0 && counts.bools == total {
-        (DataType::Boolean, false, bool_column(n, &col.cells))
+        TypedColumn::new(DataType::Boolean, bool_column(n, &col.cells))
     } else if total > 0 && counts.ints == total {
-        (DataType::Int64, false, int_column(n, &col.cells))
+        TypedColumn::new(DataType::Int64, int_column(n, &col.cells))
     } else if total > 0 && counts.ints + counts.floats == total && counts.wide_ints == 0 {
-        (DataType::Float64, false, float_column(n, &col.cells))
+        TypedColumn::new(DataType::Float64, float_column(n, &col.cells))
     } else if counts.strs == total {
         // All strings, or no value at all: a string column.
         let b = fill_strings(n, &col.cells, |c| c.text());
-        (DataType::Utf8, false, Arc::new(b))
+        TypedColumn::new(DataType::Utf8, Arc::new(b))
     } else {
         // Any other mix, or numbers an int64/float64 would not hold: JSON text, so every
         // value (and its type) survives.
         let b = fill_strings(n, &col.cells, |c| c.json());
-        (DataType::Utf8, true, Arc::new(b))
+        TypedColumn::json_text(Arc::new(b))
     }
 }
 

@@ -60,7 +60,7 @@ use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use arrow::array::RecordBatch;
+use arrow::array::{ArrayRef, RecordBatch};
 use arrow::datatypes::{DataType, Schema, TimeUnit};
 
 use crate::config::FlattenConfig;
@@ -209,6 +209,34 @@ pub fn plain(batch: RecordBatch) -> Result<RecordBatch> {
 /// The Arrow type of a `_loaded_at` column.
 pub fn timestamp_type() -> DataType {
     DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into()))
+}
+
+/// A data column built from its cells: its Arrow type, whether its strings are JSON text,
+/// and its values.
+struct TypedColumn {
+    data_type: DataType,
+    json: bool,
+    values: ArrayRef,
+}
+
+impl TypedColumn {
+    /// A column of `values`, of type `data_type` (strings as they are).
+    fn new(data_type: DataType, values: ArrayRef) -> Self {
+        TypedColumn {
+            data_type,
+            json: false,
+            values,
+        }
+    }
+
+    /// A string column of JSON text.
+    fn json_text(values: ArrayRef) -> Self {
+        TypedColumn {
+            data_type: DataType::Utf8,
+            json: true,
+            values,
+        }
+    }
 }
 
 /// Largest integer magnitude an `f64` holds exactly (2^53).

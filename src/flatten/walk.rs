@@ -18,6 +18,32 @@ use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
 use crate::naming::{self, TableName};
 
+/// Where a value being flattened goes: a row of one of the target tables, at a node of
+/// that table's path trie.
+#[derive(Clone, Copy)]
+struct Place {
+    /// The table, its index in [`Flattener::tables`].
+    table: usize,
+    row: u32,
+    node: u32,
+}
+
+impl Place {
+    /// `row` of the topic's own table, at `node`.
+    fn topic_row(row: u32, node: u32) -> Place {
+        Place {
+            table: TOPIC_TABLE,
+            row,
+            node,
+        }
+    }
+
+    /// The same row, at `node` (below this place's).
+    fn below(self, node: u32) -> Place {
+        Place { node, ..self }
+    }
+}
+
 /// Where the row being flattened came from.
 #[derive(Clone, Copy)]
 struct RowCtx<'a> {
@@ -174,7 +200,7 @@ impl<'a> Flattener<'a, '_> {
         match Doc::parse_reusing(meta, self.cfg.max_depth + 1, nodes) {
             Ok(doc) => {
                 if doc.kind(0) == Kind::Object {
-                    self.meta_object(TOPIC_TABLE, row, META_ROOT, &doc, 0, 1);
+                    self.meta_object(Place::topic_row(row, META_ROOT), &doc, 0, 1);
                 }
                 doc.into_nodes()
             }
@@ -208,9 +234,9 @@ impl<'a> Flattener<'a, '_> {
             }
         };
         if doc.kind(0) == Kind::Object {
-            self.object(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
+            self.object(Place::topic_row(row, ROOT), &doc, 0, ctx);
         } else {
-            self.value(TOPIC_TABLE, row, ROOT, &doc, 0, ctx);
+            self.value(Place::topic_row(row, ROOT), &doc, 0, ctx);
         }
         doc.into_nodes()
     }
@@ -310,15 +336,10 @@ impl<'a> Flattener<'a, '_> {
         )
     }
 
-    fn meta_object(
-        &mut self,
-        t: usize,
-        row: u32,
-        node: u32,
-        doc: &Doc<'a>,
-        obj: usize,
-        depth: usize,
-    ) {
+    /// Flattens the metadata object `obj` found at `at` into its row, objects down to
+    /// the maximum depth (`depth` is `obj`'s).
+    fn meta_object(&mut self, at: Place, doc: &Doc<'a>, obj: usize, depth: usize) {
+        let Place { table: t, row, node } = at;
         let mut members = self.members(t, node, doc, obj);
         for m in members.drain(..) {
             let (v, n) = (m.value as usize, m.node);
@@ -328,7 +349,7 @@ impl<'a> Flattener<'a, '_> {
                 continue;
             }
             if doc.kind(v) == Kind::Object && !doc.is_empty(v) && depth < self.cfg.max_depth {
-                self.meta_object(t, row, n, doc, v, depth + 1);
+                self.meta_object(at.below(n), doc, v, depth + 1);
             } else {
                 let c = self.tables[t].1.column(n, Within::Meta);
                 self.set(t, row, c, leaf(doc, v));
@@ -337,20 +358,15 @@ impl<'a> Flattener<'a, '_> {
         self.member_bufs.push(members);
     }
 
-    fn object(
-        &mut self,
-        t: usize,
-        row: u32,
-        node: u32,
-        doc: &Doc<'a>,
-        obj: usize,
-        ctx: RowCtx<'a>,
-    ) {
+    /// Flattens object `obj` found at `at` into its row (a repeated key's earlier values
+    /// rescued).
+    fn object(&mut self, at: Place, doc: &Doc<'a>, obj: usize, ctx: RowCtx<'a>) {
+        let Place { table: t, row, node } = at;
         let mut members = self.members(t, node, doc, obj);
         for m in members.drain(..) {
             let v = m.value as usize;
             if m.is_last {
-                self.value(t, row, m.node, doc, v, ctx);
+                self.value(at.below(m.node), doc, v, ctx);
             } else {
                 let key = self.dup_key(t, node, &doc.str(m.key as usize), Within::Payload);
                 self.rescue(t, row, key, doc.raw(v).to_string());
@@ -359,15 +375,16 @@ impl<'a> Flattener<'a, '_> {
         self.member_bufs.push(members);
     }
 
-    /// Flattens value `v` found at trie `node` of table `t` into `row`.
-    fn value(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, v: usize, ctx: RowCtx<'a>) {
+    /// Flattens value `v` found at `at` into its row.
+    fn value(&mut self, at: Place, doc: &Doc<'a>, v: usize, ctx: RowCtx<'a>) {
+        let Place { table: t, row, node } = at;
         match doc.kind(v) {
             Kind::Object | Kind::Array if self.json_hints && self.keeps_json(t, node) => {
                 let c = self.tables[t].1.column(node, Within::Payload);
                 self.set(t, row, c, Some(Cell::Json(doc.raw(v))));
             }
-            Kind::Object if !doc.is_empty(v) => self.object(t, row, node, doc, v, ctx),
-            Kind::Array if !doc.is_empty(v) => self.array(t, row, node, doc, v, ctx),
+            Kind::Object if !doc.is_empty(v) => self.object(at, doc, v, ctx),
+            Kind::Array if !doc.is_empty(v) => self.array(at, doc, v, ctx),
             _ => {
                 let c = self.tables[t].1.column(node, Within::Payload);
                 self.set(t, row, c, leaf(doc, v));
@@ -454,7 +471,9 @@ impl<'a> Flattener<'a, '_> {
         (c, from_row)
     }
 
-    fn array(&mut self, t: usize, row: u32, node: u32, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
+    /// Flattens array `arr` found at `at` into rows of its child table, one per element.
+    fn array(&mut self, at: Place, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
+        let Place { table: t, row, node } = at;
         let (child, pointer) = self.child_table(t, node);
         // A `json` hint on the elements (`/arr/*`) keeps each whole in `value`.
         let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object)
@@ -467,7 +486,7 @@ impl<'a> Flattener<'a, '_> {
             let child_row = self.new_row(child, ctx, Some((&prefix, parent_len, i)));
             if all_objects {
                 let before = self.recorded;
-                self.object(child, child_row, ROOT, doc, elem, ctx);
+                self.object(Place { table: child, row: child_row, node: ROOT }, doc, elem, ctx);
                 if self.recorded == before {
                     // `{}` (or only nulls): a row with no values would read back as a
                     // null element, so it says `{}` in `value`.
