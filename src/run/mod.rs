@@ -712,14 +712,16 @@ impl Ingest {
             }
             hinted.conflict(table, look)
         };
-        let corrupt = summary.corrupt_lines > 0;
-        let refused = self.runtime().block_on(storage.opener().refusals(
-            &topics,
-            &hinted.tables(),
-            corrupt,
-            key_mode,
-            &conflict,
-        ));
+        let hinted_tables = hinted.tables();
+        let batch = crate::table::BatchTables {
+            topics: &topics,
+            hinted: &hinted_tables,
+            corrupt: summary.corrupt_lines > 0,
+        };
+        let (key, mode) = key_mode;
+        let refused = self
+            .runtime()
+            .block_on(storage.opener().refusals(batch, key, mode, &conflict));
         if refused.is_empty() {
             return None;
         }

@@ -56,7 +56,7 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, folders: Folders) -> B
     };
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        match file_holds(&f, key, (folders, mapping.as_ref())) {
+        match file_holds(&f, key, folders, mapping.as_ref()) {
             Ok(None) => continue,
             Ok(Some(file)) => whole.push(file),
             Err(Mixed) => return BatchFiles::Mixed,
@@ -77,7 +77,8 @@ struct Mixed;
 fn file_holds(
     f: &deltalake::kernel::LogicalFileView,
     key: &BatchKey,
-    (folders, mapping): (Folders, Option<&Mapping>),
+    folders: Folders,
+    mapping: Option<&Mapping>,
 ) -> Result<Option<WholeFile>, Mixed> {
     let Some(stats) = stats_of(f, mapping) else {
         return Err(Mixed);

@@ -72,7 +72,7 @@ pub(crate) use commit::Committer;
 use open::BATCH_TXN_PROPERTY;
 #[cfg(test)]
 use open::Unopened;
-pub(crate) use open::{AbortOnDrop, Opener};
+pub(crate) use open::{AbortOnDrop, BatchTables, Opener};
 pub(crate) use partitioned::append_partitioned;
 pub(crate) use rewrite::Rewriter;
 pub(crate) use stats::WrittenTable;

@@ -279,7 +279,8 @@ impl Fitting {
     fn existing(
         &mut self,
         table: &TableName,
-        (field, array): (&Field, &ArrayRef),
+        field: &Field,
+        array: &ArrayRef,
         t: &Field,
         path: &str,
     ) -> Result<()> {
@@ -325,7 +326,7 @@ fn fit_columns(
             .copied()
             .or_else(|| column_by_name(target, name, path));
         match existing {
-            Some(t) => out.existing(table, (field, array), t, path)?,
+            Some(t) => out.existing(table, field, array, t, path)?,
             None => match evolution {
                 Evolution::Add => {
                     let new_name = free_name(name, target, &mut taken);
