@@ -377,8 +377,10 @@ impl Ingest {
         };
         crate::run_control::append_rows(
             &self.catalog,
-            (storage, crate::table::RunMode::default()),
-            (&[row], key),
+            storage,
+            crate::table::RunMode::default(),
+            &[row],
+            key,
             |_, _, _| {},
         )
     }

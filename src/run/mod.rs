@@ -615,12 +615,14 @@ impl Ingest {
         if !invariant.ok {
             tracing::error!(check = %invariant.text, "row accounting does not add up");
         }
+        let (started_micros, store_retries) = started;
         run_control.push(invariant_row(
             &invariant,
             &staged.summary,
             run_id,
             key,
-            started,
+            started_micros,
+            store_retries,
         ));
         // Run with `_run_control`'s lock held, on the versions its upkeep is due.
         let upkeep = |table: &TableName, c, written| {
@@ -628,8 +630,10 @@ impl Ingest {
         };
         let appended = crate::run_control::append_rows(
             &self.catalog,
-            (storage, mode),
-            (&run_control, key),
+            storage,
+            mode,
+            &run_control,
+            key,
             upkeep,
         );
         match appended {
