@@ -12,7 +12,7 @@ use arrow::datatypes::{DataType, Field, Schema};
 use super::builder::TableBuilder;
 use super::fill::{fill, fill_strings};
 use super::hinted;
-use super::ids::utf8_column;
+use super::ids::{ChildIds, utf8_column};
 use super::lineage::LineageStrings;
 use super::{
     Cell, Column, DETECT_META, F64_EXACT_INT, HINT_META, JSON_META, PATH_META, RESCUED_META,
@@ -69,6 +69,37 @@ pub(crate) fn rescued_column(n: usize, mut entries: Vec<(u32, String, String)>) 
     Arc::new(b.finish())
 }
 
+/// The id columns of a table's rows (`root_ids` their message ids): `_id`, and for a
+/// child table (`ids`, `idx`) `_parent_id`, `_root_id` and `_idx`.
+fn id_columns(
+    ids: ChildIds,
+    root_ids: &[&str],
+    idx: Vec<i64>,
+    is_child: bool,
+    strings: &LineageStrings<'_>,
+) -> Result<(Vec<Field>, Vec<ArrayRef>)> {
+    let mut fields = vec![Field::new(naming::ID, DataType::Utf8, false)];
+    let mut arrays: Vec<ArrayRef> = Vec::new();
+    if !is_child {
+        let ids = root_ids.iter().map(|r| r.as_bytes());
+        arrays.push(Arc::new(utf8_column(naming::ID, ids)?));
+        return Ok((fields, arrays));
+    }
+    let parent_ids = (0..root_ids.len()).map(|r| ids.parent_id(r, root_ids[r]).as_bytes());
+    let parents = strings.runs(naming::PARENT_ID, parent_ids)?;
+    let roots = strings.runs(naming::ROOT_ID, root_ids.iter().map(|r| r.as_bytes()))?;
+    arrays.push(Arc::new(ids.into_column()?));
+    for (name, (dt, array)) in [(naming::PARENT_ID, parents), (naming::ROOT_ID, roots)] {
+        fields.push(Field::new(name, dt, true));
+        arrays.push(array);
+    }
+    fields.push(Field::new(naming::IDX, DataType::Int64, true));
+    arrays.push(Arc::new(Int64Array::from(idx)));
+    Ok((fields, arrays))
+}
+
+/// The Arrow batch of table `name`'s rows `t` from `topic`: the id and lineage columns,
+/// the data columns typed, and `_rescued_data`.
 pub(super) fn build_batch(
     name: &TableName,
     t: TableBuilder<'_>,
@@ -78,24 +109,8 @@ pub(super) fn build_batch(
 ) -> Result<RecordBatch> {
     let n = t.root_ids.len();
     let lineage = strings.lineage;
-    let mut fields = vec![Field::new(naming::ID, DataType::Utf8, false)];
-    let mut arrays: Vec<ArrayRef> = Vec::with_capacity(t.columns.len() + 12);
-    if t.is_child {
-        let (ids, roots) = (&t.ids, &t.root_ids);
-        let parent_ids = (0..n).map(|r| ids.parent_id(r, roots[r]).as_bytes());
-        let parents = strings.runs(naming::PARENT_ID, parent_ids)?;
-        let roots = strings.runs(naming::ROOT_ID, t.root_ids.iter().map(|r| r.as_bytes()))?;
-        arrays.push(Arc::new(t.ids.into_column()?));
-        for (name, (dt, array)) in [(naming::PARENT_ID, parents), (naming::ROOT_ID, roots)] {
-            fields.push(Field::new(name, dt, true));
-            arrays.push(array);
-        }
-        fields.push(Field::new(naming::IDX, DataType::Int64, true));
-        arrays.push(Arc::new(Int64Array::from(t.idx)));
-    } else {
-        let ids = t.root_ids.iter().map(|r| r.as_bytes());
-        arrays.push(Arc::new(utf8_column(naming::ID, ids)?));
-    }
+    let (mut fields, mut arrays) = id_columns(t.ids, &t.root_ids, t.idx, t.is_child, strings)?;
+    arrays.reserve(t.columns.len() + 12 - arrays.len());
     let mut push = |name: &str, nullable: bool, (dt, array): (DataType, ArrayRef)| {
         fields.push(Field::new(name, dt, nullable));
         arrays.push(array);

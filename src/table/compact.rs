@@ -72,6 +72,26 @@ pub(crate) enum Plan<'a> {
     ZOrder(&'a [String]),
 }
 
+impl<'a> Plan<'a> {
+    /// The columns of a Z-order (none for the other plans).
+    fn zorder(self) -> &'a [String] {
+        match self {
+            Plan::ZOrder(columns) => columns,
+            Plan::BinPack | Plan::Tiered => &[],
+        }
+    }
+
+    /// The bins (of indexes into `files`) the plan rewrites toward `target` bytes per
+    /// file.
+    fn bins(self, files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
+        match self {
+            Plan::BinPack => compaction_bins(files, target),
+            Plan::Tiered => tiered_bins(files, target),
+            Plan::ZOrder(_) => zorder_bins(files),
+        }
+    }
+}
+
 /// OPTIMIZE of `t` (named `name`): bin-packs toward `target` bytes per file, or Z-orders
 /// by `zorder` when it names columns; one commit, none when there is nothing to do.
 pub(crate) async fn optimize(
@@ -98,10 +118,7 @@ pub(crate) async fn rewrite(
     plan: Plan<'_>,
     compression: super::Compression,
 ) -> Result<OptimizeReport> {
-    let zorder = match plan {
-        Plan::ZOrder(columns) => columns,
-        Plan::BinPack | Plan::Tiered => &[],
-    };
+    let zorder = plan.zorder();
     let delta = |e| Error::delta(name, "optimize", e);
     let snapshot = t.snapshot().map_err(delta)?;
     let files: Vec<LogicalFileView> = snapshot.log_data().iter().collect();
@@ -121,11 +138,7 @@ pub(crate) async fn rewrite(
         report.clustered_by = Some(columns.clone());
     }
     let files = unclustered(files, &duties);
-    let bins = match plan {
-        Plan::BinPack => compaction_bins(&files, target),
-        Plan::Tiered => tiered_bins(&files, target),
-        Plan::ZOrder(_) => zorder_bins(&files),
-    };
+    let bins = plan.bins(&files, target);
     if bins.is_empty() {
         return Ok(report);
     }

@@ -103,34 +103,28 @@ impl Duties {
         }
         let (mark, columns) = read_domains(t, snapshot.version()).await?;
         if row_tracking {
-            duties.row_ids = Some(match mark {
-                Some(c) => high_water_mark(&c).ok_or_else(|| {
-                    DeltaTableError::Generic(format!(
-                        "the table's `{ROW_TRACKING_DOMAIN}` domain has no readable \
-                         rowIdHighWaterMark: {c}"
-                    ))
-                })?,
-                None => -1,
-            });
+            duties.row_ids = Some(row_id_mark(mark.as_deref())?);
         }
         if clustered {
-            // The domain names physical columns; statistics are asked by logical name.
-            duties.clustering_paths = columns.as_deref().map(clustering_paths).unwrap_or_default();
-            let physical: Vec<String> = duties
-                .clustering_paths
-                .iter()
-                .map(|p| p.join("."))
-                .collect();
-            let logical = physical
-                .into_iter()
-                .map(|c| match &duties.mapping {
-                    Some(m) => m.logical_name(&c).unwrap_or(c),
-                    None => c,
-                })
-                .collect();
-            duties.clustering = Some(logical);
+            duties.set_clustering(columns.as_deref());
         }
         Ok(duties)
+    }
+
+    /// Liquid clustering's columns, from the configuration of its domain (`None`: no
+    /// domain), which names physical columns: their paths, and their logical names
+    /// (statistics are asked by logical name).
+    fn set_clustering(&mut self, domain: Option<&str>) {
+        self.clustering_paths = domain.map(clustering_paths).unwrap_or_default();
+        let physical: Vec<String> = self.clustering_paths.iter().map(|p| p.join(".")).collect();
+        let logical = physical
+            .into_iter()
+            .map(|c| match &self.mapping {
+                Some(m) => m.logical_name(&c).unwrap_or(c),
+                None => c,
+            })
+            .collect();
+        self.clustering = Some(logical);
     }
 
     /// Fails when a row of `batches` violates one of the table's CHECK constraints, as
@@ -390,6 +384,20 @@ pub(crate) fn refuse_unwritable(
 /// How many versions an append follows other writers' commits before it gives up as a
 /// conflict (its write plans again).
 const MAX_FOLLOWED: u64 = 64;
+
+/// Row tracking's high-water mark, from the configuration of its domain (`None`: no
+/// domain, no row id assigned yet: `-1`).
+fn row_id_mark(domain: Option<&str>) -> Result<i64, DeltaTableError> {
+    match domain {
+        Some(c) => high_water_mark(c).ok_or_else(|| {
+            DeltaTableError::Generic(format!(
+                "the table's `{ROW_TRACKING_DOMAIN}` domain has no readable \
+                 rowIdHighWaterMark: {c}"
+            ))
+        }),
+        None => Ok(-1),
+    }
+}
 
 /// What a commit is planned on: table `t` at `snapshot`, under the `duties` read from it.
 #[derive(Clone, Copy)]

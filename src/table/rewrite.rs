@@ -250,16 +250,8 @@ impl<'a> Rewriter<'a> {
             snapshot,
             duties: &duties,
         };
-        let kept_rows: u64 = read.split.kept.iter().map(|b| b.num_rows() as u64).sum();
-        let notes = CommitNotes {
-            txn: what.txn,
-            read_version: Some(snapshot.version()),
-            removed: what
-                .rows
-                .map(|_| (read.split.removes.len() as u64, read.split.matched)),
-            rewritten_rows: kept_rows,
-            blind_append: false,
-        };
+        let kept_rows = read.kept_rows();
+        let notes = read.notes(what, snapshot.version());
         let (adds, mut c, properties) = self.write_files(table, at, &read, notes).await?;
         c.rows_added = read.new.iter().map(|b| b.num_rows() as u64).sum();
         let pending = Pending::of(&adds, &read.split.removes);
@@ -509,6 +501,25 @@ impl ReadRows {
             change_data: props.enable_change_data_feed == Some(true),
             split: Split::default(),
         })
+    }
+
+    /// The rows of the files the rewrite writes again.
+    fn kept_rows(&self) -> u64 {
+        self.split.kept.iter().map(|b| b.num_rows() as u64).sum()
+    }
+
+    /// What the commit of the rewrite `what`, planned on `read_version`, records beside
+    /// its rows.
+    fn notes<'a>(&self, what: Rewrite<'a>, read_version: u64) -> CommitNotes<'a> {
+        CommitNotes {
+            txn: what.txn,
+            read_version: Some(read_version),
+            removed: what
+                .rows
+                .map(|_| (self.split.removes.len() as u64, self.split.matched)),
+            rewritten_rows: self.kept_rows(),
+            blind_append: false,
+        }
     }
 
     /// What the read of the files keeps of the rows the rewrite deletes.
