@@ -115,7 +115,7 @@ pub fn fit_new_tables(
     let mut rows = 0;
     for (table, parts) in tables {
         for batch in parts.iter().flat_map(|(_, batches)| batches) {
-            let fitted = crate::flatten::fit::to_table(
+            let fitted = crate::table::fit::to_table(
                 table,
                 batch.clone(),
                 None,

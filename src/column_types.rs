@@ -346,10 +346,20 @@ pub fn date_text(days: i32) -> Option<String> {
     Some(d.format("%Y-%m-%d").to_string())
 }
 
+/// A JSON number literal split into its parts ([`json_number`]).
+struct JsonNumber<'a> {
+    negative: bool,
+    /// The integer digits.
+    int: &'a str,
+    /// The fraction digits.
+    frac: &'a str,
+    exp: i32,
+}
+
 /// A JSON number literal (`-?(0|[1-9]\d*)(\.\d+)?([eE][+-]?\d+)?`, nothing around it)
 /// split into its sign, integer digits, fraction digits and exponent; `None` for any
 /// other text, or an exponent beyond `i32`.
-fn json_number(text: &str) -> Option<(bool, &str, &str, i32)> {
+fn json_number(text: &str) -> Option<JsonNumber<'_>> {
     let (neg, t) = match text.strip_prefix('-') {
         Some(rest) => (true, rest),
         None => (false, text),
@@ -382,7 +392,12 @@ fn json_number(text: &str) -> Option<(bool, &str, &str, i32)> {
         None if rest.is_empty() => 0,
         None => return None,
     };
-    Some((neg, int, frac, exp))
+    Some(JsonNumber {
+        negative: neg,
+        int,
+        frac,
+        exp,
+    })
 }
 
 /// The unscaled value of a JSON number literal (`12.5`, `-3`, `1.25e2`) in
@@ -390,7 +405,12 @@ fn json_number(text: &str) -> Option<(bool, &str, &str, i32)> {
 /// zeros), more than `p` digits in all, or is not a JSON number (`+5`, `.5`, `5.`,
 /// ` 5`). A negative zero (`-0`, `-0.00`) is zero: a decimal has no sign of zero.
 pub fn parse_decimal(text: &str, p: u8, s: i8) -> Option<i128> {
-    let (neg, int, frac, exp) = json_number(text)?;
+    let JsonNumber {
+        negative: neg,
+        int,
+        frac,
+        exp,
+    } = json_number(text)?;
     // digits × 10^(exp - frac.len()), as digits with `scale` fractional ones.
     let digits = format!("{int}{frac}");
     let digits = digits.trim_start_matches('0');

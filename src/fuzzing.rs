@@ -54,13 +54,9 @@ pub fn parse_and_flatten(data: &[u8]) {
             .map(|b| b.schema());
         for batch in batches {
             for evolution in [Evolution::Add, Evolution::Rescue] {
-                let fitted = crate::flatten::fit::to_table(
-                    table,
-                    batch.clone(),
-                    target.as_deref(),
-                    evolution,
-                )
-                .unwrap_or_else(|e| panic!("conform {table} ({evolution:?}): {e}"));
+                let fitted =
+                    crate::table::fit::to_table(table, batch.clone(), target.as_deref(), evolution)
+                        .unwrap_or_else(|e| panic!("conform {table} ({evolution:?}): {e}"));
                 assert_eq!(fitted.batch.num_rows(), batch.num_rows(), "{table}: rows");
                 // The writer's schema merge fills the table's other columns with nulls;
                 // what conform emits must keep every table column's type, and add

@@ -11,11 +11,12 @@ use arrow::datatypes::{
     TimestampMicrosecondType,
 };
 
-use super::{Cell, Column, F64_EXACT_INT, SOURCE_META, fill_strings, timestamp_type};
+use super::fill::fill_strings;
+use super::{Cell, Column, F64_EXACT_INT, SOURCE_META, TypedColumn, timestamp_type};
 use crate::column_types::{ColumnType, parse_date, parse_decimal, parse_timestamp};
 use crate::json::NumClass;
 
-/// `(type, is JSON text, values)` of a column hinted `ty`; the values that do not convert
+/// The column of cells `col` hinted `ty`; the values that do not convert
 /// are appended to `rescued` as `(row, path, JSON text)`.
 pub(super) fn column(
     col: Column<'_>,
@@ -23,7 +24,7 @@ pub(super) fn column(
     ty: ColumnType,
     path: &str,
     rescued: &mut Vec<(u32, String, String)>,
-) -> (DataType, bool, ArrayRef) {
+) -> TypedColumn {
     let cells = &col.cells;
     let mut keep = |row: u32, cell: Cell<'_>| {
         rescued.push((row, path.to_string(), cell.json().into_owned()));
@@ -31,20 +32,20 @@ pub(super) fn column(
     match ty {
         ColumnType::String => {
             let b = fill_strings(n, cells, |c| c.text());
-            (DataType::Utf8, false, Arc::new(b))
+            TypedColumn::new(DataType::Utf8, Arc::new(b))
         }
         ColumnType::Json => {
             let b = fill_strings(n, cells, |c| c.json());
-            (DataType::Utf8, true, Arc::new(b))
+            TypedColumn::json_text(Arc::new(b))
         }
-        ColumnType::Boolean => (DataType::Boolean, false, booleans(n, cells, &mut keep)),
+        ColumnType::Boolean => TypedColumn::new(DataType::Boolean, booleans(n, cells, &mut keep)),
         ColumnType::Int64 => {
             let mut b = primitive::<Int64Type>(n, cells, &mut keep, int);
-            (DataType::Int64, false, Arc::new(b.finish()))
+            TypedColumn::new(DataType::Int64, Arc::new(b.finish()))
         }
         ColumnType::Float64 => {
             let mut b = primitive::<Float64Type>(n, cells, &mut keep, float);
-            (DataType::Float64, false, Arc::new(b.finish()))
+            TypedColumn::new(DataType::Float64, Arc::new(b.finish()))
         }
         ColumnType::Decimal(p, s) => {
             let conv = |c: Cell<'_>| match c {
@@ -55,7 +56,7 @@ pub(super) fn column(
             let mut b = primitive::<Decimal128Type>(n, cells, &mut keep, conv)
                 .with_precision_and_scale(p, s)
                 .expect("a hinted precision and scale are valid");
-            (DataType::Decimal128(p, s), false, Arc::new(b.finish()))
+            TypedColumn::new(DataType::Decimal128(p, s), Arc::new(b.finish()))
         }
         ColumnType::Date => {
             let conv = |c: Cell<'_>| match c {
@@ -63,7 +64,7 @@ pub(super) fn column(
                 _ => None,
             };
             let mut b = primitive::<Date32Type>(n, cells, &mut keep, conv);
-            (DataType::Date32, false, Arc::new(b.finish()))
+            TypedColumn::new(DataType::Date32, Arc::new(b.finish()))
         }
         ColumnType::Timestamp => {
             let conv = |c: Cell<'_>| match c {
@@ -72,7 +73,7 @@ pub(super) fn column(
             };
             let mut b = primitive::<TimestampMicrosecondType>(n, cells, &mut keep, conv)
                 .with_timezone("UTC");
-            (timestamp_type(), false, Arc::new(b.finish()))
+            TypedColumn::new(timestamp_type(), Arc::new(b.finish()))
         }
     }
 }

@@ -36,6 +36,7 @@ use super::*;
 use crate::column_types::{DetectType, date_text, decimal_text, timestamp_text};
 use crate::config::Evolution;
 use crate::json::{Doc, Kind, NumClass};
+use crate::naming::RESCUED;
 
 /// Cases run by the property test.
 const CASES: u32 = 2000;
@@ -434,9 +435,9 @@ proptest! {
         let mut t2 = tables_of(flatten("t", &staged2["t"], &lineage, &cfg).unwrap());
         for (name, batch) in t2.iter_mut() {
             if let Some(existing) = t1.get(name) {
-                let target = crate::flatten::fit::merged_schema(None, existing);
+                let target = crate::table::fit::merged_schema(None, existing);
                 let table = TableName::existing(name).unwrap();
-                let fitted = crate::flatten::fit::to_table(
+                let fitted = crate::table::fit::to_table(
                     &table, batch.clone(), Some(&target), Evolution::Add,
                 ).unwrap();
                 *batch = fitted.batch;
@@ -889,7 +890,7 @@ fn flattened_and_fitted(
             let target = to.get(&name).map(|b| b.schema());
             let table = TableName::existing(&name).unwrap();
             let fitted =
-                crate::flatten::fit::to_table(&table, batch, target.as_deref(), Evolution::Add)
+                crate::table::fit::to_table(&table, batch, target.as_deref(), Evolution::Add)
                     .unwrap();
             (name, fitted.batch)
         })

@@ -8,6 +8,8 @@ use crate::config::EnvelopeConfig;
 use crate::config::TypesMode;
 use crate::column_types::{ColumnType, DetectType};
 use crate::stage::stage_file_bytes;
+use crate::naming::RESCUED;
+use crate::table::fit;
 
 fn lineage() -> Lineage {
     Lineage::new("b1", 1_700_000_000_000_000)

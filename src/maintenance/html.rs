@@ -307,7 +307,7 @@ fn bars(
             esc(&run.run_id),
             esc(&tip)
         );
-        stacked_bar(&mut s, run, series, stack, (x, bar, top));
+        stacked_bar(&mut s, run, series, stack, BarAt { x, width: bar, top });
         s.push_str("</g>");
     }
     first_and_last_ids(&mut s, runs);
@@ -335,15 +335,19 @@ fn bar_tip(
     tip
 }
 
-/// A run's bar at `x`, `bar` wide, its series' values stacked bottom up on a scale up to
-/// `top`, and a red line under it when the run failed.
-fn stacked_bar(
-    s: &mut String,
-    run: &BatchRun,
-    series: &[(&str, &str)],
-    stack: &[f64],
-    (x, bar, top): (f64, f64, f64),
-) {
+/// Where a bar goes on a chart: its left edge `x`, its `width`, and the value at the top
+/// of the chart's scale.
+#[derive(Clone, Copy)]
+struct BarAt {
+    x: f64,
+    width: f64,
+    top: f64,
+}
+
+/// A run's bar `at` its place, its series' values stacked bottom up on the chart's
+/// scale, and a red line under it when the run failed.
+fn stacked_bar(s: &mut String, run: &BatchRun, series: &[(&str, &str)], stack: &[f64], at: BarAt) {
+    let BarAt { x, width: bar, top } = at;
     let ph = HEIGHT - TOP - BOTTOM;
     let mut y = TOP + ph;
     for ((_, colour), v) in series.iter().zip(stack) {

@@ -150,6 +150,16 @@ impl<'a> Maintenance<'a> {
     }
 }
 
+/// Where a table comes in [`Maintain::execute`]'s visits (ordered as `health` ranks
+/// tables, worst first: flagged tables, then by small files).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Rank {
+    /// `health` flags the table (many files, small on average).
+    flagged: bool,
+    /// Its files under the small-file threshold.
+    small_files: u64,
+}
+
 impl Maintain<'_> {
     /// Visit at most `n` tables (the worst first); the others are listed as not reached.
     pub fn with_max_tables(mut self, n: Option<usize>) -> Self {
@@ -223,7 +233,7 @@ impl Maintain<'_> {
     }
 
     /// `health`'s order: flagged tables first, then by small files.
-    fn rank(&self, table: &str) -> Result<(bool, u64)> {
+    fn rank(&self, table: &str) -> Result<Rank> {
         let m = self.maintenance;
         let storage = m.storage()?;
         let (_, t) = m.open(&storage, table)?;
@@ -233,11 +243,14 @@ impl Maintain<'_> {
         let bytes: u64 = files.iter().map(|(_, s)| s).sum();
         let flagged = n > FLAG_MIN_FILES && bytes.checked_div(n).unwrap_or(0) < FLAG_MAX_AVG_BYTES;
         let small_files = files.iter().filter(|(_, s)| *s < small).count() as u64;
-        Ok((flagged, small_files))
+        Ok(Rank {
+            flagged,
+            small_files,
+        })
     }
 
     /// The steps for one table; the first that fails ends its visit.
-    fn table(&self, table: &str, rank: (bool, u64)) -> MaintainedTable {
+    fn table(&self, table: &str, rank: Rank) -> MaintainedTable {
         let mut done = MaintainedTable {
             table: table.to_string(),
             ..Default::default()
@@ -248,12 +261,11 @@ impl Maintain<'_> {
         done
     }
 
-    fn steps(
-        &self,
-        table: &str,
-        (flagged, small): (bool, u64),
-        done: &mut MaintainedTable,
-    ) -> Result<()> {
+    fn steps(&self, table: &str, rank: Rank, done: &mut MaintainedTable) -> Result<()> {
+        let Rank {
+            flagged,
+            small_files: small,
+        } = rank;
         let m = self.maintenance;
         let storage = m.storage()?;
         // A staging table is a load's, in flight or left by a killed run (its batch's

@@ -447,7 +447,7 @@ impl<'a> Maintenance<'a> {
         for name in self.tables()? {
             let (_, t) = self.open(&storage, &name)?;
             let target = self.catalog.target_file_size();
-            tables.push(self.block_on(table_health(&name, &t, (small, target)))?);
+            tables.push(self.block_on(table_health(&name, &t, small, target))?);
         }
         tables.sort_by(|a, b| {
             b.flagged
@@ -672,11 +672,9 @@ pub fn table_retention_hours(name: &str, t: &DeltaTable) -> Result<u64> {
     Ok(duration.as_secs().div_ceil(3600).max(MIN_RETENTION_HOURS))
 }
 
-async fn table_health(
-    name: &str,
-    t: &DeltaTable,
-    (small, target): (u64, u64),
-) -> Result<TableHealth> {
+/// The health of table `t` (named `name`): files under `small` bytes count as small,
+/// file sizes are bucketed around the `target` size.
+async fn table_health(name: &str, t: &DeltaTable, small: u64, target: u64) -> Result<TableHealth> {
     let version = t.version().unwrap_or_default();
     let files = live_files(t, name)?;
     let mut file_sizes = [0u64; 6];

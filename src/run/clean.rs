@@ -366,8 +366,10 @@ impl Held<'_> {
         };
         crate::run_control::append_rows(
             &self.ctx.catalog,
-            (self.storage, crate::table::RunMode::default()),
-            (&[row], self.key),
+            self.storage,
+            crate::table::RunMode::default(),
+            &[row],
+            self.key,
             |_, _, _| {},
         )
     }

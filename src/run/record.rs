@@ -50,7 +50,8 @@ pub(super) fn record_run(
         &staged.summary,
         run_id,
         key,
-        (run.started_micros, store_retries),
+        run.started_micros,
+        store_retries,
     ));
     // Run with `_run_control`'s lock held, on the versions its upkeep is due.
     let upkeep = |table: &TableName, c, written| {
@@ -58,8 +59,10 @@ pub(super) fn record_run(
     };
     let appended = crate::run_control::append_rows(
         &run.ctx.catalog,
-        (&run.storage, run.mode),
-        (&run_control, key),
+        &run.storage,
+        run.mode,
+        &run_control,
+        key,
         upkeep,
     );
     match appended {

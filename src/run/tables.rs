@@ -64,12 +64,16 @@ fn refused(run: &Run, summary: &crate::stage::spill::StagingSummary) -> Option<V
         }
         hinted.conflict(table, look)
     };
-    let corrupt = summary.corrupt_lines > 0;
+    let hinted_tables = hinted.tables();
+    let batch = crate::table::BatchTables {
+        topics: &topics,
+        hinted: &hinted_tables,
+        corrupt: summary.corrupt_lines > 0,
+    };
     let refused = run.runtime().block_on(run.storage.opener().refusals(
-        &topics,
-        &hinted.tables(),
-        corrupt,
-        (run.key(), run.mode),
+        batch,
+        run.key(),
+        run.mode,
         &conflict,
     ));
     if refused.is_empty() {

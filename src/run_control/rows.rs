@@ -214,7 +214,8 @@ pub(crate) fn invariant_row(
     summary: &StagingSummary,
     run_id: &str,
     key: &BatchKey,
-    (started_micros, store_retries): (i64, u64),
+    started_micros: i64,
+    store_retries: u64,
 ) -> RunControlRow {
     RunControlRow {
         run_id: run_id.to_string(),

@@ -30,8 +30,10 @@ pub(crate) const UPKEEP_EVERY: u64 = 10;
 /// the table keeps a few files however many runs it records.
 pub(crate) fn append_rows(
     catalog: &Catalog,
-    (storage, mode): (&Storage, RunMode),
-    (rows, key): (&[RunControlRow], &BatchKey),
+    storage: &Storage,
+    mode: RunMode,
+    rows: &[RunControlRow],
+    key: &BatchKey,
     upkeep: impl FnOnce(&TableName, Committed, WrittenTable),
 ) -> Result<()> {
     let table = TableName::system(RUN_CONTROL_TABLE);

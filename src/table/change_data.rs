@@ -23,8 +23,10 @@ const CHANGE_TYPE: &str = "_change_type";
 pub(super) async fn write(
     store: &deltalake::logstore::ObjectStoreRef,
     schema: &SchemaRef,
-    (deleted, inserted): (&[RecordBatch], &[RecordBatch]),
-    (mapping, compression): (Option<&Mapping>, super::Compression),
+    deleted: &[RecordBatch],
+    inserted: &[RecordBatch],
+    mapping: Option<&Mapping>,
+    compression: super::Compression,
 ) -> Result<Option<deltalake::kernel::AddCDCFile>, DeltaTableError> {
     let rows: usize = deleted
         .iter()

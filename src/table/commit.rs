@@ -9,11 +9,14 @@ use arrow::datatypes::{Schema, SchemaRef};
 use deltalake::protocol::SaveMode;
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::datafiles::write_data_files;
+use super::datafiles::{FileLayout, write_data_files};
 use super::entry::{CommitNotes, commit_on};
-use super::files::{BatchFiles, BatchRows, Folders, batch_files, same_schema, whole_removes};
+use super::files::{
+    BatchFiles, BatchRows, Folders, WholeFile, batch_files, same_schema, whole_removes,
+};
+use super::fit;
 use super::open::{Opener, Unloaded, Unopened};
-use super::planned::Duties;
+use super::planned::{Duties, LogEntry, PlannedOn};
 use super::put::put_commit;
 use super::rewrite::Rewrite;
 use super::shape::{StatsColumns, plain_type};
@@ -23,7 +26,6 @@ use super::{
 };
 use crate::batch::BatchKey;
 use crate::error::{Error, Result};
-use crate::flatten::fit;
 use crate::naming::{self, TableName};
 
 /// Commits a batch's rows to the tables of a [`Storage`], each write in one commit, by
@@ -56,20 +58,25 @@ impl<'a> Committer<'a> {
         &self,
         table: &TableName,
         unopened: Unopened,
-    ) -> Result<(DeltaTable, Option<DeltaTable>, Option<SchemaRef>, Folders)> {
+    ) -> Result<OpenedForWrite> {
         let (handle, existing) = self.opener().open_or_new_unless(table, unopened).await?;
         let schema = existing
             .as_ref()
             .map(|t| arrow_schema(table, t))
             .transpose()?;
         let folders = schema.as_deref().map_or(Folders::SourceFile, Folders::of);
-        Ok((handle, existing, schema, folders))
+        Ok(OpenedForWrite {
+            handle,
+            existing,
+            schema,
+            folders,
+        })
     }
 
     /// Replaces the rows of `key` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
     /// appends take the direct paths ([`Opener::open_unloaded`] first, then
-    /// [`Committer::write_direct`]), a replace [`Rewriter::rewrite`].
+    /// [`TableWrite::direct`]), a replace [`TableWrite::rewrite`].
     pub(crate) async fn replace(
         &self,
         table: &TableName,
@@ -90,32 +97,28 @@ impl<'a> Committer<'a> {
             }
             Err(why) => why,
         };
-        let (handle, existing, schema, folders) = self.open_for_write(table, unopened).await?;
-        let batch = match &schema {
+        let opened = self.open_for_write(table, unopened).await?;
+        let batch = match &opened.schema {
             Some(schema) => fit::cast_to_table(table, batch, schema)?,
             None => batch,
         };
-        let may_hold = existing
-            .as_ref()
-            .is_some_and(|t| batch_files(t, key, folders).may_hold());
-        // A new table, or one without rows of this batch: the direct create or append.
-        let existing = if may_hold {
-            existing
-        } else {
-            let batches = std::slice::from_ref(&batch);
-            match self
-                .write_direct(table, &handle, existing, Write::Append, batches, Some(key))
-                .await?
-            {
-                Direct::Done(c, _) => return Ok(c),
-                Direct::NotApplicable(existing) => existing,
-            }
+        let files = match &opened.existing {
+            Some(t) => batch_files(t, key, opened.folders),
+            None => BatchFiles::None,
         };
-        let rows = may_hold.then(|| BatchRows::of(key, folders));
-        let (c, _) = self
-            .write_rewrite(table, &handle, existing, &[batch], rows, key)
-            .await?;
-        Ok(c)
+        // A new table, or one without rows of this batch: the direct create or append.
+        let rows = files.may_hold().then(|| BatchRows::of(key, opened.folders));
+        let job = TableWrite {
+            committer: *self,
+            table,
+            handle: &opened.handle,
+            batches: std::slice::from_ref(&batch),
+            key,
+            files,
+            rows,
+        };
+        let done = job.commit(&DIRECT_OR_REWRITE, opened.existing).await?;
+        Ok(done.committed)
     }
 
     /// Writes the parts several topics have for one table in one commit: each part is
@@ -131,7 +134,7 @@ impl<'a> Committer<'a> {
         key: &BatchKey,
         write: Write,
     ) -> Result<(Written, Option<WrittenTable>)> {
-        let t0 = std::time::Instant::now();
+        let started = std::time::Instant::now();
         let unopened = match self
             .replace_parts_unloaded(table, &parts, key, write)
             .await?
@@ -139,72 +142,33 @@ impl<'a> Committer<'a> {
             Ok(written) => return Ok((written, None)),
             Err(why) => why,
         };
-        let (handle, existing, schema, folders) = self.open_for_write(table, unopened).await?;
-        let fitted = fit_parts(table, &parts, schema);
+        let opened = self.open_for_write(table, unopened).await?;
+        let fitted = fit_parts(table, &parts, opened.schema);
         if fitted.batches.is_empty() {
             return Ok(((Committed::default(), fitted.outcomes), None));
         }
         let batches = fit::widen(table, &fitted.batches)?;
-        let files = match &existing {
-            Some(t) if write == Write::Replace => batch_files(t, key, folders),
+        let files = match &opened.existing {
+            Some(t) if write == Write::Replace => batch_files(t, key, opened.folders),
             _ => BatchFiles::None,
-        };
-        let write = files.write();
-        let t1 = std::time::Instant::now();
-        let topics = (&fitted.topics[..], folders);
-        let existing = match self
-            .whole_files(table, existing, files, &batches, key, topics)
-            .await?
-        {
-            Ok((c, written)) => {
-                debug_committed(table, (t0, t1), "whole files");
-                return Ok(((c, fitted.outcomes), Some(written)));
-            }
-            Err(existing) => existing,
-        };
-        let existing = match self
-            .write_direct(table, &handle, existing, write, &batches, Some(key))
-            .await?
-        {
-            Direct::Done(c, written) => {
-                debug_committed(table, (t0, t1), "direct");
-                return Ok(((c, fitted.outcomes), written));
-            }
-            Direct::NotApplicable(existing) => existing,
         };
         // A plain append (schemas merged) for a later slice of a topic whose first slice
         // already replaced its rows, or a table without rows of this batch.
-        let rows =
-            (write == Write::Replace).then(|| BatchRows::of_topics(key, &fitted.topics, folders));
-        let t1 = std::time::Instant::now();
-        let (c, written) = self
-            .write_rewrite(table, &handle, existing, &batches, rows, key)
-            .await?;
-        debug_rewritten(table, (t0, t1));
-        Ok(((c, fitted.outcomes), written))
-    }
-
-    /// [`Committer::replace_whole_files`] of `existing` when `files` are
-    /// [`BatchFiles::Whole`] and that applies; else `Err` with `existing` back.
-    async fn whole_files(
-        &self,
-        table: &TableName,
-        existing: Option<DeltaTable>,
-        files: BatchFiles,
-        batches: &[RecordBatch],
-        key: &BatchKey,
-        topics_folders: (&[String], Folders),
-    ) -> Result<std::result::Result<(Committed, WrittenTable), Option<DeltaTable>>> {
-        match (existing, files) {
-            (Some(t), BatchFiles::Whole(whole)) => match self
-                .replace_whole_files(table, &t, batches, key, topics_folders, whole)
-                .await?
-            {
-                Some(done) => Ok(Ok(done)),
-                None => Ok(Err(Some(t))),
-            },
-            (existing, _) => Ok(Err(existing)),
-        }
+        let rows = files
+            .may_hold()
+            .then(|| BatchRows::of_topics(key, &fitted.topics, opened.folders));
+        let job = TableWrite {
+            committer: *self,
+            table,
+            handle: &opened.handle,
+            batches: &batches,
+            key,
+            files,
+            rows,
+        };
+        let done = job.commit(&Strategy::ALL, opened.existing).await?;
+        done.debug_log(table, started);
+        Ok(((done.committed, fitted.outcomes), done.written))
     }
 
     /// [`Committer::replace_parts`] on a table opened from its log alone
@@ -245,35 +209,6 @@ impl<'a> Committer<'a> {
             }
             None => Ok(Err(Unopened::Other)),
         }
-    }
-
-    /// The path for what the direct ones do not take (schema changes, types outside the
-    /// flattener's, replaces of files that mix batches or topics): on an existing table
-    /// [`Rewriter::rewrite`] replaces the `rows` given (or appends, schemas merged); a new
-    /// table is created first ([`Committer::create_empty`]) and then written to.
-    pub(super) async fn write_rewrite(
-        &self,
-        table: &TableName,
-        handle: &DeltaTable,
-        existing: Option<DeltaTable>,
-        batches: &[RecordBatch],
-        rows: Option<BatchRows<'_>>,
-        key: &BatchKey,
-    ) -> Result<(Committed, Option<WrittenTable>)> {
-        let t = match existing {
-            Some(t) => t,
-            None => self.create_empty(table, handle, batches).await?,
-        };
-        let what = Rewrite {
-            rows,
-            txn: self.txn(Some(key)),
-        };
-        let (c, written) = self
-            .storage
-            .rewriter()
-            .rewrite(table, &t, batches, what)
-            .await?;
-        Ok((c, Some(written)))
     }
 
     /// Creates the table with the schema of `batches` and no rows, through deltalake's
@@ -355,17 +290,11 @@ impl<'a> Committer<'a> {
         }))?;
         // A new table's configuration sets no data-skipping property: statistics for the
         // kernel's default number of leading columns (32).
-        let stats = StatsColumns::new_table();
+        let layout = FileLayout::new_table(schema);
         let log_store = handle.log_store();
-        let (adds, c, properties) = write_data_files(
-            self.storage,
-            &log_store,
-            schema,
-            batches,
-            (stats, None),
-            CommitNotes::of(self.txn(key)),
-        )
-        .await?;
+        let notes = CommitNotes::of(self.txn(key));
+        let (adds, c, properties) =
+            write_data_files(self.storage, &log_store, layout, batches, notes).await?;
         let mut actions = vec![Action::Protocol(protocol), Action::Metadata(metadata)];
         actions.extend(adds.into_iter().map(Action::Add));
         // Version 0 only: `put` if absent. Left to delta-rs, a create that finds version 0
@@ -377,120 +306,6 @@ impl<'a> Committer<'a> {
         } else {
             Created::Raced
         })
-    }
-
-    /// The direct paths, nothing read back: a new table is created with
-    /// `batches` ([`Self::create_with_files`]); an existing one gets them appended for a
-    /// [`Write::Append`] when they have the table's schema ([`Self::append_files`]).
-    /// Otherwise [`Direct::NotApplicable`] hands back the table for
-    /// [`Committer::write_rewrite`] (loaded anew when another writer created it meanwhile).
-    pub(super) async fn write_direct(
-        &self,
-        table: &TableName,
-        handle: &DeltaTable,
-        existing: Option<DeltaTable>,
-        write: Write,
-        batches: &[RecordBatch],
-        key: Option<&BatchKey>,
-    ) -> Result<Direct> {
-        let Some(t) = existing else {
-            self.storage.ensure_local_dir(table)?;
-            let created = self
-                .create_with_files(handle, batches, key)
-                .await
-                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-            return match created {
-                // A table with one commit has nothing to maintain: no state loaded.
-                Created::Committed(c) => Ok(Direct::Done(c, None)),
-                // Another writer created it meanwhile: the rows go to it as it is now
-                // (schemas merged). The files written for the lost create stay
-                // unreferenced until a VACUUM.
-                Created::Raced => {
-                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
-                    Ok(Direct::NotApplicable(self.opener().open(table).await?))
-                }
-                Created::NotApplicable => Ok(Direct::NotApplicable(None)),
-            };
-        };
-        if write == Write::Replace || same_schema(table, &t, batches)?.is_none() {
-            return Ok(Direct::NotApplicable(Some(t)));
-        }
-        let (c, written) = self
-            .append_files(&t, batches, key)
-            .await
-            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
-        Ok(Direct::Done(c, Some(written)))
-    }
-
-    /// The replace of `key`'s rows of `topics` without reading a file, for a table whose
-    /// files holding the batch hold only it and topics they name ([`BatchFiles::Whole`]):
-    /// those files go whole and the new files are added, in one commit recording the
-    /// rows' predicate ([`BatchRows::sql`]). `Ok(None)` (nothing written) when a file of
-    /// the batch holds a topic written now beside one that is not (its other rows must
-    /// stay) or the rows need a schema change: the caller's [`Committer::write_rewrite`]
-    /// handles those.
-    pub(super) async fn replace_whole_files(
-        &self,
-        table: &TableName,
-        t: &DeltaTable,
-        batches: &[RecordBatch],
-        key: &BatchKey,
-        (topics, folders): (&[String], Folders),
-        whole: Vec<super::files::WholeFile>,
-    ) -> Result<Option<(Committed, WrittenTable)>> {
-        use deltalake::kernel::Action;
-        use deltalake::protocol::DeltaOperation;
-
-        let delta = |e| Error::delta(table.as_str(), "write", e);
-        let Some((removes, removed_rows)) = whole_removes(whole, topics) else {
-            return Ok(None);
-        };
-        let Some(schema) = same_schema(table, t, batches)? else {
-            return Ok(None);
-        };
-        let snapshot = t.snapshot().map_err(delta)?;
-        let predicate = BatchRows::of_topics(key, topics, folders).sql();
-        let duties = Duties::read(t, snapshot).await.map_err(delta)?;
-        duties.check_rows(batches).map_err(delta)?;
-        let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
-        let log_store = t.log_store();
-        let notes = CommitNotes {
-            txn: self.txn(Some(key)),
-            read_version: Some(snapshot.version()),
-            removed: Some((removes.len() as u64, removed_rows)),
-            rewritten_rows: 0,
-            blind_append: false,
-        };
-        let stats = (stats, duties.mapping.as_ref());
-        let (adds, mut c, properties) =
-            write_data_files(self.storage, &log_store, schema, batches, stats, notes)
-                .await
-                .map_err(delta)?;
-        let pending = Pending {
-            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
-            removes: removes.iter().map(|r| r.path.clone()).collect(),
-        };
-        let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
-        actions.extend(adds.into_iter().map(Action::Add));
-        let commit = commit_on(
-            t,
-            (snapshot, &duties),
-            properties,
-            (actions, false),
-            DeltaOperation::Write {
-                mode: SaveMode::Overwrite,
-                partition_by: None,
-                predicate: Some(predicate),
-            },
-            pending,
-        );
-        let written = self
-            .storage
-            .clock
-            .commit(&mut c, commit)
-            .await
-            .map_err(delta)?;
-        Ok(Some((c, written)))
     }
 
     /// A plain append of rows in the table's own schema: data files written with
@@ -512,33 +327,32 @@ impl<'a> Committer<'a> {
         };
         let duties = Duties::read(t, snapshot).await?;
         duties.check_rows(batches)?;
-        let stats = duties.stats_columns(StatsColumns::of(snapshot), &first.schema());
-        let log_store = t.log_store();
-        let (adds, mut c, properties) = write_data_files(
-            self.storage,
-            &log_store,
-            first.schema(),
-            batches,
-            (stats, duties.mapping.as_ref()),
-            CommitNotes::of(self.txn(key)),
-        )
-        .await?;
-        let pending = Pending {
-            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
-            removes: Vec::new(),
+        let layout = FileLayout {
+            stats: duties.stats_columns(StatsColumns::of(snapshot), &first.schema()),
+            schema: first.schema(),
+            mapping: duties.mapping.as_ref(),
         };
-        let commit = commit_on(
-            t,
-            (snapshot, &duties),
+        let log_store = t.log_store();
+        let notes = CommitNotes::of(self.txn(key));
+        let (adds, mut c, properties) =
+            write_data_files(self.storage, &log_store, layout, batches, notes).await?;
+        let pending = Pending::of(&adds, &[]);
+        let entry = LogEntry {
             properties,
-            (adds.into_iter().map(Action::Add).collect(), false),
-            DeltaOperation::Write {
+            actions: adds.into_iter().map(Action::Add).collect(),
+            copies: false,
+            operation: DeltaOperation::Write {
                 mode: SaveMode::Append,
                 partition_by: None,
                 predicate: None,
             },
-            pending,
-        );
+        };
+        let at = PlannedOn {
+            t,
+            snapshot,
+            duties: &duties,
+        };
+        let commit = commit_on(at, entry, pending);
         let written = self.storage.clock.commit(&mut c, commit).await?;
         Ok((c, written))
     }
@@ -566,18 +380,17 @@ impl<'a> Committer<'a> {
             Err(why) => why,
         };
         let (handle, existing) = self.opener().open_or_new_unless(table, unopened).await?;
-        let batches = std::slice::from_ref(&batch);
-        let existing = match self
-            .write_direct(table, &handle, existing, Write::Append, batches, Some(key))
-            .await?
-        {
-            Direct::Done(c, _) => return Ok(c),
-            Direct::NotApplicable(existing) => existing,
+        let job = TableWrite {
+            committer: *self,
+            table,
+            handle: &handle,
+            batches: std::slice::from_ref(&batch),
+            key,
+            files: BatchFiles::None,
+            rows: None,
         };
-        let (c, _) = self
-            .write_rewrite(table, &handle, existing, batches, None, key)
-            .await?;
-        Ok(c)
+        let done = job.commit(&DIRECT_OR_REWRITE, existing).await?;
+        Ok(done.committed)
     }
 
     /// Appends `batches` to an [`Opener::open_unloaded`] table in one commit at the
@@ -616,16 +429,10 @@ impl<'a> Committer<'a> {
         use deltalake::kernel::Action;
 
         // Default statistics columns: `open_unloaded` took only such tables.
-        let stats = super::shape::StatsColumns::new_table();
-        let (adds, mut c, properties) = write_data_files(
-            self.storage,
-            &u.log_store,
-            Arc::clone(&u.schema),
-            batches,
-            (stats, None),
-            CommitNotes::of(self.txn(Some(key))),
-        )
-        .await?;
+        let layout = FileLayout::new_table(Arc::clone(&u.schema));
+        let notes = CommitNotes::of(self.txn(Some(key)));
+        let (adds, mut c, properties) =
+            write_data_files(self.storage, &u.log_store, layout, batches, notes).await?;
         let actions = adds.into_iter().map(Action::Add).collect();
         let version = u.version + 1;
         let put = put_commit(&u.log_store, version, properties, actions);
@@ -637,39 +444,306 @@ impl<'a> Committer<'a> {
     }
 }
 
-/// Logs at debug level a commit of `table` by `strategy`: how long it took to open and
-/// fit (`started` to `fitted`) and to commit (`fitted` to now).
-fn debug_committed(
-    table: &TableName,
-    (started, fitted): (std::time::Instant, std::time::Instant),
-    strategy: &'static str,
-) {
-    tracing::debug!(
-        table = %table,
-        open_and_fit_us = (fitted - started).as_micros() as u64,
-        commit_us = fitted.elapsed().as_micros() as u64,
-        strategy,
-        "committed"
-    )
+/// What [`Committer::open_for_write`] opened: the table's handle, the table when it
+/// exists, its schema, and how its rows tell their folder.
+struct OpenedForWrite {
+    handle: DeltaTable,
+    existing: Option<DeltaTable>,
+    schema: Option<SchemaRef>,
+    folders: Folders,
 }
 
-/// Logs at debug level a commit of `table` by a rewrite: how long it took up to the
-/// rewrite (`started` to `ready`) and to rewrite (`ready` to now).
-fn debug_rewritten(table: &TableName, (started, ready): (std::time::Instant, std::time::Instant)) {
-    tracing::debug!(
-        table = %table,
-        open_and_fit_us = (ready - started).as_micros() as u64,
-        rewrite_us = ready.elapsed().as_micros() as u64,
-        "committed"
-    );
+/// A commit strategy: each one commits a [`TableWrite`] on the table as it is, or
+/// hands the table back when it does not apply ([`Tried`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Strategy {
+    /// [`TableWrite::whole_files`]: the batch's files removed whole, the rows added.
+    WholeFiles,
+    /// [`TableWrite::direct`]: a create or an append, nothing read back.
+    Direct,
+    /// [`TableWrite::rewrite`]: the files that mix the batch's rows with others
+    /// rewritten; applies always.
+    Rewrite,
 }
 
-/// What [`Committer::write_direct`] did.
-pub(super) enum Direct {
+impl Strategy {
+    /// Every strategy, cheapest first.
+    const ALL: [Strategy; 3] = [Strategy::WholeFiles, Strategy::Direct, Strategy::Rewrite];
+
+    /// Its name in the debug log.
+    fn name(self) -> &'static str {
+        match self {
+            Strategy::WholeFiles => "whole files",
+            Strategy::Direct => "direct",
+            Strategy::Rewrite => "rewrite",
+        }
+    }
+}
+
+/// The strategies of a write of one topic's rows ([`Committer::replace`],
+/// [`Committer::append`]), which never finds whole files to remove.
+const DIRECT_OR_REWRITE: [Strategy; 2] = [Strategy::Direct, Strategy::Rewrite];
+
+/// What a commit strategy did.
+pub(super) enum Tried {
     /// Committed; the table for the maintenance after it, if it needs any.
     Done(Committed, Option<WrittenTable>),
-    /// Not a case for the direct paths: nothing written; the table as it is, if any.
+    /// Not a case for the strategy: nothing written; the table as it is, if any.
     NotApplicable(Option<DeltaTable>),
+}
+
+/// A commit by [`TableWrite::commit`]: what it committed, by which strategy, and when
+/// that strategy's turn came (for the debug log of its timing).
+pub(super) struct CommittedBy {
+    pub(super) committed: Committed,
+    pub(super) written: Option<WrittenTable>,
+    pub(super) strategy: Strategy,
+    pub(super) ready: std::time::Instant,
+}
+
+impl CommittedBy {
+    /// Logs at debug level how long the commit of `table` took to open and fit (from
+    /// `started` until its strategy's turn) and to commit.
+    fn debug_log(&self, table: &TableName, started: std::time::Instant) {
+        let open_and_fit_us = (self.ready - started).as_micros() as u64;
+        let us = self.ready.elapsed().as_micros() as u64;
+        match self.strategy {
+            Strategy::Rewrite => {
+                tracing::debug!(table = %table, open_and_fit_us, rewrite_us = us, "committed")
+            }
+            strategy => tracing::debug!(
+                table = %table,
+                open_and_fit_us,
+                commit_us = us,
+                strategy = strategy.name(),
+                "committed"
+            ),
+        }
+    }
+}
+
+/// One write of a batch's rows to one table, what every commit strategy takes: the
+/// table and its handle, the rows (in the table's schema as fitted), the batch, the
+/// files of the table that may hold its rows, and which of its rows the write replaces.
+pub(super) struct TableWrite<'w> {
+    pub(super) committer: Committer<'w>,
+    pub(super) table: &'w TableName,
+    pub(super) handle: &'w DeltaTable,
+    pub(super) batches: &'w [RecordBatch],
+    pub(super) key: &'w BatchKey,
+    /// The table's files that may hold rows of the batch.
+    pub(super) files: BatchFiles,
+    /// The rows of the batch the write replaces; `None`: it appends.
+    pub(super) rows: Option<BatchRows<'w>>,
+}
+
+impl TableWrite<'_> {
+    /// Commits by the first of `strategies` that applies to `existing` (the table, if
+    /// it exists); they end with [`Strategy::Rewrite`], which applies always.
+    pub(super) async fn commit(
+        &self,
+        strategies: &[Strategy],
+        mut existing: Option<DeltaTable>,
+    ) -> Result<CommittedBy> {
+        let cheaper_ready = std::time::Instant::now();
+        for &strategy in strategies {
+            let ready = match strategy {
+                Strategy::Rewrite => std::time::Instant::now(),
+                _ => cheaper_ready,
+            };
+            existing = match self.by(strategy, existing).await? {
+                Tried::Done(committed, written) => {
+                    return Ok(CommittedBy {
+                        committed,
+                        written,
+                        strategy,
+                        ready,
+                    });
+                }
+                Tried::NotApplicable(existing) => existing,
+            };
+        }
+        Err(Error::delta(
+            self.table.as_str(),
+            "write",
+            DeltaTableError::Generic("no commit strategy applies".into()),
+        ))
+    }
+
+    /// The write committed by `strategy`.
+    async fn by(&self, strategy: Strategy, existing: Option<DeltaTable>) -> Result<Tried> {
+        match strategy {
+            Strategy::WholeFiles => self.whole_files(existing).await,
+            Strategy::Direct => self.direct(existing).await,
+            Strategy::Rewrite => self.rewrite(existing).await,
+        }
+    }
+
+    /// What the write does with the batch's rows the table holds.
+    fn write(&self) -> Write {
+        match self.rows {
+            Some(_) => Write::Replace,
+            None => Write::Append,
+        }
+    }
+
+    /// [`TableWrite::replace_whole_files`] of `existing` when its files holding the
+    /// batch's rows are [`BatchFiles::Whole`] and that applies.
+    pub(super) async fn whole_files(&self, existing: Option<DeltaTable>) -> Result<Tried> {
+        match (existing, &self.files) {
+            (Some(t), BatchFiles::Whole(whole)) => match self.replace_whole_files(&t, whole).await?
+            {
+                Some((c, written)) => Ok(Tried::Done(c, Some(written))),
+                None => Ok(Tried::NotApplicable(Some(t))),
+            },
+            (existing, _) => Ok(Tried::NotApplicable(existing)),
+        }
+    }
+
+    /// The direct paths, nothing read back: a new table is created with the rows
+    /// ([`Committer::create_with_files`]); an existing one gets them appended for a
+    /// [`Write::Append`] when they have the table's schema ([`Committer::append_files`]).
+    /// Otherwise [`Tried::NotApplicable`] hands back the table for
+    /// [`TableWrite::rewrite`] (loaded anew when another writer created it meanwhile).
+    pub(super) async fn direct(&self, existing: Option<DeltaTable>) -> Result<Tried> {
+        let (table, batches, key) = (self.table, self.batches, Some(self.key));
+        let Some(t) = existing else {
+            self.committer.storage.ensure_local_dir(table)?;
+            let created = self
+                .committer
+                .create_with_files(self.handle, batches, key)
+                .await
+                .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+            return match created {
+                // A table with one commit has nothing to maintain: no state loaded.
+                Created::Committed(c) => Ok(Tried::Done(c, None)),
+                // Another writer created it meanwhile: the rows go to it as it is now
+                // (schemas merged). The files written for the lost create stay
+                // unreferenced until a VACUUM.
+                Created::Raced => {
+                    tracing::info!(table = %table, "table created by another writer meanwhile; appending to it");
+                    Ok(Tried::NotApplicable(
+                        self.committer.opener().open(table).await?,
+                    ))
+                }
+                Created::NotApplicable => Ok(Tried::NotApplicable(None)),
+            };
+        };
+        if self.write() == Write::Replace || same_schema(table, &t, batches)?.is_none() {
+            return Ok(Tried::NotApplicable(Some(t)));
+        }
+        let (c, written) = self
+            .committer
+            .append_files(&t, batches, key)
+            .await
+            .map_err(|e| Error::delta(table.as_str(), "write", e))?;
+        Ok(Tried::Done(c, Some(written)))
+    }
+
+    /// The path for what the direct ones do not take (schema changes, types outside the
+    /// flattener's, replaces of files that mix batches or topics): on an existing table
+    /// [`Rewriter::rewrite`] replaces the rows of the batch the write replaces (or
+    /// appends, schemas merged); a new table is created first
+    /// ([`Committer::create_empty`]) and then written to. Applies always.
+    pub(super) async fn rewrite(&self, existing: Option<DeltaTable>) -> Result<Tried> {
+        let t = match existing {
+            Some(t) => t,
+            None => {
+                self.committer
+                    .create_empty(self.table, self.handle, self.batches)
+                    .await?
+            }
+        };
+        let what = Rewrite {
+            rows: self.rows,
+            txn: self.committer.txn(Some(self.key)),
+        };
+        let (c, written) = self
+            .committer
+            .storage
+            .rewriter()
+            .rewrite(self.table, &t, self.batches, what)
+            .await?;
+        Ok(Tried::Done(c, Some(written)))
+    }
+
+    /// The replace of the batch's rows of its topics without reading a file, for a
+    /// table whose files holding the batch hold only it and topics they name
+    /// ([`BatchFiles::Whole`]): those files go whole and the new files are added, in one
+    /// commit recording the rows' predicate ([`BatchRows::sql`]). `Ok(None)` (nothing
+    /// written) when a file of the batch holds a topic written now beside one that is
+    /// not (its other rows must stay) or the rows need a schema change: the caller's
+    /// [`TableWrite::rewrite`] handles those.
+    async fn replace_whole_files(
+        &self,
+        t: &DeltaTable,
+        whole: &[WholeFile],
+    ) -> Result<Option<(Committed, WrittenTable)>> {
+        let delta = |e| Error::delta(self.table.as_str(), "write", e);
+        let Some(rows) = self.rows else {
+            return Ok(None);
+        };
+        let Some((removes, removed_rows)) = rows.topics().and_then(|t| whole_removes(whole, t))
+        else {
+            return Ok(None);
+        };
+        let Some(schema) = same_schema(self.table, t, self.batches)? else {
+            return Ok(None);
+        };
+        let snapshot = t.snapshot().map_err(delta)?;
+        let duties = Duties::read(t, snapshot).await.map_err(delta)?;
+        duties.check_rows(self.batches).map_err(delta)?;
+        let layout = FileLayout {
+            stats: duties.stats_columns(StatsColumns::of(snapshot), &schema),
+            schema,
+            mapping: duties.mapping.as_ref(),
+        };
+        let notes = CommitNotes {
+            txn: self.committer.txn(Some(self.key)),
+            read_version: Some(snapshot.version()),
+            removed: Some((removes.len() as u64, removed_rows)),
+            rewritten_rows: 0,
+            blind_append: false,
+        };
+        let storage = self.committer.storage;
+        let (adds, mut c, properties) =
+            write_data_files(storage, &t.log_store(), layout, self.batches, notes)
+                .await
+                .map_err(delta)?;
+        let pending = Pending::of(&adds, &removes);
+        let entry = overwrite(properties, removes, adds, rows.sql());
+        let at = PlannedOn {
+            t,
+            snapshot,
+            duties: &duties,
+        };
+        let commit = commit_on(at, entry, pending);
+        let written = storage.clock.commit(&mut c, commit).await.map_err(delta)?;
+        Ok(Some((c, written)))
+    }
+}
+
+/// The log entry of a write that removes the files of `removes` whole and adds those of
+/// `adds`: an overwrite of the rows `predicate` selects.
+fn overwrite(
+    properties: deltalake::kernel::transaction::CommitProperties,
+    removes: Vec<deltalake::kernel::Remove>,
+    adds: Vec<deltalake::kernel::Add>,
+    predicate: String,
+) -> LogEntry {
+    use deltalake::kernel::Action;
+    let mut actions: Vec<Action> = removes.into_iter().map(Action::Remove).collect();
+    actions.extend(adds.into_iter().map(Action::Add));
+    LogEntry {
+        properties,
+        actions,
+        copies: false,
+        operation: deltalake::protocol::DeltaOperation::Write {
+            mode: SaveMode::Overwrite,
+            partition_by: None,
+            predicate: Some(predicate),
+        },
+    }
 }
 
 /// What [`Committer::create_with_files`] did.
@@ -692,10 +766,6 @@ pub(super) struct Fitted {
     outcomes: Vec<PartOutcome>,
 }
 
-/// Fits each part to the table's `schema` as the parts before it leave it, with its
-/// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
-/// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
-/// part (a topic's rows go in whole or not at all), which leaves the schema as it was.
 /// The error of a part whose rows are not of the kind of the table `schema` (when it
 /// exists): child rows (they have `_parent_id`) for a topic's table, or a topic's rows
 /// for a child table.
@@ -715,6 +785,10 @@ fn kind_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Opt
     })
 }
 
+/// Fits each part to the table's `schema` as the parts before it leave it, with its
+/// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
+/// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
+/// part (a topic's rows go in whole or not at all), which leaves the schema as it was.
 pub(super) fn fit_parts(
     table: &TableName,
     parts: &[Part],
@@ -732,36 +806,11 @@ pub(super) fn fit_parts(
         } else {
             crate::config::Evolution::Add
         };
-        let mut batches = Vec::with_capacity(part.batches.len());
-        let mut outcome = PartOutcome {
-            rows: 0,
-            added: Vec::new(),
-            rescued: 0,
-            error: None,
-        };
-        let mut part_schema = schema.clone();
-        if let Some(e) = kind_mismatch(table, part, schema.as_deref()) {
-            outcome.error = Some(e);
-        }
-        for batch in part.batches.iter().filter(|_| outcome.error.is_none()) {
-            match fit::to_table(table, batch.clone(), part_schema.as_deref(), evolution) {
-                Ok(c) => {
-                    part_schema = Some(fit::merged_schema(part_schema.as_deref(), &c.batch));
-                    outcome.rows += c.batch.num_rows() as u64;
-                    outcome.rescued += c.rescued;
-                    for a in c.added {
-                        if !outcome.added.contains(&a) {
-                            outcome.added.push(a);
-                        }
-                    }
-                    batches.push(c.batch);
-                }
-                Err(e) => {
-                    outcome.error = Some(e);
-                    break;
-                }
-            }
-        }
+        let FittedPart {
+            mut outcome,
+            batches,
+            schema: part_schema,
+        } = fit_part(table, part, schema.clone(), evolution);
         if outcome.error.is_none() {
             schema = part_schema;
             if !fitted.topics.contains(&part.topic) {
@@ -776,4 +825,58 @@ pub(super) fn fit_parts(
         fitted.outcomes.push(outcome);
     }
     fitted
+}
+
+/// One part fitted by [`fit_part`].
+struct FittedPart {
+    /// What became of it (its error, if refused: then `batches` and `schema` are
+    /// partial).
+    outcome: PartOutcome,
+    /// Its rows, slice by slice.
+    batches: Vec<RecordBatch>,
+    /// The table's schema after it.
+    schema: Option<SchemaRef>,
+}
+
+/// Fits `part`'s slices to the table's `schema` (`None`: a new table) one after the
+/// other, each against the schema the ones before it leave, with `evolution`; the first
+/// slice refused stops it.
+fn fit_part(
+    table: &TableName,
+    part: &Part,
+    schema: Option<SchemaRef>,
+    evolution: crate::config::Evolution,
+) -> FittedPart {
+    let mut outcome = PartOutcome {
+        rows: 0,
+        added: Vec::new(),
+        rescued: 0,
+        error: kind_mismatch(table, part, schema.as_deref()),
+    };
+    let mut batches = Vec::with_capacity(part.batches.len());
+    let mut schema = schema;
+    for batch in part.batches.iter().filter(|_| outcome.error.is_none()) {
+        match fit::to_table(table, batch.clone(), schema.as_deref(), evolution) {
+            Ok(c) => {
+                schema = Some(fit::merged_schema(schema.as_deref(), &c.batch));
+                outcome.rows += c.batch.num_rows() as u64;
+                outcome.rescued += c.rescued;
+                for a in c.added {
+                    if !outcome.added.contains(&a) {
+                        outcome.added.push(a);
+                    }
+                }
+                batches.push(c.batch);
+            }
+            Err(e) => {
+                outcome.error = Some(e);
+                break;
+            }
+        }
+    }
+    FittedPart {
+        outcome,
+        batches,
+        schema,
+    }
 }

@@ -26,9 +26,9 @@ use deltalake::kernel::{Action, LogicalFileView};
 use deltalake::{DeltaTable, DeltaTableError};
 use serde::Serialize;
 
-use super::mapping::Mapping;
-use super::planned::Duties;
-use super::row_ids::{FileIds, Materialized, copied_rows};
+use super::datafiles::FileLayout;
+use super::planned::{Duties, LogEntry, PlannedOn};
+use super::row_ids::{CopiedFile, FileIds, RowShape, copied_rows};
 use super::shape::{StatsColumns, check_plain_layout, read_file};
 use super::strict::READ_VERSION;
 use crate::error::{Error, Result};
@@ -72,6 +72,26 @@ pub(crate) enum Plan<'a> {
     ZOrder(&'a [String]),
 }
 
+impl<'a> Plan<'a> {
+    /// The columns of a Z-order (none for the other plans).
+    fn zorder(self) -> &'a [String] {
+        match self {
+            Plan::ZOrder(columns) => columns,
+            Plan::BinPack | Plan::Tiered => &[],
+        }
+    }
+
+    /// The bins (of indexes into `files`) the plan rewrites toward `target` bytes per
+    /// file.
+    fn bins(self, files: &[LogicalFileView], target: u64) -> Vec<Vec<usize>> {
+        match self {
+            Plan::BinPack => compaction_bins(files, target),
+            Plan::Tiered => tiered_bins(files, target),
+            Plan::ZOrder(_) => zorder_bins(files),
+        }
+    }
+}
+
 /// OPTIMIZE of `t` (named `name`): bin-packs toward `target` bytes per file, or Z-orders
 /// by `zorder` when it names columns; one commit, none when there is nothing to do.
 pub(crate) async fn optimize(
@@ -98,20 +118,16 @@ pub(crate) async fn rewrite(
     plan: Plan<'_>,
     compression: super::Compression,
 ) -> Result<OptimizeReport> {
-    let zorder = match plan {
-        Plan::ZOrder(columns) => columns,
-        Plan::BinPack | Plan::Tiered => &[],
-    };
+    let zorder = plan.zorder();
     let delta = |e| Error::delta(name, "optimize", e);
     let snapshot = t.snapshot().map_err(delta)?;
     let files: Vec<LogicalFileView> = snapshot.log_data().iter().collect();
     let files_before = files.len() as u64;
-    let version = snapshot.version();
     let mut report = OptimizeReport {
         table: name.to_string(),
         files_before,
         files_after: files_before,
-        version,
+        version: snapshot.version(),
         ..Default::default()
     };
     let schema = snapshot.snapshot().arrow_schema();
@@ -121,65 +137,150 @@ pub(crate) async fn rewrite(
         check_clustered(name, columns, zorder)?;
         report.clustered_by = Some(columns.clone());
     }
-    // Files a clustering engine clustered stay as they are: bronze does not cluster.
-    let files: Vec<LogicalFileView> = if duties.clustering.is_some() {
-        #[allow(deprecated)] // Its only way to a file's `clusteringProvider`.
-        let unclustered = |f: &LogicalFileView| f.add_action().clustering_provider.is_none();
-        files.into_iter().filter(unclustered).collect()
-    } else {
-        files
-    };
-    let bins = match plan {
-        Plan::BinPack => compaction_bins(&files, target),
-        Plan::Tiered => tiered_bins(&files, target),
-        Plan::ZOrder(_) => zorder_bins(&files),
-    };
+    let files = unclustered(files, &duties);
+    let bins = plan.bins(&files, target);
     if bins.is_empty() {
         return Ok(report);
     }
     check_plain_layout(name, snapshot)?;
     // Refused before any file is written.
     super::planned::refuse_unwritable(snapshot, &[]).map_err(delta)?;
+    let at = PlannedOn {
+        t: &t,
+        snapshot,
+        duties: &duties,
+    };
+    let compaction = Compaction {
+        name,
+        at,
+        schema,
+        zorder,
+        target,
+        compression,
+    };
     let started = std::time::Instant::now();
-    let store = t.log_store().object_store(None);
-    let mut done = Rewritten::default();
-    // The schema of the files written: with row tracking, each row's id and version too.
-    let materialized = duties.materialized.as_ref();
-    let written_schema = materialized.map_or_else(|| Arc::clone(&schema), |m| m.extended(&schema));
-    for bin in bins {
-        let (mut batches, removes, bytes_removed) = read_bin(
-            name,
-            &store,
-            (&files, &bin),
-            (&schema, duties.mapping.as_ref(), materialized),
-        )
-        .await?;
-        done.bytes_removed += bytes_removed;
-        done.removes.extend(removes);
-        done.rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
-        if !zorder.is_empty() {
-            batches =
-                zordered(&written_schema, &batches, zorder).map_err(|e| Error::arrow(name, e))?;
-        }
-        let stats = duties.stats_columns(StatsColumns::of(snapshot), &schema);
-        let stats = (stats, duties.mapping.as_ref());
-        let written = write(&t, &written_schema, &batches, (target, compression), stats)
-            .await
-            .map_err(delta)?;
-        done.bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
-        done.adds.extend(written);
-    }
+    let done = compaction.rewrite_bins(&files, bins).await?;
     let metrics = done.metrics(files_before, started);
     let (files_added, files_removed) = (done.adds.len() as u64, done.removes.len() as u64);
-    let mut actions: Vec<Action> = done.removes.into_iter().map(Action::Remove).collect();
-    actions.extend(done.adds.into_iter().map(Action::Add));
-    report.version = commit(&t, (snapshot, &duties), actions, metrics, target)
-        .await
-        .map_err(delta)?;
+    report.version = compaction.commit(done, metrics).await.map_err(delta)?;
     report.files_added = files_added;
     report.files_removed = files_removed;
     report.files_after = files_before - files_removed + files_added;
     Ok(report)
+}
+
+/// `files` but those a clustering engine clustered, in a table with liquid clustering
+/// (`duties`): they stay as they are, bronze does not cluster.
+fn unclustered(files: Vec<LogicalFileView>, duties: &Duties) -> Vec<LogicalFileView> {
+    if duties.clustering.is_none() {
+        return files;
+    }
+    #[allow(deprecated)] // Its only way to a file's `clusteringProvider`.
+    let unclustered = |f: &LogicalFileView| f.add_action().clustering_provider.is_none();
+    files.into_iter().filter(unclustered).collect()
+}
+
+/// One compaction of a table, planned on a version of it: what each bin's rewrite and
+/// the commit take.
+struct Compaction<'a> {
+    /// The table's name.
+    name: &'a str,
+    at: PlannedOn<'a>,
+    /// The table's schema.
+    schema: SchemaRef,
+    /// The columns of a Z-order (none: the bins are compacted in their order).
+    zorder: &'a [String],
+    /// The target file size, in bytes.
+    target: u64,
+    compression: super::Compression,
+}
+
+impl Compaction<'_> {
+    /// Rewrites each of `bins` (indexes into `files`): its files' rows read and written
+    /// again toward the target size; what they removed and wrote.
+    async fn rewrite_bins(
+        &self,
+        files: &[LogicalFileView],
+        bins: Vec<Vec<usize>>,
+    ) -> Result<Rewritten> {
+        let name = self.name;
+        let duties = self.at.duties;
+        let store = self.at.t.log_store().object_store(None);
+        let mut done = Rewritten::default();
+        // The schema of the files written: with row tracking, each row's id and version too.
+        let materialized = duties.materialized.as_ref();
+        let written_schema =
+            materialized.map_or_else(|| Arc::clone(&self.schema), |m| m.extended(&self.schema));
+        let shape = RowShape {
+            schema: &self.schema,
+            mapping: duties.mapping.as_ref(),
+            materialized,
+        };
+        for bin in bins {
+            let (mut batches, removes, bytes_removed) =
+                read_bin(name, &store, files, &bin, shape).await?;
+            done.bytes_removed += bytes_removed;
+            done.removes.extend(removes);
+            done.rows += batches.iter().map(|b| b.num_rows() as u64).sum::<u64>();
+            if !self.zorder.is_empty() {
+                batches = zordered(&written_schema, &batches, self.zorder)
+                    .map_err(|e| Error::arrow(name, e))?;
+            }
+            let layout = FileLayout {
+                schema: Arc::clone(&written_schema),
+                stats: duties.stats_columns(StatsColumns::of(self.at.snapshot), &self.schema),
+                mapping: duties.mapping.as_ref(),
+            };
+            let written = write(self.at.t, layout, &batches, self.target, self.compression)
+                .await
+                .map_err(|e| Error::delta(name, "optimize", e))?;
+            done.bytes_added += written.iter().map(|a| a.size.max(0) as u64).sum::<u64>();
+            done.adds.extend(written);
+        }
+        Ok(done)
+    }
+
+    /// Commits `done`'s removes and adds on the version the compaction was planned on,
+    /// with its `metrics`; the new version.
+    async fn commit(
+        &self,
+        done: Rewritten,
+        metrics: serde_json::Value,
+    ) -> std::result::Result<u64, DeltaTableError> {
+        let PlannedOn {
+            t,
+            snapshot,
+            duties,
+        } = self.at;
+        let mut actions: Vec<Action> = done.removes.into_iter().map(Action::Remove).collect();
+        actions.extend(done.adds.into_iter().map(Action::Add));
+        let properties = super::commit_properties().with_metadata([
+            ("operationMetrics".to_string(), metrics),
+            (
+                READ_VERSION.to_string(),
+                serde_json::json!(snapshot.version()),
+            ),
+        ]);
+        let operation = deltalake::protocol::DeltaOperation::Optimize {
+            predicate: None,
+            target_size: self.target.min(i64::MAX as u64) as i64,
+        };
+        super::planned::refuse_unwritable(snapshot, &actions)?;
+        if duties.planned {
+            let entry = LogEntry {
+                properties,
+                actions,
+                copies: true,
+                operation,
+            };
+            return super::planned::commit_planned(self.at, entry).await;
+        }
+        let finalized = deltalake::kernel::transaction::CommitBuilder::from(properties)
+            .with_actions(actions)
+            .build(Some(snapshot), t.log_store(), operation)
+            .await?;
+        Ok(finalized.version() as u64)
+    }
 }
 
 /// Refuses a Z-order by a column `schema` lacks, naming it.
@@ -244,13 +345,14 @@ impl Rewritten {
 }
 
 /// The rows of a bin's files (`bin` indexes `files`, none with a deletion vector) in
-/// `schema` (with their row ids after them where `materialized`), the files' removes, and
+/// `shape` (with their row ids after them where materialized), the files' removes, and
 /// their bytes.
 async fn read_bin(
     name: &str,
     store: &deltalake::logstore::ObjectStoreRef,
-    (files, bin): (&[LogicalFileView], &[usize]),
-    (schema, mapping, materialized): (&SchemaRef, Option<&Mapping>, Option<&Materialized>),
+    files: &[LogicalFileView],
+    bin: &[usize],
+    shape: RowShape<'_>,
 ) -> Result<(Vec<RecordBatch>, Vec<deltalake::kernel::Remove>, u64)> {
     let mut batches = Vec::new();
     let mut removes = Vec::new();
@@ -261,9 +363,12 @@ async fn read_bin(
             .await
             .map_err(|e| Error::delta(name, "optimize", e))?;
         let path = f.path();
-        let file = (path.as_ref(), FileIds::of(f), &[][..]);
-        let rows = copied_rows(raw, file, (schema, mapping, materialized))
-            .map_err(|e| Error::arrow(name, e))?;
+        let file = CopiedFile {
+            path: path.as_ref(),
+            ids: FileIds::of(f),
+            deleted: &[],
+        };
+        let rows = copied_rows(raw, file, shape).map_err(|e| Error::arrow(name, e))?;
         batches.extend(rows);
         bytes_removed += f.size().max(0) as u64;
         removes.push(super::files::remove_of(f, false));
@@ -282,40 +387,6 @@ fn zorder_bins(files: &[LogicalFileView]) -> Vec<Vec<usize>> {
     } else {
         vec![all]
     }
-}
-
-/// Commits an OPTIMIZE's removes and adds on the version it was planned on, with its
-/// metrics; the new version.
-async fn commit(
-    t: &DeltaTable,
-    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
-    actions: Vec<Action>,
-    metrics: serde_json::Value,
-    target: u64,
-) -> std::result::Result<u64, DeltaTableError> {
-    let properties = super::commit_properties().with_metadata([
-        ("operationMetrics".to_string(), metrics),
-        (
-            READ_VERSION.to_string(),
-            serde_json::json!(snapshot.version()),
-        ),
-    ]);
-    let operation = deltalake::protocol::DeltaOperation::Optimize {
-        predicate: None,
-        target_size: target.min(i64::MAX as u64) as i64,
-    };
-    super::planned::refuse_unwritable(snapshot, &actions)?;
-    if duties.planned {
-        let actions = (actions, true);
-        let planned =
-            super::planned::commit_planned(t, (snapshot, duties), properties, actions, operation);
-        return planned.await;
-    }
-    let finalized = deltalake::kernel::transaction::CommitBuilder::from(properties)
-        .with_actions(actions)
-        .build(Some(snapshot), t.log_store(), operation)
-        .await?;
-    Ok(finalized.version() as u64)
 }
 
 /// The bins of file indexes a bin-packing rewrites (see the module's doc).
@@ -439,19 +510,23 @@ pub(crate) fn zorder_key(
     Ok(Arc::new(LargeBinaryArray::from(values)))
 }
 
-/// `batches` written as data files of `t` toward `target` bytes each (the table's
-/// statistics columns, bronze's writer properties); their adds, `dataChange = false`.
+/// `batches` written as data files of `t` in `layout` toward `target` bytes each
+/// (bronze's writer properties, with `compression`); their adds, `dataChange = false`.
 async fn write(
     t: &DeltaTable,
-    schema: &SchemaRef,
+    layout: FileLayout<'_>,
     batches: &[RecordBatch],
-    (target, compression): (u64, super::Compression),
-    (stats, mapping): (StatsColumns, Option<&Mapping>),
+    target: u64,
+    compression: super::Compression,
 ) -> std::result::Result<Vec<deltalake::kernel::Add>, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
+    let FileLayout {
+        schema,
+        stats,
+        mapping,
+    } = layout;
     // A column-mapped table's files hold physical names and field ids.
-    let (schema, batches, stats) =
-        super::mapping::for_files(mapping, Arc::clone(schema), batches, stats)?;
+    let (schema, batches, stats) = super::mapping::for_files(mapping, schema, batches, stats)?;
     let schema = &schema;
     let clustering = stats.clustering.clone();
     // A row group ends at the target size too (else at 1 Mi rows), so the files of a

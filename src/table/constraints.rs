@@ -181,83 +181,124 @@ enum Token {
     Symbol(&'static str),
 }
 
+/// The tokens of a constraint's text; `Err` names what bronze does not read.
 fn tokens(text: &str) -> Result<Vec<Token>, String> {
-    const SYMBOLS: [&str; 19] = [
-        "<=>", "<>", "!=", "<=", ">=", "==", "=", "<", ">", "(", ")", ",", ".", "+", "-", "*", "/",
-        "%", "!",
-    ];
-    let chars: Vec<char> = text.chars().collect();
+    let mut l = Lexer {
+        chars: text.chars().collect(),
+        at: 0,
+    };
     let mut out = Vec::new();
-    let mut i = 0;
-    while i < chars.len() {
-        let c = chars[i];
+    while let Some(&c) = l.chars.get(l.at) {
         if c.is_whitespace() {
-            i += 1;
+            l.at += 1;
         } else if c == '\'' || c == '"' || c == '`' {
-            let mut s = String::new();
-            i += 1;
-            loop {
-                let Some(&d) = chars.get(i) else {
-                    return Err(format!("an unterminated {c}…{c}"));
-                };
-                i += 1;
-                if d == c {
-                    if chars.get(i) == Some(&c) {
-                        s.push(c);
-                        i += 1;
-                        continue;
-                    }
-                    break;
-                }
-                if d == '\\' && c != '`' {
-                    let Some(&e) = chars.get(i) else {
-                        return Err("a string ending in \\".to_string());
-                    };
-                    i += 1;
-                    s.push(match e {
-                        'n' => '\n',
-                        't' => '\t',
-                        'r' => '\r',
-                        '0' => '\0',
-                        other => other,
-                    });
-                    continue;
-                }
-                s.push(d);
-            }
+            let s = l.quoted(c)?;
             out.push(if c == '`' {
                 Token::Quoted(s)
             } else {
                 Token::Text(s)
             });
         } else if c.is_ascii_digit()
-            || (c == '.' && chars.get(i + 1).is_some_and(char::is_ascii_digit))
+            || (c == '.' && l.chars.get(l.at + 1).is_some_and(char::is_ascii_digit))
         {
-            let start = i;
-            while i < chars.len()
-                && (chars[i].is_ascii_alphanumeric()
-                    || chars[i] == '.'
-                    || ((chars[i] == '-' || chars[i] == '+') && matches!(chars[i - 1], 'e' | 'E')))
-            {
-                i += 1;
-            }
-            out.push(Token::Number(chars[start..i].iter().collect()));
+            out.push(Token::Number(l.number()));
         } else if c.is_alphabetic() || c == '_' {
-            let start = i;
-            while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
-                i += 1;
-            }
-            out.push(Token::Word(chars[start..i].iter().collect()));
+            out.push(Token::Word(l.word()));
         } else {
-            let rest: String = chars[i..chars.len().min(i + 3)].iter().collect();
-            let Some(s) = SYMBOLS.iter().find(|s| rest.starts_with(**s)) else {
-                return Err(format!("`{c}`"));
-            };
-            out.push(Token::Symbol(s));
-            i += s.chars().count();
+            out.push(Token::Symbol(l.symbol(c)?));
         }
     }
     Ok(out)
+}
+
+/// A constraint's text being read into [`tokens`]: its characters, and where the next
+/// token starts.
+struct Lexer {
+    chars: Vec<char>,
+    at: usize,
+}
+
+impl Lexer {
+    /// The text between quote `c` here and the one that closes it (a doubled quote is
+    /// one; in a string, `\` escapes the next character).
+    fn quoted(&mut self, c: char) -> Result<String, String> {
+        let mut s = String::new();
+        self.at += 1;
+        loop {
+            let Some(&d) = self.chars.get(self.at) else {
+                return Err(format!("an unterminated {c}…{c}"));
+            };
+            self.at += 1;
+            if d == c {
+                if self.chars.get(self.at) == Some(&c) {
+                    s.push(c);
+                    self.at += 1;
+                    continue;
+                }
+                break;
+            }
+            if d == '\\' && c != '`' {
+                let Some(&e) = self.chars.get(self.at) else {
+                    return Err("a string ending in \\".to_string());
+                };
+                self.at += 1;
+                s.push(match e {
+                    'n' => '\n',
+                    't' => '\t',
+                    'r' => '\r',
+                    '0' => '\0',
+                    other => other,
+                });
+                continue;
+            }
+            s.push(d);
+        }
+        Ok(s)
+    }
+
+    /// The number literal here (with its exponent and Spark's suffix).
+    fn number(&mut self) -> String {
+        let chars = &self.chars;
+        let start = self.at;
+        let mut i = start;
+        while i < chars.len()
+            && (chars[i].is_ascii_alphanumeric()
+                || chars[i] == '.'
+                || ((chars[i] == '-' || chars[i] == '+') && matches!(chars[i - 1], 'e' | 'E')))
+        {
+            i += 1;
+        }
+        self.at = i;
+        chars[start..i].iter().collect()
+    }
+
+    /// The word here.
+    fn word(&mut self) -> String {
+        let chars = &self.chars;
+        let start = self.at;
+        let mut i = start;
+        while i < chars.len() && (chars[i].is_alphanumeric() || chars[i] == '_') {
+            i += 1;
+        }
+        self.at = i;
+        chars[start..i].iter().collect()
+    }
+
+    /// The symbol here, starting with `c`.
+    fn symbol(&mut self, c: char) -> Result<&'static str, String> {
+        const SYMBOLS: [&str; 19] = [
+            "<=>", "<>", "!=", "<=", ">=", "==", "=", "<", ">", "(", ")", ",", ".", "+", "-", "*",
+            "/", "%", "!",
+        ];
+        let rest: String = self.chars[self.at..self.chars.len().min(self.at + 3)]
+            .iter()
+            .collect();
+        let Some(s) = SYMBOLS.iter().find(|s| rest.starts_with(**s)) else {
+            return Err(format!("`{c}`"));
+        };
+        self.at += s.chars().count();
+        Ok(s)
+    }
 }
 
 /// `text` parsed, or what in it bronze does not evaluate.
@@ -502,44 +543,11 @@ impl Parser {
                     }));
                 }
             }
-            "CAST" => {
-                self.expect("(")?;
-                let e = self.or()?;
-                if !self.eat_keyword("AS") {
-                    return Err("CAST without AS".to_string());
-                }
-                let to = self.type_name()?;
-                self.expect(")")?;
-                return Ok(Expr::Cast(Box::new(e), to));
-            }
+            "CAST" => return self.cast(),
             _ => {}
         }
         if self.eat("(") {
-            let function = match upper.as_str() {
-                "LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" => Function::Length,
-                "LOWER" | "LCASE" => Function::Lower,
-                "UPPER" | "UCASE" => Function::Upper,
-                "TRIM" => Function::Trim,
-                "ABS" => Function::Abs,
-                "COALESCE" | "NVL" | "IFNULL" => Function::Coalesce,
-                _ => return Err(format!("the function `{w}`")),
-            };
-            let mut args = Vec::new();
-            if !self.eat(")") {
-                args.push(self.or()?);
-                while self.eat(",") {
-                    args.push(self.or()?);
-                }
-                self.expect(")")?;
-            }
-            let arity_ok = match function {
-                Function::Coalesce => !args.is_empty(),
-                _ => args.len() == 1,
-            };
-            if !arity_ok {
-                return Err(format!("`{w}` with {} arguments", args.len()));
-            }
-            return Ok(Expr::Call(function, args));
+            return self.call(&w);
         }
         if matches!(
             upper.as_str(),
@@ -555,6 +563,47 @@ impl Parser {
             return Err(format!("`{w}`"));
         }
         self.column(w)
+    }
+
+    /// `CAST(<expr> AS <type>)`, after its `CAST`.
+    fn cast(&mut self) -> Result<Expr, String> {
+        self.expect("(")?;
+        let e = self.or()?;
+        if !self.eat_keyword("AS") {
+            return Err("CAST without AS".to_string());
+        }
+        let to = self.type_name()?;
+        self.expect(")")?;
+        Ok(Expr::Cast(Box::new(e), to))
+    }
+
+    /// A call of function `w`, after its `(`: its arguments, checked against its arity.
+    fn call(&mut self, w: &str) -> Result<Expr, String> {
+        let function = match w.to_ascii_uppercase().as_str() {
+            "LENGTH" | "CHAR_LENGTH" | "CHARACTER_LENGTH" => Function::Length,
+            "LOWER" | "LCASE" => Function::Lower,
+            "UPPER" | "UCASE" => Function::Upper,
+            "TRIM" => Function::Trim,
+            "ABS" => Function::Abs,
+            "COALESCE" | "NVL" | "IFNULL" => Function::Coalesce,
+            _ => return Err(format!("the function `{w}`")),
+        };
+        let mut args = Vec::new();
+        if !self.eat(")") {
+            args.push(self.or()?);
+            while self.eat(",") {
+                args.push(self.or()?);
+            }
+            self.expect(")")?;
+        }
+        let arity_ok = match function {
+            Function::Coalesce => !args.is_empty(),
+            _ => args.len() == 1,
+        };
+        if !arity_ok {
+            return Err(format!("`{w}` with {} arguments", args.len()));
+        }
+        Ok(Expr::Call(function, args))
     }
 
     fn type_name(&mut self) -> Result<DataType, String> {
@@ -651,23 +700,11 @@ fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowError> {
             }))
         }
         Expr::In(x, list, negated) => {
-            let v = eval(x, batch)?;
-            let mut any: Option<BooleanArray> = None;
-            for item in list {
-                let eq = as_bool(compare(Arc::clone(&v), Cmp::Eq, eval(item, batch)?)?)?;
-                any = Some(match any {
-                    Some(a) => boolean::or_kleene(&a, &eq)?,
-                    None => eq,
-                });
-            }
-            let any = any.unwrap_or_else(|| BooleanArray::from(vec![false; n]));
+            let any = is_in(x, list, batch)?;
             Ok(Arc::new(if *negated { boolean::not(&any)? } else { any }))
         }
         Expr::Between(x, low, high, negated) => {
-            let v = eval(x, batch)?;
-            let above = as_bool(compare(Arc::clone(&v), Cmp::GtEq, eval(low, batch)?)?)?;
-            let below = as_bool(compare(v, Cmp::LtEq, eval(high, batch)?)?)?;
-            let within = boolean::and_kleene(&above, &below)?;
+            let within = between(x, low, high, batch)?;
             Ok(Arc::new(if *negated {
                 boolean::not(&within)?
             } else {
@@ -693,6 +730,34 @@ fn eval(e: &Expr, batch: &RecordBatch) -> Result<ArrayRef, ArrowError> {
             call(*f, values)
         }
     }
+}
+
+/// Whether `x` is one of `list`, row by row (SQL's `IN`: null when it is none of them
+/// and one of them is null).
+fn is_in(x: &Expr, list: &[Expr], batch: &RecordBatch) -> Result<BooleanArray, ArrowError> {
+    let v = eval(x, batch)?;
+    let mut any: Option<BooleanArray> = None;
+    for item in list {
+        let eq = as_bool(compare(Arc::clone(&v), Cmp::Eq, eval(item, batch)?)?)?;
+        any = Some(match any {
+            Some(a) => boolean::or_kleene(&a, &eq)?,
+            None => eq,
+        });
+    }
+    Ok(any.unwrap_or_else(|| BooleanArray::from(vec![false; batch.num_rows()])))
+}
+
+/// Whether `x` is between `low` and `high` (both included), row by row.
+fn between(
+    x: &Expr,
+    low: &Expr,
+    high: &Expr,
+    batch: &RecordBatch,
+) -> Result<BooleanArray, ArrowError> {
+    let v = eval(x, batch)?;
+    let above = as_bool(compare(Arc::clone(&v), Cmp::GtEq, eval(low, batch)?)?)?;
+    let below = as_bool(compare(v, Cmp::LtEq, eval(high, batch)?)?)?;
+    boolean::and_kleene(&above, &below)
 }
 
 fn as_bool(a: ArrayRef) -> Result<BooleanArray, ArrowError> {

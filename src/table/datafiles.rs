@@ -23,21 +23,45 @@ pub(super) type DataFiles = (
     deltalake::kernel::transaction::CommitProperties,
 );
 
+/// How a table's data files are laid out: the rows' schema, the columns with statistics,
+/// and the table's column mapping (physical names and field ids), if any.
+pub(super) struct FileLayout<'a> {
+    pub(super) schema: SchemaRef,
+    pub(super) stats: StatsColumns,
+    pub(super) mapping: Option<&'a Mapping>,
+}
+
+impl FileLayout<'_> {
+    /// The layout of a new table's files, or of a table [`super::Opener::open_unloaded`]
+    /// took: rows of `schema`, default statistics columns, no column mapping.
+    pub(super) fn new_table(schema: SchemaRef) -> Self {
+        FileLayout {
+            schema,
+            stats: StatsColumns::new_table(),
+            mapping: None,
+        }
+    }
+}
+
 /// Writes `batches` as data files of the table behind `log_store` (`storage`'s file size
-/// and compression, `stats` for the statistics); returns their add actions, what they
-/// add, and commit properties that record the writer's own row count and what `notes`
-/// say (the batch's `txn` among them).
+/// and compression, in `layout`); returns their add actions, what they add, and commit
+/// properties that record the writer's own row count and what `notes` say (the batch's
+/// `txn` among them).
 pub(super) async fn write_data_files(
     storage: &Storage,
     log_store: &deltalake::logstore::LogStoreRef,
-    schema: SchemaRef,
+    layout: FileLayout<'_>,
     batches: &[RecordBatch],
-    (stats, mapping): (StatsColumns, Option<&Mapping>),
     notes: CommitNotes<'_>,
 ) -> std::result::Result<DataFiles, DeltaTableError> {
     use deltalake::datafile::writer::{DeltaWriter, WriterConfig};
 
     let started = std::time::Instant::now();
+    let FileLayout {
+        schema,
+        stats,
+        mapping,
+    } = layout;
     // A column-mapped table's files hold physical names and field ids.
     let (schema, written, stats) = super::mapping::for_files(mapping, schema, batches, stats)?;
     let (file_schema, clustering) = (std::sync::Arc::clone(&schema), stats.clustering.clone());

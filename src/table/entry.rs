@@ -4,7 +4,7 @@
 
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::planned::Duties;
+use super::planned::{LogEntry, PlannedOn};
 use super::put::put_entry;
 use super::stats::{Pending, WrittenTable};
 use crate::batch::BatchKey;
@@ -25,7 +25,7 @@ pub(super) fn with_batch_txns(
     properties
 }
 
-/// Commits `actions` on `snapshot` (`t`'s). delta-rs's post-commit step replays the log
+/// Commits `entry` on `at`'s snapshot. delta-rs's post-commit step replays the log
 /// to the new version (one more listing and read of the log, and the files listed again
 /// when next asked for), then writes a checkpoint when one is due (expired log entries
 /// are left to `bronze maintain`: [`super::commit_properties`]). Only a commit that is
@@ -35,89 +35,104 @@ pub(super) fn with_batch_txns(
 ///
 /// A table deltalake's commit refuses (`duties.planned`) takes
 /// [`super::planned::commit_planned`] instead, and a checkpoint written here when due.
-/// `copies`: the commit writes rows of files it removes again.
 pub(super) async fn commit_on(
-    t: &DeltaTable,
-    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
-    properties: deltalake::kernel::transaction::CommitProperties,
-    (actions, copies): (Vec<deltalake::kernel::Action>, bool),
-    operation: deltalake::protocol::DeltaOperation,
+    at: PlannedOn<'_>,
+    entry: LogEntry,
     pending: Pending,
 ) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
-    use deltalake::kernel::transaction::{CommitBuilder, TableReference as _};
+    use deltalake::kernel::transaction::TableReference as _;
     use deltalake::table::config::TablePropertiesExt as _;
+    let PlannedOn {
+        t,
+        snapshot,
+        duties,
+    } = at;
     // What delta-rs's post-commit step checks (its default when unset).
     let checkpoint_interval = snapshot.config().checkpoint_interval().get();
-    super::planned::refuse_unwritable(snapshot, &actions)?;
+    super::planned::refuse_unwritable(snapshot, &entry.actions)?;
+    let checkpoints = Checkpoints {
+        interval: checkpoint_interval,
+    };
     if duties.planned {
-        let commit = (properties, (actions, copies), operation);
-        return planned_on(
-            t,
-            (snapshot, duties),
-            commit,
-            (pending, checkpoint_interval),
-        )
-        .await;
+        return planned_on(at, entry, pending, checkpoints).await;
     }
     // The version after the snapshot's, put only if absent: taken, another writer
     // committed since the snapshot, and delta-rs's own commit (which lists the log first,
     // one more round trip on every commit) checks for conflicts and retries.
     let next = snapshot.version() + 1;
-    if !(next + 1).is_multiple_of(checkpoint_interval) {
-        if put_next(t, snapshot, &properties, &actions, &operation).await? {
-            return Ok((
-                next,
-                WrittenTable {
-                    table: t.clone(),
-                    pending,
-                },
-            ));
+    if !checkpoints.at(next) {
+        if put_next(t, snapshot, &entry).await? {
+            let written = WrittenTable {
+                table: t.clone(),
+                pending,
+            };
+            return Ok((next, written));
         }
         tracing::debug!(
             version = next,
             "version taken by another writer; committing with a conflict check"
         );
     }
-    let post = CommitBuilder::from(properties)
-        .with_actions(actions)
-        .build(Some(snapshot), t.log_store(), operation)
+    commit_checked(at, entry, pending, checkpoints).await
+}
+
+/// Every how many versions a table writes a checkpoint.
+#[derive(Clone, Copy)]
+struct Checkpoints {
+    interval: u64,
+}
+
+impl Checkpoints {
+    /// Whether a commit at `version` writes a checkpoint.
+    fn at(self, version: u64) -> bool {
+        (version + 1).is_multiple_of(self.interval)
+    }
+}
+
+/// [`commit_on`] through delta-rs's commit, which checks for conflicts with the commits
+/// since the snapshot and retries; the table loaded anew when a checkpoint is due.
+async fn commit_checked(
+    at: PlannedOn<'_>,
+    entry: LogEntry,
+    pending: Pending,
+    checkpoints: Checkpoints,
+) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
+    use deltalake::kernel::transaction::CommitBuilder;
+    let PlannedOn { t, snapshot, .. } = at;
+    let post = CommitBuilder::from(entry.properties)
+        .with_actions(entry.actions)
+        .build(Some(snapshot), t.log_store(), entry.operation)
         .into_prepared_commit_future()
         .await?
         .await?;
     let version = post.version as u64;
-    if (post.version + 1).is_multiple_of(checkpoint_interval) {
+    if checkpoints.at(version) {
         let finalized = post.await?;
         let mut written = t.clone();
         written.state = Some(finalized.snapshot);
         return Ok((version, WrittenTable::current(written)));
     }
-    Ok((
-        version,
-        WrittenTable {
-            table: t.clone(),
-            pending,
-        },
-    ))
+    let written = WrittenTable {
+        table: t.clone(),
+        pending,
+    };
+    Ok((version, written))
 }
 
 /// [`commit_on`] of a table deltalake's commit refuses: [`super::planned::commit_planned`],
-/// then a checkpoint when one is due at every `interval` versions.
+/// then a checkpoint when one is due.
 async fn planned_on(
-    t: &DeltaTable,
-    at: (&deltalake::table::state::DeltaTableState, &Duties),
-    (properties, actions, operation): (
-        deltalake::kernel::transaction::CommitProperties,
-        (Vec<deltalake::kernel::Action>, bool),
-        deltalake::protocol::DeltaOperation,
-    ),
-    (pending, interval): (Pending, u64),
+    at: PlannedOn<'_>,
+    entry: LogEntry,
+    pending: Pending,
+    checkpoints: Checkpoints,
 ) -> std::result::Result<(u64, WrittenTable), DeltaTableError> {
-    let version = super::planned::commit_planned(t, at, properties, actions, operation).await?;
-    if (version + 1).is_multiple_of(interval) {
-        return Ok((version, checkpointed(t, version, pending).await));
+    let version = super::planned::commit_planned(at, entry).await?;
+    if checkpoints.at(version) {
+        return Ok((version, checkpointed(at.t, version, pending).await));
     }
     let written = WrittenTable {
-        table: t.clone(),
+        table: at.t.clone(),
         pending,
     };
     Ok((version, written))
@@ -144,21 +159,19 @@ async fn checkpointed(t: &DeltaTable, version: u64, pending: Pending) -> Written
     }
 }
 
-/// Puts the commit of `actions` as the version after `snapshot`'s, only if absent:
+/// Puts `entry` as the version after `snapshot`'s, only if absent:
 /// `Ok(false)` (nothing committed) when another writer took it.
 async fn put_next(
     t: &DeltaTable,
     snapshot: &deltalake::table::state::DeltaTableState,
-    properties: &deltalake::kernel::transaction::CommitProperties,
-    actions: &[deltalake::kernel::Action],
-    operation: &deltalake::protocol::DeltaOperation,
+    entry: &LogEntry,
 ) -> std::result::Result<bool, DeltaTableError> {
     use deltalake::kernel::transaction::CommitBuilder;
     let operation_id = uuid::Uuid::new_v4();
-    let prepared = CommitBuilder::from(properties.clone())
-        .with_actions(actions.to_vec())
+    let prepared = CommitBuilder::from(entry.properties.clone())
+        .with_actions(entry.actions.clone())
         .with_operation_id(operation_id)
-        .build(Some(snapshot), t.log_store(), operation.clone())
+        .build(Some(snapshot), t.log_store(), entry.operation.clone())
         .into_prepared_commit_future()
         .await?;
     put_entry(

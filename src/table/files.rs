@@ -7,8 +7,8 @@ use arrow::datatypes::{DataType, SchemaRef};
 use arrow::error::ArrowError;
 use deltalake::DeltaTable;
 
+use super::arrow_schema;
 use super::mapping::Mapping;
-use super::{Write, arrow_schema};
 use crate::batch::BatchKey;
 use crate::error::Result;
 use crate::naming::{self, LANDING_PATH, TableName};
@@ -40,16 +40,6 @@ impl BatchFiles {
     pub(super) fn may_hold(&self) -> bool {
         !matches!(self, BatchFiles::None)
     }
-
-    /// What a write of the batch does with the rows of it these files hold: replaces
-    /// them when some file may hold any, else only appends.
-    pub(super) fn write(&self) -> Write {
-        if self.may_hold() {
-            Write::Replace
-        } else {
-            Write::Append
-        }
-    }
 }
 
 /// [`BatchFiles`] of `t` for `key`: one pass over its files' statistics. A file holds
@@ -66,7 +56,7 @@ pub(super) fn batch_files(t: &DeltaTable, key: &BatchKey, folders: Folders) -> B
     };
     let mut whole = Vec::new();
     for f in snapshot.log_data().iter() {
-        match file_holds(&f, key, (folders, mapping.as_ref())) {
+        match file_holds(&f, key, folders, mapping.as_ref()) {
             Ok(None) => continue,
             Ok(Some(file)) => whole.push(file),
             Err(Mixed) => return BatchFiles::Mixed,
@@ -87,7 +77,8 @@ struct Mixed;
 fn file_holds(
     f: &deltalake::kernel::LogicalFileView,
     key: &BatchKey,
-    (folders, mapping): (Folders, Option<&Mapping>),
+    folders: Folders,
+    mapping: Option<&Mapping>,
 ) -> Result<Option<WholeFile>, Mixed> {
     let Some(stats) = stats_of(f, mapping) else {
         return Err(Mixed);
@@ -268,7 +259,7 @@ pub(super) fn tagged_topics(f: &deltalake::kernel::LogicalFileView) -> Option<Ve
 /// topics stay), with the rows they hold; `None` when a file holds one of `topics`
 /// beside a topic not among them.
 pub(super) fn whole_removes(
-    whole: Vec<WholeFile>,
+    whole: &[WholeFile],
     topics: &[String],
 ) -> Option<(Vec<deltalake::kernel::Remove>, u64)> {
     let mut removes = Vec::new();
@@ -276,7 +267,7 @@ pub(super) fn whole_removes(
     for file in whole {
         let ours = file.topics.iter().filter(|t| topics.contains(t)).count();
         if ours == file.topics.len() {
-            removes.push(file.remove);
+            removes.push(file.remove.clone());
             rows += file.rows;
         } else if ours > 0 {
             return None;
@@ -354,6 +345,11 @@ impl<'a> BatchRows<'a> {
             folders,
             topics: Some(topics),
         }
+    }
+
+    /// The topics whose rows these are (`None`: every topic's).
+    pub(crate) fn topics(&self) -> Option<&'a [String]> {
+        self.topics
     }
 
     /// The batch id the rows have.

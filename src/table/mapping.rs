@@ -191,7 +191,7 @@ impl Mapping {
     ) -> Result<ArrayRef, ArrowError> {
         match (logical.data_type(), physical.data_type(), array.data_type()) {
             (DataType::Struct(l), DataType::Struct(p), DataType::Struct(f)) => {
-                self.resolve_struct(array, (l, p, f))
+                self.resolve_struct(array, l, p, f)
             }
             (DataType::List(l), DataType::List(p), DataType::List(_)) => {
                 self.resolve_list::<i32>(array, l, p)
@@ -200,7 +200,7 @@ impl Mapping {
                 self.resolve_list::<i64>(array, l, p)
             }
             (DataType::Map(l, sorted), DataType::Map(p, _), DataType::Map(..)) => {
-                self.resolve_map(array, (l, p), *sorted)
+                self.resolve_map(array, l, p, *sorted)
             }
             (l, _, f) if nested(l) || nested(f) => Err(ArrowError::SchemaError(format!(
                 "the file's {} does not match the table's {}",
@@ -216,11 +216,9 @@ impl Mapping {
     fn resolve_struct(
         &self,
         array: &ArrayRef,
-        (l, p, f): (
-            &arrow::datatypes::Fields,
-            &arrow::datatypes::Fields,
-            &arrow::datatypes::Fields,
-        ),
+        l: &arrow::datatypes::Fields,
+        p: &arrow::datatypes::Fields,
+        f: &arrow::datatypes::Fields,
     ) -> Result<ArrayRef, ArrowError> {
         use arrow::array::{Array as _, AsArray as _, StructArray};
         let s = array.as_struct();
@@ -267,7 +265,8 @@ impl Mapping {
     fn resolve_map(
         &self,
         array: &ArrayRef,
-        (l, p): (&FieldRef, &FieldRef),
+        l: &FieldRef,
+        p: &FieldRef,
         sorted: bool,
     ) -> Result<ArrayRef, ArrowError> {
         use arrow::array::{Array as _, AsArray as _, MapArray, StructArray};
@@ -393,7 +392,8 @@ fn retyped_data(
 pub(crate) fn with_new_columns(
     existing: &StructType,
     new: &[FieldRef],
-    (mode, max_id): (ColumnMappingMode, i64),
+    mode: ColumnMappingMode,
+    max_id: i64,
 ) -> Result<(StructType, Option<i64>), DeltaTableError> {
     use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
     let mut fields: Vec<StructField> = existing.fields().cloned().collect();

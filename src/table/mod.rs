@@ -7,7 +7,7 @@
 //! converges to the same rows and two topics feeding one child table never erase each
 //! other. New columns are added in the same commit (schema merge); where the table
 //! already has a column, its type wins when the new values can be cast losslessly
-//! (`crate::flatten::fit`), otherwise the part fails with an error naming the column.
+//! ([`fit`]), otherwise the part fails with an error naming the column.
 //!
 //! - this module: [`Storage`] (a schema's address, write settings and the run's opened
 //!   tables, which each job borrows), a run's [`RunMode`], table properties, parquet
@@ -24,6 +24,8 @@
 //! - [`partitioned`]: the staging table's append;
 //! - [`scan`]: a table's rows read back (`_run_control`, the staging table);
 //! - [`files`]: which files and rows of a table belong to a batch;
+//! - [`fit`]: a batch fitted to its table's schema (what does not fit rescued), several
+//!   topics' rows widened into one, a batch cast to the table's types;
 //! - [`stats`]: what a commit did, read back from the table;
 //! - [`upkeep`]: after a commit, missing table properties and auto compaction
 //!   (bin-packing and Z-order, [`upkeep::optimize`]).
@@ -51,6 +53,7 @@ mod deletion;
 mod entry;
 mod exact_stats;
 mod files;
+pub(crate) mod fit;
 mod mapping;
 mod open;
 mod partitioned;
@@ -69,7 +72,7 @@ pub(crate) use commit::Committer;
 use open::BATCH_TXN_PROPERTY;
 #[cfg(test)]
 use open::Unopened;
-pub(crate) use open::{AbortOnDrop, Opener};
+pub(crate) use open::{AbortOnDrop, BatchTables, Opener};
 pub(crate) use partitioned::append_partitioned;
 pub(crate) use rewrite::Rewriter;
 pub(crate) use stats::WrittenTable;

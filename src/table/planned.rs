@@ -103,34 +103,28 @@ impl Duties {
         }
         let (mark, columns) = read_domains(t, snapshot.version()).await?;
         if row_tracking {
-            duties.row_ids = Some(match mark {
-                Some(c) => high_water_mark(&c).ok_or_else(|| {
-                    DeltaTableError::Generic(format!(
-                        "the table's `{ROW_TRACKING_DOMAIN}` domain has no readable \
-                         rowIdHighWaterMark: {c}"
-                    ))
-                })?,
-                None => -1,
-            });
+            duties.row_ids = Some(row_id_mark(mark.as_deref())?);
         }
         if clustered {
-            // The domain names physical columns; statistics are asked by logical name.
-            duties.clustering_paths = columns.as_deref().map(clustering_paths).unwrap_or_default();
-            let physical: Vec<String> = duties
-                .clustering_paths
-                .iter()
-                .map(|p| p.join("."))
-                .collect();
-            let logical = physical
-                .into_iter()
-                .map(|c| match &duties.mapping {
-                    Some(m) => m.logical_name(&c).unwrap_or(c),
-                    None => c,
-                })
-                .collect();
-            duties.clustering = Some(logical);
+            duties.set_clustering(columns.as_deref());
         }
         Ok(duties)
+    }
+
+    /// Liquid clustering's columns, from the configuration of its domain (`None`: no
+    /// domain), which names physical columns: their paths, and their logical names
+    /// (statistics are asked by logical name).
+    fn set_clustering(&mut self, domain: Option<&str>) {
+        self.clustering_paths = domain.map(clustering_paths).unwrap_or_default();
+        let physical: Vec<String> = self.clustering_paths.iter().map(|p| p.join(".")).collect();
+        let logical = physical
+            .into_iter()
+            .map(|c| match &self.mapping {
+                Some(m) => m.logical_name(&c).unwrap_or(c),
+                None => c,
+            })
+            .collect();
+        self.clustering = Some(logical);
     }
 
     /// Fails when a row of `batches` violates one of the table's CHECK constraints, as
@@ -391,19 +385,97 @@ pub(crate) fn refuse_unwritable(
 /// conflict (its write plans again).
 const MAX_FOLLOWED: u64 = 64;
 
-/// Commits `actions` on `snapshot`'s table (`t`) under `duties` (see the module's doc):
-/// put at the version after the snapshot's, an append planned again for the next free
-/// version while the winners changed neither schema nor protocol. `copies`: the commit
-/// writes rows of files it removes again (their row ids kept only where the table
-/// materializes them). The version.
+/// Row tracking's high-water mark, from the configuration of its domain (`None`: no
+/// domain, no row id assigned yet: `-1`).
+fn row_id_mark(domain: Option<&str>) -> Result<i64, DeltaTableError> {
+    match domain {
+        Some(c) => high_water_mark(c).ok_or_else(|| {
+            DeltaTableError::Generic(format!(
+                "the table's `{ROW_TRACKING_DOMAIN}` domain has no readable \
+                 rowIdHighWaterMark: {c}"
+            ))
+        }),
+        None => Ok(-1),
+    }
+}
+
+/// What a commit is planned on: table `t` at `snapshot`, under the `duties` read from it.
+#[derive(Clone, Copy)]
+pub(crate) struct PlannedOn<'a> {
+    pub(crate) t: &'a deltalake::DeltaTable,
+    pub(crate) snapshot: &'a deltalake::table::state::DeltaTableState,
+    pub(crate) duties: &'a Duties,
+}
+
+/// A log entry to commit: its actions, the operation it records and its properties.
+pub(crate) struct LogEntry {
+    pub(crate) properties: deltalake::kernel::transaction::CommitProperties,
+    pub(crate) actions: Vec<Action>,
+    /// Whether the commit writes rows of files it removes again (their row ids kept only
+    /// where the table materializes them).
+    pub(crate) copies: bool,
+    pub(crate) operation: deltalake::protocol::DeltaOperation,
+}
+
+/// Commits `entry` on `at`'s snapshot under its duties (see the module's doc): put at
+/// the version after the snapshot's, an append planned again for the next free version
+/// while the winners changed neither schema nor protocol. The version.
 pub(crate) async fn commit_planned(
-    t: &deltalake::DeltaTable,
-    (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
-    properties: deltalake::kernel::transaction::CommitProperties,
-    (actions, copies): (Vec<Action>, bool),
-    operation: deltalake::protocol::DeltaOperation,
+    at: PlannedOn<'_>,
+    entry: LogEntry,
 ) -> Result<u64, DeltaTableError> {
+    let PlannedOn {
+        t,
+        snapshot,
+        duties,
+    } = at;
     let log_store = t.log_store();
+    let mut info = commit_info(duties, entry.copies);
+    let appends_only = entry.actions.iter().all(|a| matches!(a, Action::Add(_)));
+    let mut version = snapshot.version() + 1;
+    let mut winners = Winners {
+        row_id_mark: duties.row_ids,
+        commit_timestamp: duties.last_commit_timestamp,
+    };
+    loop {
+        if version > snapshot.version() + MAX_FOLLOWED {
+            return Err(conflict(CommitConflictError::ConcurrentAppend));
+        }
+        let planned = with_row_ids(&entry.actions, version, winners.row_id_mark)?;
+        if let Some(last) = winners.commit_timestamp {
+            // The commit's time, which Spark reads as such (history, time travel): now,
+            // or 1 ms after the previous commit's when this clock is behind it, so the
+            // timestamps grow with the versions as the protocol asks.
+            let at = chrono::Utc::now().timestamp_millis().max(last + 1);
+            info.insert("timestamp".to_string(), at.into());
+            info.insert("inCommitTimestamp".to_string(), at.into());
+        }
+        let operation = entry.operation.clone();
+        let put = super::put::put_operation(
+            &log_store,
+            version,
+            entry.properties.clone(),
+            planned,
+            operation,
+            &info,
+        );
+        if put.await? {
+            return Ok(version);
+        }
+        if !appends_only {
+            return Err(conflict(CommitConflictError::ConcurrentAppend));
+        }
+        version = winners.follow(&log_store, version).await?;
+        tracing::debug!(
+            version,
+            "version taken by another writer; planned again for the next"
+        );
+    }
+}
+
+/// The `commitInfo` keys a planned commit sets: with row tracking enabled, whether the
+/// rows it copies (`copies`) kept their ids.
+fn commit_info(duties: &Duties, copies: bool) -> serde_json::Map<String, serde_json::Value> {
     let mut info = serde_json::Map::new();
     if duties.row_tracking_enabled {
         // Copies keep their ids in the materialized columns (`super::row_ids`).
@@ -414,50 +486,35 @@ pub(crate) async fn commit_planned(
             serde_json::json!({ PRESERVED_TAG: preserved }),
         );
     }
-    let appends_only = actions.iter().all(|a| matches!(a, Action::Add(_)));
-    let mut version = snapshot.version() + 1;
-    let mut mark = duties.row_ids;
-    let mut last_timestamp = duties.last_commit_timestamp;
-    loop {
-        if version > snapshot.version() + MAX_FOLLOWED {
-            return Err(conflict(CommitConflictError::ConcurrentAppend));
-        }
-        let planned = with_row_ids(&actions, version, mark)?;
-        if let Some(last) = last_timestamp {
-            // The commit's time, which Spark reads as such (history, time travel): now,
-            // or 1 ms after the previous commit's when this clock is behind it, so the
-            // timestamps grow with the versions as the protocol asks.
-            let at = chrono::Utc::now().timestamp_millis().max(last + 1);
-            info.insert("timestamp".to_string(), at.into());
-            info.insert("inCommitTimestamp".to_string(), at.into());
-        }
-        let put = super::put::put_operation(
-            &log_store,
-            version,
-            properties.clone(),
-            (planned, operation.clone()),
-            &info,
-        );
-        if put.await? {
-            return Ok(version);
-        }
-        if !appends_only {
-            return Err(conflict(CommitConflictError::ConcurrentAppend));
-        }
-        // The winners, up to the next free version.
-        loop {
-            let Some(entry) = log_store.read_commit_entry(version).await? else {
-                break;
-            };
+    info
+}
+
+/// What the commits of other writers a planned commit follows leave it to build on.
+struct Winners {
+    /// The row ids' high-water mark.
+    row_id_mark: Option<i64>,
+    /// With in-commit timestamps, the last commit's.
+    commit_timestamp: Option<i64>,
+}
+
+impl Winners {
+    /// Reads the winners' commits from `version` up to the next free version, which it
+    /// gives; a conflict when one changed the table's schema or protocol.
+    async fn follow(
+        &mut self,
+        log_store: &deltalake::logstore::LogStoreRef,
+        mut version: u64,
+    ) -> Result<u64, DeltaTableError> {
+        while let Some(entry) = log_store.read_commit_entry(version).await? {
             let winner = Winner::of(&entry);
             if winner.changed_table {
                 return Err(conflict(CommitConflictError::MetadataChanged));
             }
             if winner.row_id_mark.is_some() {
-                mark = winner.row_id_mark;
+                self.row_id_mark = winner.row_id_mark;
             }
-            if last_timestamp.is_some() {
-                last_timestamp = Some(winner.commit_timestamp.ok_or_else(|| {
+            if self.commit_timestamp.is_some() {
+                self.commit_timestamp = Some(winner.commit_timestamp.ok_or_else(|| {
                     DeltaTableError::Generic(format!(
                         "version {version} has no inCommitTimestamp, which the table's \
                          in-commit timestamps ask of every commit"
@@ -466,10 +523,7 @@ pub(crate) async fn commit_planned(
             }
             version += 1;
         }
-        tracing::debug!(
-            version,
-            "version taken by another writer; planned again for the next"
-        );
+        Ok(version)
     }
 }
 

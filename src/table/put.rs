@@ -19,15 +19,8 @@ pub(crate) async fn put_commit(
         partition_by: None,
         predicate: None,
     };
-    let commit = (actions, append);
-    put_operation(
-        log_store,
-        version,
-        properties,
-        commit,
-        &serde_json::Map::new(),
-    )
-    .await
+    let info = serde_json::Map::new();
+    put_operation(log_store, version, properties, actions, append, &info).await
 }
 
 /// [`put_commit`] of an operation other than an append, with `info` set in its
@@ -36,10 +29,8 @@ pub(super) async fn put_operation(
     log_store: &deltalake::logstore::LogStoreRef,
     version: u64,
     properties: deltalake::kernel::transaction::CommitProperties,
-    (actions, operation): (
-        Vec<deltalake::kernel::Action>,
-        deltalake::protocol::DeltaOperation,
-    ),
+    actions: Vec<deltalake::kernel::Action>,
+    operation: deltalake::protocol::DeltaOperation,
     info: &serde_json::Map<String, serde_json::Value>,
 ) -> std::result::Result<bool, DeltaTableError> {
     use deltalake::kernel::transaction::CommitBuilder;

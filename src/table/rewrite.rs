@@ -12,13 +12,13 @@ use arrow::datatypes::SchemaRef;
 use deltalake::kernel::{Action, MetadataExt as _};
 use deltalake::{DeltaTable, DeltaTableError};
 
-use super::datafiles::{DataFiles, write_data_files};
+use super::datafiles::{DataFiles, FileLayout, write_data_files};
 use super::entry::{CommitNotes, commit_on};
 use super::files::BatchRows;
 use super::files::Folders;
 use super::mapping::Mapping;
-use super::planned::Duties;
-use super::row_ids::{FileIds, Materialized, copied_rows};
+use super::planned::{Duties, LogEntry, PlannedOn};
+use super::row_ids::{CopiedFile, FileIds, Materialized, RowShape, copied_rows};
 use super::shape::{
     StatsColumns, check_plain_layout, conform, merged_schema, plain_type, read_file,
 };
@@ -105,15 +105,6 @@ fn conform_all(
     Ok(out)
 }
 
-/// The files a commit adds (their sizes) and removes (their paths), for the upkeep after
-/// it.
-fn pending_of(adds: &[deltalake::kernel::Add], removes: &[deltalake::kernel::Remove]) -> Pending {
-    Pending {
-        adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
-        removes: removes.iter().map(|r| r.path.clone()).collect(),
-    }
-}
-
 /// The metadata action that gives the table of `snapshot` (named `name`, with Arrow
 /// schema `current`) `schema`, the current columns with the new ones after them, and
 /// that schema. The table's own columns are kept exactly as its log has them (their
@@ -133,7 +124,7 @@ fn schema_metadata(
     );
     let new = &schema.fields()[current.fields().len()..];
     let (kernel, max) =
-        super::mapping::with_new_columns(config.logical_schema().as_ref(), new, (mode, max_id))
+        super::mapping::with_new_columns(config.logical_schema().as_ref(), new, mode, max_id)
             .map_err(|e| Error::delta(name, "write", e))?;
     let mut metadata = snapshot
         .metadata()
@@ -148,21 +139,26 @@ fn schema_metadata(
     Ok((Action::Metadata(metadata), kernel))
 }
 
-/// What a rewrite's read of the files holding the rows it replaces found: the files'
-/// removes, their other rows (written again), and how many rows it deletes with, when
-/// asked for (a change data file), those rows.
-type Split = (
-    Vec<deltalake::kernel::Remove>,
-    Vec<RecordBatch>,
-    (u64, Vec<RecordBatch>),
-);
+/// What a rewrite's read of the files holding the rows it replaces found.
+#[derive(Default)]
+struct Split {
+    /// The files' removes.
+    removes: Vec<deltalake::kernel::Remove>,
+    /// Their other rows, written again.
+    kept: Vec<RecordBatch>,
+    /// How many rows it deletes.
+    matched: u64,
+    /// Those rows, when asked for (a change data file).
+    deleted: Vec<RecordBatch>,
+}
 
 /// A table as a rewrite reads it: its handle, its snapshot, its column mapping.
-type TableAt<'a> = (
-    &'a DeltaTable,
-    &'a deltalake::table::state::DeltaTableState,
-    Option<&'a Mapping>,
-);
+#[derive(Clone, Copy)]
+struct TableAt<'a> {
+    t: &'a DeltaTable,
+    snapshot: &'a deltalake::table::state::DeltaTableState,
+    mapping: Option<&'a Mapping>,
+}
 
 /// A rewrite's actions: the new schema's `metadata` (when it changed), the removes, then
 /// the adds.
@@ -234,83 +230,49 @@ impl<'a> Rewriter<'a> {
     ) -> Result<(Committed, WrittenTable)> {
         let name = table.as_str();
         let delta = |e: DeltaTableError| Error::delta(name, "write", e);
-        let arrow = |e| Error::arrow(name, e);
         let snapshot = t.snapshot().map_err(delta)?;
         check_plain_layout(name, snapshot)?;
-        let current = snapshot.snapshot().arrow_schema();
-        let schema = widened_schema(&current, batches).map_err(delta)?;
-        let schema_changed = schema.fields() != current.fields();
-        let new = conform_all(batches, &schema).map_err(arrow)?;
-        let new_rows: u64 = new.iter().map(|b| b.num_rows() as u64).sum();
+        let mut read = ReadRows::new(name, snapshot, batches)?;
         let mut duties = Duties::read(t, snapshot).await.map_err(delta)?;
-        // With the change data feed on, the rows deleted are kept for a change data file.
-        let props = snapshot.snapshot().table_configuration().table_properties();
-        let change_data = props.enable_change_data_feed == Some(true);
-        let at = (t, snapshot, duties.mapping.as_ref());
-        let (removes, kept, (removed_rows, deleted)) = self
-            .split_rows(table, at, (what.rows, change_data), &schema)
+        let at = TableAt {
+            t,
+            snapshot,
+            mapping: duties.mapping.as_ref(),
+        };
+        read.split = self
+            .split_rows(table, at, what.rows, read.deleted_rows(), &read.schema)
             .await?;
-        let inserted = if change_data { new.clone() } else { Vec::new() };
         // The new schema before the files: a column-mapped table's new columns get their
         // physical names there, which the files use.
-        let metadata = schema_changed
-            .then(|| schema_metadata(name, snapshot, &schema, &current))
-            .transpose()?;
-        if let (Some((_, new_schema)), Some(_)) = (&metadata, &duties.mapping) {
-            let mode = snapshot
-                .snapshot()
-                .table_configuration()
-                .column_mapping_mode();
-            duties.mapping = Mapping::new(new_schema, mode).map_err(delta)?;
-        }
-        let metadata = metadata.map(|(action, _)| action);
-        let kept_rows: u64 = kept.iter().map(|b| b.num_rows() as u64).sum();
-        // With row tracking, the copied rows keep their ids (`super::row_ids`); the new
-        // rows' are null there, so they get new ones.
-        let written_schema = match &duties.materialized {
-            Some(m) => m.extended(&schema),
-            None => Arc::clone(&schema),
+        let metadata = read.schema_change(name, snapshot, &mut duties)?;
+        let at = PlannedOn {
+            t,
+            snapshot,
+            duties: &duties,
         };
-        let mut all = kept;
-        all.extend(conform_all(&new, &written_schema).map_err(arrow)?);
-        let notes = CommitNotes {
-            txn: what.txn,
-            read_version: Some(snapshot.version()),
-            removed: what.rows.map(|_| (removes.len() as u64, removed_rows)),
-            rewritten_rows: kept_rows,
-            blind_append: false,
-        };
-        let (adds, mut c, properties) = self
-            .write_files(t, (snapshot, &duties), &written_schema, &all, notes)
-            .await
-            .map_err(delta)?;
-        c.rows_added = new_rows;
-        let pending = pending_of(&adds, &removes);
-        if !schema_changed && removes.is_empty() && adds.is_empty() {
+        let kept_rows = read.kept_rows();
+        let notes = read.notes(what, snapshot.version());
+        let (adds, mut c, properties) = self.write_files(table, at, &read, notes).await?;
+        c.rows_added = read.new.iter().map(|b| b.num_rows() as u64).sum();
+        let pending = Pending::of(&adds, &read.split.removes);
+        if metadata.is_none() && read.split.removes.is_empty() && adds.is_empty() {
             c.version = snapshot.version();
             return Ok((c, WrittenTable::current(t.clone())));
         }
         let operation = operation_of(what.rows.map(|r| r.sql()), batches.is_empty());
-        let mut actions = commit_actions(metadata, removes, adds);
-        if change_data && kept_rows > 0 {
-            let store = t.log_store().object_store(None);
-            let written = super::change_data::write(
-                &store,
-                &schema,
-                (&deleted, &inserted),
-                (duties.mapping.as_ref(), self.storage.compression),
-            );
-            actions.extend(written.await.map_err(delta)?.map(Action::Cdc));
-        }
-        let copies = (actions, kept_rows > 0);
-        let commit = commit_on(
-            t,
-            (snapshot, &duties),
+        let cdc = match read.change_data && kept_rows > 0 {
+            true => self.change_data_file(at, &read).await.map_err(delta)?,
+            false => None,
+        };
+        let mut actions = commit_actions(metadata, read.split.removes, adds);
+        actions.extend(cdc.map(Action::Cdc));
+        let entry = LogEntry {
             properties,
-            copies,
+            actions,
+            copies: kept_rows > 0,
             operation,
-            pending,
-        );
+        };
+        let commit = commit_on(at, entry, pending);
         let written = self
             .storage
             .clock
@@ -320,32 +282,62 @@ impl<'a> Rewriter<'a> {
         Ok((c, written))
     }
 
-    /// `all` written as the data files of a rewrite of `t` (at `snapshot`, in `schema`),
-    /// with the commit properties `notes` give; when nothing is written (a delete), no
-    /// files and a delete's properties.
+    /// The rows a rewrite writes (the files' other rows, then the new ones) written as
+    /// data files of `at`'s table, with the commit properties `notes` give; when nothing
+    /// is written (a delete), no files and a delete's properties.
     async fn write_files(
         &self,
-        t: &DeltaTable,
-        (snapshot, duties): (&deltalake::table::state::DeltaTableState, &Duties),
-        schema: &SchemaRef,
-        all: &[RecordBatch],
+        table: &TableName,
+        at: PlannedOn<'_>,
+        read: &ReadRows,
         notes: CommitNotes<'_>,
-    ) -> std::result::Result<DataFiles, DeltaTableError> {
+    ) -> Result<DataFiles> {
+        let name = table.as_str();
+        let delta = |e: DeltaTableError| Error::delta(name, "write", e);
+        // With row tracking, the copied rows keep their ids (`super::row_ids`); the new
+        // rows' are null there, so they get new ones.
+        let schema = match &at.duties.materialized {
+            Some(m) => m.extended(&read.schema),
+            None => Arc::clone(&read.schema),
+        };
+        let mut all = read.split.kept.clone();
+        all.extend(conform_all(&read.new, &schema).map_err(|e| Error::arrow(name, e))?);
         if all.is_empty() {
             let (files, rows) = notes.removed.unwrap_or_default();
-            let properties = delete_properties(files, rows, snapshot.version());
+            let properties = delete_properties(files, rows, at.snapshot.version());
             return Ok((Vec::new(), Committed::default(), properties));
         }
-        duties.check_rows(all)?;
-        let stats = duties.stats_columns(StatsColumns::of(snapshot), schema);
-        let log_store = t.log_store();
-        write_data_files(
-            self.storage,
-            &log_store,
-            Arc::clone(schema),
-            all,
-            (stats, duties.mapping.as_ref()),
-            notes,
+        at.duties.check_rows(&all).map_err(delta)?;
+        let layout = FileLayout {
+            stats: at
+                .duties
+                .stats_columns(StatsColumns::of(at.snapshot), &schema),
+            schema,
+            mapping: at.duties.mapping.as_ref(),
+        };
+        let log_store = at.t.log_store();
+        write_data_files(self.storage, &log_store, layout, &all, notes)
+            .await
+            .map_err(delta)
+    }
+
+    /// The change data file of a rewrite: the rows it deletes and those it inserts.
+    async fn change_data_file(
+        &self,
+        at: PlannedOn<'_>,
+        read: &ReadRows,
+    ) -> std::result::Result<Option<deltalake::kernel::AddCDCFile>, DeltaTableError> {
+        let store = at.t.log_store().object_store(None);
+        let mapping = at.duties.mapping.as_ref();
+        let compression = self.storage.compression;
+        let (deleted, inserted) = (&read.split.deleted, &read.new);
+        super::change_data::write(
+            &store,
+            &read.schema,
+            deleted,
+            inserted,
+            mapping,
+            compression,
         )
         .await
     }
@@ -356,41 +348,51 @@ impl<'a> Rewriter<'a> {
         &self,
         table: &TableName,
         at: TableAt<'_>,
-        (rows, deleted): (Option<BatchRows<'_>>, bool),
+        rows: Option<BatchRows<'_>>,
+        deleted: DeletedRows,
         schema: &SchemaRef,
     ) -> Result<Split> {
         let started = std::time::Instant::now();
         let split = match rows {
             Some(rows) => {
-                self.split_files(table, at, (&rows, deleted), schema)
-                    .await?
+                self.split_files(
+                    table,
+                    at,
+                    Selection {
+                        rows: &rows,
+                        deleted,
+                    },
+                    schema,
+                )
+                .await?
             }
-            None => (Vec::new(), Vec::new(), (0, Vec::new())),
+            None => Split::default(),
         };
         self.storage.clock.add(Work::Builder, started);
         Ok(split)
     }
 
-    /// The files of `t` holding rows `rows` selects: their removes, their other rows (in
-    /// `schema`) and how many rows of the selection they held. A file whose statistics
-    /// rule the batch out is not read.
+    /// The files of `t` holding rows the selection selects: their removes, their other
+    /// rows (in `schema`) and how many rows of the selection they held. A file whose
+    /// statistics rule the batch out is not read.
     async fn split_files(
         &self,
         table: &TableName,
-        (t, snapshot, mapping): TableAt<'_>,
-        (rows, keep_deleted): (&BatchRows<'_>, bool),
+        at: TableAt<'_>,
+        selection: Selection<'_>,
         schema: &SchemaRef,
     ) -> Result<Split> {
         let name = table.as_str();
-        let store = t.log_store().object_store(None);
-        let materialized = Materialized::of(snapshot);
-        let materialized = materialized.as_ref();
-        let mut removes = Vec::new();
-        let mut kept = Vec::new();
-        let mut matched = 0u64;
-        let mut deleted = Vec::new();
-        for f in snapshot.log_data().iter() {
-            if !super::files::may_hold_batch(&f, rows.batch_id(), mapping) {
+        let store = at.t.log_store().object_store(None);
+        let materialized = Materialized::of(at.snapshot);
+        let shape = RowShape {
+            schema,
+            mapping: at.mapping,
+            materialized: materialized.as_ref(),
+        };
+        let mut split = Split::default();
+        for f in at.snapshot.log_data().iter() {
+            if !super::files::may_hold_batch(&f, selection.rows.batch_id(), at.mapping) {
                 continue;
             }
             let raw = read_file(&store, &f.object_store_path())
@@ -398,41 +400,167 @@ impl<'a> Rewriter<'a> {
                 .map_err(|e| Error::delta(name, "read", e))?;
             // Rows another engine deleted with a deletion vector are not copied.
             let gone = match f.deletion_vector_descriptor() {
-                Some(dv) => super::deletion::deleted_rows(t, dv)
+                Some(dv) => super::deletion::deleted_rows(at.t, dv)
                     .await
                     .map_err(|e| Error::delta(name, "read", e))?,
                 None => Vec::new(),
             };
             let path = f.path();
-            let file = (path.as_ref(), FileIds::of(&f), &gone[..]);
-            let batches = copied_rows(raw, file, (schema, mapping, materialized))
+            let file = CopiedFile {
+                path: path.as_ref(),
+                ids: FileIds::of(&f),
+                deleted: &gone,
+            };
+            let batches = copied_rows(raw, file, shape).map_err(|e| Error::arrow(name, e))?;
+            let hit = selection
+                .split(batches, schema, &mut split)
                 .map_err(|e| Error::arrow(name, e))?;
-            let mut others = Vec::with_capacity(batches.len());
-            let mut hit = 0u64;
-            for b in batches {
-                let mask = rows.matches(&b).map_err(|e| Error::arrow(name, e))?;
-                let n = mask.true_count() as u64;
-                hit += n;
-                if keep_deleted && n > 0 {
-                    // The change data file holds the table's columns alone.
-                    let rows = arrow::compute::filter_record_batch(&b, &mask)
-                        .and_then(|r| conform(&r, schema))
-                        .map_err(|e| Error::arrow(name, e))?;
-                    deleted.push(rows);
-                }
-                let keep = arrow::compute::not(&mask).map_err(|e| Error::arrow(name, e))?;
-                let rest = arrow::compute::filter_record_batch(&b, &keep)
-                    .map_err(|e| Error::arrow(name, e))?;
-                if rest.num_rows() > 0 {
-                    others.push(rest);
-                }
-            }
             if hit > 0 {
-                matched += hit;
-                removes.push(super::files::remove_of(&f, true));
-                kept.extend(others);
+                split.removes.push(super::files::remove_of(&f, true));
             }
         }
-        Ok((removes, kept, (matched, deleted)))
+        Ok(split)
     }
+}
+
+/// The rows a rewrite replaces, and what it keeps of them.
+#[derive(Clone, Copy)]
+struct Selection<'a> {
+    rows: &'a BatchRows<'a>,
+    deleted: DeletedRows,
+}
+
+impl Selection<'_> {
+    /// Splits `batches`, one file's rows, into `split`: the rows selected (kept among
+    /// its deleted rows, in `schema`, when asked for) and the others (kept to be written
+    /// again when the file holds a selected row). How many rows it selected.
+    fn split(
+        self,
+        batches: Vec<RecordBatch>,
+        schema: &SchemaRef,
+        split: &mut Split,
+    ) -> std::result::Result<u64, arrow::error::ArrowError> {
+        let mut others = Vec::with_capacity(batches.len());
+        let mut hit = 0u64;
+        for b in batches {
+            let mask = self.rows.matches(&b)?;
+            let n = mask.true_count() as u64;
+            hit += n;
+            if self.deleted == DeletedRows::Keep && n > 0 {
+                // The change data file holds the table's columns alone.
+                let rows = arrow::compute::filter_record_batch(&b, &mask)
+                    .and_then(|r| conform(&r, schema))?;
+                split.deleted.push(rows);
+            }
+            let keep = arrow::compute::not(&mask)?;
+            let rest = arrow::compute::filter_record_batch(&b, &keep)?;
+            if rest.num_rows() > 0 {
+                others.push(rest);
+            }
+        }
+        if hit > 0 {
+            split.matched += hit;
+            split.kept.extend(others);
+        }
+        Ok(hit)
+    }
+}
+
+/// What a rewrite reads: the table's schema and the new rows in it, then the files
+/// holding the rows it replaces, split.
+struct ReadRows {
+    /// The table's schema before the rewrite.
+    current: SchemaRef,
+    /// The table's schema widened by the new rows' columns.
+    schema: SchemaRef,
+    /// The new rows, in `schema`.
+    new: Vec<RecordBatch>,
+    /// The table's change data feed is on: the rows deleted are kept for a change data
+    /// file.
+    change_data: bool,
+    split: Split,
+}
+
+impl ReadRows {
+    /// The new rows `batches` in the schema of `snapshot`'s table (named `name`) widened
+    /// by their columns; nothing read from the files yet.
+    fn new(
+        name: &str,
+        snapshot: &deltalake::table::state::DeltaTableState,
+        batches: &[RecordBatch],
+    ) -> Result<Self> {
+        let current = snapshot.snapshot().arrow_schema();
+        let schema =
+            widened_schema(&current, batches).map_err(|e| Error::delta(name, "write", e))?;
+        let new = conform_all(batches, &schema).map_err(|e| Error::arrow(name, e))?;
+        let props = snapshot.snapshot().table_configuration().table_properties();
+        Ok(ReadRows {
+            current,
+            schema,
+            new,
+            change_data: props.enable_change_data_feed == Some(true),
+            split: Split::default(),
+        })
+    }
+
+    /// The rows of the files the rewrite writes again.
+    fn kept_rows(&self) -> u64 {
+        self.split.kept.iter().map(|b| b.num_rows() as u64).sum()
+    }
+
+    /// What the commit of the rewrite `what`, planned on `read_version`, records beside
+    /// its rows.
+    fn notes<'a>(&self, what: Rewrite<'a>, read_version: u64) -> CommitNotes<'a> {
+        CommitNotes {
+            txn: what.txn,
+            read_version: Some(read_version),
+            removed: what
+                .rows
+                .map(|_| (self.split.removes.len() as u64, self.split.matched)),
+            rewritten_rows: self.kept_rows(),
+            blind_append: false,
+        }
+    }
+
+    /// What the read of the files keeps of the rows the rewrite deletes.
+    fn deleted_rows(&self) -> DeletedRows {
+        match self.change_data {
+            true => DeletedRows::Keep,
+            false => DeletedRows::Drop,
+        }
+    }
+
+    /// The metadata action of the schema change the new rows make, if any; a
+    /// column-mapped table's mapping in `duties` follows it (its new columns' physical
+    /// names).
+    fn schema_change(
+        &self,
+        name: &str,
+        snapshot: &deltalake::table::state::DeltaTableState,
+        duties: &mut Duties,
+    ) -> Result<Option<Action>> {
+        if self.schema.fields() == self.current.fields() {
+            return Ok(None);
+        }
+        let (action, new_schema) = schema_metadata(name, snapshot, &self.schema, &self.current)?;
+        if duties.mapping.is_some() {
+            let mode = snapshot
+                .snapshot()
+                .table_configuration()
+                .column_mapping_mode();
+            duties.mapping =
+                Mapping::new(&new_schema, mode).map_err(|e| Error::delta(name, "write", e))?;
+        }
+        Ok(Some(action))
+    }
+}
+
+/// What a rewrite's read of the files holding the rows it replaces keeps of the rows it
+/// deletes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum DeletedRows {
+    /// Them, for a change data file.
+    Keep,
+    /// Nothing.
+    Drop,
 }

@@ -110,15 +110,44 @@ impl Materialized {
     }
 }
 
+/// A data file a copy takes rows from.
+#[derive(Clone, Copy)]
+pub(crate) struct CopiedFile<'a> {
+    /// Its path, as the log records it.
+    pub(crate) path: &'a str,
+    /// What gives its rows their ids.
+    pub(crate) ids: FileIds,
+    /// The positions of its rows a deletion vector deleted, ascending.
+    pub(crate) deleted: &'a [u64],
+}
+
+/// The shape of the rows a copy takes: the table's logical `schema`, read through its
+/// column `mapping`, and with its `materialized` row-id columns.
+#[derive(Clone, Copy)]
+pub(crate) struct RowShape<'a> {
+    pub(crate) schema: &'a SchemaRef,
+    pub(crate) mapping: Option<&'a Mapping>,
+    pub(crate) materialized: Option<&'a Materialized>,
+}
+
 /// The rows a copy takes from one data file: its `raw` batches (as read) without the rows
-/// at positions `deleted` (its deletion vector, ascending), in the table's logical
-/// `schema`; with `materialized`, each row's id and commit version after them
-/// ([`Materialized::extended`]).
+/// its deletion vector deleted, in the table's logical schema; with row-id columns
+/// materialized, each row's id and commit version after them ([`Materialized::extended`]).
 pub(crate) fn copied_rows(
     raw: Vec<RecordBatch>,
-    (path, file, deleted): (&str, FileIds, &[u64]),
-    (schema, mapping, materialized): (&SchemaRef, Option<&Mapping>, Option<&Materialized>),
+    file: CopiedFile<'_>,
+    shape: RowShape<'_>,
 ) -> Result<Vec<RecordBatch>, ArrowError> {
+    let RowShape {
+        schema,
+        mapping,
+        materialized,
+    } = shape;
+    let CopiedFile {
+        path,
+        ids: file,
+        deleted,
+    } = file;
     let logical = |b: &RecordBatch| {
         let b = match mapping {
             Some(m) => m.to_logical(b, path)?,
@@ -195,8 +224,16 @@ mod tests {
                 raw(vec![0, 1, 2], vec![None, Some(5), None]),
                 raw(vec![3, 4], vec![None, None]),
             ],
-            ("f.parquet", file, &[0, 3]),
-            (&schema, None, Some(&m())),
+            CopiedFile {
+                path: "f.parquet",
+                ids: file,
+                deleted: &[0, 3],
+            },
+            RowShape {
+                schema: &schema,
+                mapping: None,
+                materialized: Some(&m()),
+            },
         )
         .unwrap();
         let all = arrow::compute::concat_batches(&m().extended(&schema), &out).unwrap();
@@ -209,8 +246,16 @@ mod tests {
         // Without row tracking the rows alone, in the table's columns.
         let plain = copied_rows(
             vec![raw(vec![0, 1], vec![None, None])],
-            ("f.parquet", file, &[1]),
-            (&schema, None, None),
+            CopiedFile {
+                path: "f.parquet",
+                ids: file,
+                deleted: &[1],
+            },
+            RowShape {
+                schema: &schema,
+                mapping: None,
+                materialized: None,
+            },
         )
         .unwrap();
         assert_eq!(plain[0].schema(), schema);

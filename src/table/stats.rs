@@ -22,6 +22,18 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
+    /// The files a commit adds (their sizes) and removes (their paths), for the upkeep
+    /// after it.
+    pub(crate) fn of(
+        adds: &[deltalake::kernel::Add],
+        removes: &[deltalake::kernel::Remove],
+    ) -> Pending {
+        Pending {
+            adds: adds.iter().map(|a| a.size.max(0) as u64).collect(),
+            removes: removes.iter().map(|r| r.path.clone()).collect(),
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         self.adds.is_empty() && self.removes.is_empty()
     }

@@ -1,7 +1,7 @@
 //! Tests of the table layer: writes, replaces, commits and their logs, against real
 //! tables in temporary folders.
 
-use super::commit::Created;
+use super::commit::{Created, TableWrite};
 use super::files::TOPICS_TAG;
 use super::*;
 use crate::batch::BatchKey;
@@ -695,11 +695,17 @@ async fn a_replace_planned_before_a_compaction_of_its_files_is_planned_again() {
     let handle = s.handle(&name).unwrap();
     let key = k("b2");
     let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
-    let Err(e) = s
-        .committer(FIRST)
-        .write_rewrite(&name, &handle, Some(stale), &[rerun], replace, &key)
-        .await
-    else {
+    let rerun = [rerun];
+    let job = TableWrite {
+        committer: s.committer(FIRST),
+        table: &name,
+        handle: &handle,
+        batches: &rerun,
+        key: &key,
+        files: files::BatchFiles::Mixed,
+        rows: replace,
+    };
+    let Err(e) = job.rewrite(Some(stale)).await else {
         panic!("a replace of files a compaction removed committed");
     };
     assert!(is_replannable_conflict(&e), "{e:?}");

@@ -18,7 +18,7 @@ use crate::naming::TableName;
 mod preopen;
 mod unloaded;
 
-pub(crate) use preopen::{AbortOnDrop, Preopened};
+pub(crate) use preopen::{AbortOnDrop, BatchTables, Preopened};
 use preopen::{Ahead, Open};
 pub(crate) use unloaded::BATCH_TXN_PROPERTY;
 pub(super) use unloaded::{Unloaded, Unopened};

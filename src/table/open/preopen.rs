@@ -156,6 +156,18 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The tables a batch writes by name, which [`Opener::refusals`] checks beside the
+/// schema's others.
+#[derive(Clone, Copy)]
+pub(crate) struct BatchTables<'a> {
+    /// Its topics' tables.
+    pub(crate) topics: &'a [TableName],
+    /// The tables a column type hint types a column of.
+    pub(crate) hinted: &'a [TableName],
+    /// Whether it writes `_corrupt_records` (it has corrupt lines).
+    pub(crate) corrupt: bool,
+}
+
 impl Opener<'_> {
     /// Opens every table of the schema ahead of its write of `key`'s rows, in the
     /// background, from a listing of the schema's folder, once `landed` says the landing
@@ -234,26 +246,29 @@ impl Opener<'_> {
         }
     }
 
-    /// The tables of the schema a batch of `topics` (their topic tables) may write that
-    /// bronze will not write, each with why ([`refusal`]): its topic tables, the child
-    /// tables (any topic may have their array), `_corrupt_records` when `corrupt`, and
+    /// The tables of the schema a `batch` may write that bronze will not write, each
+    /// with why ([`refusal`]): its topic tables, the child tables (any topic may have
+    /// their array), `_corrupt_records` when it has corrupt lines, and
     /// `_run_control`. Each table's log is read once (its protocol and metadata, or the
     /// whole table for a batch seen before), by its pre-open if one started
     /// ([`Opener::preopen`]), and the result is left for its write, so a table costs no
     /// more reads than without the check. A schema of more than
-    /// [`MAX_PREOPEN`] tables has only its topic and system tables and the tables of
-    /// `hinted` (those a column type hint types a column of) checked here (the others at
-    /// their commit).
+    /// [`MAX_PREOPEN`] tables has only its topic and system tables and the tables
+    /// hints type a column of checked here (the others at their commit).
     pub(crate) async fn refusals(
         &self,
-        topics: &[TableName],
-        hinted: &[TableName],
-        corrupt: bool,
-        (key, run): (&BatchKey, RunMode),
+        batch: BatchTables<'_>,
+        key: &BatchKey,
+        run: RunMode,
         conflict: &(dyn Fn(&TableName, &Look) -> Option<Refusal> + Sync),
     ) -> Vec<(TableName, Refusal)> {
         use futures::StreamExt as _;
 
+        let BatchTables {
+            topics,
+            hinted,
+            corrupt,
+        } = batch;
         self.storage.opened.ahead.offered().await;
         let mut tables = self.storage.schema_tables().await.unwrap_or_default();
         if tables.len() > MAX_PREOPEN {
@@ -272,7 +287,7 @@ impl Opener<'_> {
         };
         let looks: Vec<(TableName, Option<Look>)> = futures::stream::iter(tables)
             .map(|table| async move {
-                let look = self.look_ahead(&table, (key, run), named(&table)).await;
+                let look = self.look_ahead(&table, key, run, named(&table)).await;
                 (table, look)
             })
             .buffer_unordered(8)
@@ -306,7 +321,8 @@ impl Opener<'_> {
     async fn look_ahead(
         &self,
         table: &TableName,
-        (key, run): (&BatchKey, RunMode),
+        key: &BatchKey,
+        run: RunMode,
         writes: bool,
     ) -> Option<Look> {
         let write = first_write(table);

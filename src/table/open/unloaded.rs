@@ -70,7 +70,7 @@ impl Opener<'_> {
         let opened = self.kernel_snapshot(table, move |snapshot, engine| {
             let look = writable::look(snapshot.table_configuration(), removes);
             let plain = look.refusal.is_none()
-                && plain_append(snapshot, engine, (compact_at, run.txns, write), &app_ids);
+                && plain_append(snapshot, engine, compact_at, run.txns, write, &app_ids);
             Some((plain.then(|| Arc::clone(snapshot)), look))
         });
         match self.storage.clock.time(Work::Open, opened).await {
@@ -145,12 +145,14 @@ impl Opener<'_> {
 /// Whether an append to `snapshot`'s table may commit from its log alone: nothing about
 /// the table asks more of a writer than data files with statistics, the next commit is
 /// due no checkpoint or auto compaction check, and (for a replacing write) no rows of the
-/// batch (`app_ids`) are there. `(compact_at, txns, write)` as
+/// batch (`app_ids`) are there. `compact_at`, `txns` and `write` as
 /// [`Opener::open_unloaded_looked`] has them.
 fn plain_append(
     snapshot: &buoyant_kernel::SnapshotRef,
     engine: &dyn buoyant_kernel::Engine,
-    (compact_at, txns, write): (Option<u64>, Txns, Write),
+    compact_at: Option<u64>,
+    txns: Txns,
+    write: Write,
     app_ids: &[String],
 ) -> bool {
     use buoyant_kernel::table_features::TableFeature;
