@@ -6,7 +6,7 @@
 //! per value), numbers keep their literal and sub-trees kept as JSON are their exact
 //! source text.
 //!
-//! Rules (also in the README and `DESIGN.md`):
+//! Rules (also in `docs/tables.md` and `DESIGN.md`):
 //! - nested objects become columns joined with `__` (`quote__bid`); every data column
 //!   carries its original path as a JSON pointer in field metadata `bronze.path`;
 //! - an array whose elements are all objects becomes rows of a child table named by its

@@ -447,7 +447,7 @@ pub struct IngestArgs {
     pub interval: std::time::Duration,
     /// Settings file (TOML): envelope, dedup keys, flattening, evolution per topic, child
     /// table names. Default: `./bronze.toml` when it exists. Flags override it; unknown
-    /// keys are an error. See the README for every key.
+    /// keys are an error. See docs/settings.md for every key.
     #[arg(long)]
     pub config: Option<PathBuf>,
     /// Root of the lakehouse: a folder (created if missing) or an object store URL
