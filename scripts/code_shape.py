@@ -8,7 +8,8 @@ feature's scaffolding left out, as in `scripts/long_functions.py`):
 - `Ingest` has at most 20 methods;
 - no file over 1,000 lines of non-test code;
 - README.md at most 400 lines;
-- DESIGN.md names every source file of `src/` (by its path under `src/`).
+- DESIGN.md names every source file of `src/` (by its path under `src/`), and every
+  `src/...` path it names exists.
 
 usage: scripts/code_shape.py [--counts]    exit 1 when a limit is broken; --counts prints
 the measures even when all hold
@@ -218,6 +219,10 @@ def main():
                if os.path.relpath(p, SRC) not in design and rel(p) not in design]
     counts["source files DESIGN.md does not name"] = len(unnamed)
     problems += [f"DESIGN.md does not name {u}" for u in unnamed]
+    gone = sorted({m for m in re.findall(r"`(src/[A-Za-z0-9_/]+(?:\.rs|/))`", design)
+                   if not os.path.exists(os.path.join(ROOT, m))})
+    counts["paths DESIGN.md names that do not exist"] = len(gone)
+    problems += [f"DESIGN.md names {g}, which does not exist" for g in gone]
 
     if "--counts" in sys.argv or problems:
         for k, v in counts.items():

@@ -13,7 +13,8 @@ that type, and that only file B defines (in its own `impl Type` or `impl Trait f
 block), makes A depend on B though no `use` line says so. Such an edge joins the file
 graph of a folder, where `mod.rs` then counts as a file like its siblings (a sibling
 calling up into a method of `mod.rs` goes back up), and the module graph when A and B
-are in different modules. Reports name these edges by the methods called.
+are in different modules. A method the calling file defines itself is taken to be the
+one called (no edge). Reports name these edges by the methods called.
 
 usage: scripts/module_cycles.py [--graph]    exit 1 when there is a cycle or a circle
 """

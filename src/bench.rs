@@ -84,7 +84,7 @@ pub fn commit(
     batch_id: &str,
     tables: &BTreeMap<TableName, Vec<(String, Vec<RecordBatch>)>>,
 ) -> Result<u64> {
-    let storage = ingest.catalog().storage()?;
+    let storage = ingest.storage()?;
     // A first load of the batch that records its `txn` in every table.
     let committer = storage.committer(crate::table::RunMode::default());
     let key = crate::batch::BatchKey::of_id(batch_id);

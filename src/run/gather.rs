@@ -61,6 +61,16 @@ pub(super) type TopicPart = (String, u64, Vec<RecordBatch>);
 /// Tables in name order, each with its topics' parts.
 pub(super) type GatheredTables = Vec<(TableName, Vec<TopicPart>)>;
 
+/// Whether a topic's task writes a table of its own (one no other topic feeds) on its
+/// own, as soon as the topic is flattened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum OwnTable {
+    /// It does: one more table written early.
+    Written,
+    /// Every table of the topic is gathered.
+    None,
+}
+
 /// The tables several topics may feed, gathered while topics are flattened
 /// ([`super::topic::Fanout::topic_task`]).
 pub(super) struct Gathered {
@@ -74,7 +84,7 @@ pub(super) struct Gathered {
 
 impl Gathered {
     /// Adds the tables of the topic at `index` (of the batch's topics) and counts it done
-    /// (`early`: its own table is written on its own). For the last topic: the gathered
+    /// (`own`: whether its own table is written on its own). For the last topic: the gathered
     /// tables in name order, each table's parts in topic order (the order its schema
     /// evolves in, whatever order the topics were flattened in), and the number of early
     /// tables.
@@ -84,7 +94,7 @@ impl Gathered {
         topic: &str,
         rows_in: u64,
         plan: SlicedPlan,
-        early: bool,
+        own: OwnTable,
     ) -> Option<(GatheredTables, usize)> {
         for (table, batches) in plan {
             self.by_table
@@ -92,7 +102,7 @@ impl Gathered {
                 .or_default()
                 .push((index, (topic.to_string(), rows_in, batches)));
         }
-        self.early += usize::from(early);
+        self.early += usize::from(own == OwnTable::Written);
         self.remaining -= 1;
         if self.remaining > 0 {
             return None;
@@ -160,9 +170,11 @@ mod tests {
             by_table: BTreeMap::new(),
         };
         // Flattened in the order 2, 0, 1; topic 1 feeds no gathered table.
-        assert!(g.done(2, "trade", 3, plan(3), true).is_none());
-        assert!(g.done(0, "news", 1, plan(1), false).is_none());
-        let (tables, early) = g.done(1, "quote", 2, SlicedPlan::new(), true).unwrap();
+        assert!(g.done(2, "trade", 3, plan(3), OwnTable::Written).is_none());
+        assert!(g.done(0, "news", 1, plan(1), OwnTable::None).is_none());
+        let (tables, early) = g
+            .done(1, "quote", 2, SlicedPlan::new(), OwnTable::Written)
+            .unwrap();
         assert_eq!(early, 2);
         assert_eq!(tables.len(), 1);
         let (table, parts) = &tables[0];

@@ -7,7 +7,7 @@ use crate::error::Result;
 use crate::lease::{Lease, LeaseFolder};
 use crate::table::Storage;
 
-/// The batch lease when [`IngestConfig::batch_lease`] is on (held until dropped), with
+/// The batch lease when [`crate::IngestConfig::batch_lease`] is on (held until dropped), with
 /// a warning for each lease of a dead run taken over.
 pub(super) fn take_lease(
     ctx: &Context,
@@ -67,7 +67,7 @@ pub(super) fn lease(
 /// tables may hold rows of it no record tells of: this run took over the lease that
 /// run left ([`Lease`]); without leases, a lease file of the batch is there (left by
 /// a run that held one), or else only the tables' `txn`s tell
-/// ([`Txns::InTables`]).
+/// ([`crate::table::Txns::InTables`]).
 pub(super) fn unrecorded_run(
     ctx: &Context,
     storage: &Storage,

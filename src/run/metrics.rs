@@ -309,7 +309,7 @@ pub async fn push(
     }
 }
 
-/// With [`IngestConfig::metrics_push`]: the run's metrics to the gateway (the whole
+/// With [`crate::IngestConfig::metrics_push`]: the run's metrics to the gateway (the whole
 /// group replaced), or `bronze_batch_success 0` alone for a run that failed before its
 /// report. Not for a batch another run holds or loaded: that run pushes. A gateway
 /// that cannot take them costs a warning, on the report when there is one.

@@ -179,6 +179,12 @@ impl Ingest {
         self.ctx.catalog.schema_dir()
     }
 
+    /// The catalog's storage as a run sees it (failpoints armed included).
+    #[cfg(feature = "testing")]
+    pub(crate) fn storage(&self) -> Result<crate::table::Storage> {
+        self.ctx.storage()
+    }
+
     /// Maintenance on this catalog's tables, under the same table locks as its loads.
     pub fn maintenance(&self) -> Maintenance<'_> {
         Maintenance::new(&self.ctx.catalog)

@@ -8,12 +8,12 @@ use std::time::Instant;
 use arrow::array::RecordBatch;
 
 use super::Progress;
-use super::gather::{Gather, GatheredTables, SlicedPlan};
+use super::gather::{Gather, GatheredTables, OwnTable, SlicedPlan};
 use super::state::Run;
 use super::write::{self, Again, PartMeta, part_writes, rows_of};
 use crate::batch::now_micros;
 use crate::error::{Error, Result};
-use crate::flatten::{self};
+use crate::flatten;
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 use crate::stage::spill::StagingTable;
@@ -190,11 +190,14 @@ impl Fanout<'_> {
         let Some(gather) = &self.gather else {
             return (own.done(self), Vec::new());
         };
-        let last =
-            gather
-                .gathered
-                .lock()
-                .done(index, topic, rows_in, gathered, !deferred.is_empty());
+        let own_table = match deferred.is_empty() {
+            true => OwnTable::None,
+            false => OwnTable::Written,
+        };
+        let last = gather
+            .gathered
+            .lock()
+            .done(index, topic, rows_in, gathered, own_table);
         let write_own = move || {
             for (table, batches) in deferred {
                 own.commit(self, table, batches);

@@ -73,8 +73,8 @@ impl Prefetched {
     }
 }
 
-/// A fetch of the batch's landing files started at discovery ([`Ingest::start_prefetch`]),
-/// its files handed to the parse as they arrive; aborted when dropped (the run stopped
+/// A fetch of the batch's landing files started at discovery (the run's staging step
+/// starts it), its files handed to the parse as they arrive; aborted when dropped (the run stopped
 /// before staging, or resumed), which ends the waits of its readers.
 pub(crate) struct EarlyFetch {
     pub(crate) files: Arc<Prefetched>,

@@ -76,7 +76,7 @@ impl<'a> Committer<'a> {
     /// Replaces the rows of `key` with `batch` (creating the table when needed) in
     /// one commit; a plain append when no file can hold rows of the batch. Creates and
     /// appends take the direct paths ([`Opener::open_unloaded`] first, then
-    /// [`TableWrite::direct`]), a replace [`TableWrite::rewrite`].
+    /// [`WriteJob::direct`]), a replace [`WriteJob::rewrite`].
     pub(crate) async fn replace(
         &self,
         table: &TableName,
@@ -108,7 +108,7 @@ impl<'a> Committer<'a> {
         };
         // A new table, or one without rows of this batch: the direct create or append.
         let rows = files.may_hold().then(|| BatchRows::of(key, opened.folders));
-        let job = TableWrite {
+        let job = WriteJob {
             committer: *self,
             table,
             handle: &opened.handle,
@@ -157,7 +157,7 @@ impl<'a> Committer<'a> {
         let rows = files
             .may_hold()
             .then(|| BatchRows::of_topics(key, &fitted.topics, opened.folders));
-        let job = TableWrite {
+        let job = WriteJob {
             committer: *self,
             table,
             handle: &opened.handle,
@@ -380,7 +380,7 @@ impl<'a> Committer<'a> {
             Err(why) => why,
         };
         let (handle, existing) = self.opener().open_or_new_unless(table, unopened).await?;
-        let job = TableWrite {
+        let job = WriteJob {
             committer: *self,
             table,
             handle: &handle,
@@ -453,15 +453,15 @@ struct OpenedForWrite {
     folders: Folders,
 }
 
-/// A commit strategy: each one commits a [`TableWrite`] on the table as it is, or
+/// A commit strategy: each one commits a [`WriteJob`] on the table as it is, or
 /// hands the table back when it does not apply ([`Tried`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Strategy {
-    /// [`TableWrite::whole_files`]: the batch's files removed whole, the rows added.
+    /// [`WriteJob::whole_files`]: the batch's files removed whole, the rows added.
     WholeFiles,
-    /// [`TableWrite::direct`]: a create or an append, nothing read back.
+    /// [`WriteJob::direct`]: a create or an append, nothing read back.
     Direct,
-    /// [`TableWrite::rewrite`]: the files that mix the batch's rows with others
+    /// [`WriteJob::rewrite`]: the files that mix the batch's rows with others
     /// rewritten; applies always.
     Rewrite,
 }
@@ -481,7 +481,7 @@ impl Strategy {
 }
 
 /// The strategies of a write of one topic's rows ([`Committer::replace`],
-/// [`Committer::append`]), which never finds whole files to remove.
+/// [`Committer::append`]): whole files are not tried, only `replace_parts` removes them.
 const DIRECT_OR_REWRITE: [Strategy; 2] = [Strategy::Direct, Strategy::Rewrite];
 
 /// What a commit strategy did.
@@ -492,7 +492,7 @@ pub(super) enum Tried {
     NotApplicable(Option<DeltaTable>),
 }
 
-/// A commit by [`TableWrite::commit`]: what it committed, by which strategy, and when
+/// A commit by [`WriteJob::commit`]: what it committed, by which strategy, and when
 /// that strategy's turn came (for the debug log of its timing).
 pub(super) struct CommittedBy {
     pub(super) committed: Committed,
@@ -525,7 +525,7 @@ impl CommittedBy {
 /// One write of a batch's rows to one table, what every commit strategy takes: the
 /// table and its handle, the rows (in the table's schema as fitted), the batch, the
 /// files of the table that may hold its rows, and which of its rows the write replaces.
-pub(super) struct TableWrite<'w> {
+pub(super) struct WriteJob<'w> {
     pub(super) committer: Committer<'w>,
     pub(super) table: &'w TableName,
     pub(super) handle: &'w DeltaTable,
@@ -537,7 +537,7 @@ pub(super) struct TableWrite<'w> {
     pub(super) rows: Option<BatchRows<'w>>,
 }
 
-impl TableWrite<'_> {
+impl WriteJob<'_> {
     /// Commits by the first of `strategies` that applies to `existing` (the table, if
     /// it exists); they end with [`Strategy::Rewrite`], which applies always.
     pub(super) async fn commit(
@@ -587,7 +587,7 @@ impl TableWrite<'_> {
         }
     }
 
-    /// [`TableWrite::replace_whole_files`] of `existing` when its files holding the
+    /// [`WriteJob::replace_whole_files`] of `existing` when its files holding the
     /// batch's rows are [`BatchFiles::Whole`] and that applies.
     pub(super) async fn whole_files(&self, existing: Option<DeltaTable>) -> Result<Tried> {
         match (existing, &self.files) {
@@ -604,7 +604,7 @@ impl TableWrite<'_> {
     /// ([`Committer::create_with_files`]); an existing one gets them appended for a
     /// [`Write::Append`] when they have the table's schema ([`Committer::append_files`]).
     /// Otherwise [`Tried::NotApplicable`] hands back the table for
-    /// [`TableWrite::rewrite`] (loaded anew when another writer created it meanwhile).
+    /// [`WriteJob::rewrite`] (loaded anew when another writer created it meanwhile).
     pub(super) async fn direct(&self, existing: Option<DeltaTable>) -> Result<Tried> {
         let (table, batches, key) = (self.table, self.batches, Some(self.key));
         let Some(t) = existing else {
@@ -673,7 +673,7 @@ impl TableWrite<'_> {
     /// commit recording the rows' predicate ([`BatchRows::sql`]). `Ok(None)` (nothing
     /// written) when a file of the batch holds a topic written now beside one that is
     /// not (its other rows must stay) or the rows need a schema change: the caller's
-    /// [`TableWrite::rewrite`] handles those.
+    /// [`WriteJob::rewrite`] handles those.
     async fn replace_whole_files(
         &self,
         t: &DeltaTable,

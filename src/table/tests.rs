@@ -1,7 +1,7 @@
 //! Tests of the table layer: writes, replaces, commits and their logs, against real
 //! tables in temporary folders.
 
-use super::commit::{Created, TableWrite};
+use super::commit::{Created, WriteJob};
 use super::files::TOPICS_TAG;
 use super::*;
 use crate::batch::BatchKey;
@@ -696,7 +696,7 @@ async fn a_replace_planned_before_a_compaction_of_its_files_is_planned_again() {
     let key = k("b2");
     let replace = Some(files::BatchRows::of(&key, files::Folders::SourceFile));
     let rerun = [rerun];
-    let job = TableWrite {
+    let job = WriteJob {
         committer: s.committer(FIRST),
         table: &name,
         handle: &handle,
