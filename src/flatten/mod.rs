@@ -54,6 +54,7 @@ mod fill;
 mod hinted;
 mod ids;
 mod lineage;
+mod variant;
 mod walk;
 
 use std::borrow::Cow;
