@@ -50,10 +50,15 @@ pub enum ColumnType {
     Timestamp,
     /// `json`: every value as its JSON text (`bronze.json` column).
     Json,
+    /// `variant`: every value kept whole as a Parquet Variant (Delta's `variant` type, the
+    /// `variantType` table feature): objects and arrays are not flattened, numbers keep
+    /// their exact value (`crate::flatten` documents the encoding).
+    Variant,
 }
 
 /// The types [`ColumnType`] reads, as an error message lists them.
-pub const TYPES: &str = "string, boolean, int64, float64, decimal(P,S), date, timestamp, json";
+pub const TYPES: &str =
+    "string, boolean, int64, float64, decimal(P,S), date, timestamp, json, variant";
 
 /// Largest decimal precision (Delta's and Arrow's `Decimal128`).
 pub const MAX_PRECISION: u8 = 38;
@@ -82,6 +87,7 @@ impl fmt::Display for ColumnType {
             ColumnType::Date => f.write_str("date"),
             ColumnType::Timestamp => f.write_str("timestamp"),
             ColumnType::Json => f.write_str("json"),
+            ColumnType::Variant => f.write_str("variant"),
         }
     }
 }
@@ -99,6 +105,7 @@ impl FromStr for ColumnType {
             "date" => ColumnType::Date,
             "timestamp" => ColumnType::Timestamp,
             "json" => ColumnType::Json,
+            "variant" => ColumnType::Variant,
             _ => return decimal_type(&t, s),
         })
     }

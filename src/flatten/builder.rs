@@ -32,8 +32,9 @@ pub(super) struct PathNode {
     /// The child table (its index) of an array at this path, and the path's JSON pointer
     /// from the row (`/legs`), which a child row's `_id` repeats.
     pub(super) child_table: Option<(usize, Rc<str>)>,
-    /// Whether a `json` hint keeps the value at this path whole, once looked up.
-    pub(super) keep_json: Option<bool>,
+    /// Whether a `json` or `variant` hint keeps the value at this path whole, once
+    /// looked up.
+    pub(super) whole: Option<Whole>,
     /// The last object with a member at this path ([`super::walk::Flattener::members`]).
     pub(super) stamp: u32,
 }
@@ -47,10 +48,21 @@ impl PathNode {
             index: None,
             column: None,
             child_table: None,
-            keep_json: None,
+            whole: None,
             stamp: 0,
         }
     }
+}
+
+/// How a hint keeps the value at a path whole instead of flattening it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Whole {
+    /// It does not: the value is flattened.
+    No,
+    /// As its JSON text (`json`), when an object or array.
+    Json,
+    /// As a Parquet Variant (`variant`), whatever the value.
+    Variant,
 }
 
 /// Rows being built for one target table.
@@ -147,7 +159,7 @@ impl TableBuilder<'_> {
             self.bases.insert(at, base);
             // The columns' hints are looked up again with this base.
             for node in &mut self.nodes {
-                node.keep_json = None;
+                node.whole = None;
             }
         }
     }

@@ -173,7 +173,9 @@ fn data_columns(
     for ((col_name, path), column) in names.into_iter().zip(columns) {
         let typing = Typing::of(cfg, topic, bases, &path);
         let typed = match typing {
-            Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
+            Typing::Hinted(ty, _)
+                if rescue_new && !matches!(ty, ColumnType::Json | ColumnType::Variant) =>
+            {
                 let cells = column.cells.clone();
                 let typed = hinted::column(column, n, ty, &path, rescued);
                 sources.push(hinted::source_column(&col_name, &cells, n, &typed.values));
@@ -306,7 +308,7 @@ impl CellCounts {
                 }
                 Cell::Num(_, NumClass::Float) => counts.floats += 1,
                 Cell::Str(..) => counts.strs += 1,
-                Cell::Num(_, NumClass::Big) | Cell::Json(_) => {}
+                Cell::Num(_, NumClass::Big) | Cell::Json(_) | Cell::Variant(..) => {}
             }
         }
         counts

@@ -5,9 +5,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use arrow::array::{Array, ArrayRef, BooleanBuilder, PrimitiveBuilder, StringBuilder};
+use arrow::array::{
+    Array, ArrayRef, BinaryBuilder, BooleanBuilder, PrimitiveBuilder, StringBuilder, StructArray,
+};
+use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Field, Date32Type, Decimal128Type, Float64Type, Int64Type,
+    ArrowPrimitiveType, DataType, Date32Type, Field, Fields, Decimal128Type, Float64Type, Int64Type,
     TimestampMicrosecondType,
 };
 
@@ -38,6 +41,7 @@ pub(super) fn column(
             let b = fill_strings(n, cells, |c| c.json());
             TypedColumn::json_text(Arc::new(b))
         }
+        ColumnType::Variant => variants(col, n, path, rescued),
         ColumnType::Boolean => TypedColumn::new(DataType::Boolean, booleans(n, cells, &mut keep)),
         ColumnType::Int64 => {
             let mut b = primitive::<Int64Type>(n, cells, &mut keep, int);
@@ -167,4 +171,69 @@ fn float(c: Cell<'_>) -> Option<f64> {
             .map(|i| i as f64),
         _ => None,
     }
+}
+
+/// The Delta `variant` column of `col`'s values: a struct of the encodings' `metadata` and
+/// `value` bytes, null where the row has no value. A value the walk did not encode (a
+/// path hinted `variant` after its first rows) is encoded from its JSON text.
+fn variants(
+    col: Column<'_>,
+    n: usize,
+    path: &str,
+    rescued: &mut Vec<(u32, String, String)>,
+) -> TypedColumn {
+    let Column { cells, mut variants } = col;
+    let mut metadata = BinaryBuilder::with_capacity(n, 0);
+    let mut value = BinaryBuilder::with_capacity(n, 0);
+    let mut valid = Vec::with_capacity(n);
+    let mut next = 0u32;
+    for (row, cell) in cells {
+        for _ in next..row {
+            metadata.append_value([]);
+            value.append_value([]);
+            valid.push(false);
+        }
+        let encoded = match cell {
+            Cell::Variant(_, i) => std::mem::take(&mut variants[i as usize]),
+            other => {
+                let text = other.json();
+                match crate::json::Doc::parse(&text, super::variant::MAX_DEPTH) {
+                    Ok(doc) => {
+                        let mut e = super::variant::encode(&doc, doc.root(), path);
+                        rescued.extend(e.rescued.drain(..).map(|(k, j)| (row, k, j)));
+                        e
+                    }
+                    Err(_) => {
+                        rescued.push((row, path.to_string(), text.into_owned()));
+                        super::variant::encode(&crate::json::Doc::parse("null", 1).expect("null parses"), 0, path)
+                    }
+                }
+            }
+        };
+        metadata.append_value(&encoded.metadata);
+        value.append_value(&encoded.value);
+        valid.push(true);
+        next = row + 1;
+    }
+    for _ in next..n as u32 {
+        metadata.append_value([]);
+        value.append_value([]);
+        valid.push(false);
+    }
+    let fields = variant_fields();
+    let array = StructArray::new(
+        fields.clone(),
+        vec![Arc::new(metadata.finish()), Arc::new(value.finish())],
+        Some(NullBuffer::from(valid)),
+    );
+    TypedColumn::new(DataType::Struct(fields), Arc::new(array))
+}
+
+/// A Delta `variant` column's fields in Arrow, as the Delta kernel reads them: `metadata`
+/// and `value`, both binary and never null.
+pub(crate) fn variant_fields() -> Fields {
+    Fields::from(vec![
+        Field::new("metadata", DataType::Binary, false),
+        Field::new("value", DataType::Binary, false),
+    ])
 }

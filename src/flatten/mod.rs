@@ -115,6 +115,9 @@ enum Cell<'a> {
     Str(&'a str, bool),
     /// JSON source text of a sub-tree.
     Json(&'a str),
+    /// A value kept as a Variant: its JSON source text, and its encoding's place in its
+    /// column's [`Column::variants`].
+    Variant(&'a str, u32),
 }
 
 impl<'a> Cell<'a> {
@@ -123,14 +126,14 @@ impl<'a> Cell<'a> {
         match self {
             Cell::Bool(true) => "true".into(),
             Cell::Bool(false) => "false".into(),
-            Cell::Num(s, _) | Cell::Str(s, _) | Cell::Json(s) => s.into(),
+            Cell::Num(s, _) | Cell::Str(s, _) | Cell::Json(s) | Cell::Variant(s, _) => s.into(),
         }
     }
 
     /// Asks the CPU to start loading the value's text (see [`fill::PREFETCH_AHEAD`]).
     #[inline(always)]
     fn prefetch(self) {
-        if let Cell::Num(s, _) | Cell::Str(s, _) | Cell::Json(s) = self {
+        if let Cell::Num(s, _) | Cell::Str(s, _) | Cell::Json(s) | Cell::Variant(s, _) = self {
             prefetch_read(s.as_ptr());
         }
     }
@@ -148,6 +151,8 @@ impl<'a> Cell<'a> {
 struct Column<'a> {
     /// `(row, value)` in row order; nulls are absent.
     cells: Vec<(u32, Cell<'a>)>,
+    /// The encodings of its [`Cell::Variant`] values.
+    variants: Vec<variant::Encoded>,
 }
 
 /// Flattens one topic's staged rows (its batches in order, as one input).

@@ -7,11 +7,11 @@ use std::rc::Rc;
 
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 
-use super::builder::{META_ROOT, ROOT, TableBuilder, Within, pointer};
+use super::builder::{META_ROOT, ROOT, TableBuilder, Whole, Within, pointer};
 use super::columns::{Typing, build_batch};
 use super::ids::push_token;
 use super::lineage::{Lineage, LineageColumns, LineageStrings};
-use super::{Cell, TablePlan};
+use super::{Cell, TablePlan, variant};
 use crate::column_types::ColumnType;
 use crate::config::{ChildNaming, FlattenConfig};
 use crate::error::{Error, Result};
@@ -70,9 +70,9 @@ struct Flattener<'a, 'c> {
     id_prefixes: Vec<String>,
     /// How the lineage columns are built.
     lineage_columns: LineageColumns,
-    /// Whether a `json` hint applies to this topic (objects and arrays are then looked
+    /// Whether a `json` or `variant` hint applies to this topic (values are then looked
     /// up before they are flattened).
-    json_hints: bool,
+    whole_hints: bool,
 }
 
 /// A member of an object: its key and value nodes in the document, the trie node of its
@@ -110,11 +110,11 @@ pub(super) fn flatten_with<'a>(
         stamp: 0,
         id_prefixes: Vec::new(),
         lineage_columns,
-        json_hints: cfg
+        whole_hints: cfg
             .column_types
             .values()
             .chain(cfg.topic_column_types.get(topic).into_iter().flat_map(|h| h.values()))
-            .any(|t| *t == ColumnType::Json),
+            .any(|t| matches!(t, ColumnType::Json | ColumnType::Variant)),
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -378,8 +378,13 @@ impl<'a> Flattener<'a, '_> {
     /// Flattens value `v` found at `at` into its row.
     fn value(&mut self, at: Place, doc: &Doc<'a>, v: usize, ctx: RowCtx<'a>) {
         let Place { table: t, row, node } = at;
+        let whole = match self.whole_hints {
+            true => self.kept_whole(t, node),
+            false => Whole::No,
+        };
         match doc.kind(v) {
-            Kind::Object | Kind::Array if self.json_hints && self.keeps_json(t, node) => {
+            _ if whole == Whole::Variant => self.variant(at, doc, v),
+            Kind::Object | Kind::Array if whole == Whole::Json => {
                 let c = self.tables[t].1.column(node, Within::Payload);
                 self.set(t, row, c, Some(Cell::Json(doc.raw(v))));
             }
@@ -392,20 +397,37 @@ impl<'a> Flattener<'a, '_> {
         }
     }
 
-    /// Whether a `json` hint keeps the value at trie `node` of table `t` whole (as its
-    /// JSON text); looked up once per path.
-    fn keeps_json(&mut self, t: usize, node: u32) -> bool {
-        if let Some(keep) = self.tables[t].1.nodes[node as usize].keep_json {
-            return keep;
+    /// Whether a `json` or `variant` hint keeps the value at trie `node` of table `t`
+    /// whole; looked up once per path.
+    fn kept_whole(&mut self, t: usize, node: u32) -> Whole {
+        if let Some(whole) = self.tables[t].1.nodes[node as usize].whole {
+            return whole;
         }
         let table = &self.tables[t].1;
         let path = pointer(&table.keys(node), None);
-        let keep = matches!(
-            Typing::of(self.cfg, self.topic, &table.bases, &path),
-            Typing::Hinted(ColumnType::Json, _)
-        );
-        self.tables[t].1.nodes[node as usize].keep_json = Some(keep);
-        keep
+        let whole = match Typing::of(self.cfg, self.topic, &table.bases, &path) {
+            Typing::Hinted(ColumnType::Json, _) => Whole::Json,
+            Typing::Hinted(ColumnType::Variant, _) => Whole::Variant,
+            _ => Whole::No,
+        };
+        self.tables[t].1.nodes[node as usize].whole = Some(whole);
+        whole
+    }
+
+    /// Keeps value `v` found at `at` whole, as a Variant; what no Variant holds is
+    /// rescued under its pointer.
+    fn variant(&mut self, at: Place, doc: &Doc<'a>, v: usize) {
+        let Place { table: t, row, node } = at;
+        let path = pointer(&self.tables[t].1.keys(node), None);
+        let mut encoded = variant::encode(doc, v, &path);
+        for (key, json) in std::mem::take(&mut encoded.rescued) {
+            self.rescue(t, row, key, json);
+        }
+        let c = self.tables[t].1.column(node, Within::Payload);
+        let column = &mut self.tables[t].1.columns[c];
+        let index = column.variants.len() as u32;
+        column.variants.push(encoded);
+        self.set(t, row, c, Some(Cell::Variant(doc.raw(v), index)));
     }
 
     /// The child table for the array at trie `node` of a row of table `t`, and the
@@ -475,9 +497,14 @@ impl<'a> Flattener<'a, '_> {
     fn array(&mut self, at: Place, doc: &Doc<'a>, arr: usize, ctx: RowCtx<'a>) {
         let Place { table: t, row, node } = at;
         let (child, pointer) = self.child_table(t, node);
-        // A `json` hint on the elements (`/arr/*`) keeps each whole in `value`.
-        let all_objects = doc.elements(arr).all(|e| doc.kind(e) == Kind::Object)
-            && !(self.json_hints && self.keeps_json(child, ROOT));
+        // A `json` or `variant` hint on the elements (`/arr/*`) keeps each whole in
+        // `value`.
+        let whole = match self.whole_hints {
+            true => self.kept_whole(child, ROOT),
+            false => Whole::No,
+        };
+        let all_objects =
+            doc.elements(arr).all(|e| doc.kind(e) == Kind::Object) && whole == Whole::No;
         // One buffer per nesting level in use, reused: an element's own arrays take
         // another while this one is held.
         let mut prefix = self.id_prefixes.pop().unwrap_or_default();
@@ -493,6 +520,8 @@ impl<'a> Flattener<'a, '_> {
                     let c = self.tables[child].1.column(ROOT, Within::Payload);
                     self.set(child, child_row, c, Some(Cell::Json("{}")));
                 }
+            } else if whole == Whole::Variant {
+                self.variant(Place { table: child, row: child_row, node: ROOT }, doc, elem);
             } else {
                 // Scalars as they are; objects and arrays as their JSON text.
                 let c = self.tables[child].1.column(ROOT, Within::Payload);

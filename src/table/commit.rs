@@ -231,9 +231,20 @@ impl<'a> Committer<'a> {
             .as_ref()
             .try_into_kernel()
             .map_err(|e| Error::arrow(table.as_str(), e))?;
+        // A variant column (`Struct<metadata, value>` of binaries) is Delta's `variant`:
+        // the table is then created with the `variantType` feature.
+        let columns = kernel.fields().cloned().map(|mut f| {
+            if schema
+                .field_with_name(&f.name)
+                .is_ok_and(|a| super::shape::is_variant(a.data_type()))
+            {
+                f.data_type = deltalake::kernel::DataType::unshredded_variant();
+            }
+            f
+        });
         let created = handle
             .create()
-            .with_columns(kernel.fields().cloned())
+            .with_columns(columns)
             .with_configuration(self.storage.table_properties(false))
             .with_save_mode(SaveMode::Ignore)
             .await

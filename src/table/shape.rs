@@ -284,6 +284,20 @@ pub(crate) fn merged_schema(table: &Schema, batches: &[RecordBatch]) -> SchemaRe
     Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
 }
 
+/// Whether `t` is a Delta `variant` column as Arrow holds it: a struct of `metadata` and
+/// `value`, both binary and never null (what the Delta kernel reads and bronze writes).
+pub(crate) fn is_variant(t: &DataType) -> bool {
+    match t {
+        DataType::Struct(fields) => {
+            fields.len() == 2
+                && fields.iter().zip(["metadata", "value"]).all(|(f, name)| {
+                    f.name() == name && f.data_type() == &DataType::Binary && !f.is_nullable()
+                })
+        }
+        _ => false,
+    }
+}
+
 /// Column types bronze writes into a new or widened schema without a protocol feature
 /// (the flattener's, `_corrupt_records`' binary, dates and decimals).
 pub(crate) fn plain_type(t: &DataType) -> bool {

@@ -29,4 +29,5 @@ mod staging;
 mod stores;
 mod types;
 mod util;
+mod variant;
 mod workers;

@@ -1,0 +1,103 @@
+//! VARIANT columns: a part of the payload hinted `variant` kept whole as Delta's
+//! `variant` type (table feature `variantType`), value for value.
+
+use std::path::{Path, PathBuf};
+
+use arrow::array::{Array, AsArray};
+use parquet_variant::Variant;
+
+use crate::util::*;
+
+fn write_batch(root: &Path, id: &str, lines: &[&str]) -> PathBuf {
+    let dir = root.join(format!("batch_id={id}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("part-0.jsonl"), lines.join("\n")).unwrap();
+    dir
+}
+
+fn run(lake: &TempLake, dir: &Path, toml: &str) -> bronze::BatchReport {
+    let flatten = bronze::Settings::from_toml(toml)
+        .unwrap()
+        .resolve()
+        .unwrap()
+        .flatten;
+    lake.ingest()
+        .with_flatten(flatten)
+        .build()
+        .unwrap()
+        .run(dir)
+        .unwrap()
+}
+
+#[test]
+fn a_payload_part_hinted_variant_is_one_variant_column_of_a_variant_table() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let dir = write_batch(
+        landing.path(),
+        "v1",
+        &[
+            r#"{"topic":"ev","message_id":"1","payload":{"sym":"A","doc":{"px":1.10,"Px":null,"legs":[1,2,{"k":"é"}],"big":1e400}}}"#,
+            r#"{"topic":"ev","message_id":"2","payload":{"sym":"B","doc":"just text"}}"#,
+            r#"{"topic":"ev","message_id":"3","payload":{"sym":"C"}}"#,
+        ],
+    );
+    let report = run(
+        &lake,
+        &dir,
+        "[topics.ev.column_types]\n\"/doc\" = \"variant\"\n",
+    );
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    // The table's protocol has the feature; no child table for `doc/legs`.
+    let features = lake.with_table("ev", None, async |t| {
+        let snapshot = t.snapshot().unwrap();
+        let p = snapshot.protocol();
+        (
+            p.min_reader_version(),
+            p.min_writer_version(),
+            format!("{:?} {:?}", p.reader_features(), p.writer_features()),
+        )
+    });
+    assert_eq!((features.0, features.1), (3, 7), "{}", features.2);
+    assert_eq!(features.2, "Some([VariantType]) Some([VariantType])");
+    assert_eq!(
+        lake.tables(),
+        ["ev"],
+        "no child table for the variant's arrays"
+    );
+    let rows = lake.rows("ev").sorted_by("_id");
+    let batch = rows.batch();
+    let doc = batch.column_by_name("doc").unwrap().as_struct();
+    let (metadata, value) = (
+        doc.column(0).as_binary::<i32>(),
+        doc.column(1).as_binary::<i32>(),
+    );
+    let variant = |row: usize| Variant::try_new(metadata.value(row), value.value(row)).unwrap();
+    let first = variant(0);
+    let object = first.as_object().unwrap();
+    assert_eq!(
+        object.get("px"),
+        Some(Variant::from(
+            parquet_variant::VariantDecimal4::try_new(110, 2).unwrap()
+        ))
+    );
+    assert_eq!(
+        object.get("Px"),
+        Some(Variant::Null),
+        "key case and nulls kept"
+    );
+    assert_eq!(object.get("big"), Some(Variant::Null), "rescued");
+    let legs = object.get("legs").unwrap();
+    let legs = legs.as_list().unwrap();
+    assert_eq!(legs.get(0), Some(Variant::Int8(1)));
+    assert_eq!(
+        legs.get(2).unwrap().as_object().unwrap().get("k"),
+        Some(Variant::from("é"))
+    );
+    assert_eq!(variant(1), Variant::from("just text"));
+    assert!(doc.is_null(2), "no value: a null row");
+    assert_eq!(
+        rows.texts("_rescued_data"),
+        [Some(r#"{"/doc/big":1e400}"#.into()), None, None]
+    );
+}
