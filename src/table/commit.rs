@@ -220,31 +220,17 @@ impl<'a> Committer<'a> {
         handle: &DeltaTable,
         batches: &[RecordBatch],
     ) -> Result<DeltaTable> {
-        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
         let delta = |e| Error::delta(table.as_str(), "create", e);
         self.storage.ensure_local_dir(table)?;
         let Some(first) = batches.first() else {
             return Err(delta(DeltaTableError::Generic("nothing to write".into())));
         };
         let schema = super::shape::merged_schema(&first.schema(), batches);
-        let kernel: deltalake::kernel::StructType = schema
-            .as_ref()
-            .try_into_kernel()
+        let kernel = super::shape::kernel_schema(schema.as_ref())
             .map_err(|e| Error::arrow(table.as_str(), e))?;
-        // A variant column (`Struct<metadata, value>` of binaries) is Delta's `variant`:
-        // the table is then created with the `variantType` feature.
-        let columns = kernel.fields().cloned().map(|mut f| {
-            if schema
-                .field_with_name(&f.name)
-                .is_ok_and(|a| super::shape::is_variant(a.data_type()))
-            {
-                f.data_type = deltalake::kernel::DataType::unshredded_variant();
-            }
-            f
-        });
         let created = handle
             .create()
-            .with_columns(columns)
+            .with_columns(kernel.fields().cloned())
             .with_configuration(self.storage.table_properties(false))
             .with_save_mode(SaveMode::Ignore)
             .await
@@ -270,22 +256,27 @@ impl<'a> Committer<'a> {
         batches: &[RecordBatch],
         key: Option<&BatchKey>,
     ) -> std::result::Result<Created, DeltaTableError> {
-        use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
-        use deltalake::kernel::{Action, Protocol, StructType, new_metadata};
+        use deltalake::kernel::{Action, Protocol, new_metadata};
 
         let Some(first) = batches.first() else {
             return Ok(Created::NotApplicable);
         };
         let schema = super::shape::merged_schema(&first.schema(), batches);
-        if !schema.fields().iter().all(|f| plain_type(f.data_type())) {
+        let variant = |f: &arrow::datatypes::FieldRef| super::shape::is_variant(f.data_type());
+        if !schema
+            .fields()
+            .iter()
+            .all(|f| plain_type(f.data_type()) || variant(f))
+        {
             return Ok(Created::NotApplicable);
         }
+        let variants = schema.fields().iter().any(variant);
         let conformed: Vec<RecordBatch> = batches
             .iter()
             .map(|b| super::shape::conform(b, &schema))
             .collect::<std::result::Result<_, _>>()?;
         let batches = conformed.as_slice();
-        let kernel_schema: StructType = schema.as_ref().try_into_kernel()?;
+        let kernel_schema = super::shape::kernel_schema(schema.as_ref())?;
         let configuration: Vec<(String, String)> = self
             .storage
             .table_properties(key.is_some())
@@ -294,11 +285,21 @@ impl<'a> Committer<'a> {
             .collect();
         let metadata = new_metadata(&kernel_schema, Vec::<String>::new(), configuration)?;
         // Reader 1 / writer 2: what delta-rs gives a table with these properties and
-        // column types (no table feature applies).
-        let protocol: Protocol = serde_json::from_value(serde_json::json!({
-            "minReaderVersion": 1,
-            "minWriterVersion": 2,
-        }))?;
+        // column types (no table feature applies). A variant column needs `variantType`,
+        // so table features: writer 2's own (`appendOnly`, `invariants`: the lineage
+        // columns are NOT NULL) are then listed beside it, as Spark lists them.
+        let protocol: Protocol = serde_json::from_value(match variants {
+            false => serde_json::json!({
+                "minReaderVersion": 1,
+                "minWriterVersion": 2,
+            }),
+            true => serde_json::json!({
+                "minReaderVersion": 3,
+                "minWriterVersion": 7,
+                "readerFeatures": ["variantType"],
+                "writerFeatures": ["appendOnly", "invariants", "variantType"],
+            }),
+        })?;
         // A new table's configuration sets no data-skipping property: statistics for the
         // kernel's default number of leading columns (32).
         let layout = FileLayout::new_table(schema);

@@ -298,6 +298,26 @@ pub(crate) fn is_variant(t: &DataType) -> bool {
     }
 }
 
+/// `schema` as the Delta kernel's, a variant column (see [`is_variant`]) as Delta's
+/// `variant` type.
+pub(crate) fn kernel_schema(
+    schema: &arrow::datatypes::Schema,
+) -> std::result::Result<deltalake::kernel::StructType, arrow::error::ArrowError> {
+    use deltalake::kernel::engine::arrow_conversion::TryIntoKernel as _;
+    let kernel: deltalake::kernel::StructType = schema.try_into_kernel()?;
+    let fields = kernel.fields().cloned().map(|mut f| {
+        if schema
+            .field_with_name(&f.name)
+            .is_ok_and(|a| is_variant(a.data_type()))
+        {
+            f.data_type = deltalake::kernel::DataType::unshredded_variant();
+        }
+        f
+    });
+    deltalake::kernel::StructType::try_new(fields)
+        .map_err(|e| arrow::error::ArrowError::SchemaError(e.to_string()))
+}
+
 /// Column types bronze writes into a new or widened schema without a protocol feature
 /// (the flattener's, `_corrupt_records`' binary, dates and decimals).
 pub(crate) fn plain_type(t: &DataType) -> bool {
