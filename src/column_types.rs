@@ -164,7 +164,24 @@ pub fn type_text(dt: &arrow::datatypes::DataType, json: bool) -> String {
         DataType::Date32 => "date".into(),
         DataType::Timestamp(_, Some(_)) => "timestamp".into(),
         DataType::Timestamp(_, None) => "timestamp_ntz".into(),
+        other if is_variant(other) => "variant".into(),
         other => other.to_string(),
+    }
+}
+
+/// Whether `t` is a Delta `variant` column as Arrow holds it: a struct of `metadata` and
+/// `value`, both binary and never null (what the Delta kernel reads and bronze writes).
+pub fn is_variant(t: &arrow::datatypes::DataType) -> bool {
+    match t {
+        arrow::datatypes::DataType::Struct(fields) => {
+            fields.len() == 2
+                && fields.iter().zip(["metadata", "value"]).all(|(f, name)| {
+                    f.name() == name
+                        && f.data_type() == &arrow::datatypes::DataType::Binary
+                        && !f.is_nullable()
+                })
+        }
+        _ => false,
     }
 }
 

@@ -262,7 +262,8 @@ impl<'a> Committer<'a> {
             return Ok(Created::NotApplicable);
         };
         let schema = super::shape::merged_schema(&first.schema(), batches);
-        let variant = |f: &arrow::datatypes::FieldRef| super::shape::is_variant(f.data_type());
+        let variant =
+            |f: &arrow::datatypes::FieldRef| crate::column_types::is_variant(f.data_type());
         if !schema
             .fields()
             .iter()

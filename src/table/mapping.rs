@@ -399,7 +399,10 @@ pub(crate) fn with_new_columns(
     let mut fields: Vec<StructField> = existing.fields().cloned().collect();
     let mut max = max_id;
     for f in new {
-        let field: StructField = f.as_ref().try_into_kernel()?;
+        let mut field: StructField = f.as_ref().try_into_kernel()?;
+        if crate::column_types::is_variant(f.data_type()) {
+            field.data_type = deltalake::kernel::DataType::unshredded_variant();
+        }
         let field = if mode == ColumnMappingMode::None {
             field
         } else {

@@ -29,19 +29,52 @@ use crate::batch::BatchKey;
 use crate::error::{Error, Result};
 use crate::naming::TableName;
 
+/// Whether a table may take a new variant column: its protocol has `variantType` (or
+/// its preview), which bronze never adds to an existing table itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Variants {
+    Taken,
+    Refused,
+}
+
+impl Variants {
+    /// Whether the table of `snapshot` takes variant columns.
+    pub(super) fn of(snapshot: &deltalake::table::state::DeltaTableState) -> Self {
+        use buoyant_kernel::table_features::TableFeature;
+        let taken = snapshot.protocol().writer_features().is_some_and(|f| {
+            f.contains(&TableFeature::VariantType) || f.contains(&TableFeature::VariantTypePreview)
+        });
+        match taken {
+            true => Variants::Taken,
+            false => Variants::Refused,
+        }
+    }
+}
+
 /// `current` widened by the columns of `batches` it lacks; a new column of a type bronze
-/// does not add to an existing table ([`plain_type`]) is refused by name.
+/// does not add to an existing table ([`plain_type`]; a variant column only to a table
+/// with the feature) is refused by name.
 fn widened_schema(
     current: &SchemaRef,
     batches: &[RecordBatch],
+    variants: Variants,
 ) -> std::result::Result<SchemaRef, DeltaTableError> {
     let schema = merged_schema(current, batches);
-    match schema
+    let refused = schema
         .fields()
         .iter()
         .skip(current.fields().len())
-        .find(|f| !plain_type(f.data_type()))
-    {
+        .find(|f| {
+            let variant = crate::column_types::is_variant(f.data_type());
+            !plain_type(f.data_type()) && !(variant && variants == Variants::Taken)
+        });
+    match refused {
+        Some(f) if crate::column_types::is_variant(f.data_type()) => {
+            Err(DeltaTableError::Generic(format!(
+                "column `{}` would be a variant, but the table's protocol has no `variantType` feature, and bronze never upgrades a table's protocol as a side effect of a load: enable it first (Spark: ALTER TABLE <table> SET TBLPROPERTIES ('delta.feature.variantType' = 'supported')) and load again, or load the topic into a new table (another --schema); its existing columns stay as they are",
+                f.name()
+            )))
+        }
         Some(f) => Err(DeltaTableError::Generic(format!(
             "column `{}` has type {}, which bronze does not add to an existing table",
             f.name(),
@@ -490,8 +523,8 @@ impl ReadRows {
         batches: &[RecordBatch],
     ) -> Result<Self> {
         let current = snapshot.snapshot().arrow_schema();
-        let schema =
-            widened_schema(&current, batches).map_err(|e| Error::delta(name, "write", e))?;
+        let schema = widened_schema(&current, batches, Variants::of(snapshot))
+            .map_err(|e| Error::delta(name, "write", e))?;
         let new = conform_all(batches, &schema).map_err(|e| Error::arrow(name, e))?;
         let props = snapshot.snapshot().table_configuration().table_properties();
         Ok(ReadRows {

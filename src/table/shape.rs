@@ -284,21 +284,8 @@ pub(crate) fn merged_schema(table: &Schema, batches: &[RecordBatch]) -> SchemaRe
     Arc::new(Schema::new_with_metadata(fields, table.metadata().clone()))
 }
 
-/// Whether `t` is a Delta `variant` column as Arrow holds it: a struct of `metadata` and
-/// `value`, both binary and never null (what the Delta kernel reads and bronze writes).
-pub(crate) fn is_variant(t: &DataType) -> bool {
-    match t {
-        DataType::Struct(fields) => {
-            fields.len() == 2
-                && fields.iter().zip(["metadata", "value"]).all(|(f, name)| {
-                    f.name() == name && f.data_type() == &DataType::Binary && !f.is_nullable()
-                })
-        }
-        _ => false,
-    }
-}
-
-/// `schema` as the Delta kernel's, a variant column (see [`is_variant`]) as Delta's
+/// `schema` as the Delta kernel's, a variant column
+/// ([`crate::column_types::is_variant`]) as Delta's
 /// `variant` type.
 pub(crate) fn kernel_schema(
     schema: &arrow::datatypes::Schema,
@@ -308,7 +295,7 @@ pub(crate) fn kernel_schema(
     let fields = kernel.fields().cloned().map(|mut f| {
         if schema
             .field_with_name(&f.name)
-            .is_ok_and(|a| is_variant(a.data_type()))
+            .is_ok_and(|a| crate::column_types::is_variant(a.data_type()))
         {
             f.data_type = deltalake::kernel::DataType::unshredded_variant();
         }

@@ -63,3 +63,20 @@ def test_python_deltalake_reads_a_variant_column_bronze_wrote(tmp_path: Path) ->
     ids = data.column("_id").to_pylist()
     assert doc[ids.index("3")].as_py() is None
     assert doc[ids.index("2")].as_py()["value"], "a value's bytes"
+
+
+def test_a_table_spark_enabled_variant_on_takes_a_new_variant_column(spark, tmp_path: Path) -> None:
+    lake = tmp_path / "lake"
+    first = land(tmp_path / "landing", "f1", [{"topic": "ev", "message_id": "1", "payload": {"sym": "A"}}])
+    ingest(lake, first)
+    table = lake / "bronze" / "ev"
+    second = land(tmp_path / "landing", "f2", [
+        {"topic": "ev", "message_id": "2", "payload": {"sym": "B", "doc": {"a": [1, {"b": None}]}}}])
+    refused = ingest(lake, second, "--column-type", "ev:/doc=variant", ok=(2,))
+    assert "delta.feature.variantType" in refused.stdout + refused.stderr
+    spark.sql(f"ALTER TABLE delta.`{table}` SET TBLPROPERTIES ('delta.feature.variantType' = 'supported')")
+    ingest(lake, second, "--column-type", "ev:/doc=variant")
+    rows = {r["_id"]: r["j"] for r in spark.sql(
+        f"SELECT _id, to_json(doc) AS j FROM delta.`{table}`").collect()}
+    assert rows["1"] is None
+    assert json.loads(rows["2"]) == {"a": [1, {"b": None}]}

@@ -105,3 +105,78 @@ fn a_payload_part_hinted_variant_is_one_variant_column_of_a_variant_table() {
         [Some(r#"{"/doc/big":1e400}"#.into()), None, None]
     );
 }
+
+#[test]
+fn later_batches_and_reruns_of_a_variant_table_keep_their_values() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let hint = "[topics.ev.column_types]\n\"/doc\" = \"variant\"\n";
+    let one = write_batch(
+        landing.path(),
+        "v1",
+        &[r#"{"topic":"ev","message_id":"1","payload":{"doc":{"a":1}}}"#],
+    );
+    let two = write_batch(
+        landing.path(),
+        "v2",
+        &[r#"{"topic":"ev","message_id":"2","payload":{"doc":[true,"x"],"new":5}}"#],
+    );
+    for dir in [&one, &two, &one] {
+        let report = run(&lake, dir, hint);
+        assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    }
+    let rows = lake.rows("ev").sorted_by("_id");
+    assert_eq!(rows.len(), 2, "the rerun replaced its batch's row");
+    let batch = rows.batch();
+    let doc = batch.column_by_name("doc").unwrap().as_struct();
+    let (metadata, value) = (
+        doc.column(0).as_binary::<i32>(),
+        doc.column(1).as_binary::<i32>(),
+    );
+    let variant = |row: usize| Variant::try_new(metadata.value(row), value.value(row)).unwrap();
+    assert_eq!(
+        variant(0).as_object().unwrap().get("a"),
+        Some(Variant::Int8(1))
+    );
+    let list = variant(1);
+    let list = list.as_list().unwrap();
+    assert_eq!(list.get(0), Some(Variant::BooleanTrue));
+    assert_eq!(list.get(1), Some(Variant::from("x")));
+    assert_eq!(rows.texts("new"), [None, Some("5".into())]);
+}
+
+#[test]
+fn a_variant_column_is_never_added_to_a_table_without_the_feature() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let one = write_batch(
+        landing.path(),
+        "f1",
+        &[r#"{"topic":"ev","message_id":"1","payload":{"doc":{"a":1}}}"#],
+    );
+    let report = run(&lake, &one, "");
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    let protocol = || {
+        lake.with_table("ev", None, async |t| {
+            let s = t.snapshot().unwrap();
+            format!("{:?}", s.protocol())
+        })
+    };
+    let before = protocol();
+    let two = write_batch(
+        landing.path(),
+        "f2",
+        &[r#"{"topic":"ev","message_id":"2","payload":{"doc":{"a":2}}}"#],
+    );
+    let report = run(
+        &lake,
+        &two,
+        "[topics.ev.column_types]\n\"/doc\" = \"variant\"\n",
+    );
+    assert_eq!(report.exit_code(), 2, "{}", report.to_text());
+    let error = report.tables["ev"].error.clone().unwrap();
+    assert!(error.contains("variant"), "{error}");
+    assert!(error.contains("delta.feature.variantType"), "{error}");
+    assert_eq!(protocol(), before, "no silent upgrade");
+    assert_eq!(lake.count("ev"), 1);
+}
