@@ -182,51 +182,77 @@ fn variants(
     path: &str,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> TypedColumn {
-    let Column { cells, mut variants } = col;
-    let mut metadata = BinaryBuilder::with_capacity(n, 0);
-    let mut value = BinaryBuilder::with_capacity(n, 0);
-    let mut valid = Vec::with_capacity(n);
-    let mut next = 0u32;
+    let Column {
+        cells,
+        mut variants,
+    } = col;
+    let mut out = VariantColumn::with_capacity(n);
     for (row, cell) in cells {
-        for _ in next..row {
-            metadata.append_value([]);
-            value.append_value([]);
-            valid.push(false);
-        }
-        let encoded = match cell {
-            Cell::Variant(_, i) => std::mem::take(&mut variants[i as usize]),
+        out.nulls_until(row);
+        match cell {
+            Cell::Variant(_, i) => out.push(&variants[i as usize]),
             other => {
                 let text = other.json();
                 match crate::json::Doc::parse(&text, super::variant::MAX_DEPTH) {
                     Ok(doc) => {
-                        let mut e = super::variant::encode(&doc, doc.root(), path);
-                        rescued.extend(e.rescued.drain(..).map(|(k, j)| (row, k, j)));
-                        e
+                        let mut encoded = super::variant::encode(&doc, doc.root(), path);
+                        rescued.extend(encoded.rescued.drain(..).map(|(k, j)| (row, k, j)));
+                        out.push(&encoded);
                     }
-                    Err(_) => {
-                        rescued.push((row, path.to_string(), text.into_owned()));
-                        super::variant::encode(&crate::json::Doc::parse("null", 1).expect("null parses"), 0, path)
-                    }
+                    // Text of a parsed value always parses; kept aside all the same.
+                    Err(_) => rescued.push((row, path.to_string(), text.into_owned())),
                 }
             }
-        };
-        metadata.append_value(&encoded.metadata);
-        value.append_value(&encoded.value);
-        valid.push(true);
-        next = row + 1;
+        }
+        if let Cell::Variant(_, i) = cell {
+            variants[i as usize] = Default::default();
+        }
     }
-    for _ in next..n as u32 {
-        metadata.append_value([]);
-        value.append_value([]);
-        valid.push(false);
+    out.nulls_until(n as u32);
+    out.finish()
+}
+
+/// A variant column being built, row by row.
+struct VariantColumn {
+    metadata: BinaryBuilder,
+    value: BinaryBuilder,
+    valid: Vec<bool>,
+}
+
+impl VariantColumn {
+    fn with_capacity(n: usize) -> Self {
+        VariantColumn {
+            metadata: BinaryBuilder::with_capacity(n, 0),
+            value: BinaryBuilder::with_capacity(n, 0),
+            valid: Vec::with_capacity(n),
+        }
     }
-    let fields = variant_fields();
-    let array = StructArray::new(
-        fields.clone(),
-        vec![Arc::new(metadata.finish()), Arc::new(value.finish())],
-        Some(NullBuffer::from(valid)),
-    );
-    TypedColumn::new(DataType::Struct(fields), Arc::new(array))
+
+    /// Null rows up to `row` (excluded).
+    fn nulls_until(&mut self, row: u32) {
+        let gap = (row as usize).saturating_sub(self.valid.len());
+        for _ in 0..gap {
+            self.metadata.append_value([]);
+            self.value.append_value([]);
+        }
+        self.valid.extend(std::iter::repeat_n(false, gap));
+    }
+
+    fn push(&mut self, encoded: &super::variant::Encoded) {
+        self.metadata.append_value(&encoded.metadata);
+        self.value.append_value(&encoded.value);
+        self.valid.push(true);
+    }
+
+    fn finish(mut self) -> TypedColumn {
+        let fields = variant_fields();
+        let array = StructArray::new(
+            fields.clone(),
+            vec![Arc::new(self.metadata.finish()), Arc::new(self.value.finish())],
+            Some(NullBuffer::from(self.valid)),
+        );
+        TypedColumn::new(DataType::Struct(fields), Arc::new(array))
+    }
 }
 
 /// A Delta `variant` column's fields in Arrow, as the Delta kernel reads them: `metadata`

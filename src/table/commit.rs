@@ -256,7 +256,7 @@ impl<'a> Committer<'a> {
         batches: &[RecordBatch],
         key: Option<&BatchKey>,
     ) -> std::result::Result<Created, DeltaTableError> {
-        use deltalake::kernel::{Action, Protocol, new_metadata};
+        use deltalake::kernel::{Action, new_metadata};
 
         let Some(first) = batches.first() else {
             return Ok(Created::NotApplicable);
@@ -285,22 +285,7 @@ impl<'a> Committer<'a> {
             .filter_map(|(k, v)| Some((k, v?)))
             .collect();
         let metadata = new_metadata(&kernel_schema, Vec::<String>::new(), configuration)?;
-        // Reader 1 / writer 2: what delta-rs gives a table with these properties and
-        // column types (no table feature applies). A variant column needs `variantType`,
-        // so table features: writer 2's own (`appendOnly`, `invariants`: the lineage
-        // columns are NOT NULL) are then listed beside it, as Spark lists them.
-        let protocol: Protocol = serde_json::from_value(match variants {
-            false => serde_json::json!({
-                "minReaderVersion": 1,
-                "minWriterVersion": 2,
-            }),
-            true => serde_json::json!({
-                "minReaderVersion": 3,
-                "minWriterVersion": 7,
-                "readerFeatures": ["variantType"],
-                "writerFeatures": ["appendOnly", "invariants", "variantType"],
-            }),
-        })?;
+        let protocol = new_table_protocol(variants)?;
         // A new table's configuration sets no data-skipping property: statistics for the
         // kernel's default number of leading columns (32).
         let layout = FileLayout::new_table(schema);
@@ -892,4 +877,26 @@ fn fit_part(
         batches,
         schema,
     }
+}
+
+/// The protocol of a new table bronze creates. Reader 1 / writer 2: what delta-rs gives a
+/// table with bronze's properties and column types (no table feature applies). A
+/// variant column needs `variantType`, so table features: writer 2's own (`appendOnly`,
+/// `invariants`: the lineage columns are NOT NULL) are then listed beside it, as Spark
+/// lists them (it refuses a table whose NOT NULL columns lack `invariants`).
+fn new_table_protocol(
+    variants: bool,
+) -> std::result::Result<deltalake::kernel::Protocol, serde_json::Error> {
+    serde_json::from_value(match variants {
+        false => serde_json::json!({
+            "minReaderVersion": 1,
+            "minWriterVersion": 2,
+        }),
+        true => serde_json::json!({
+            "minReaderVersion": 3,
+            "minWriterVersion": 7,
+            "readerFeatures": ["variantType"],
+            "writerFeatures": ["appendOnly", "invariants", "variantType"],
+        }),
+    })
 }

@@ -66,7 +66,7 @@ fn widened_schema(
         .skip(current.fields().len())
         .find(|f| {
             let variant = crate::column_types::is_variant(f.data_type());
-            !plain_type(f.data_type()) && !(variant && variants == Variants::Taken)
+            !(plain_type(f.data_type()) || variant && variants == Variants::Taken)
         });
     match refused {
         Some(f) if crate::column_types::is_variant(f.data_type()) => {

@@ -5,6 +5,7 @@ Python `deltalake`, value for value, numbers exact."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 from conftest import ingest, land
@@ -80,3 +81,31 @@ def test_a_table_spark_enabled_variant_on_takes_a_new_variant_column(spark, tmp_
         f"SELECT _id, to_json(doc) AS j FROM delta.`{table}`").collect()}
     assert rows["1"] is None
     assert json.loads(rows["2"]) == {"a": [1, {"b": None}]}
+
+
+def test_duckdb_reads_a_variant_column_bronze_wrote(tmp_path: Path) -> None:
+    """DuckDB's own Delta reader (`delta_scan`, the extension scripts/test installs)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    table = _load(tmp_path)
+    script = (
+        "import glob, json, os, sys, duckdb, duckdb_extension_delta\n"
+        "folder = os.path.dirname(duckdb_extension_delta.__file__)\n"
+        "ext = glob.glob(os.path.join(folder, 'extensions', '*', 'delta.duckdb_extension'))[0]\n"
+        "con = duckdb.connect(config={'allow_unsigned_extensions': 'true'})\n"
+        "con.execute(f\"LOAD '{ext}'\")\n"
+        "rows = con.execute(\"SELECT _id, typeof(doc), doc.legs[3].k::VARCHAR, doc.price::VARCHAR,"
+        " doc.qty::VARCHAR FROM delta_scan(?) ORDER BY _id\", [sys.argv[1]]).fetchall()\n"
+        "print(json.dumps(rows))\n"
+    )
+    delta = os.environ.get("BRONZE_DUCKDB_DELTA", str(REPO / ".emulators" / "duckdb-delta"))
+    env = {**os.environ, "PYTHONPATH": delta}
+    done = subprocess.run([sys.executable, "-c", script, str(table)], capture_output=True, text=True, env=env)
+    assert done.returncode == 0, done.stderr
+    rows = {r[0]: r[1:] for r in json.loads(done.stdout)}
+    assert rows["1"][0] == "VARIANT"
+    assert rows["1"][1] == "é ✓"
+    assert rows["4"][2:] == ["1.10", "123456789012345678901234567890"]
