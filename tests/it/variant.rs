@@ -180,3 +180,45 @@ fn a_variant_column_is_never_added_to_a_table_without_the_feature() {
     assert_eq!(protocol(), before, "no silent upgrade");
     assert_eq!(lake.count("ev"), 1);
 }
+
+/// README's "Semi-structured payloads as VARIANT" commands, run as written: `doc` is one
+/// variant column holding each value whole.
+#[test]
+fn readme_variant_commands_run_as_written() {
+    let script = doc_sh_block("### Semi-structured payloads as VARIANT");
+    let dir = tempfile::tempdir().unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(&script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lake = TempLake::at(dir.path().join("lakehouse"), "bronze");
+    assert_eq!(lake.tables(), ["ev"]);
+    let rows = lake.rows("ev").sorted_by("_id");
+    let batch = rows.batch();
+    let doc = batch.column_by_name("doc").unwrap().as_struct();
+    let (metadata, value) = (doc.column(0).as_binary::<i32>(), doc.column(1).as_binary::<i32>());
+    let first = Variant::try_new(metadata.value(0), value.value(0)).unwrap();
+    let legs = first.as_object().unwrap().get("legs").unwrap();
+    let k = legs.as_list().unwrap().get(1).unwrap();
+    assert_eq!(k.as_object().unwrap().get("k"), Some(Variant::from("é")));
+    assert_eq!(
+        Variant::try_new(metadata.value(1), value.value(1)).unwrap(),
+        Variant::from("just text")
+    );
+    assert_eq!(rows.values("sym"), ["A", "B"]);
+}
