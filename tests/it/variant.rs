@@ -211,7 +211,10 @@ fn readme_variant_commands_run_as_written() {
     let rows = lake.rows("ev").sorted_by("_id");
     let batch = rows.batch();
     let doc = batch.column_by_name("doc").unwrap().as_struct();
-    let (metadata, value) = (doc.column(0).as_binary::<i32>(), doc.column(1).as_binary::<i32>());
+    let (metadata, value) = (
+        doc.column(0).as_binary::<i32>(),
+        doc.column(1).as_binary::<i32>(),
+    );
     let first = Variant::try_new(metadata.value(0), value.value(0)).unwrap();
     let legs = first.as_object().unwrap().get("legs").unwrap();
     let k = legs.as_list().unwrap().get(1).unwrap();
