@@ -173,9 +173,7 @@ fn data_columns(
     for ((col_name, path), column) in names.into_iter().zip(columns) {
         let typing = Typing::of(cfg, topic, bases, &path);
         let typed = match typing {
-            Typing::Hinted(ty, _)
-                if rescue_new && !matches!(ty, ColumnType::Json | ColumnType::Variant) =>
-            {
+            Typing::Hinted(ty, _) if rescue_new && ty != ColumnType::Json => {
                 let cells = column.cells.clone();
                 let typed = hinted::column(column, n, ty, &path, rescued);
                 sources.push(hinted::source_column(&col_name, &cells, n, &typed.values));

@@ -11,8 +11,11 @@
 //! - A literal with an exponent: double when an `f64` holds it exactly enough to print it
 //!   back (`6.02e23`), as Spark's `parse_json` reads it; else a decimal when one holds it
 //!   exactly (`1.2345678901234567890e5`).
-//! - A number that fits none of them (`1e400`, 40 significant digits): Variant null in
-//!   place, and its literal in `_rescued_data` under its pointer.
+//! - Beyond decimal(38), a double when the literal is the double's own shortest form
+//!   (`1.7976931348623157e308`, `1e-40` written out: what JavaScript and Python print).
+//! - A number that fits none of them (`1e400`, 40 significant digits of an integer):
+//!   Variant null in place, and its literal in `_rescued_data` under its pointer.
+//! - `-0` and `-0.0` are zero: an integer or a decimal has no negative zero.
 //! - A key repeated in one object: the last value is kept (as `json.loads` does), the
 //!   earlier ones rescued under `dup:<pointer>`, so each object's keys stay unique as the
 //!   Variant spec requires.
@@ -68,33 +71,35 @@ pub fn encode(doc: &Doc<'_>, node: usize, at: &str) -> Encoded {
 /// Every key of the objects in value `node` of `doc`, sorted (the Variant's dictionary).
 fn keys<'a>(doc: &Doc<'a>, node: usize) -> BTreeSet<Cow<'a, str>> {
     let mut keys = BTreeSet::new();
-    let mut todo = vec![node];
-    while let Some(i) = todo.pop() {
+    keys_into(doc, node, 0, &mut keys);
+    keys
+}
+
+/// Adds the keys of value `node` (at `depth`) to `keys`, down to [`MAX_DEPTH`] as the
+/// walk goes.
+fn keys_into<'a>(doc: &Doc<'a>, node: usize, depth: usize, keys: &mut BTreeSet<Cow<'a, str>>) {
+    let mut todo = vec![(node, depth)];
+    while let Some((i, depth)) = todo.pop() {
         match doc.kind(i) {
+            _ if depth >= MAX_DEPTH => {}
             Kind::Object => {
                 for (k, v) in doc.members(i) {
                     keys.insert(doc.str(k));
-                    todo.push(v);
+                    todo.push((v, depth + 1));
                 }
             }
-            Kind::Array => todo.extend(doc.elements(i)),
+            Kind::Array => todo.extend(doc.elements(i).map(|e| (e, depth + 1))),
             // Past the parse's depth limit: the walk parses it again, and so does this.
             Kind::Raw => {
-                if let Ok(sub) = Doc::parse(doc.raw(i), MAX_DEPTH) {
-                    let owned: Vec<String> =
-                        keys_of(&sub).into_iter().map(Cow::into_owned).collect();
-                    keys.extend(owned.into_iter().map(Cow::Owned));
+                if let Ok(sub) = Doc::parse(doc.raw(i), MAX_DEPTH - depth) {
+                    let mut inner = BTreeSet::new();
+                    keys_into(&sub, sub.root(), depth, &mut inner);
+                    keys.extend(inner.into_iter().map(|k| Cow::Owned(k.into_owned())));
                 }
             }
             _ => {}
         }
     }
-    keys
-}
-
-/// [`keys`] of a whole document.
-fn keys_of<'a>(doc: &Doc<'a>) -> BTreeSet<Cow<'a, str>> {
-    keys(doc, doc.root())
 }
 
 /// One encoding: where it is in the value, and what it rescued.
@@ -176,11 +181,12 @@ impl Walk {
     {
         let members: Vec<(std::borrow::Cow<'_, str>, usize)> =
             doc.members(i).map(|(k, v)| (doc.str(k), v)).collect();
+        let last = last_of_each_key(&members);
         let len = self.pointer.len();
         for (n, (key, v)) in members.iter().enumerate() {
             self.pointer.push('/');
             push_token(&mut self.pointer, key);
-            if members[n + 1..].iter().any(|(later, _)| later == key) {
+            if last(n, key) != n {
                 self.rescued
                     .push((format!("dup:{}", self.pointer), doc.raw(*v).to_string()));
             } else {
@@ -195,6 +201,22 @@ impl Walk {
     fn rescue<B: VariantBuilderExt>(&mut self, b: &mut B, text: &str) {
         b.append_value(Variant::Null);
         self.rescued.push((self.pointer.clone(), text.to_string()));
+    }
+}
+
+/// For each member `(n, key)` of `members`, the index of `key`'s last occurrence: a few
+/// members are compared pairwise, more through a map (wide objects stay linear).
+fn last_of_each_key<'m>(
+    members: &'m [(Cow<'_, str>, usize)],
+) -> impl Fn(usize, &str) -> usize + 'm {
+    let index: Option<std::collections::HashMap<&str, usize>> = (members.len() > 16)
+        .then(|| members.iter().enumerate().map(|(n, (k, _))| (k.as_ref(), n)).collect());
+    move |n, key| match &index {
+        Some(index) => index.get(key).copied().unwrap_or(n),
+        None => members[n..]
+            .iter()
+            .rposition(|(k, _)| k == key)
+            .map_or(n, |p| n + p),
     }
 }
 
@@ -248,7 +270,38 @@ fn number(raw: &str, class: NumClass) -> Option<Number> {
     if exponent && class == NumClass::Float {
         return raw.parse::<f64>().ok().map(Number::Double);
     }
-    decimal(raw)
+    decimal(raw).or_else(|| exact_double(raw).map(Number::Double))
+}
+
+/// The `f64` of literal `raw` when it holds its exact value (its shortest form prints the
+/// same digits: `1.7976931348623157e308`, `1e-40`); `None` when it rounds or overflows.
+fn exact_double(raw: &str) -> Option<f64> {
+    let f: f64 = raw.parse().ok().filter(|f: &f64| f.is_finite())?;
+    (exact_value(&format!("{f:e}"))? == exact_value(raw)?).then_some(f)
+}
+
+/// A number literal's exact value as `<sign><digits>e<exponent>`, its digits without
+/// leading or trailing zeros (`0` for zero); `None` when the exponent is beyond `i64`.
+pub(crate) fn exact_value(literal: &str) -> Option<String> {
+    let (sign, body) = match literal.strip_prefix('-') {
+        Some(rest) => ("-", rest),
+        None => ("", literal),
+    };
+    let (mantissa, exponent) = match body.find(['e', 'E']) {
+        Some(at) => (&body[..at], body[at + 1..].parse::<i64>().ok()?),
+        None => (body, 0),
+    };
+    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
+    let digits = format!("{whole}{fraction}");
+    let digits = digits.trim_start_matches('0');
+    let trimmed = digits.trim_end_matches('0');
+    if trimmed.is_empty() {
+        return Some("0".into());
+    }
+    let exp = exponent
+        .checked_sub(fraction.len() as i64)?
+        .checked_add((digits.len() - trimmed.len()) as i64)?;
+    Some(format!("{sign}{trimmed}e{exp}"))
 }
 
 /// The narrowest integer type holding `v`.
@@ -282,7 +335,7 @@ fn decimal(raw: &str) -> Option<Number> {
     };
     let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
     let mut digits: String = format!("{whole}{fraction}");
-    let mut scale = fraction.len() as i64 - exponent;
+    let mut scale = (fraction.len() as i64).checked_sub(exponent)?;
     if scale < 0 {
         // A whole number: the exponent's zeros are digits.
         let zeros = usize::try_from(-scale).ok().filter(|z| *z <= MAX_PRECISION)?;

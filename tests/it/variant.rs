@@ -225,3 +225,29 @@ fn readme_variant_commands_run_as_written() {
     );
     assert_eq!(rows.values("sym"), ["A", "B"]);
 }
+
+#[test]
+fn under_rescue_a_variant_column_the_table_lacks_is_rescued_as_its_json_text() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let one = write_batch(
+        landing.path(),
+        "r1",
+        &[r#"{"topic":"ev","message_id":"1","payload":{"sym":"A"}}"#],
+    );
+    assert_eq!(run(&lake, &one, "").exit_code(), 0);
+    let two = write_batch(
+        landing.path(),
+        "r2",
+        &[r#"{"topic":"ev","message_id":"2","payload":{"sym":"B","doc":{"a":[1,1.10]}}}"#],
+    );
+    let toml =
+        "[topics.ev]\nevolution = \"rescue\"\n\n[topics.ev.column_types]\n\"/doc\" = \"variant\"\n";
+    let report = run(&lake, &two, toml);
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    assert!(!lake.columns("ev").contains(&"doc".to_string()));
+    assert_eq!(
+        lake.rows("ev").eq("_id", "2").values("_rescued_data"),
+        [r#"{"/doc":{"a":[1,1.10]}}"#]
+    );
+}

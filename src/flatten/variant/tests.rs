@@ -17,27 +17,9 @@ enum Canon {
     Obj(BTreeMap<String, Canon>),
 }
 
-/// A number literal's exact value as `<sign><digits>e<exponent>`, digits without leading
-/// or trailing zeros (`0` for zero).
+/// A number literal's exact value ([`exact_value`]).
 fn exact(literal: &str) -> String {
-    let (sign, body) = match literal.strip_prefix('-') {
-        Some(rest) => ("-", rest),
-        None => ("", literal),
-    };
-    let (mantissa, exponent) = match body.find(['e', 'E']) {
-        Some(at) => (&body[..at], body[at + 1..].parse::<i64>().unwrap()),
-        None => (body, 0),
-    };
-    let (whole, fraction) = mantissa.split_once('.').unwrap_or((mantissa, ""));
-    let digits = format!("{whole}{fraction}");
-    let mut exp = exponent - fraction.len() as i64;
-    let digits = digits.trim_start_matches('0');
-    let trimmed = digits.trim_end_matches('0');
-    exp += (digits.len() - trimmed.len()) as i64;
-    if trimmed.is_empty() {
-        return "0".into();
-    }
-    format!("{sign}{trimmed}e{exp}")
+    exact_value(literal).expect("an exponent within i64")
 }
 
 /// The value of node `i` of `doc`: each key's last value; the earlier values of a repeated
@@ -184,6 +166,26 @@ fn integers_take_the_narrowest_type_and_exact_decimals_their_scale() {
     assert_eq!(encoded_number("-1e400"), None);
     assert_eq!(encoded_number("1e-400"), None);
     assert_eq!(encoded_number(&format!("0.{}", "1".repeat(39))), None);
+    // Doubles as JavaScript and Python print them: 17 digits, or beyond decimal(38).
+    assert_eq!(
+        encoded_number("1.7976931348623157e308"),
+        Some(Double(f64::MAX))
+    );
+    let printed = 1.2345678901234567e-50_f64;
+    assert_eq!(
+        encoded_number(&format!("{printed:e}")),
+        Some(Double(printed))
+    );
+    // 17 digits no double prints (its double prints `…566e-50`): kept exact, rescued.
+    assert_eq!(encoded_number("1.2345678901234567e-50"), None);
+    assert_eq!(
+        encoded_number(&format!("0.{}1", "0".repeat(39))),
+        Some(Double(1e-40))
+    );
+    assert_eq!(encoded_number(&format!("{}.0", "1".repeat(40))), None, "it rounds");
+    // An exponent beyond i64 is no number bronze holds.
+    assert_eq!(encoded_number("1.5e-9223372036854775807"), None);
+    assert_eq!(encoded_number("1e-9223372036854775808"), None);
 }
 
 #[test]
