@@ -109,3 +109,11 @@ def test_duckdb_reads_a_variant_column_bronze_wrote(tmp_path: Path) -> None:
     assert rows["1"][0] == "VARIANT"
     assert rows["1"][1] == "é ✓"
     assert rows["4"][2:] == ["1.10", "123456789012345678901234567890"]
+
+
+def test_the_delta_kernel_for_java_does_not_read_variant_yet(tmp_path: Path) -> None:
+    """README names it: the Kernel for Java 4.4 refuses the type, naming it."""
+    from conftest import kernel_read
+
+    result = kernel_read([(_load(tmp_path), None)])[0]
+    assert "variant is not supported" in result.get("error", ""), result
