@@ -182,10 +182,7 @@ fn variants(
     path: &str,
     rescued: &mut Vec<(u32, String, String)>,
 ) -> TypedColumn {
-    let Column {
-        cells,
-        mut variants,
-    } = col;
+    let Column { cells, variants } = col;
     let mut out = VariantColumn::with_capacity(n);
     for (row, cell) in cells {
         out.nulls_until(row);
@@ -203,9 +200,6 @@ fn variants(
                     Err(_) => rescued.push((row, path.to_string(), text.into_owned())),
                 }
             }
-        }
-        if let Cell::Variant(_, i) = cell {
-            variants[i as usize] = Default::default();
         }
     }
     out.nulls_until(n as u32);

@@ -102,6 +102,15 @@ fn keys_into<'a>(doc: &Doc<'a>, node: usize, depth: usize, keys: &mut BTreeSet<C
     }
 }
 
+/// Rescued key `key` of a value found at pointer `at`, from the document's root:
+/// `/x` → `<at>/x`, `dup:/x` → `dup:<at>/x`.
+pub fn under(at: &str, key: &str) -> String {
+    match key.strip_prefix("dup:") {
+        Some(rest) => format!("dup:{at}{rest}"),
+        None => format!("{at}{key}"),
+    }
+}
+
 /// One encoding: where it is in the value, and what it rescued.
 struct Walk {
     /// The pointer of the value being encoded.

@@ -418,10 +418,14 @@ impl<'a> Flattener<'a, '_> {
     /// rescued under its pointer.
     fn variant(&mut self, at: Place, doc: &Doc<'a>, v: usize) {
         let Place { table: t, row, node } = at;
-        let path = pointer(&self.tables[t].1.keys(node), None);
-        let mut encoded = variant::encode(doc, v, &path);
-        for (key, json) in std::mem::take(&mut encoded.rescued) {
-            self.rescue(t, row, key, json);
+        // Rescued pointers start at the value; the column's path (one allocation) only
+        // when something was rescued.
+        let mut encoded = variant::encode(doc, v, "");
+        if !encoded.rescued.is_empty() {
+            let path = pointer(&self.tables[t].1.keys(node), None);
+            for (key, json) in std::mem::take(&mut encoded.rescued) {
+                self.rescue(t, row, variant::under(&path, &key), json);
+            }
         }
         let c = self.tables[t].1.column(node, Within::Payload);
         let column = &mut self.tables[t].1.columns[c];

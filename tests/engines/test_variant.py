@@ -8,6 +8,8 @@ import json
 import os
 from pathlib import Path
 
+import pytest
+
 from conftest import ingest, land
 
 LINES = [
@@ -102,6 +104,8 @@ def test_duckdb_reads_a_variant_column_bronze_wrote(tmp_path: Path) -> None:
         "print(json.dumps(rows))\n"
     )
     delta = os.environ.get("BRONZE_DUCKDB_DELTA", str(REPO / ".emulators" / "duckdb-delta"))
+    if not Path(delta, "duckdb_extension_delta").is_dir():
+        pytest.fail(f"DuckDB's Delta reader is not installed in {delta}: run scripts/test, or set BRONZE_DUCKDB_DELTA")
     env = {**os.environ, "PYTHONPATH": delta}
     done = subprocess.run([sys.executable, "-c", script, str(table)], capture_output=True, text=True, env=env)
     assert done.returncode == 0, done.stderr

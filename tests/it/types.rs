@@ -248,33 +248,6 @@ fn a_hint_contradicting_an_existing_column_fails_the_batch_before_any_write() {
     }
 }
 
-/// Runs `script` with `sh -e` in a new temporary folder, `bronze` the one built for the
-/// tests; it must exit 0. The folder and the output.
-fn run_sh(script: &str) -> (tempfile::TempDir, std::process::Output) {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("sh")
-        .arg("-ec")
-        .arg(script)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .env("BRONZE_THREADS", test_threads().to_string())
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (dir, out)
-}
-
 /// The commands of docs/types.md, run as written (in a temporary folder, `bronze` the one
 /// built for the tests): the tables hold what its "after" tables show.
 #[test]

@@ -733,3 +733,30 @@ impl Drop for TempLake {
         }
     }
 }
+
+/// Runs `script` with `sh -e` in a new temporary folder, `bronze` the one built for the
+/// tests; it must exit 0. The folder and the output.
+pub fn run_sh(script: &str) -> (tempfile::TempDir, std::process::Output) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
+    let path = format!(
+        "{}:{}",
+        bin.parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-ec")
+        .arg(script)
+        .current_dir(dir.path())
+        .env("PATH", path)
+        .env("BRONZE_THREADS", test_threads().to_string())
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (dir, out)
+}

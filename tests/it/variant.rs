@@ -29,6 +29,36 @@ fn run(lake: &TempLake, dir: &Path, toml: &str) -> bronze::BatchReport {
         .unwrap()
 }
 
+/// A `doc` value's Variant encoding, as read back.
+struct Encoding {
+    metadata: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Encoding {
+    fn variant(&self) -> Variant<'_, '_> {
+        Variant::try_new(&self.metadata, &self.value).expect("a valid Variant")
+    }
+}
+
+/// Each row's `doc` column (a struct of the encoding's two binaries); `None` when null.
+fn docs(rows: &Rows) -> Vec<Option<Encoding>> {
+    let batch = rows.batch();
+    let doc = batch.column_by_name("doc").unwrap().as_struct();
+    let (metadata, value) = (
+        doc.column(0).as_binary::<i32>(),
+        doc.column(1).as_binary::<i32>(),
+    );
+    (0..doc.len())
+        .map(|row| {
+            doc.is_valid(row).then(|| Encoding {
+                metadata: metadata.value(row).to_vec(),
+                value: value.value(row).to_vec(),
+            })
+        })
+        .collect()
+}
+
 #[test]
 fn a_payload_part_hinted_variant_is_one_variant_column_of_a_variant_table() {
     let landing = tempfile::tempdir().unwrap();
@@ -70,13 +100,8 @@ fn a_payload_part_hinted_variant_is_one_variant_column_of_a_variant_table() {
         "no child table for the variant's arrays"
     );
     let rows = lake.rows("ev").sorted_by("_id");
-    let batch = rows.batch();
-    let doc = batch.column_by_name("doc").unwrap().as_struct();
-    let (metadata, value) = (
-        doc.column(0).as_binary::<i32>(),
-        doc.column(1).as_binary::<i32>(),
-    );
-    let variant = |row: usize| Variant::try_new(metadata.value(row), value.value(row)).unwrap();
+    let docs = docs(&rows);
+    let variant = |row: usize| docs[row].as_ref().expect("a value").variant();
     let first = variant(0);
     let object = first.as_object().unwrap();
     assert_eq!(
@@ -99,7 +124,7 @@ fn a_payload_part_hinted_variant_is_one_variant_column_of_a_variant_table() {
         Some(Variant::from("é"))
     );
     assert_eq!(variant(1), Variant::from("just text"));
-    assert!(doc.is_null(2), "no value: a null row");
+    assert!(docs[2].is_none(), "no value: a null row");
     assert_eq!(
         rows.texts("_rescued_data"),
         [Some(r#"{"/doc/big":1e400}"#.into()), None, None]
@@ -127,13 +152,8 @@ fn later_batches_and_reruns_of_a_variant_table_keep_their_values() {
     }
     let rows = lake.rows("ev").sorted_by("_id");
     assert_eq!(rows.len(), 2, "the rerun replaced its batch's row");
-    let batch = rows.batch();
-    let doc = batch.column_by_name("doc").unwrap().as_struct();
-    let (metadata, value) = (
-        doc.column(0).as_binary::<i32>(),
-        doc.column(1).as_binary::<i32>(),
-    );
-    let variant = |row: usize| Variant::try_new(metadata.value(row), value.value(row)).unwrap();
+    let docs = docs(&rows);
+    let variant = |row: usize| docs[row].as_ref().expect("a value").variant();
     assert_eq!(
         variant(0).as_object().unwrap().get("a"),
         Some(Variant::Int8(1))
@@ -185,42 +205,17 @@ fn a_variant_column_is_never_added_to_a_table_without_the_feature() {
 /// variant column holding each value whole.
 #[test]
 fn readme_variant_commands_run_as_written() {
-    let script = doc_sh_block("### Semi-structured payloads as VARIANT");
-    let dir = tempfile::tempdir().unwrap();
-    let bin = PathBuf::from(env!("CARGO_BIN_EXE_bronze"));
-    let path = format!(
-        "{}:{}",
-        bin.parent().unwrap().display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("sh")
-        .arg("-ec")
-        .arg(&script)
-        .current_dir(dir.path())
-        .env("PATH", path)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let (dir, _) = run_sh(&doc_sh_block("### Semi-structured payloads as VARIANT"));
     let lake = TempLake::at(dir.path().join("lakehouse"), "bronze");
     assert_eq!(lake.tables(), ["ev"]);
     let rows = lake.rows("ev").sorted_by("_id");
-    let batch = rows.batch();
-    let doc = batch.column_by_name("doc").unwrap().as_struct();
-    let (metadata, value) = (
-        doc.column(0).as_binary::<i32>(),
-        doc.column(1).as_binary::<i32>(),
-    );
-    let first = Variant::try_new(metadata.value(0), value.value(0)).unwrap();
+    let docs = docs(&rows);
+    let first = docs[0].as_ref().unwrap().variant();
     let legs = first.as_object().unwrap().get("legs").unwrap();
     let k = legs.as_list().unwrap().get(1).unwrap();
     assert_eq!(k.as_object().unwrap().get("k"), Some(Variant::from("é")));
     assert_eq!(
-        Variant::try_new(metadata.value(1), value.value(1)).unwrap(),
+        docs[1].as_ref().unwrap().variant(),
         Variant::from("just text")
     );
     assert_eq!(rows.values("sym"), ["A", "B"]);
