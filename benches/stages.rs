@@ -26,7 +26,7 @@ use arrow::array::RecordBatch;
 use bronze::bench::{self as stages, Compression, ParseScratch, writer_properties};
 use bronze::flatten::{Lineage, TableName, flatten_compact, plain};
 use bronze::testdata::{GenSpec, Profile, generate};
-use bronze::{DetectType, EnvelopeConfig, FlattenConfig, Ingest};
+use bronze::{DetectType, EnvelopeConfig, FlattenConfig, Ingest, PayloadMode};
 use criterion::{BenchmarkId, Criterion, Throughput, criterion_group, criterion_main};
 use parquet::arrow::ArrowWriter;
 use parquet::basic::ZstdLevel;
@@ -336,6 +336,32 @@ fn bench_dense(c: &mut Criterion) {
         &mut g,
         ("encode_bronze_snappy", FILES),
         &tables,
+        &props,
+        b.bytes,
+    );
+    // Every topic's payloads kept whole (`payload = "variant"` for each topic): flatten
+    // and fit, then encode, beside flattening's (`flatten_fit_detect_off`,
+    // `encode_bronze_snappy`).
+    let mut whole = FlattenConfig::default();
+    whole.topic_payload = b
+        .staging
+        .topics
+        .keys()
+        .map(|t| (t.clone(), PayloadMode::Variant))
+        .collect();
+    g.bench_function(
+        BenchmarkId::new("variant_payload_flatten_fit", FILES),
+        |bench| {
+            bench.iter(|| {
+                let tables = flatten_tables(black_box(&b.staging), true, &whole);
+                stages::fit_new_tables(&tables).unwrap()
+            })
+        },
+    );
+    bench_encode(
+        &mut g,
+        ("variant_payload_encode_snappy", FILES),
+        &flatten_tables(&b.staging, true, &whole),
         &props,
         b.bytes,
     );

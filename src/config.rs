@@ -75,6 +75,17 @@ pub enum Evolution {
     Fail,
 }
 
+/// What a topic's payload becomes in its table.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PayloadMode {
+    /// Columns, and child tables for its arrays (default).
+    #[default]
+    Flatten,
+    /// One `payload` column of type `variant` holding it whole; no child tables.
+    Variant,
+}
+
 /// How child tables (rows of nested arrays) are named.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -100,6 +111,8 @@ pub struct FlattenConfig {
     pub evolution: Evolution,
     /// Per-topic evolution modes.
     pub topic_evolution: std::collections::BTreeMap<String, Evolution>,
+    /// Per-topic payload modes; a topic not named is flattened ([`PayloadMode::Flatten`]).
+    pub topic_payload: std::collections::BTreeMap<String, PayloadMode>,
     /// How child tables are named. Default [`ChildNaming::Path`].
     pub child_naming: ChildNaming,
     /// Explicit child table names by array path (`quotes[].currentprice` →
@@ -124,6 +137,7 @@ impl Default for FlattenConfig {
             types: TypesMode::Infer,
             evolution: Evolution::Add,
             topic_evolution: Default::default(),
+            topic_payload: Default::default(),
             child_naming: ChildNaming::Path,
             child_tables: Default::default(),
             column_types: Default::default(),
@@ -142,9 +156,19 @@ impl FlattenConfig {
             .unwrap_or(self.evolution)
     }
 
+    /// The payload mode of `topic`.
+    pub fn payload_for(&self, topic: &str) -> PayloadMode {
+        self.topic_payload.get(topic).copied().unwrap_or_default()
+    }
+
     /// The type hinted for the value at `pointer` (`*` for an array's elements) in
-    /// `topic`'s payloads: the topic's own hint, else the one for every topic.
+    /// `topic`'s payloads: `variant` for the whole payload (`""`) of a topic whose payload
+    /// mode is [`PayloadMode::Variant`], else the topic's own hint, else the one for every
+    /// topic.
     pub fn column_type(&self, topic: &str, pointer: &str) -> Option<ColumnType> {
+        if pointer.is_empty() && self.payload_for(topic) == PayloadMode::Variant {
+            return Some(ColumnType::Variant);
+        }
         self.topic_column_types
             .get(topic)
             .and_then(|h| h.get(pointer))
@@ -411,6 +435,19 @@ impl IngestConfig {
                 name: "column_types",
                 reason: format!("`{key}={ty}`: {why}"),
             });
+        }
+        // A topic whose payload is kept whole has no column a hint of it could type.
+        for (topic, hints) in &flatten.topic_column_types {
+            if let Some((pointer, ty)) = hints.iter().next()
+                && flatten.payload_for(topic) == PayloadMode::Variant
+            {
+                return Err(Error::Config {
+                    name: "column_types",
+                    reason: format!(
+                        "`{topic}:{pointer}={ty}`: topic `{topic}`'s payload is kept whole (payload mode `variant`), so no hint of it applies; drop the hint or set the topic's payload mode to `flatten`"
+                    ),
+                });
+            }
         }
         Ok(())
     }

@@ -181,6 +181,18 @@ pub enum Error {
         /// table (the rows were child rows).
         child_table: bool,
     },
+    /// A topic whose payload mode is `variant` over an existing table of its flattened
+    /// columns (no `payload` column of type `variant`). Nothing of that topic was written
+    /// there.
+    #[error(
+        "table `{table}` holds topic `{topic}`'s payloads flattened into columns, but the topic's payload mode is `variant`: a table keeps the layout it was created with, so nothing of the topic was written. To switch, move the table's folder aside (`mv <catalog>/<schema>/{table} <catalog>/<schema>/{table}_flattened`), then ingest the topic's batches again, oldest first, with `--topic-payload '{topic}=variant'` (`[topics.\"{topic}\"] payload = \"variant\"`): the first run creates the table with one `payload` column, and each run replaces its batch's rows. Or set the topic's payload mode back to `flatten`"
+    )]
+    PayloadLayout {
+        /// The table.
+        table: String,
+        /// The topic whose rows were refused.
+        topic: Box<str>,
+    },
     /// A column type hint contradicts the type an existing column already has.
     #[error(
         "table `{table}` has column `{}` ({}) as {}, but the hint `{}` says {}: a hint types new columns only; retype the column as the README's \"Types\" says, or drop the hint",

@@ -73,7 +73,7 @@ mod validate;
 pub use catalog::Catalog;
 pub use config::{
     ChildNaming, ColumnType, CommitPer, DetectType, EnvelopeConfig, Evolution, FlattenConfig,
-    IngestConfig, LateFiles, LockPolicy, TypesMode, default_memory_budget,
+    IngestConfig, LateFiles, LockPolicy, PayloadMode, TypesMode, default_memory_budget,
 };
 pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};

@@ -83,6 +83,10 @@ pub const META: &str = "_meta";
 /// The staging column holding a message's payload as JSON text.
 pub const PAYLOAD: &str = "_payload";
 
+/// The column of a topic's table holding the whole payload, as a `variant`, when the
+/// topic's payload mode is [`crate::PayloadMode::Variant`].
+pub const VARIANT_PAYLOAD: &str = "payload";
+
 /// The column of a persisted staging table that partitions it by topic.
 pub const TOPIC_HASH: &str = "_topic_hash";
 

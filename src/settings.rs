@@ -75,6 +75,9 @@ use crate::store::location::{Location, StorageOptions};
 /// [topics."market.quote"]
 /// evolution = "fail"
 ///
+/// [topics."market.event"]
+/// payload = "variant"          # the whole payload in one VARIANT column
+///
 /// [topics."market.quote".column_types]
 /// "/placed_at" = "timestamp"
 ///
@@ -193,6 +196,9 @@ pub struct FlattenSettings {
 pub struct TopicSettings {
     /// This topic's evolution mode ([`crate::FlattenConfig::topic_evolution`]).
     pub evolution: Option<Evolution>,
+    /// This topic's payload mode: `flatten` or `variant`
+    /// ([`crate::FlattenConfig::topic_payload`]).
+    pub payload: Option<crate::config::PayloadMode>,
     /// This topic's column types by payload pointer
     /// ([`crate::FlattenConfig::topic_column_types`]).
     pub column_types: BTreeMap<String, ColumnType>,
@@ -362,6 +368,9 @@ impl TopicSettings {
     fn apply(self, topic: String, c: &mut crate::config::FlattenConfig) -> Result<()> {
         if let Some(v) = self.evolution {
             c.topic_evolution.insert(topic.clone(), v);
+        }
+        if let Some(v) = self.payload {
+            c.topic_payload.insert(topic.clone(), v);
         }
         for (pointer, ty) in self.column_types {
             hint(c, Some(topic.clone()), &pointer, ty)?;

@@ -222,7 +222,9 @@ def ingest(
     ``raise_on_failure=False``. Another run holding the batch raises :class:`BatchBusy`.
     Every other key of ``bronze.toml`` is a keyword argument too, under the same name
     (``envelope={"topic_field": "type"}``, ``flatten={"max_depth": 4}``,
-    ``persist_staging=True``, ``resume=False``, ``single_writer=True``), and
+    ``persist_staging=True``, ``resume=False``, ``single_writer=True``,
+    ``topics={"ev": {"payload": "variant"}}`` to keep a topic's payloads whole as one
+    VARIANT column), and
     ``column_types={"/amount": "decimal(18,2)", "trade:/ts": "timestamp"}`` and
     ``detect_types=["timestamp", "date"]`` (or ``"timestamp,date"``) set those keys of
     ``[flatten]``, merged into ``flatten={...}`` when both are given (a pointer in both

@@ -185,6 +185,29 @@ def test_pending_status_and_the_backlog(tmp_path: Path, catalog: Path) -> None:
     assert (entity.pending, entity.loaded) == (0, 2)
 
 
+def test_variant_payloads_from_python(tmp_path: Path, catalog: Path) -> None:
+    from deltalake import DeltaTable
+
+    batch = tmp_path / "feed" / "events" / "batch_id=v1"
+    batch.mkdir(parents=True)
+    lines = [
+        {"topic": "ev", "message_id": "1", "payload": {"Sym": "A", "legs": [{"k": 1}]}},
+        {"topic": "q", "message_id": "2", "payload": {"doc": {"legs": [1, 2]}, "legs": [{"k": 2}]}},
+    ]
+    (batch / "part-0.jsonl").write_text("\n".join(json.dumps(line) for line in lines), encoding="utf-8")
+    report = bronze.ingest(batch, catalog, topics={"ev": {"payload": "variant"}}, column_types={"q:/doc": "variant"})
+    assert report.exit_code == 0, report
+    # `ev` kept whole in `payload`; `q`'s `doc` kept whole, its other array a child table.
+    assert {t for t, n in report.rows.items() if n} == {"ev", "q", "legs"}
+    for table, column in [("ev", "payload"), ("q", "doc")]:
+        dt = DeltaTable(str(catalog / "bronze" / table))
+        fields = {f["name"]: f["type"] for f in json.loads(dt.schema().to_json())["fields"]}
+        assert fields[column] == "variant", fields
+        assert "variantType" in (dt.protocol().reader_features or []), dt.protocol()
+    assert "legs" not in fields and "doc__legs" not in fields
+    assert DeltaTable(str(catalog / "bronze" / "legs")).to_pyarrow_table().num_rows == 1
+
+
 def test_maintenance_from_python(catalog: Path) -> None:
     bronze.ingest(FIRST, catalog)
     bronze.ingest(FIRST, catalog)  # a replace: a second file in each table

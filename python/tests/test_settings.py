@@ -50,8 +50,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         {"flatten": {"child_tables": {"quotes[].currentprice": "prices"}}},
     ),
     ('[topics."market.quote"]\nevolution = "fail"', {"topics": {"market.quote": {"evolution": "fail"}}}),
+    ('[topics."market.event"]\npayload = "variant"', {"topics": {"market.event": {"payload": "variant"}}}),
     ('[flatten]\ndetect_types = ["timestamp", "date"]', {"detect_types": ["timestamp", "date"]}),
     ('[flatten.column_types]\n"/amount" = "decimal(18,2)"', {"column_types": {"/amount": "decimal(18,2)"}}),
+    ('[flatten.column_types]\n"/doc" = "variant"', {"column_types": {"/doc": "variant"}}),
     (
         '[topics."market.trade".column_types]\n"/ts" = "timestamp"',
         {"column_types": {"market.trade:/ts": "timestamp"}},

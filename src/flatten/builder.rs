@@ -186,6 +186,16 @@ impl TableBuilder<'_> {
         }
     }
 
+    /// Names the column of the payload's root (the whole payload) `name` instead of
+    /// `value`.
+    pub(super) fn name_root(&mut self, name: &str) {
+        let c = self.namer.column("", name);
+        if c == self.columns.len() {
+            self.columns.push(Column::default());
+        }
+        self.nodes[ROOT as usize].column = Some(c);
+    }
+
     /// [`TableBuilder::column`] on first sight of the path: names the column.
     #[cold]
     fn new_column(&mut self, node: u32, within: Within) -> usize {

@@ -69,6 +69,8 @@ use crate::error::{Error, Result};
 use crate::json::NumClass;
 
 pub(crate) use columns::{data_field, rescued_column};
+#[cfg(test)]
+pub(crate) use hinted::variant_fields;
 use fill::prefetch_read;
 pub use lineage::Lineage;
 use lineage::LineageColumns;

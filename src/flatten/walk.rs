@@ -13,7 +13,7 @@ use super::ids::push_token;
 use super::lineage::{Lineage, LineageColumns, LineageStrings};
 use super::{Cell, TablePlan, variant};
 use crate::column_types::ColumnType;
-use crate::config::{ChildNaming, FlattenConfig};
+use crate::config::{ChildNaming, FlattenConfig, PayloadMode};
 use crate::error::{Error, Result};
 use crate::json::{Doc, Kind, Node};
 use crate::naming::{self, TableName};
@@ -73,6 +73,8 @@ struct Flattener<'a, 'c> {
     /// Whether a `json` or `variant` hint applies to this topic (values are then looked
     /// up before they are flattened).
     whole_hints: bool,
+    /// Whether the topic's payloads are kept whole ([`PayloadMode::Variant`]).
+    whole_payload: bool,
 }
 
 /// A member of an object: its key and value nodes in the document, the trie node of its
@@ -96,13 +98,17 @@ pub(super) fn flatten_with<'a>(
     lineage_columns: LineageColumns,
 ) -> Result<TablePlan> {
     let topic_table = TableName::for_topic(topic);
+    let whole_payload = cfg.payload_for(topic) == PayloadMode::Variant;
+    let mut topic_builder = TableBuilder::new(false, None, String::new());
+    if whole_payload {
+        // The payload's root is hinted `variant` (`FlattenConfig::column_type`); its
+        // column is named for what it holds.
+        topic_builder.name_root(naming::VARIANT_PAYLOAD);
+    }
     let mut f = Flattener {
         cfg,
         topic,
-        tables: vec![(
-            topic_table.clone(),
-            TableBuilder::new(false, None, String::new()),
-        )],
+        tables: vec![(topic_table.clone(), topic_builder)],
         by_name: HashMap::from([(topic_table, TOPIC_TABLE)]),
         files: Vec::new(),
         recorded: 0,
@@ -110,11 +116,13 @@ pub(super) fn flatten_with<'a>(
         stamp: 0,
         id_prefixes: Vec::new(),
         lineage_columns,
-        whole_hints: cfg
-            .column_types
-            .values()
-            .chain(cfg.topic_column_types.get(topic).into_iter().flat_map(|h| h.values()))
-            .any(|t| matches!(t, ColumnType::Json | ColumnType::Variant)),
+        whole_hints: whole_payload
+            || cfg
+                .column_types
+                .values()
+                .chain(cfg.topic_column_types.get(topic).into_iter().flat_map(|h| h.values()))
+                .any(|t| matches!(t, ColumnType::Json | ColumnType::Variant)),
+        whole_payload,
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -233,9 +241,10 @@ impl<'a> Flattener<'a, '_> {
                 return reused;
             }
         };
-        if doc.kind(0) == Kind::Object {
+        if doc.kind(0) == Kind::Object && !self.whole_payload {
             self.object(Place::topic_row(row, ROOT), &doc, 0, ctx);
         } else {
+            // A scalar or array payload, or one kept whole (its root hinted `variant`).
             self.value(Place::topic_row(row, ROOT), &doc, 0, ctx);
         }
         doc.into_nodes()

@@ -212,8 +212,9 @@ impl<'a> Committer<'a> {
     }
 
     /// Creates the table with the schema of `batches` and no rows, through deltalake's
-    /// create (which sets the protocol features their column types need), with the table
-    /// properties; the table as it is then (another writer's, if it created it first).
+    /// create (which sets the protocol features their column types need; with a variant
+    /// column, over [`new_table_protocol`]'s), with the table properties; the table as
+    /// it is then (another writer's, if it created it first).
     pub(super) async fn create_empty(
         &self,
         table: &TableName,
@@ -228,9 +229,22 @@ impl<'a> Committer<'a> {
         let schema = super::shape::merged_schema(&first.schema(), batches);
         let kernel = super::shape::kernel_schema(schema.as_ref())
             .map_err(|e| Error::arrow(table.as_str(), e))?;
+        // A variant column: the protocol bronze's own create writes (Spark's features
+        // listed beside `variantType`); deltalake adds what other columns need.
+        let variants = schema
+            .fields()
+            .iter()
+            .any(|f| crate::column_types::is_variant(f.data_type()));
+        let protocol = match variants {
+            true => Some(deltalake::kernel::Action::Protocol(
+                new_table_protocol(true).map_err(|e| delta(e.into()))?,
+            )),
+            false => None,
+        };
         let created = handle
             .create()
             .with_columns(kernel.fields().cloned())
+            .with_actions(protocol)
             .with_configuration(self.storage.table_properties(false))
             .with_save_mode(SaveMode::Ignore)
             .await
@@ -783,6 +797,29 @@ fn kind_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Opt
     })
 }
 
+/// The error of a part holding whole payloads (a `payload` column of type `variant`
+/// for the payload's root: the topic's payload mode is `variant`) for an existing table
+/// that has no such column (its payloads were flattened).
+fn layout_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Option<Error> {
+    let schema = schema?;
+    let rows = part.batches.first()?.schema();
+    let whole = rows
+        .field_with_name(naming::VARIANT_PAYLOAD)
+        .is_ok_and(|f| {
+            crate::column_types::is_variant(f.data_type())
+                && f.metadata()
+                    .get(crate::flatten::PATH_META)
+                    .is_some_and(String::is_empty)
+        });
+    let takes_whole = schema
+        .field_with_name(naming::VARIANT_PAYLOAD)
+        .is_ok_and(|f| crate::column_types::is_variant(f.data_type()));
+    (whole && !takes_whole).then(|| Error::PayloadLayout {
+        table: table.to_string(),
+        topic: part.topic.as_str().into(),
+    })
+}
+
 /// Fits each part to the table's `schema` as the parts before it leave it, with its
 /// topic's evolution mode ([`super::shape::conform`]); a table created by this commit
 /// (`schema` is `None`) takes every part's columns. A refused slice refuses its whole
@@ -849,7 +886,8 @@ fn fit_part(
         rows: 0,
         added: Vec::new(),
         rescued: 0,
-        error: kind_mismatch(table, part, schema.as_deref()),
+        error: kind_mismatch(table, part, schema.as_deref())
+            .or_else(|| layout_mismatch(table, part, schema.as_deref())),
     };
     let mut batches = Vec::with_capacity(part.batches.len());
     let mut schema = schema;

@@ -1023,6 +1023,48 @@ async fn an_unloaded_append_whose_version_was_taken_commits_nothing() {
     assert!(!s.opener().batch_seen(&name, &k("b2")).await);
 }
 
+/// A table created empty through deltalake with a variant column gets the protocol
+/// bronze's own create writes: Spark refuses one whose NOT NULL columns lack `invariants`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_created_empty_with_a_variant_column_lists_spark_s_features() {
+    use arrow::array::{Array, BinaryArray, StructArray};
+    let dir = tempfile::tempdir().unwrap();
+    let s = storage(dir.path());
+    let name = TableName::for_topic("ev");
+    let handle = s.opener().create_handle(&name).await.unwrap();
+    let rows = part("ev", 2).batches;
+    let binary = || Arc::new(BinaryArray::from(vec![&[1u8, 0, 0][..], &[0u8][..]])) as ArrayRef;
+    let doc = StructArray::new(
+        crate::flatten::variant_fields(),
+        vec![binary(), binary()],
+        None,
+    );
+    let mut fields: Vec<_> = rows[0].schema().fields().iter().cloned().collect();
+    fields.push(Arc::new(arrow::datatypes::Field::new(
+        "doc",
+        doc.data_type().clone(),
+        true,
+    )));
+    let mut columns = rows[0].columns().to_vec();
+    columns.push(Arc::new(doc));
+    let schema = Arc::new(arrow::datatypes::Schema::new(fields));
+    let batch = RecordBatch::try_new(schema, columns).unwrap();
+    let t = s
+        .committer(FIRST)
+        .create_empty(&name, &handle, &[batch])
+        .await
+        .unwrap();
+    let protocol = t.snapshot().unwrap().protocol().clone();
+    assert_eq!(
+        (protocol.min_reader_version(), protocol.min_writer_version()),
+        (3, 7)
+    );
+    let writer = format!("{:?}", protocol.writer_features());
+    for feature in ["AppendOnly", "Invariants", "VariantType"] {
+        assert!(writer.contains(feature), "{writer}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn only_tables_that_record_every_batch_are_opened_unloaded() {
     let dir = tempfile::tempdir().unwrap();

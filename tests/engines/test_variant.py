@@ -1,5 +1,5 @@
-"""A payload part hinted `variant` (`--column-type 'ev:/doc=variant'`) read back by the
-engines users run: Spark with Delta by SQL (`to_json`, `:` paths, `variant_get`) and
+"""A payload part hinted `variant` (`--column-type 'ev:/doc=variant'`), and a topic's whole
+payloads (`--topic-payload ev=variant`), read back by the engines users run: Spark with Delta by SQL (`to_json`, `:` paths, `variant_get`) and
 Python `deltalake`, value for value, numbers exact."""
 
 from __future__ import annotations
@@ -50,6 +50,25 @@ def test_spark_reads_a_variant_column_bronze_wrote(spark, tmp_path: Path) -> Non
     assert rows["4"]["i"] == -7
     props = {r["key"]: r["value"] for r in spark.sql(f"SHOW TBLPROPERTIES delta.`{table}`").collect()}
     assert props.get("delta.feature.variantType") == "supported", props
+
+
+def test_spark_reads_a_topic_whose_payloads_bronze_kept_whole(spark, tmp_path: Path) -> None:
+    """`--topic-payload ev=variant`: one `payload` column, no child tables."""
+    batch = land(tmp_path / "landing", "p1", [*LINES, LINE_4])
+    lake = tmp_path / "lake"
+    ingest(lake, batch, "--topic-payload", "ev=variant")
+    assert sorted(p.name for p in (lake / "bronze").iterdir() if not p.name.startswith("_")) == ["ev"]
+    spark.sql(f"CREATE OR REPLACE TEMP VIEW evp AS SELECT * FROM delta.`{lake / 'bronze' / 'ev'}`")
+    types = {f.name: f.dataType.simpleString() for f in spark.table("evp").schema.fields}
+    assert [c for c in types if not c.startswith("_")] == ["payload"] and types["payload"] == "variant"
+    rows = {r["_id"]: r for r in spark.sql(
+        "SELECT _id, to_json(payload) AS j, payload:sym::string AS sym, payload:doc.legs[2].k::string AS k,"
+        " variant_get(payload, '$.doc.qty', 'decimal(38,0)') AS qty FROM evp").collect()}
+    for line in LINES:
+        assert json.loads(rows[line["message_id"]]["j"]) == line["payload"]
+    assert [rows[i]["sym"] for i in "1234"] == ["A", "B", "C", "D"]
+    assert rows["1"]["k"] == "é ✓"
+    assert str(rows["4"]["qty"]) == "123456789012345678901234567890"
 
 
 def test_python_deltalake_reads_a_variant_column_bronze_wrote(tmp_path: Path) -> None:

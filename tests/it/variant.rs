@@ -43,8 +43,13 @@ impl Encoding {
 
 /// Each row's `doc` column (a struct of the encoding's two binaries); `None` when null.
 fn docs(rows: &Rows) -> Vec<Option<Encoding>> {
+    variants(rows, "doc")
+}
+
+/// Each row's value of the variant column `column`; `None` when null.
+fn variants(rows: &Rows, column: &str) -> Vec<Option<Encoding>> {
     let batch = rows.batch();
-    let doc = batch.column_by_name("doc").unwrap().as_struct();
+    let doc = batch.column_by_name(column).unwrap().as_struct();
     let (metadata, value) = (
         doc.column(0).as_binary::<i32>(),
         doc.column(1).as_binary::<i32>(),
@@ -245,4 +250,141 @@ fn under_rescue_a_variant_column_the_table_lacks_is_rescued_as_its_json_text() {
         lake.rows("ev").eq("_id", "2").values("_rescued_data"),
         [r#"{"/doc":{"a":[1,1.10]}}"#]
     );
+}
+
+#[test]
+fn a_topic_in_variant_payload_mode_is_one_payload_column_and_no_child_tables() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let dir = write_batch(
+        landing.path(),
+        "p1",
+        &[
+            r#"{"topic":"ev","message_id":"1","source":"feed","payload":{"Sym":"A","px":1.10,"legs":[{"k":1},{"k":"é"}],"big":1e400}}"#,
+            r#"{"topic":"ev","message_id":"2","payload":[1,"two",null]}"#,
+            r#"{"topic":"ev","message_id":"3","payload":"just text"}"#,
+            r#"{"topic":"q","message_id":"4","payload":{"legs":[{"k":2}]}}"#,
+        ],
+    );
+    let report = run(&lake, &dir, "[topics.ev]\npayload = \"variant\"\n");
+    assert_eq!(report.exit_code(), 0, "{}", report.to_text());
+    // `q` is flattened as before: its array is the child table `legs`; `ev` has none.
+    assert_eq!(lake.tables(), ["ev", "legs", "q"]);
+    assert_eq!(lake.rows("legs").len(), 1, "only q's element");
+    let data: Vec<String> = lake
+        .columns("ev")
+        .into_iter()
+        .filter(|c| !c.starts_with('_'))
+        .collect();
+    assert_eq!(
+        data,
+        ["payload"],
+        "the envelope, the lineage and one payload column"
+    );
+    assert!(lake.columns("ev").contains(&"_meta__source".to_string()));
+    let rows = lake.rows("ev").sorted_by("_id");
+    let payloads = variants(&rows, "payload");
+    let payload = |row: usize| payloads[row].as_ref().expect("a value").variant();
+    let first = payload(0);
+    let object = first.as_object().unwrap();
+    assert_eq!(object.get("Sym"), Some(Variant::from("A")), "key case kept");
+    assert_eq!(
+        object.get("px"),
+        Some(Variant::from(
+            parquet_variant::VariantDecimal4::try_new(110, 2).unwrap()
+        ))
+    );
+    let legs = object.get("legs").unwrap();
+    let second = legs.as_list().unwrap().get(1).unwrap();
+    assert_eq!(
+        second.as_object().unwrap().get("k"),
+        Some(Variant::from("é"))
+    );
+    assert_eq!(object.get("big"), Some(Variant::Null), "rescued");
+    let list = payload(1);
+    let list = list.as_list().unwrap();
+    assert_eq!(
+        (list.get(0), list.get(1), list.get(2)),
+        (
+            Some(Variant::Int8(1)),
+            Some(Variant::from("two")),
+            Some(Variant::Null)
+        )
+    );
+    assert_eq!(payload(2), Variant::from("just text"));
+    assert_eq!(
+        rows.texts("_rescued_data"),
+        [Some(r#"{"/big":1e400}"#.into()), None, None]
+    );
+}
+
+/// A topic switched to `payload = "variant"` over its table of flattened columns is
+/// refused, table untouched; the steps the error names migrate it.
+#[test]
+fn a_flattened_topic_switched_to_variant_payload_is_refused_and_migrates_as_the_error_says() {
+    let landing = tempfile::tempdir().unwrap();
+    let lake = TempLake::new();
+    let one = write_batch(
+        landing.path(),
+        "m1",
+        &[r#"{"topic":"ev","message_id":"1","payload":{"a":1,"legs":[{"k":1}]}}"#],
+    );
+    let two = write_batch(
+        landing.path(),
+        "m2",
+        &[r#"{"topic":"ev","message_id":"2","payload":{"a":2,"b":"x"}}"#],
+    );
+    let ingest = |dir: &Path, extra: &[&str]| {
+        let mut args = vec!["ingest", dir.to_str().unwrap()];
+        args.extend(extra);
+        on_catalog(&lake, &args)
+    };
+    let out = ingest(&one, &[]);
+    assert!(out.status.success(), "{}", said(&out));
+    let table = lake.schema_dir().join("ev");
+    let before = std::fs::read_dir(table.join("_delta_log")).unwrap().count();
+    let out = ingest(&two, &["--topic-payload", "ev=variant"]);
+    assert_eq!(out.status.code(), Some(2), "{}", said(&out));
+    let error = said(&out);
+    assert!(error.contains("payload mode is `variant`"), "{error}");
+    assert!(error.contains("--topic-payload 'ev=variant'"), "{error}");
+    assert!(
+        error.contains("mv <catalog>/<schema>/ev <catalog>/<schema>/ev_flattened"),
+        "{error}"
+    );
+    assert_eq!(
+        std::fs::read_dir(table.join("_delta_log")).unwrap().count(),
+        before,
+        "nothing committed to the flattened table"
+    );
+    assert_eq!(lake.count("ev"), 1);
+    // The migration as the error words it.
+    std::fs::rename(&table, lake.schema_dir().join("ev_flattened")).unwrap();
+    for dir in [&one, &two] {
+        let out = ingest(dir, &["--topic-payload", "ev=variant"]);
+        assert!(out.status.success(), "{}", said(&out));
+    }
+    assert!(lake.columns("ev_flattened").contains(&"a".to_string()));
+    assert_eq!(lake.count("ev_flattened"), 1, "the old table kept aside");
+    let rows = lake.rows("ev").sorted_by("_id");
+    let payloads = variants(&rows, "payload");
+    let a = |row: usize| {
+        let v = payloads[row].as_ref().unwrap().variant();
+        v.as_object().unwrap().get("a").and_then(|a| a.as_int8())
+    };
+    assert_eq!((a(0), a(1)), (Some(1), Some(2)));
+    assert!(!lake.columns("ev").contains(&"a".to_string()));
+}
+
+#[test]
+fn a_hint_on_a_topic_whose_payload_is_kept_whole_is_refused() {
+    let err = bronze::Settings::from_toml(
+        "[topics.ev]\npayload = \"variant\"\n\n[topics.ev.column_types]\n\"/ts\" = \"timestamp\"\n",
+    )
+    .unwrap()
+    .resolve()
+    .expect_err("refused")
+    .to_string();
+    assert!(err.contains("`ev:/ts=timestamp`"), "{err}");
+    assert!(err.contains("payload mode `variant`"), "{err}");
 }

@@ -497,8 +497,15 @@ pub struct IngestArgs {
     pub evolution: Option<bronze::Evolution>,
     /// A field with no column in an existing table of one topic: `TOPIC=add|rescue|fail`
     /// (`[topics."<topic>"] evolution` in bronze.toml), repeatable.
-    #[arg(long, value_name = "TOPIC=MODE", value_parser = parse_topic_evolution)]
+    #[arg(long, value_name = "TOPIC=MODE", value_parser = parse_topic_mode::<bronze::Evolution>)]
     pub topic_evolution: Vec<(String, bronze::Evolution)>,
+    /// What one topic's payload becomes: `TOPIC=flatten` (columns and child tables) or
+    /// `TOPIC=variant` (one `payload` column of type `variant` holding it whole, no child
+    /// tables; `[topics."<topic>"] payload` in bronze.toml), repeatable. A topic's table
+    /// keeps the mode it was created with: switching an existing table is refused, naming
+    /// how to reload it.
+    #[arg(long, value_name = "TOPIC=MODE", value_parser = parse_topic_mode::<bronze::PayloadMode>)]
+    pub topic_payload: Vec<(String, bronze::PayloadMode)>,
     /// The child table of an array path: `PATH=TABLE` (`--child-table
     /// 'payload.quotes[].currentprice=currentprice'`; `[flatten.child_tables]` in
     /// bronze.toml), repeatable.
@@ -706,18 +713,20 @@ impl IngestArgs {
             metrics: bronze::MetricsSettings {
                 push_url: self.metrics_push.clone(),
             },
-            topics: self
-                .topic_evolution
-                .iter()
-                .map(|(topic, mode)| {
-                    let settings = bronze::TopicSettings {
-                        evolution: Some(*mode),
-                        ..Default::default()
-                    };
-                    (topic.clone(), settings)
-                })
-                .collect(),
+            topics: self.topic_settings(),
         })
+    }
+
+    /// `[topics."<topic>"]` as `--topic-evolution` and `--topic-payload` give them.
+    fn topic_settings(&self) -> std::collections::BTreeMap<String, bronze::TopicSettings> {
+        let mut topics = std::collections::BTreeMap::<String, bronze::TopicSettings>::new();
+        for (topic, mode) in &self.topic_evolution {
+            topics.entry(topic.clone()).or_default().evolution = Some(*mode);
+        }
+        for (topic, mode) in &self.topic_payload {
+            topics.entry(topic.clone()).or_default().payload = Some(*mode);
+        }
+        topics
     }
 
     /// The library settings these flags describe, over the settings file's (validated by
@@ -760,12 +769,14 @@ fn parse_enum<T: serde::de::DeserializeOwned>(s: &str) -> std::result::Result<T,
         .map_err(|e| format!("{s:?}: {e}"))
 }
 
-/// `TOPIC=MODE` of `--topic-evolution`.
-fn parse_topic_evolution(s: &str) -> std::result::Result<(String, bronze::Evolution), String> {
+/// `TOPIC=MODE` of `--topic-evolution` and `--topic-payload`.
+fn parse_topic_mode<T: serde::de::DeserializeOwned>(
+    s: &str,
+) -> std::result::Result<(String, T), String> {
     let (topic, mode) = s
         .rsplit_once('=')
         .filter(|(topic, _)| !topic.is_empty())
-        .ok_or_else(|| format!("{s:?} is not TOPIC=MODE (e.g. trade=fail)"))?;
+        .ok_or_else(|| format!("{s:?} is not TOPIC=MODE (e.g. trade=fail, events=variant)"))?;
     Ok((topic.to_string(), parse_enum(mode)?))
 }
 
@@ -982,6 +993,11 @@ mod tests {
                 "[topics.\"market.quote\"]\nevolution = \"fail\"",
                 &["--topic-evolution", "market.quote=fail"],
                 serde_json::json!({"topics": {"market.quote": {"evolution": "fail"}}}),
+            ),
+            (
+                "[topics.\"market.event\"]\npayload = \"variant\"",
+                &["--topic-payload", "market.event=variant"],
+                serde_json::json!({"topics": {"market.event": {"payload": "variant"}}}),
             ),
             (
                 "[flatten]\ndetect_types = [\"timestamp\", \"date\"]",
