@@ -187,14 +187,17 @@ fn variants(
     for (row, cell) in cells {
         out.nulls_until(row);
         match cell {
-            Cell::Variant(_, i) => out.push(&variants[i as usize]),
+            Cell::Variant(_, i) => {
+                let (metadata, value) = variants.get(i as usize);
+                out.push(metadata, value);
+            }
             other => {
                 let text = other.json();
                 match crate::json::Doc::parse(&text, super::variant::MAX_DEPTH) {
                     Ok(doc) => {
                         let mut encoded = super::variant::encode(&doc, doc.root(), path);
                         rescued.extend(encoded.rescued.drain(..).map(|(k, j)| (row, k, j)));
-                        out.push(&encoded);
+                        out.push(&encoded.metadata, &encoded.value);
                     }
                     // Text of a parsed value always parses; kept aside all the same.
                     Err(_) => rescued.push((row, path.to_string(), text.into_owned())),
@@ -232,9 +235,9 @@ impl VariantColumn {
         self.valid.extend(std::iter::repeat_n(false, gap));
     }
 
-    fn push(&mut self, encoded: &super::variant::Encoded) {
-        self.metadata.append_value(&encoded.metadata);
-        self.value.append_value(&encoded.value);
+    fn push(&mut self, metadata: &[u8], value: &[u8]) {
+        self.metadata.append_value(metadata);
+        self.value.append_value(value);
         self.valid.push(true);
     }
 

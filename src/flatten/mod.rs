@@ -154,7 +154,7 @@ struct Column<'a> {
     /// `(row, value)` in row order; nulls are absent.
     cells: Vec<(u32, Cell<'a>)>,
     /// The encodings of its [`Cell::Variant`] values.
-    variants: Vec<variant::Encoded>,
+    variants: variant::Encodings,
 }
 
 /// Flattens one topic's staged rows (its batches in order, as one input).

@@ -21,17 +21,13 @@
 //!   Variant spec requires.
 //! - A value nested deeper than [`MAX_DEPTH`] is rescued whole (Variant null in place).
 
-use parquet_variant::{
-    ListBuilder, ObjectBuilder, ObjectFieldBuilder, Variant, VariantBuilder, VariantBuilderExt,
-    VariantDecimal4, VariantDecimal8, VariantDecimal16,
-};
+use parquet_variant::{VariantDecimal4, VariantDecimal8, VariantDecimal16};
 
-use std::borrow::Cow;
-use std::collections::BTreeSet;
+use std::fmt::Write as _;
 
 use crate::json::{Doc, Kind, NumClass};
 
-/// Objects and arrays nested deeper than this are rescued whole: the builder recurses,
+/// Objects and arrays nested deeper than this are rescued whole: the encoder recurses,
 /// and a topic task's stack is bounded.
 pub const MAX_DEPTH: usize = 256;
 
@@ -49,57 +45,417 @@ pub struct Encoded {
 }
 
 /// Encodes node `node` of `doc`, found at JSON pointer `at` (the prefix of every rescued
-/// pointer).
+/// pointer), on its own ([`Encoder`] encodes many into shared buffers).
 pub fn encode(doc: &Doc<'_>, node: usize, at: &str) -> Encoded {
-    let mut walk = Walk {
-        pointer: at.to_string(),
-        rescued: Vec::new(),
-    };
-    // A sorted dictionary: readers find a key by binary search, and an empty key is a
-    // valid first entry (an unsorted dictionary with one fails arrow-rs's validation).
-    let keys = keys(doc, node);
-    let mut builder = VariantBuilder::new().with_field_names(keys.iter().map(|k| k.as_ref()));
-    walk.put(&mut builder, doc, node, 0);
-    let (metadata, value) = builder.finish();
+    let mut encoder = Encoder::default();
+    let mut out = Encodings::default();
+    let i = encoder.encode(&mut out, doc, node, at);
+    let (metadata, value) = out.get(i as usize);
     Encoded {
-        metadata,
-        value,
-        rescued: walk.rescued,
+        metadata: metadata.to_vec(),
+        value: value.to_vec(),
+        rescued: std::mem::take(&mut encoder.rescued),
     }
 }
 
-/// Every key of the objects in value `node` of `doc`, sorted (the Variant's dictionary).
-fn keys<'a>(doc: &Doc<'a>, node: usize) -> BTreeSet<Cow<'a, str>> {
-    let mut keys = BTreeSet::new();
-    keys_into(doc, node, 0, &mut keys);
-    keys
+/// The Variant encodings of a column's values, one after the other in two buffers.
+#[derive(Debug, Default)]
+pub struct Encodings {
+    metadata: Vec<u8>,
+    metadata_ends: Vec<usize>,
+    value: Vec<u8>,
+    value_ends: Vec<usize>,
 }
 
-/// Adds the keys of value `node` (at `depth`) to `keys`, down to [`MAX_DEPTH`] as the
-/// walk goes.
-fn keys_into<'a>(doc: &Doc<'a>, node: usize, depth: usize, keys: &mut BTreeSet<Cow<'a, str>>) {
-    let mut todo = vec![(node, depth)];
-    while let Some((i, depth)) = todo.pop() {
-        match doc.kind(i) {
-            _ if depth >= MAX_DEPTH => {}
-            Kind::Object => {
-                for (k, v) in doc.members(i) {
-                    keys.insert(doc.str(k));
-                    todo.push((v, depth + 1));
+impl Encodings {
+    /// The metadata and value bytes of encoding `i`.
+    pub fn get(&self, i: usize) -> (&[u8], &[u8]) {
+        let span = |ends: &[usize], i: usize| match i {
+            0 => 0..ends[0],
+            i => ends[i - 1]..ends[i],
+        };
+        (
+            &self.metadata[span(&self.metadata_ends, i)],
+            &self.value[span(&self.value_ends, i)],
+        )
+    }
+}
+
+/// A step of the path from an encoded value's root to the value being written.
+#[derive(Clone, Copy)]
+enum Step {
+    /// An object member, by its key's index in the dictionary.
+    Key(u32),
+    /// An array element, by its index.
+    Index(u32),
+}
+
+/// Encodes JSON values as Variants into [`Encodings`], its buffers reused from value to
+/// value: nothing is allocated per value once they have grown, and a value with the
+/// keys of the one before (in the same order) reuses its dictionary.
+#[derive(Default)]
+pub struct Encoder {
+    /// The keys of the value being encoded, in the order the key walk meets them, one
+    /// after the other; then where each ends, and its node in the document
+    /// (`u32::MAX` for a key of a container parsed again past the depth limit).
+    key_bytes: Vec<u8>,
+    key_ends: Vec<u32>,
+    key_nodes: Vec<u32>,
+    /// `key_bytes` and `key_ends` of the value the dictionary was built for.
+    dict_bytes: Vec<u8>,
+    dict_ends: Vec<u32>,
+    /// The dictionary: each key's bytes in `dict_bytes`, sorted and unique (a key's
+    /// index is its field id); each walked key's field id; and the metadata.
+    dict: Vec<(u32, u32)>,
+    walk_ids: Vec<u32>,
+    metadata: Vec<u8>,
+    /// Walked keys in key order, while the dictionary is built.
+    order: Vec<u32>,
+    /// Per key node of the document, its field id.
+    node_ids: Vec<u32>,
+    /// Containers still to collect keys from, with their depth.
+    todo: Vec<(usize, usize)>,
+    /// How many containers parsed again past the depth limit are being written: their
+    /// keys' field ids are looked up by name.
+    reparsed: usize,
+    /// Per member of the objects being written: its field id, value node and whether it
+    /// is the last with its key.
+    members: Vec<(u32, u32, bool)>,
+    /// Per field id, its last member in the object being sorted out.
+    last_at: Vec<u32>,
+    /// The children written so far of the containers being written: an array element's
+    /// offset, an object field's id and offset.
+    children: Vec<(u32, u32)>,
+    /// A container's header, before it moves in front of its children.
+    header: Vec<u8>,
+    /// From the value's root to the value being written, for rescued pointers.
+    path: Vec<Step>,
+    /// The pointer of the value's root.
+    at: String,
+    /// `(pointer, JSON text)` of the values kept out of the Variants encoded so far
+    /// ([`Encoded::rescued`]); the caller takes them.
+    pub rescued: Vec<(String, String)>,
+}
+
+impl Encoder {
+    /// Appends the Variant of node `node` of `doc` (found at JSON pointer `at`) to `out`;
+    /// gives its index there. What no Variant holds is added to [`Encoder::rescued`].
+    pub fn encode(&mut self, out: &mut Encodings, doc: &Doc<'_>, node: usize, at: &str) -> u32 {
+        self.at.clear();
+        self.at.push_str(at);
+        self.key_bytes.clear();
+        self.key_ends.clear();
+        self.key_nodes.clear();
+        self.walk_keys(doc, node, 0, true);
+        if self.metadata.is_empty()
+            || self.key_bytes != self.dict_bytes
+            || self.key_ends != self.dict_ends
+        {
+            self.build_dictionary();
+        }
+        out.metadata.extend_from_slice(&self.metadata);
+        out.metadata_ends.push(out.metadata.len());
+        for (&k, &id) in self.key_nodes.iter().zip(&self.walk_ids) {
+            if k != u32::MAX {
+                if self.node_ids.len() <= k as usize {
+                    self.node_ids.resize(k as usize + 1, 0);
                 }
+                self.node_ids[k as usize] = id;
             }
-            Kind::Array => todo.extend(doc.elements(i).map(|e| (e, depth + 1))),
-            // Past the parse's depth limit: the walk parses it again, and so does this.
-            Kind::Raw => {
-                if let Ok(sub) = Doc::parse(doc.raw(i), MAX_DEPTH - depth) {
-                    let mut inner = BTreeSet::new();
-                    keys_into(&sub, sub.root(), depth, &mut inner);
-                    keys.extend(inner.into_iter().map(|k| Cow::Owned(k.into_owned())));
+        }
+        self.put(&mut out.value, doc, node, 0);
+        out.value_ends.push(out.value.len());
+        (out.value_ends.len() - 1) as u32
+    }
+
+    /// Adds the keys of value `node` (at `depth`) of `doc` to the walked keys, down to
+    /// [`MAX_DEPTH`] as the value walk goes; `top` when `doc` is the encoded document.
+    fn walk_keys(&mut self, doc: &Doc<'_>, node: usize, depth: usize, top: bool) {
+        let base = self.todo.len();
+        self.todo.push((node, depth));
+        while self.todo.len() > base {
+            let Some((i, depth)) = self.todo.pop() else {
+                break;
+            };
+            match doc.kind(i) {
+                _ if depth >= MAX_DEPTH => {}
+                Kind::Object => {
+                    for (k, v) in doc.members(i) {
+                        self.key_bytes.extend_from_slice(doc.str(k).as_bytes());
+                        self.key_ends.push(self.key_bytes.len() as u32);
+                        self.key_nodes.push(if top { k as u32 } else { u32::MAX });
+                        self.todo.push((v, depth + 1));
+                    }
                 }
+                Kind::Array => self.todo.extend(doc.elements(i).map(|e| (e, depth + 1))),
+                // Past the parse's depth limit: the value walk parses it again, and so
+                // does this.
+                Kind::Raw => {
+                    if let Ok(sub) = Doc::parse(doc.raw(i), MAX_DEPTH - depth) {
+                        self.walk_keys(&sub, sub.root(), depth, false);
+                    }
+                }
+                _ => {}
             }
-            _ => {}
         }
     }
+
+    /// Builds the dictionary of the walked keys (sorted, unique), each walked key's field
+    /// id and the metadata; they stay for the next values with the same walked keys.
+    #[cold]
+    fn build_dictionary(&mut self) {
+        std::mem::swap(&mut self.key_bytes, &mut self.dict_bytes);
+        std::mem::swap(&mut self.key_ends, &mut self.dict_ends);
+        let (bytes, ends) = (&self.dict_bytes, &self.dict_ends);
+        let span = |j: u32| {
+            let j = j as usize;
+            let start = if j == 0 { 0 } else { ends[j - 1] };
+            (start, ends[j])
+        };
+        let key = |j: u32| {
+            let (start, end) = span(j);
+            &bytes[start as usize..end as usize]
+        };
+        self.order.clear();
+        self.order.extend(0..ends.len() as u32);
+        self.order.sort_unstable_by(|&a, &b| key(a).cmp(key(b)));
+        self.dict.clear();
+        self.walk_ids.clear();
+        self.walk_ids.resize(ends.len(), 0);
+        for &j in &self.order {
+            let same = self.dict.last().is_some_and(|&(s, e)| {
+                &bytes[s as usize..e as usize] == key(j)
+            });
+            if !same {
+                self.dict.push(span(j));
+            }
+            self.walk_ids[j as usize] = (self.dict.len() - 1) as u32;
+        }
+        let mut metadata = std::mem::take(&mut self.metadata);
+        metadata.clear();
+        self.write_metadata(&mut metadata);
+        self.metadata = metadata;
+    }
+
+    /// The bytes of dictionary key `id`.
+    fn key(&self, id: u32) -> &[u8] {
+        let (start, end) = self.dict[id as usize];
+        &self.dict_bytes[start as usize..end as usize]
+    }
+
+    /// The field id of `key`: its index in the dictionary.
+    fn field_id(&self, key: &str) -> Option<u32> {
+        let bytes = &self.dict_bytes;
+        self.dict
+            .binary_search_by(|k| bytes[k.0 as usize..k.1 as usize].cmp(key.as_bytes()))
+            .ok()
+            .map(|i| i as u32)
+    }
+
+    /// Appends the metadata of the dictionary: version 1, sorted, offsets as wide as the
+    /// largest of the key count and their bytes needs.
+    fn write_metadata(&self, out: &mut Vec<u8>) {
+        let total: usize = self.dict.iter().map(|k| (k.1 - k.0) as usize).sum();
+        let size = int_size(total.max(self.dict.len()));
+        out.push(0x01 | 0x10 | ((size as u8 - 1) << 6));
+        push_int(out, self.dict.len(), size);
+        push_int(out, 0, size);
+        let mut end = 0;
+        for k in &self.dict {
+            end += (k.1 - k.0) as usize;
+            push_int(out, end, size);
+        }
+        for id in 0..self.dict.len() as u32 {
+            out.extend_from_slice(self.key(id));
+        }
+    }
+
+    /// Appends value `i` of `doc` (at `depth`) to `out`.
+    fn put(&mut self, out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, depth: usize) {
+        match doc.kind(i) {
+            Kind::Null => out.push(0),
+            Kind::Bool(true) => out.push(1 << 2),
+            Kind::Bool(false) => out.push(2 << 2),
+            Kind::Str { .. } => put_string(out, &doc.str(i)),
+            Kind::Num(class) => match number(doc.raw(i), class) {
+                Some(n) => n.write(out),
+                None => self.rescue(out, doc.raw(i)),
+            },
+            Kind::Array | Kind::Object if depth >= MAX_DEPTH => self.rescue(out, doc.raw(i)),
+            Kind::Array => self.array(out, doc, i, depth),
+            Kind::Object => self.object(out, doc, i, depth),
+            // A container past the parse's depth limit: parsed again from its text.
+            Kind::Raw => match Doc::parse(doc.raw(i), MAX_DEPTH.saturating_sub(depth)) {
+                Ok(sub) if sub.kind(sub.root()) != Kind::Raw => {
+                    self.reparsed += 1;
+                    self.put(out, &sub, sub.root(), depth);
+                    self.reparsed -= 1;
+                }
+                _ => self.rescue(out, doc.raw(i)),
+            },
+        }
+    }
+
+    /// Appends array `i`: its header, then its elements.
+    fn array(&mut self, out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, depth: usize) {
+        let start = out.len();
+        let base = self.children.len();
+        for (n, e) in doc.elements(i).enumerate() {
+            self.children.push((0, (out.len() - start) as u32));
+            self.path.push(Step::Index(n as u32));
+            self.put(out, doc, e, depth + 1);
+            self.path.pop();
+        }
+        let count = self.children.len() - base;
+        let data = out.len() - start;
+        let (large, offset_size) = (count > 0xFF, int_size(data));
+        self.header.clear();
+        self.header
+            .push(3 | ((u8::from(large) << 2 | (offset_size as u8 - 1)) << 2));
+        push_int(&mut self.header, count, if large { 4 } else { 1 });
+        for &(_, offset) in &self.children[base..] {
+            push_int(&mut self.header, offset as usize, offset_size);
+        }
+        push_int(&mut self.header, data, offset_size);
+        self.children.truncate(base);
+        out.splice(start..start, self.header.iter().copied());
+    }
+
+    /// Appends object `i`: its header (field ids in key order), then each key's last
+    /// value; earlier values of a repeated key are rescued under `dup:<pointer>`.
+    fn object(&mut self, out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, depth: usize) {
+        let start = out.len();
+        let mbase = self.members.len();
+        for (k, v) in doc.members(i) {
+            // Every key was collected; one that is not (never) is rescued with its value.
+            let id = match self.reparsed {
+                0 => self.node_ids.get(k).copied(),
+                _ => self.field_id(&doc.str(k)),
+            };
+            let id = id.unwrap_or(u32::MAX);
+            self.members.push((id, v as u32, true));
+        }
+        self.mark_repeated(mbase);
+        let base = self.children.len();
+        for m in mbase..self.members.len() {
+            let (id, v, last) = self.members[m];
+            if id == u32::MAX {
+                self.rescue_unknown_key(doc, i, v as usize);
+                continue;
+            }
+            self.path.push(Step::Key(id));
+            if last {
+                self.children.push((id, (out.len() - start) as u32));
+                self.put(out, doc, v as usize, depth + 1);
+            } else {
+                let pointer = format!("dup:{}", self.pointer());
+                self.rescued.push((pointer, doc.raw(v as usize).to_string()));
+            }
+            self.path.pop();
+        }
+        self.members.truncate(mbase);
+        let fields = &mut self.children[base..];
+        fields.sort_unstable_by_key(|f| f.0);
+        let count = fields.len();
+        let data = out.len() - start;
+        let (large, offset_size) = (count > 0xFF, int_size(data));
+        let id_size = int_size(self.dict.len().saturating_sub(1));
+        self.header.clear();
+        let value_header =
+            u8::from(large) << 4 | (id_size as u8 - 1) << 2 | (offset_size as u8 - 1);
+        self.header.push(2 | (value_header << 2));
+        push_int(&mut self.header, count, if large { 4 } else { 1 });
+        for &(id, _) in &self.children[base..] {
+            push_int(&mut self.header, id as usize, id_size);
+        }
+        for &(_, offset) in &self.children[base..] {
+            push_int(&mut self.header, offset as usize, offset_size);
+        }
+        push_int(&mut self.header, data, offset_size);
+        self.children.truncate(base);
+        out.splice(start..start, self.header.iter().copied());
+    }
+
+    /// Marks the members from `base` on that a later member with the same key follows.
+    fn mark_repeated(&mut self, base: usize) {
+        if self.last_at.len() < self.dict.len() {
+            self.last_at.resize(self.dict.len(), 0);
+        }
+        let members = &mut self.members[base..];
+        // Each key's last member, then whether each member is it: only this object's
+        // keys are read, so what other objects left in `last_at` does not matter.
+        for (n, m) in members.iter().enumerate() {
+            if let Some(slot) = self.last_at.get_mut(m.0 as usize) {
+                *slot = n as u32;
+            }
+        }
+        for (n, m) in members.iter_mut().enumerate() {
+            m.2 = self.last_at.get(m.0 as usize).is_none_or(|&l| l == n as u32);
+        }
+    }
+
+    /// A member whose key is not in the dictionary (the key walk and the value walk
+    /// disagree: never expected): its value is rescued under its own key.
+    #[cold]
+    fn rescue_unknown_key(&mut self, doc: &Doc<'_>, obj: usize, v: usize) {
+        let Some((k, _)) = doc.members(obj).find(|&(_, value)| value == v) else {
+            return;
+        };
+        let mut pointer = self.pointer();
+        pointer.push('/');
+        push_token(&mut pointer, &doc.str(k));
+        self.rescued.push((pointer, doc.raw(v).to_string()));
+    }
+
+    /// Variant null in place of `text`, which is rescued under the current pointer.
+    fn rescue(&mut self, out: &mut Vec<u8>, text: &str) {
+        out.push(0);
+        let pointer = self.pointer();
+        self.rescued.push((pointer, text.to_string()));
+    }
+
+    /// The JSON pointer of the value being written (RFC 6901).
+    #[cold]
+    fn pointer(&self) -> String {
+        let mut pointer = self.at.clone();
+        for step in &self.path {
+            pointer.push('/');
+            match *step {
+                Step::Key(id) => push_token(&mut pointer, &String::from_utf8_lossy(self.key(id))),
+                Step::Index(n) => {
+                    let _ = write!(pointer, "{n}");
+                }
+            }
+        }
+        pointer
+    }
+}
+
+/// Bytes an unsigned integer up to `v` takes: 1 to 4.
+fn int_size(v: usize) -> usize {
+    match v {
+        0..=0xFF => 1,
+        0x100..=0xFFFF => 2,
+        0x1_0000..=0xFF_FFFF => 3,
+        _ => 4,
+    }
+}
+
+/// Appends `v` as a little-endian integer of `size` bytes.
+fn push_int(out: &mut Vec<u8>, v: usize, size: usize) {
+    out.extend_from_slice(&(v as u32).to_le_bytes()[..size]);
+}
+
+/// Appends a string: a short string (header and bytes) up to 63 bytes, else a string
+/// primitive with its 4-byte length.
+fn put_string(out: &mut Vec<u8>, s: &str) {
+    if s.len() < 64 {
+        out.push(((s.len() as u8) << 2) | 1);
+    } else {
+        out.push(16 << 2);
+        out.extend_from_slice(&(s.len() as u32).to_le_bytes());
+    }
+    out.extend_from_slice(s.as_bytes());
 }
 
 /// Rescued key `key` of a value found at pointer `at`, from the document's root:
@@ -108,124 +464,6 @@ pub fn under(at: &str, key: &str) -> String {
     match key.strip_prefix("dup:") {
         Some(rest) => format!("dup:{at}{rest}"),
         None => format!("{at}{key}"),
-    }
-}
-
-/// One encoding: where it is in the value, and what it rescued.
-struct Walk {
-    /// The pointer of the value being encoded.
-    pointer: String,
-    rescued: Vec<(String, String)>,
-}
-
-impl Walk {
-    /// Appends value `i` of `doc` to `b`.
-    fn put<B: VariantBuilderExt>(&mut self, b: &mut B, doc: &Doc<'_>, i: usize, depth: usize) {
-        match doc.kind(i) {
-            Kind::Null => b.append_value(Variant::Null),
-            Kind::Bool(v) => b.append_value(v),
-            Kind::Str { .. } => b.append_value(&*doc.str(i)),
-            Kind::Num(class) => match number(doc.raw(i), class) {
-                Some(n) => n.append(b),
-                None => self.rescue(b, doc.raw(i)),
-            },
-            Kind::Array | Kind::Object if depth >= MAX_DEPTH => self.rescue(b, doc.raw(i)),
-            Kind::Array => {
-                // A nested builder is refused only where a value is already written,
-                // which the walk never does; the value is then rescued, never lost.
-                let built = match b.try_new_list() {
-                    Ok(mut list) => {
-                        self.list(&mut list, doc, i, depth);
-                        list.finish();
-                        true
-                    }
-                    Err(_) => false,
-                };
-                if !built {
-                    self.rescue(b, doc.raw(i));
-                }
-            }
-            Kind::Object => {
-                let built = match b.try_new_object() {
-                    Ok(mut object) => {
-                        self.object(&mut object, doc, i, depth);
-                        object.finish();
-                        true
-                    }
-                    Err(_) => false,
-                };
-                if !built {
-                    self.rescue(b, doc.raw(i));
-                }
-            }
-            // A container past the parse's depth limit: parsed again from its text.
-            Kind::Raw => match Doc::parse(doc.raw(i), MAX_DEPTH.saturating_sub(depth)) {
-                Ok(sub) if sub.kind(sub.root()) != Kind::Raw => {
-                    self.put(b, &sub, sub.root(), depth)
-                }
-                _ => self.rescue(b, doc.raw(i)),
-            },
-        }
-    }
-
-    /// Appends the elements of array `i`, each at its index.
-    fn list<S>(&mut self, list: &mut ListBuilder<'_, S>, doc: &Doc<'_>, i: usize, depth: usize)
-    where
-        S: parquet_variant::BuilderSpecificState,
-    {
-        let len = self.pointer.len();
-        for (n, e) in doc.elements(i).enumerate() {
-            self.pointer.push('/');
-            self.pointer.push_str(&n.to_string());
-            self.put(list, doc, e, depth + 1);
-            self.pointer.truncate(len);
-        }
-    }
-
-    /// Inserts the members of object `i`: each key's last value; earlier values of a
-    /// repeated key are rescued under `dup:<pointer>`.
-    fn object<S>(&mut self, object: &mut ObjectBuilder<'_, S>, doc: &Doc<'_>, i: usize, depth: usize)
-    where
-        S: parquet_variant::BuilderSpecificState,
-    {
-        let members: Vec<(std::borrow::Cow<'_, str>, usize)> =
-            doc.members(i).map(|(k, v)| (doc.str(k), v)).collect();
-        let last = last_of_each_key(&members);
-        let len = self.pointer.len();
-        for (n, (key, v)) in members.iter().enumerate() {
-            self.pointer.push('/');
-            push_token(&mut self.pointer, key);
-            if last(n, key) != n {
-                self.rescued
-                    .push((format!("dup:{}", self.pointer), doc.raw(*v).to_string()));
-            } else {
-                let mut field = ObjectFieldBuilder::new(key, object);
-                self.put(&mut field, doc, *v, depth + 1);
-            }
-            self.pointer.truncate(len);
-        }
-    }
-
-    /// Variant null in place of `text`, which is rescued under the current pointer.
-    fn rescue<B: VariantBuilderExt>(&mut self, b: &mut B, text: &str) {
-        b.append_value(Variant::Null);
-        self.rescued.push((self.pointer.clone(), text.to_string()));
-    }
-}
-
-/// For each member `(n, key)` of `members`, the index of `key`'s last occurrence: a few
-/// members are compared pairwise, more through a map (wide objects stay linear).
-fn last_of_each_key<'m>(
-    members: &'m [(Cow<'_, str>, usize)],
-) -> impl Fn(usize, &str) -> usize + 'm {
-    let index: Option<std::collections::HashMap<&str, usize>> = (members.len() > 16)
-        .then(|| members.iter().enumerate().map(|(n, (k, _))| (k.as_ref(), n)).collect());
-    move |n, key| match &index {
-        Some(index) => index.get(key).copied().unwrap_or(n),
-        None => members[n..]
-            .iter()
-            .rposition(|(k, _)| k == key)
-            .map_or(n, |p| n + p),
     }
 }
 
@@ -254,16 +492,42 @@ enum Number {
 }
 
 impl Number {
-    fn append<B: VariantBuilderExt>(self, b: &mut B) {
+    /// Appends this number as a Variant primitive: its type's header, then its bytes
+    /// (little-endian; a decimal's scale first).
+    fn write(self, out: &mut Vec<u8>) {
         match self {
-            Number::Int8(v) => b.append_value(v),
-            Number::Int16(v) => b.append_value(v),
-            Number::Int32(v) => b.append_value(v),
-            Number::Int64(v) => b.append_value(v),
-            Number::Decimal4(v) => b.append_value(v),
-            Number::Decimal8(v) => b.append_value(v),
-            Number::Decimal16(v) => b.append_value(v),
-            Number::Double(v) => b.append_value(v),
+            Number::Int8(v) => {
+                out.push(3 << 2);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Number::Int16(v) => {
+                out.push(4 << 2);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Number::Int32(v) => {
+                out.push(5 << 2);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Number::Int64(v) => {
+                out.push(6 << 2);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Number::Double(v) => {
+                out.push(7 << 2);
+                out.extend_from_slice(&v.to_le_bytes());
+            }
+            Number::Decimal4(d) => {
+                out.extend_from_slice(&[8 << 2, d.scale()]);
+                out.extend_from_slice(&d.integer().to_le_bytes());
+            }
+            Number::Decimal8(d) => {
+                out.extend_from_slice(&[9 << 2, d.scale()]);
+                out.extend_from_slice(&d.integer().to_le_bytes());
+            }
+            Number::Decimal16(d) => {
+                out.extend_from_slice(&[10 << 2, d.scale()]);
+                out.extend_from_slice(&d.integer().to_le_bytes());
+            }
         }
     }
 }

@@ -75,6 +75,8 @@ struct Flattener<'a, 'c> {
     whole_hints: bool,
     /// Whether the topic's payloads are kept whole ([`PayloadMode::Variant`]).
     whole_payload: bool,
+    /// Encodes the values kept whole as Variants.
+    encoder: variant::Encoder,
 }
 
 /// A member of an object: its key and value nodes in the document, the trie node of its
@@ -123,6 +125,7 @@ pub(super) fn flatten_with<'a>(
                 .chain(cfg.topic_column_types.get(topic).into_iter().flat_map(|h| h.values()))
                 .any(|t| matches!(t, ColumnType::Json | ColumnType::Variant)),
         whole_payload,
+        encoder: variant::Encoder::default(),
     };
     let mut nodes = Vec::new();
     for staged in staged {
@@ -427,19 +430,17 @@ impl<'a> Flattener<'a, '_> {
     /// rescued under its pointer.
     fn variant(&mut self, at: Place, doc: &Doc<'a>, v: usize) {
         let Place { table: t, row, node } = at;
+        let c = self.tables[t].1.column(node, Within::Payload);
+        let column = &mut self.tables[t].1.columns[c];
+        let index = self.encoder.encode(&mut column.variants, doc, v, "");
         // Rescued pointers start at the value; the column's path (one allocation) only
         // when something was rescued.
-        let mut encoded = variant::encode(doc, v, "");
-        if !encoded.rescued.is_empty() {
+        if !self.encoder.rescued.is_empty() {
             let path = pointer(&self.tables[t].1.keys(node), None);
-            for (key, json) in std::mem::take(&mut encoded.rescued) {
+            for (key, json) in std::mem::take(&mut self.encoder.rescued) {
                 self.rescue(t, row, variant::under(&path, &key), json);
             }
         }
-        let c = self.tables[t].1.column(node, Within::Payload);
-        let column = &mut self.tables[t].1.columns[c];
-        let index = column.variants.len() as u32;
-        column.variants.push(encoded);
         self.set(t, row, c, Some(Cell::Variant(doc.raw(v), index)));
     }
 

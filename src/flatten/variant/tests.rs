@@ -244,6 +244,27 @@ fn a_value_nested_deeper_than_the_limit_is_rescued_whole() {
     assert_eq!(*raw, format!("{}1{}", "[".repeat(left), "]".repeat(left)));
 }
 
+/// Objects of more than 255 fields, arrays of more than 255 elements, strings past the
+/// short form and values past 255 and 65,535 bytes take the wider headers, ids and
+/// offsets; each round-trips.
+#[test]
+fn wide_and_long_values_take_the_wider_encodings() {
+    let wide: Vec<String> = (0..300).map(|i| format!("\"k{i:03}\":{i}")).collect();
+    let long: Vec<String> = (0..300).map(|i| format!("\"{}\"", "é".repeat(i % 40))).collect();
+    let big = "x".repeat(70_000);
+    let keys: Vec<String> = (0..3000).map(|i| format!("\"{}{i}\":[]", "k".repeat(30))).collect();
+    for text in [
+        format!("{{{}}}", wide.join(",")),
+        format!("[{}]", long.join(",")),
+        format!("{{\"s\":\"{big}\",\"t\":[\"{big}\",1]}}"),
+        format!("{{{}}}", keys.join(",")),
+        format!("[{{{}}},{{\"a\":{{{}}}}}]", wide.join(","), keys.join(",")),
+    ] {
+        let encoded = round_trip(&text);
+        assert!(encoded.value.len() > 255, "{}", encoded.value.len());
+    }
+}
+
 /// A generated JSON value, as text.
 fn json() -> impl Strategy<Value = String> {
     let number = prop_oneof![
@@ -290,5 +311,28 @@ proptest! {
     #[test]
     fn every_json_value_round_trips_through_its_variant(text in json()) {
         round_trip(&text);
+    }
+
+    /// One encoder over many values (a column's), each value repeated so the next one
+    /// reuses its dictionary: every encoding is the one the value gets on its own.
+    #[test]
+    fn an_encoder_reused_over_values_encodes_each_as_on_its_own(
+        texts in prop::collection::vec(json(), 1..6)
+    ) {
+        let mut encoder = Encoder::default();
+        let mut out = Encodings::default();
+        let docs: Vec<Doc<'_>> = texts.iter().map(|t| Doc::parse(t, 64).unwrap()).collect();
+        let mut want = Vec::new();
+        for doc in docs.iter().chain(&docs).chain(docs.iter().rev()) {
+            let i = encoder.encode(&mut out, doc, doc.root(), "/p");
+            let alone = encode(doc, doc.root(), "/p");
+            let rescued = std::mem::take(&mut encoder.rescued);
+            prop_assert_eq!(rescued, alone.rescued);
+            want.push((i, alone.metadata, alone.value));
+        }
+        for (i, metadata, value) in want {
+            let (m, v) = out.get(i as usize);
+            prop_assert_eq!((m, v), (metadata.as_slice(), value.as_slice()));
+        }
     }
 }
