@@ -181,17 +181,27 @@ pub enum Error {
         /// table (the rows were child rows).
         child_table: bool,
     },
-    /// A topic whose payload mode is `variant` over an existing table of its flattened
-    /// columns (no `payload` column of type `variant`). Nothing of that topic was written
-    /// there.
+    /// A topic whose payload mode is not the one its existing table was created with:
+    /// `variant` over a table of its flattened columns (no `payload` column of type
+    /// `variant` for the whole payload), or `flatten` over a table that has one. Nothing
+    /// of that topic was written there.
     #[error(
-        "table `{table}` holds topic `{topic}`'s payloads flattened into columns, but the topic's payload mode is `variant`: a table keeps the layout it was created with, so nothing of the topic was written. To switch, move the table's folder aside (`mv <catalog>/<schema>/{table} <catalog>/<schema>/{table}_flattened`), then ingest the topic's batches again, oldest first, with `--topic-payload '{topic}=variant'` (`[topics.\"{topic}\"] payload = \"variant\"`): the first run creates the table with one `payload` column, and each run replaces its batch's rows. Or set the topic's payload mode back to `flatten`"
+        "table `{table}` keeps topic `{topic}`'s payloads {}, but the topic's payload mode is `{}`: a table keeps the layout it was created with, so nothing of the topic was written. To switch, move the table's folder aside (`mv <catalog>/<schema>/{table} <catalog>/<schema>/{table}_{}`; in an object store, copy it and delete it), then ingest the topic's batches again, oldest first, with `--topic-payload '{topic}={}'` (`[topics.\"{topic}\"] payload = \"{}\"`): the first run creates the table anew and each run replaces its batch's rows (child tables keep the rows loaded before, which join the moved table). Or set the topic's payload mode back to `{}`",
+        if *to_variant { "flattened into columns" } else { "whole, in one `payload` column of type variant" },
+        if *to_variant { "variant" } else { "flatten" },
+        if *to_variant { "flattened" } else { "variant" },
+        if *to_variant { "variant" } else { "flatten" },
+        if *to_variant { "variant" } else { "flatten" },
+        if *to_variant { "flatten" } else { "variant" }
     )]
     PayloadLayout {
         /// The table.
         table: String,
         /// The topic whose rows were refused.
         topic: Box<str>,
+        /// Whether the topic's payload mode is `variant` (the table's payloads are
+        /// flattened), or `flatten` (the table keeps them whole).
+        to_variant: bool,
     },
     /// A column type hint contradicts the type an existing column already has.
     #[error(

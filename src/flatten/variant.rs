@@ -298,13 +298,15 @@ impl Encoder {
 
     /// Appends array `i`: its header, then its elements.
     fn array(&mut self, out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, depth: usize) {
-        let start = out.len();
-        let base = self.children.len();
+        let (start, base, rescued) = (out.len(), self.children.len(), self.rescued.len());
         for (n, e) in doc.elements(i).enumerate() {
             self.children.push((0, (out.len() - start) as u32));
             self.path.push(Step::Index(n as u32));
             self.put(out, doc, e, depth + 1);
             self.path.pop();
+        }
+        if self.oversized(out, start, base, rescued) {
+            return self.rescue(out, doc.raw(i));
         }
         let count = self.children.len() - base;
         let data = out.len() - start;
@@ -324,7 +326,7 @@ impl Encoder {
     /// Appends object `i`: its header (field ids in key order), then each key's last
     /// value; earlier values of a repeated key are rescued under `dup:<pointer>`.
     fn object(&mut self, out: &mut Vec<u8>, doc: &Doc<'_>, i: usize, depth: usize) {
-        let start = out.len();
+        let (start, rescued) = (out.len(), self.rescued.len());
         let mbase = self.members.len();
         for (k, v) in doc.members(i) {
             // Every key was collected; one that is not (never) is rescued with its value.
@@ -354,6 +356,9 @@ impl Encoder {
             self.path.pop();
         }
         self.members.truncate(mbase);
+        if self.oversized(out, start, base, rescued) {
+            return self.rescue(out, doc.raw(i));
+        }
         let fields = &mut self.children[base..];
         fields.sort_unstable_by_key(|f| f.0);
         let count = fields.len();
@@ -374,6 +379,20 @@ impl Encoder {
         push_int(&mut self.header, data, offset_size);
         self.children.truncate(base);
         out.splice(start..start, self.header.iter().copied());
+    }
+
+    /// Whether the children written to `out` from `start` are more bytes than a
+    /// container's offsets hold (4 GiB); if so they are dropped, with the children from
+    /// `children` on and the values rescued from `rescued` on, for the container to be
+    /// rescued whole.
+    fn oversized(&mut self, out: &mut Vec<u8>, start: usize, children: usize, rescued: usize) -> bool {
+        if out.len() - start <= u32::MAX as usize {
+            return false;
+        }
+        out.truncate(start);
+        self.children.truncate(children);
+        self.rescued.truncate(rescued);
+        true
     }
 
     /// Marks the members from `base` on that a later member with the same key follows.

@@ -232,7 +232,13 @@ impl<'a> Flattener<'a, '_> {
         payload: &'a str,
         nodes: Vec<Node>,
     ) -> Vec<Node> {
-        let doc = match Doc::parse_reusing(payload, self.cfg.max_depth + 1, nodes) {
+        // A payload kept whole is parsed as deep as a Variant goes, not only as deep as
+        // flattening does: nothing parsed twice.
+        let depth = match self.whole_payload {
+            true => variant::MAX_DEPTH + 1,
+            false => self.cfg.max_depth + 1,
+        };
+        let doc = match Doc::parse_reusing(payload, depth, nodes) {
             Ok(doc) => doc,
             Err((e, reused)) => {
                 // Staging accepted the line, so this reader should too; if they ever

@@ -797,26 +797,29 @@ fn kind_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Opt
     })
 }
 
-/// The error of a part holding whole payloads (a `payload` column of type `variant`
-/// for the payload's root: the topic's payload mode is `variant`) for an existing table
-/// that has no such column (its payloads were flattened).
+/// The error of a part whose payload layout is not its existing table's: whole payloads
+/// (a `payload` column of type `variant` for the payload's root: the topic's payload mode
+/// is `variant`) for a table that has no such column (its payloads were flattened), or
+/// flattened rows for a table that has one.
 fn layout_mismatch(table: &TableName, part: &Part, schema: Option<&Schema>) -> Option<Error> {
     let schema = schema?;
     let rows = part.batches.first()?.schema();
-    let whole = rows
-        .field_with_name(naming::VARIANT_PAYLOAD)
-        .is_ok_and(|f| {
+    // The root's path is recorded as `""`; a table written before paths were recorded has
+    // none, and only a whole payload is named `payload` there.
+    let whole = |s: &Schema| {
+        s.field_with_name(naming::VARIANT_PAYLOAD).is_ok_and(|f| {
             crate::column_types::is_variant(f.data_type())
                 && f.metadata()
                     .get(crate::flatten::PATH_META)
-                    .is_some_and(String::is_empty)
-        });
-    let takes_whole = schema
-        .field_with_name(naming::VARIANT_PAYLOAD)
-        .is_ok_and(|f| crate::column_types::is_variant(f.data_type()));
-    (whole && !takes_whole).then(|| Error::PayloadLayout {
+                    .is_none_or(String::is_empty)
+        })
+    };
+    let child_rows = rows.column_with_name(naming::PARENT_ID).is_some();
+    let (rows_whole, table_whole) = (whole(&rows), whole(schema));
+    (rows_whole != table_whole && !child_rows).then(|| Error::PayloadLayout {
         table: table.to_string(),
         topic: part.topic.as_str().into(),
+        to_variant: rows_whole,
     })
 }
 

@@ -374,6 +374,61 @@ fn a_flattened_topic_switched_to_variant_payload_is_refused_and_migrates_as_the_
     };
     assert_eq!((a(0), a(1)), (Some(1), Some(2)));
     assert!(!lake.columns("ev").contains(&"a".to_string()));
+    // A later batch whose messages carry no payload at all still fits the table.
+    let three = write_batch(
+        landing.path(),
+        "m3",
+        &[
+            r#"{"topic":"ev","message_id":"3"}"#,
+            r#"{"topic":"ev","message_id":"4","payload":null}"#,
+        ],
+    );
+    let out = ingest(&three, &["--topic-payload", "ev=variant"]);
+    assert!(out.status.success(), "{}", said(&out));
+    assert_eq!(lake.count("ev"), 4);
+}
+
+/// Back from `variant` to `flatten` over a table that keeps payloads whole is refused
+/// too; and a flattened table whose payload has a field `payload` hinted `variant` is
+/// not taken for a table of whole payloads.
+#[test]
+fn a_payload_mode_other_than_its_table_s_is_refused_in_both_directions() {
+    let landing = tempfile::tempdir().unwrap();
+    let line = r#"{"topic":"ev","message_id":"1","payload":{"payload":{"a":1},"b":2}}"#;
+    let dir = write_batch(landing.path(), "d1", &[line]);
+    let cases: [(&[&str], &[&str], &str); 2] = [
+        (
+            &["--topic-payload", "ev=variant"],
+            &[],
+            "--topic-payload 'ev=flatten'",
+        ),
+        (
+            &["--column-type", "ev:/payload=variant"],
+            &["--topic-payload", "ev=variant"],
+            "--topic-payload 'ev=variant'",
+        ),
+    ];
+    for (first, then, says) in cases {
+        let lake = TempLake::new();
+        let ingest = |extra: &[&str]| {
+            let mut args = vec!["ingest", dir.to_str().unwrap()];
+            args.extend(extra);
+            on_catalog(&lake, &args)
+        };
+        let out = ingest(first);
+        assert!(out.status.success(), "{}", said(&out));
+        let columns = lake.columns("ev");
+        let out = ingest(then);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "{first:?} then {then:?}: {}",
+            said(&out)
+        );
+        assert!(said(&out).contains(says), "{}", said(&out));
+        assert_eq!(lake.columns("ev"), columns, "the table as it was");
+        assert_eq!(lake.count("ev"), 1);
+    }
 }
 
 #[test]

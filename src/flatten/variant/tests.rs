@@ -253,12 +253,17 @@ fn wide_and_long_values_take_the_wider_encodings() {
     let long: Vec<String> = (0..300).map(|i| format!("\"{}\"", "é".repeat(i % 40))).collect();
     let big = "x".repeat(70_000);
     let keys: Vec<String> = (0..3000).map(|i| format!("\"{}{i}\":[]", "k".repeat(30))).collect();
+    // 3-byte ids (70,000 keys) and 4-byte offsets (a value past 16 MiB).
+    let many: Vec<String> = (0..70_000).map(|i| format!("\"{i}\":{}", i % 3)).collect();
+    let huge = "y".repeat(17 << 20);
     for text in [
         format!("{{{}}}", wide.join(",")),
         format!("[{}]", long.join(",")),
         format!("{{\"s\":\"{big}\",\"t\":[\"{big}\",1]}}"),
         format!("{{{}}}", keys.join(",")),
         format!("[{{{}}},{{\"a\":{{{}}}}}]", wide.join(","), keys.join(",")),
+        format!("{{{}}}", many.join(",")),
+        format!("[\"{huge}\",{{\"z\":1}}]"),
     ] {
         let encoded = round_trip(&text);
         assert!(encoded.value.len() > 255, "{}", encoded.value.len());
@@ -321,7 +326,12 @@ proptest! {
     ) {
         let mut encoder = Encoder::default();
         let mut out = Encodings::default();
-        let docs: Vec<Doc<'_>> = texts.iter().map(|t| Doc::parse(t, 64).unwrap()).collect();
+        // Parsed to depth 2 as well: deeper containers are parsed again while encoded,
+        // their keys looked up by name, the dictionary reused all the same.
+        let docs: Vec<Doc<'_>> = texts
+            .iter()
+            .flat_map(|t| [Doc::parse(t, 64).unwrap(), Doc::parse(t, 2).unwrap()])
+            .collect();
         let mut want = Vec::new();
         for doc in docs.iter().chain(&docs).chain(docs.iter().rev()) {
             let i = encoder.encode(&mut out, doc, doc.root(), "/p");
