@@ -108,6 +108,10 @@ pub(super) fn process_topics(
         written: &written,
         hints,
         total: topics.len(),
+        topic_tables: topics
+            .iter()
+            .map(|(t, _)| crate::naming::TableName::for_topic(t))
+            .collect(),
         gather: (!waves.per_topic)
             .then(|| Gather::new(topics, run.ctx.parse_pool.current_num_threads())),
     };

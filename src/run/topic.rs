@@ -48,6 +48,8 @@ pub(super) struct Fanout<'a> {
     pub(super) hints: &'a super::hints::HintsSeen,
     /// Topics of the batch.
     pub(super) total: usize,
+    /// The tables of the batch's topics.
+    pub(super) topic_tables: std::collections::BTreeSet<TableName>,
     /// One commit per table: the tables several topics may feed, gathered for the last
     /// topic's task. `None`: one commit per (topic, table).
     pub(super) gather: Option<Gather>,
@@ -94,6 +96,29 @@ impl<'t> TopicWrites<'t> {
         }
     }
 
+    /// Child rows of this topic for `table`, the table of another topic of the batch:
+    /// refused, whichever of the two would commit first (a table is a topic's or a
+    /// child table, never both).
+    fn refuse_child_rows(&mut self, table: TableName, batches: &[RecordBatch]) {
+        let now = now_micros();
+        let error = Error::TableKind {
+            table: table.to_string(),
+            topic: self.topic.into(),
+            child_table: false,
+        };
+        self.add(TableWrite {
+            table,
+            topic: self.topic.to_string(),
+            rows_in: self.rows_in,
+            rows_planned: rows_of(batches),
+            started_micros: now,
+            ended_micros: now,
+            result: Err(error),
+            added: Vec::new(),
+            rescued: 0,
+        });
+    }
+
     /// The topic's rows could not be read or flattened: its own table's write fails.
     fn fail(&mut self, started_micros: i64, error: Error) {
         self.add(TableWrite::failed(
@@ -132,6 +157,12 @@ impl<'t> TopicWrites<'t> {
 }
 
 impl Fanout<'_> {
+    /// Whether `table`, one of `topic`'s tables, is the table of another topic of the
+    /// batch.
+    fn is_other_topics_table(&self, topic: &str, table: &TableName) -> bool {
+        self.topic_tables.contains(table) && *table != TableName::for_topic(topic)
+    }
+
     /// Flattens a topic's staged batches a run of consecutive batches at a time, up to
     /// [`FLATTEN_ROWS`] rows per run (so only one run's values are in flight), collecting
     /// each table's batches.
@@ -248,6 +279,10 @@ impl Fanout<'_> {
                 }
             };
             for (table, batches) in plan {
+                if self.is_other_topics_table(topic, &table) {
+                    own.refuse_child_rows(table, &batches);
+                    continue;
+                }
                 match &self.gather {
                     Some(g) if g.shared(topic, &table) => {
                         gathered.entry(table).or_default().extend(batches)
