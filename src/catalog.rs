@@ -156,6 +156,11 @@ impl Catalog {
         }
     }
 
+    /// Its object store options (credentials among them).
+    pub(crate) fn storage_options(&self) -> &StorageOptions {
+        &self.options
+    }
+
     /// The schema (folder under the catalog) its tables are in.
     pub fn schema(&self) -> &str {
         &self.schema

@@ -203,6 +203,16 @@ pub enum Error {
         /// flattened), or `flatten` (the table keeps them whole).
         to_variant: bool,
     },
+    /// A catalog (Glue) refused a table's registration or could not be reached.
+    #[error("{catalog} catalog, table `{table}`: {reason}")]
+    Metastore {
+        /// Which catalog: `glue`.
+        catalog: &'static str,
+        /// The table as the catalog names it (`database.table`).
+        table: String,
+        /// What the catalog answered, or why it could not be reached.
+        reason: String,
+    },
     /// A column type hint contradicts the type an existing column already has.
     #[error(
         "table `{table}` has column `{}` ({}) as {}, but the hint `{}` says {}: a hint types new columns only; retype the column as the README's \"Types\" says, or drop the hint",

@@ -64,6 +64,7 @@ mod store;
 #[cfg(feature = "testing")]
 #[doc(hidden)]
 pub use source::{discover, read};
+pub mod metastore;
 mod table;
 #[cfg(any(test, feature = "testing"))]
 #[doc(hidden)]

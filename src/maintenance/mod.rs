@@ -364,7 +364,18 @@ impl<'a> Maintenance<'a> {
         self.catalog.storage()
     }
 
-    fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
+    /// The catalog's schema (its folder under the root).
+    pub fn schema(&self) -> &str {
+        self.catalog.schema()
+    }
+
+    /// The catalog's object store option `key` (a credential, perhaps: never to print).
+    pub fn storage_option(&self, key: &str) -> Option<String> {
+        self.catalog.storage_options().get(key).map(str::to_string)
+    }
+
+    /// Runs `f` to its end on the catalog's runtime.
+    pub fn block_on<F: std::future::Future>(&self, f: F) -> F::Output {
         self.catalog.runtime().block_on(f)
     }
 
@@ -437,6 +448,28 @@ impl<'a> Maintenance<'a> {
                 table: table.to_string(),
             })?;
         Ok((name, t))
+    }
+
+    /// How a catalog registers `table` in `database`: its folder and its columns (from
+    /// its current schema).
+    pub fn table_entry(&self, table: &str, database: &str) -> Result<crate::metastore::TableEntry> {
+        let storage = self.storage()?;
+        let (name, t) = self.open(&storage, table)?;
+        let snapshot = t.snapshot().map_err(|e| Error::delta(table, "open", e))?;
+        let schema = serde_json::to_value(snapshot.schema().as_ref()).unwrap_or_default();
+        let columns =
+            crate::metastore::columns::columns(&schema).ok_or_else(|| Error::Metastore {
+                catalog: "glue",
+                table: format!("{database}.{table}"),
+                reason: format!("its Delta schema is not a struct of fields: {schema}"),
+            })?;
+        let location = storage.table_url(&name)?.to_string();
+        Ok(crate::metastore::TableEntry {
+            database: database.to_string(),
+            name: table.to_string(),
+            location: location.trim_end_matches('/').to_string(),
+            columns,
+        })
     }
 
     /// Files, sizes, log length and what VACUUM could free, for every table, worst first.

@@ -21,6 +21,7 @@ mod interop;
 mod landed_files;
 mod late_files;
 mod maintenance;
+mod metastore;
 mod metrics;
 mod other_engines;
 mod report;

@@ -68,6 +68,13 @@ pub enum Command {
     Health(HealthArgs),
     /// Show a table's commits: version, time, operation, parameters and metrics.
     History(HistoryArgs),
+    /// Register every table of the lakehouse in AWS Glue's Data Catalog as an external
+    /// Delta table at its folder, with its columns: created when missing, its columns
+    /// updated when the table's schema changed, left alone when current; a name
+    /// registered at another location is refused, naming both. Credentials: the
+    /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` storage options, else AWS's provider
+    /// chain (environment, profile, role).
+    Register(RegisterArgs),
     /// Bin-pack a table's small files toward the target size (or Z-order by columns).
     ///
     /// Example: bronze optimize --all            bronze optimize trade --zorder symbol
@@ -306,6 +313,27 @@ fn storage_options(pairs: &[String]) -> Result<bronze::StorageOptions> {
 
 #[derive(Debug, Args)]
 pub struct HealthArgs {
+    #[command(flatten)]
+    pub location: Location,
+}
+
+#[derive(Debug, Args)]
+pub struct RegisterArgs {
+    /// The catalog: `glue`.
+    #[arg(long, value_parser = ["glue"])]
+    pub metastore: String,
+    /// Glue's region (us-east-1).
+    #[arg(long)]
+    pub region: String,
+    /// An endpoint serving Glue's API instead of `https://glue.<region>.amazonaws.com`.
+    #[arg(long)]
+    pub endpoint: Option<String>,
+    /// The catalog database the tables go in [default: the schema's name].
+    #[arg(long)]
+    pub database: Option<String>,
+    /// Each request to the catalog given up after this long.
+    #[arg(long, default_value = "30s", value_parser = parse_ttl)]
+    pub timeout: std::time::Duration,
     #[command(flatten)]
     pub location: Location,
 }

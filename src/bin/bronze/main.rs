@@ -104,6 +104,7 @@ fn main() -> ExitCode {
         Command::Completions(args) => completions(&args.shell),
         Command::Health(args) => health(&args),
         Command::History(args) => history(&args),
+        Command::Register(args) => register(&args),
         Command::Optimize(args) => optimize(&args),
         Command::Vacuum(args) => vacuum(&args),
         Command::Maintain(args) => maintain_all(&args),
@@ -155,6 +156,53 @@ fn history(args: &cli::HistoryArgs) -> ExitCode {
         let text = bronze::maintenance::HistoryEntry::to_text(&entries, args.local);
         Ok((serde_json::to_value(&entries).unwrap_or_default(), text))
     })
+}
+
+/// `bronze register`: one line per table (created, updated, unchanged, or why not);
+/// exit 2 when a table could not be registered (the others still were).
+fn register(args: &cli::RegisterArgs) -> ExitCode {
+    let mut failed = false;
+    let code = maintain(&args.location, |m| {
+        let key = |k: &str| m.storage_option(k);
+        let keys = match (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")) {
+            (Some(access_key_id), Some(secret_access_key)) => {
+                Some(bronze::metastore::glue::StaticKeys {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: key("AWS_SESSION_TOKEN"),
+                })
+            }
+            _ => None,
+        };
+        let database = args
+            .database
+            .clone()
+            .unwrap_or_else(|| m.schema().to_string());
+        let glue = m.block_on(bronze::metastore::glue::Glue::connect(
+            &args.region,
+            args.endpoint.as_deref(),
+            args.timeout,
+            keys,
+        ))?;
+        let mut lines = Vec::new();
+        let mut rows = Vec::new();
+        for table in m.tables()? {
+            let result = m
+                .table_entry(&table, &database)
+                .and_then(|entry| m.block_on(glue.register(&entry)));
+            let said = match &result {
+                Ok(r) => format!("{r:?}").to_lowercase(),
+                Err(e) => {
+                    failed = true;
+                    format!("not registered: {e}")
+                }
+            };
+            lines.push(format!("{database}.{table}: {said}"));
+            rows.push(serde_json::json!({"database": database, "table": table, "result": said}));
+        }
+        Ok((serde_json::Value::Array(rows), lines.join("\n")))
+    });
+    if failed { ExitCode::from(2) } else { code }
 }
 
 /// `bronze optimize`: one line per table optimized.

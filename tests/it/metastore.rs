@@ -1,0 +1,166 @@
+//! Tables registered in AWS Glue's Data Catalog (moto's server), read back through boto3
+//! with the parameters Athena, Spark and Trino look for.
+
+use std::time::Duration;
+
+use bronze::metastore::glue::{Glue, StaticKeys};
+use bronze::metastore::{Registered, TableEntry, columns};
+
+use crate::cloud::{moto, python};
+
+fn entry(location: &str, fields: serde_json::Value) -> TableEntry {
+    TableEntry {
+        database: "bronze_events".into(),
+        name: "quote".into(),
+        location: location.into(),
+        columns: columns::columns(&serde_json::json!({"type": "struct", "fields": fields}))
+            .unwrap(),
+    }
+}
+
+fn field(name: &str, ty: serde_json::Value) -> serde_json::Value {
+    serde_json::json!({"name": name, "type": ty, "nullable": true, "metadata": {}})
+}
+
+#[test]
+fn a_table_is_registered_in_glue_once_and_its_columns_follow_its_schema() {
+    let moto = moto();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let keys = StaticKeys {
+        access_key_id: "a".into(),
+        secret_access_key: "b".into(),
+        session_token: None,
+    };
+    let glue = rt
+        .block_on(Glue::connect(
+            "us-east-1",
+            Some(&moto.endpoint),
+            Duration::from_secs(10),
+            Some(keys),
+        ))
+        .unwrap();
+    let location = "s3://lake/bronze/quote";
+    let first = entry(
+        location,
+        serde_json::json!([field("_id", "string".into()), field("px", "double".into())]),
+    );
+    assert_eq!(
+        rt.block_on(glue.register(&first)).unwrap(),
+        Registered::Created
+    );
+    assert_eq!(
+        rt.block_on(glue.register(&first)).unwrap(),
+        Registered::Unchanged
+    );
+    let nested = serde_json::json!({"type": "array", "elementType": "long", "containsNull": true});
+    let wider = entry(
+        &format!("{location}/"),
+        serde_json::json!([
+            field("_id", "string".into()),
+            field("px", "double".into()),
+            field("legs", nested)
+        ]),
+    );
+    assert_eq!(
+        rt.block_on(glue.register(&wider)).unwrap(),
+        Registered::Updated
+    );
+    let elsewhere = entry(
+        "s3://other/bronze/quote",
+        serde_json::json!([field("_id", "string".into())]),
+    );
+    let err = rt
+        .block_on(glue.register(&elsewhere))
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("bronze_events.quote"), "{err}");
+    assert!(
+        err.contains(location) && err.contains("s3://other/bronze/quote"),
+        "{err}"
+    );
+    let table = python(
+        r#"
+import json, sys, boto3
+glue = boto3.client("glue", endpoint_url=sys.argv[1], aws_access_key_id="a",
+                    aws_secret_access_key="b", region_name="us-east-1")
+t = glue.get_table(DatabaseName="bronze_events", Name="quote")["Table"]
+sd = t["StorageDescriptor"]
+print(json.dumps({"type": t["TableType"], "params": t["Parameters"], "location": sd["Location"],
+                  "columns": [[c["Name"], c["Type"]] for c in sd["Columns"]],
+                  "path": sd["SerdeInfo"]["Parameters"]["path"]}))
+"#,
+        &[&moto.endpoint],
+    );
+    let table: serde_json::Value = serde_json::from_str(table.trim()).unwrap();
+    assert_eq!(table["type"], "EXTERNAL_TABLE");
+    assert_eq!(table["params"]["table_type"], "DELTA");
+    assert_eq!(table["params"]["spark.sql.sources.provider"], "delta");
+    assert_eq!(table["location"], format!("{location}/"));
+    assert_eq!(table["path"], format!("{location}/"));
+    assert_eq!(
+        table["columns"],
+        serde_json::json!([
+            ["_id", "string"],
+            ["px", "double"],
+            ["legs", "array<bigint>"]
+        ])
+    );
+}
+
+/// `bronze register` over a lakehouse: every table in Glue at its folder with the
+/// table's columns, then again with nothing to do.
+#[test]
+fn bronze_register_registers_every_table_once() {
+    let moto = moto();
+    let lake = crate::util::TempLake::new();
+    lake.load("2026-04-05_001");
+    let register = || {
+        crate::util::bronze_cli()
+            .args(["register", "--metastore", "glue", "--region", "us-east-1"])
+            .args(["--endpoint", &moto.endpoint, "--database", "bronze_market"])
+            .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
+            .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap()
+    };
+    let out = register();
+    let said = crate::util::said(&out);
+    assert!(out.status.success(), "{said}");
+    let tables = lake.all_tables();
+    for t in &tables {
+        assert!(
+            said.contains(&format!("bronze_market.{t}: created")),
+            "{t}: {said}"
+        );
+    }
+    let again = crate::util::said(&register());
+    assert_eq!(
+        again.matches(": unchanged").count(),
+        tables.len(),
+        "{again}"
+    );
+    let listed = python(
+        r#"
+import json, sys, boto3
+glue = boto3.client("glue", endpoint_url=sys.argv[1], aws_access_key_id="a",
+                    aws_secret_access_key="b", region_name="us-east-1")
+ts = glue.get_tables(DatabaseName="bronze_market")["TableList"]
+print(json.dumps({t["Name"]: [t["StorageDescriptor"]["Location"], [c["Name"] for c in t["StorageDescriptor"]["Columns"]]] for t in ts}))
+"#,
+        &[&moto.endpoint],
+    );
+    let listed: serde_json::Value = serde_json::from_str(listed.trim()).unwrap();
+    for t in &tables {
+        let location = listed[t][0].as_str().unwrap();
+        assert!(location.ends_with(&format!("/bronze/{t}")), "{location}");
+        let columns: Vec<String> = listed[t][1]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c.as_str().unwrap().to_string())
+            .collect();
+        assert_eq!(columns, lake.columns(t), "{t}");
+    }
+}
