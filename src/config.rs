@@ -75,6 +75,58 @@ pub enum Evolution {
     Fail,
 }
 
+/// Which catalog tables are registered in.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MetastoreKind {
+    /// AWS Glue's Data Catalog.
+    Glue,
+}
+
+/// The catalog the tables are registered in, and how it is reached.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct MetastoreConfig {
+    /// The catalog.
+    pub kind: MetastoreKind,
+    /// Glue's region.
+    pub region: Option<String>,
+    /// An endpoint serving the catalog's API instead of its own.
+    pub endpoint: Option<String>,
+    /// The database the tables go in: a template over `{source}` and `{entity}`
+    /// (`bronze_{entity}`). Default: the schema's name.
+    pub database: Option<String>,
+    /// Each request given up after this long. Default 30 s.
+    pub timeout: std::time::Duration,
+}
+
+impl MetastoreConfig {
+    /// Refuses a catalog without what reaching it needs, or a database template naming
+    /// anything but `{source}` and `{entity}`.
+    fn check(&self) -> Result<()> {
+        let refuse = |reason: String| {
+            Err(Error::Config {
+                name: "metastore",
+                reason,
+            })
+        };
+        if self.kind == MetastoreKind::Glue && self.region.as_deref().is_none_or(str::is_empty) {
+            return refuse(
+                "Glue needs its region: `region` of [metastore] (--metastore-region eu-west-1)"
+                    .into(),
+            );
+        }
+        if let Some(t) = &self.database {
+            let rest = t.replace("{source}", "").replace("{entity}", "");
+            if rest.contains(['{', '}']) || rest.is_empty() && t.is_empty() {
+                return refuse(format!(
+                    "database {t:?}: a name, or a template over {{source}} and {{entity}} only (bronze_{{entity}})"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
 /// What a topic's payload becomes in its table.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -334,6 +386,8 @@ pub struct IngestConfig {
     /// or slow costs a warning and at most [`crate::run::metrics::PUSH_TIMEOUT`], never the
     /// batch. Default none.
     pub metrics_push: Option<String>,
+    /// The catalog the tables are registered in (`[metastore]`). Default none.
+    pub metastore: Option<MetastoreConfig>,
     /// Bench baseline: every topic task re-reads the landing files, as a notebook that
     /// reads the batch once per topic does (`testing` feature only).
     #[cfg(feature = "testing")]
@@ -377,6 +431,7 @@ impl Default for IngestConfig {
             full_listing_every: std::time::Duration::from_secs(24 * 3600),
             single_writer: false,
             metrics_push: None,
+            metastore: None,
             #[cfg(feature = "testing")]
             reread_per_topic: false,
             #[cfg(feature = "failpoints")]
@@ -407,6 +462,9 @@ impl IngestConfig {
         self.check_envelope()?;
         self.check_limits()?;
         self.check_outputs()?;
+        if let Some(m) = &self.metastore {
+            m.check()?;
+        }
         self.check_column_types()
     }
 

@@ -74,7 +74,8 @@ mod validate;
 pub use catalog::Catalog;
 pub use config::{
     ChildNaming, ColumnType, CommitPer, DetectType, EnvelopeConfig, Evolution, FlattenConfig,
-    IngestConfig, LateFiles, LockPolicy, PayloadMode, TypesMode, default_memory_budget,
+    IngestConfig, LateFiles, LockPolicy, MetastoreConfig, MetastoreKind, PayloadMode, TypesMode,
+    default_memory_budget,
 };
 pub use error::{Error, Result, TypeConflict, chain as error_chain};
 pub use locks::{TableGuard, TableLocks};
@@ -90,8 +91,8 @@ pub use run::{
 };
 pub use run_control::{RunControlRow, RunStatus};
 pub use settings::{
-    Codec, Duration, EnvelopeSettings, FlattenSettings, MetricsSettings, Settings, Size,
-    TopicSettings, parse_duration, parse_size,
+    Codec, Duration, EnvelopeSettings, FlattenSettings, MetastoreSettings, MetricsSettings,
+    Settings, Size, TopicSettings, parse_duration, parse_size,
 };
 #[doc(hidden)]
 pub use shapes::result_shapes;

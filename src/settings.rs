@@ -83,6 +83,13 @@ use crate::store::location::{Location, StorageOptions};
 ///
 /// [metrics]
 /// push_url = "http://pushgateway:9091" # each batch run's metrics (--metrics-push)
+///
+/// [metastore]                  # the catalog tables are registered in
+/// kind = "glue"
+/// region = "eu-west-1"
+/// endpoint = "http://127.0.0.1:5000" # an endpoint serving Glue's API
+/// database = "bronze_{entity}"
+/// timeout = "30s"
 /// ```
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -145,6 +152,49 @@ pub struct Settings {
     pub topics: BTreeMap<String, TopicSettings>,
     /// `[metrics]`: where each batch run's metrics go.
     pub metrics: MetricsSettings,
+    /// `[metastore]`: the catalog the tables are registered in.
+    pub metastore: MetastoreSettings,
+}
+
+/// `[metastore]` of [`Settings`] ([`crate::config::MetastoreConfig`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetastoreSettings {
+    /// `glue`.
+    pub kind: Option<crate::config::MetastoreKind>,
+    /// Glue's region.
+    pub region: Option<String>,
+    /// An endpoint serving the catalog's API.
+    pub endpoint: Option<String>,
+    /// The database, a template over `{source}` and `{entity}`.
+    pub database: Option<String>,
+    /// Each request given up after this long.
+    pub timeout: Option<Duration>,
+}
+
+impl MetastoreSettings {
+    /// Sets `[metastore]` on `c`; a key given without `kind` is refused.
+    fn apply(self, c: &mut IngestConfig) -> Result<()> {
+        let Some(kind) = self.kind else {
+            return match self == MetastoreSettings::default() {
+                true => Ok(()),
+                false => Err(Error::Config {
+                    name: "metastore",
+                    reason: "[metastore] without `kind` (glue): say which catalog".into(),
+                }),
+            };
+        };
+        c.metastore = Some(crate::config::MetastoreConfig {
+            kind,
+            region: self.region,
+            endpoint: self.endpoint,
+            database: self.database,
+            timeout: self
+                .timeout
+                .map_or(std::time::Duration::from_secs(30), |d| d.0),
+        });
+        Ok(())
+    }
 }
 
 /// `[metrics]` of [`Settings`].
@@ -322,6 +372,7 @@ impl Settings {
         self.envelope.apply(&mut c.envelope);
         self.flatten.apply(&mut c.flatten)?;
         c.metrics_push = self.metrics.push_url.or(c.metrics_push.take());
+        self.metastore.apply(c)?;
         for (topic, t) in self.topics {
             t.apply(topic, &mut c.flatten)?;
         }
@@ -897,6 +948,29 @@ evolution = "fail"
     }
 
     #[test]
+    fn a_metastore_without_what_reaching_it_needs_is_refused_naming_the_fix() {
+        for (toml, says) in [
+            ("[metastore]\nregion = \"r\"", "without `kind`"),
+            ("[metastore]\nkind = \"glue\"", "Glue needs its region"),
+            (
+                "[metastore]\nkind = \"glue\"\nregion = \"r\"\ndatabase = \"b_{topic}\"",
+                "{source} and {entity} only",
+            ),
+        ] {
+            let err = Settings::from_toml(toml)
+                .and_then(Settings::resolve)
+                .expect_err(toml)
+                .to_string();
+            assert!(err.contains(says), "{toml}: {err}");
+        }
+        let ok = Settings::from_toml("[metastore]\nkind = \"glue\"\nregion = \"r\"")
+            .and_then(Settings::resolve)
+            .unwrap();
+        let m = ok.metastore.unwrap();
+        assert_eq!((m.region.as_deref(), m.timeout.as_secs()), (Some("r"), 30));
+    }
+
+    #[test]
     fn unset_keys_name_what_a_layer_leaves_unset() {
         let s = Settings::from_toml(
             "schema = \"raw\"\n[storage]\nA = \"1\"\n[flatten]\nmax_depth = 4\n",
@@ -909,7 +983,7 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 35);
+        assert_eq!(Settings::default().unset_keys().len(), 40);
     }
 
     #[test]

@@ -59,6 +59,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         {"column_types": {"market.trade:/ts": "timestamp"}},
     ),
     ('[metrics]\npush_url = "http://gw:9091"', {"metrics_push": "http://gw:9091"}),
+    (
+        '[metastore]\nkind = "glue"\nregion = "r"\nendpoint = "http://e"\ndatabase = "b_{entity}"\ntimeout = "5s"',
+        {"metastore": {"kind": "glue", "region": "r", "endpoint": "http://e", "database": "b_{entity}", "timeout": "5s"}},
+    ),
 ]
 
 

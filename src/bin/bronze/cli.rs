@@ -692,6 +692,23 @@ pub struct IngestArgs {
     /// Example: bronze ingest --pending landing/ --metrics-push http://pushgateway:9091
     #[arg(long, value_name = "URL")]
     pub metrics_push: Option<String>,
+    /// The catalog tables are registered in: `glue` (`[metastore] kind`).
+    #[arg(long, value_parser = parse_enum::<bronze::MetastoreKind>)]
+    pub metastore: Option<bronze::MetastoreKind>,
+    /// Glue's region (`[metastore] region`).
+    #[arg(long)]
+    pub metastore_region: Option<String>,
+    /// An endpoint serving the catalog's API instead of its own (`[metastore] endpoint`).
+    #[arg(long)]
+    pub metastore_endpoint: Option<String>,
+    /// The catalog database the tables go in, a template over `{source}` and `{entity}`
+    /// (`bronze_{entity}`; `[metastore] database`) [default: the schema's name].
+    #[arg(long)]
+    pub metastore_database: Option<String>,
+    /// Each request to the catalog given up after this long (`[metastore] timeout`)
+    /// [default: 30s].
+    #[arg(long, value_parser = parse_ttl)]
+    pub metastore_timeout: Option<std::time::Duration>,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -740,6 +757,13 @@ impl IngestArgs {
             },
             metrics: bronze::MetricsSettings {
                 push_url: self.metrics_push.clone(),
+            },
+            metastore: bronze::MetastoreSettings {
+                kind: self.metastore,
+                region: self.metastore_region.clone(),
+                endpoint: self.metastore_endpoint.clone(),
+                database: self.metastore_database.clone(),
+                timeout: self.metastore_timeout.map(bronze::Duration),
             },
             topics: self.topic_settings(),
         })
@@ -1021,6 +1045,47 @@ mod tests {
                 "[topics.\"market.quote\"]\nevolution = \"fail\"",
                 &["--topic-evolution", "market.quote=fail"],
                 serde_json::json!({"topics": {"market.quote": {"evolution": "fail"}}}),
+            ),
+            (
+                "[metastore]\nkind = \"glue\"\nregion = \"eu-west-1\"",
+                &["--metastore", "glue", "--metastore-region", "eu-west-1"],
+                serde_json::json!({"metastore": {"kind": "glue", "region": "eu-west-1"}}),
+            ),
+            (
+                "[metastore]\nkind = \"glue\"\nregion = \"r\"\nendpoint = \"http://127.0.0.1:5000\"",
+                &[
+                    "--metastore",
+                    "glue",
+                    "--metastore-region",
+                    "r",
+                    "--metastore-endpoint",
+                    "http://127.0.0.1:5000",
+                ],
+                serde_json::json!({"metastore": {"kind": "glue", "region": "r", "endpoint": "http://127.0.0.1:5000"}}),
+            ),
+            (
+                "[metastore]\nkind = \"glue\"\nregion = \"r\"\ndatabase = \"bronze_{entity}\"",
+                &[
+                    "--metastore",
+                    "glue",
+                    "--metastore-region",
+                    "r",
+                    "--metastore-database",
+                    "bronze_{entity}",
+                ],
+                serde_json::json!({"metastore": {"kind": "glue", "region": "r", "database": "bronze_{entity}"}}),
+            ),
+            (
+                "[metastore]\nkind = \"glue\"\nregion = \"r\"\ntimeout = \"5s\"",
+                &[
+                    "--metastore",
+                    "glue",
+                    "--metastore-region",
+                    "r",
+                    "--metastore-timeout",
+                    "5s",
+                ],
+                serde_json::json!({"metastore": {"kind": "glue", "region": "r", "timeout": "5s"}}),
             ),
             (
                 "[topics.\"market.event\"]\npayload = \"variant\"",
