@@ -116,8 +116,19 @@ fn bronze_register_registers_every_table_once() {
     lake.load("2026-04-05_001");
     let register = || {
         crate::util::bronze_cli()
-            .args(["register", "--metastore", "glue", "--region", "us-east-1"])
-            .args(["--endpoint", &moto.endpoint, "--database", "bronze_market"])
+            .args([
+                "register",
+                "--metastore",
+                "glue",
+                "--metastore-region",
+                "us-east-1",
+            ])
+            .args([
+                "--metastore-endpoint",
+                &moto.endpoint,
+                "--metastore-database",
+                "bronze_market",
+            ])
             .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
             .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
             .arg("--catalog")
@@ -135,12 +146,59 @@ fn bronze_register_registers_every_table_once() {
             "{t}: {said}"
         );
     }
-    let again = crate::util::said(&register());
+    // The same from `[metastore]` of a settings file.
+    let config = lake.catalog().join("bronze.toml");
+    std::fs::write(
+        &config,
+        format!(
+            "[storage]\nAWS_ACCESS_KEY_ID = \"a\"\nAWS_SECRET_ACCESS_KEY = \"b\"\n\n[metastore]\nkind = \"glue\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\ndatabase = \"bronze_market\"\n",
+            moto.endpoint
+        ),
+    )
+    .unwrap();
+    let out = crate::util::bronze_cli()
+        .args([
+            "register",
+            "--config",
+            config.to_str().unwrap(),
+            "--catalog",
+        ])
+        .arg(lake.catalog())
+        .output()
+        .unwrap();
+    let again = crate::util::said(&out);
     assert_eq!(
         again.matches(": unchanged").count(),
         tables.len(),
         "{again}"
     );
+    // Without a catalog, or with a database per landing path: refused, saying why.
+    let template = [
+        "--metastore",
+        "glue",
+        "--metastore-region",
+        "r",
+        "--metastore-database",
+        "b_{entity}",
+    ];
+    for (extra, says) in [
+        (&[][..], "no catalog to register in"),
+        (&template[..], "names one database"),
+    ] {
+        let out = crate::util::bronze_cli()
+            .arg("register")
+            .args(extra)
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{}", crate::util::said(&out));
+        assert!(
+            crate::util::said(&out).contains(says),
+            "{}",
+            crate::util::said(&out)
+        );
+    }
     let listed = python(
         r#"
 import json, sys, boto3

@@ -319,23 +319,45 @@ pub struct HealthArgs {
 
 #[derive(Debug, Args)]
 pub struct RegisterArgs {
-    /// The catalog: `glue`.
-    #[arg(long, value_parser = ["glue"])]
-    pub metastore: String,
-    /// Glue's region (us-east-1).
-    #[arg(long)]
-    pub region: String,
-    /// An endpoint serving Glue's API instead of `https://glue.<region>.amazonaws.com`.
-    #[arg(long)]
-    pub endpoint: Option<String>,
-    /// The catalog database the tables go in [default: the schema's name].
-    #[arg(long)]
-    pub database: Option<String>,
-    /// Each request to the catalog given up after this long.
-    #[arg(long, default_value = "30s", value_parser = parse_ttl)]
-    pub timeout: std::time::Duration,
+    #[command(flatten)]
+    pub metastore: MetastoreArgs,
     #[command(flatten)]
     pub location: Location,
+}
+
+/// The catalog tables are registered in (`[metastore]` of bronze.toml).
+#[derive(Debug, Args)]
+pub struct MetastoreArgs {
+    /// The catalog tables are registered in: `glue` (`[metastore] kind`).
+    #[arg(long, value_parser = parse_enum::<bronze::MetastoreKind>)]
+    pub metastore: Option<bronze::MetastoreKind>,
+    /// Glue's region (`[metastore] region`).
+    #[arg(long)]
+    pub metastore_region: Option<String>,
+    /// An endpoint serving the catalog's API instead of its own (`[metastore] endpoint`).
+    #[arg(long)]
+    pub metastore_endpoint: Option<String>,
+    /// The catalog database the tables go in, a template over `{source}` and `{entity}`
+    /// (`bronze_{entity}`; `[metastore] database`) [default: the schema's name].
+    #[arg(long)]
+    pub metastore_database: Option<String>,
+    /// Each request to the catalog given up after this long (`[metastore] timeout`)
+    /// [default: 30s].
+    #[arg(long, value_parser = parse_ttl)]
+    pub metastore_timeout: Option<std::time::Duration>,
+}
+
+impl MetastoreArgs {
+    /// `[metastore]` as these flags give it.
+    pub fn settings(&self) -> bronze::MetastoreSettings {
+        bronze::MetastoreSettings {
+            kind: self.metastore,
+            region: self.metastore_region.clone(),
+            endpoint: self.metastore_endpoint.clone(),
+            database: self.metastore_database.clone(),
+            timeout: self.metastore_timeout.map(bronze::Duration),
+        }
+    }
 }
 
 #[derive(Debug, Args)]
@@ -692,23 +714,8 @@ pub struct IngestArgs {
     /// Example: bronze ingest --pending landing/ --metrics-push http://pushgateway:9091
     #[arg(long, value_name = "URL")]
     pub metrics_push: Option<String>,
-    /// The catalog tables are registered in: `glue` (`[metastore] kind`).
-    #[arg(long, value_parser = parse_enum::<bronze::MetastoreKind>)]
-    pub metastore: Option<bronze::MetastoreKind>,
-    /// Glue's region (`[metastore] region`).
-    #[arg(long)]
-    pub metastore_region: Option<String>,
-    /// An endpoint serving the catalog's API instead of its own (`[metastore] endpoint`).
-    #[arg(long)]
-    pub metastore_endpoint: Option<String>,
-    /// The catalog database the tables go in, a template over `{source}` and `{entity}`
-    /// (`bronze_{entity}`; `[metastore] database`) [default: the schema's name].
-    #[arg(long)]
-    pub metastore_database: Option<String>,
-    /// Each request to the catalog given up after this long (`[metastore] timeout`)
-    /// [default: 30s].
-    #[arg(long, value_parser = parse_ttl)]
-    pub metastore_timeout: Option<std::time::Duration>,
+    #[command(flatten)]
+    pub metastore: MetastoreArgs,
     /// Print the report as JSON on stdout.
     #[arg(long)]
     pub json: bool,
@@ -758,13 +765,7 @@ impl IngestArgs {
             metrics: bronze::MetricsSettings {
                 push_url: self.metrics_push.clone(),
             },
-            metastore: bronze::MetastoreSettings {
-                kind: self.metastore,
-                region: self.metastore_region.clone(),
-                endpoint: self.metastore_endpoint.clone(),
-                database: self.metastore_database.clone(),
-                timeout: self.metastore_timeout.map(bronze::Duration),
-            },
+            metastore: self.metastore.settings(),
             topics: self.topic_settings(),
         })
     }

@@ -162,46 +162,28 @@ fn history(args: &cli::HistoryArgs) -> ExitCode {
 /// exit 2 when a table could not be registered (the others still were).
 fn register(args: &cli::RegisterArgs) -> ExitCode {
     let mut failed = false;
-    let code = maintain(&args.location, |m| {
-        let key = |k: &str| m.storage_option(k);
-        let keys = match (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")) {
-            (Some(access_key_id), Some(secret_access_key)) => {
-                Some(bronze::metastore::glue::StaticKeys {
-                    access_key_id,
-                    secret_access_key,
-                    session_token: key("AWS_SESSION_TOKEN"),
-                })
-            }
-            _ => None,
-        };
-        let database = args
-            .database
-            .clone()
-            .unwrap_or_else(|| m.schema().to_string());
-        let glue = m.block_on(bronze::metastore::glue::Glue::connect(
-            &args.region,
-            args.endpoint.as_deref(),
-            args.timeout,
-            keys,
-        ))?;
-        let mut lines = Vec::new();
-        let mut rows = Vec::new();
-        for table in m.tables()? {
-            let result = m
-                .table_entry(&table, &database)
-                .and_then(|entry| m.block_on(glue.register(&entry)));
-            let said = match &result {
-                Ok(r) => format!("{r:?}").to_lowercase(),
-                Err(e) => {
-                    failed = true;
-                    format!("not registered: {e}")
-                }
-            };
-            lines.push(format!("{database}.{table}: {said}"));
-            rows.push(serde_json::json!({"database": database, "table": table, "result": said}));
-        }
-        Ok((serde_json::Value::Array(rows), lines.join("\n")))
+    let more = bronze::Settings {
+        metastore: args.metastore.settings(),
+        ..Default::default()
+    };
+    let result = args.location.config_with(more).and_then(|config| {
+        let metastore = config.metastore.clone().ok_or_else(|| bronze::Error::Config {
+            name: "metastore",
+            reason: "no catalog to register in: --metastore glue --metastore-region <region>, or [metastore] in bronze.toml".into(),
+        })?;
+        let ingest = bronze::Ingest::from_config(config)?;
+        let done = bronze::metastore::register_all(&ingest.maintenance(), &metastore)?;
+        failed = done.iter().any(|r| r.result.is_err());
+        let lines: Vec<String> = done
+            .iter()
+            .map(|r| match &r.result {
+                Ok(did) => format!("{}.{}: {}", r.database, r.table, format!("{did:?}").to_lowercase()),
+                Err(e) => format!("{}.{}: not registered: {e}", r.database, r.table),
+            })
+            .collect();
+        Ok((serde_json::to_value(&done).unwrap_or_default(), lines.join("\n")))
     });
+    let code = print_output(&args.location, result);
     if failed { ExitCode::from(2) } else { code }
 }
 
