@@ -107,6 +107,10 @@ pub struct BatchReport {
     pub staging: StagingMode,
     /// Things that did not fail the load but need attention (a staging table not dropped).
     pub warnings: Vec<String>,
+    /// Tables the run created or widened that the catalog of `[metastore]` did not take
+    /// (`database.table: why`); `bronze register` catches up. Exit code 1.
+    #[serde(default)]
+    pub unregistered: Vec<String>,
     /// Whether every non-blank line is accounted for (topic-table row, corrupt record or
     /// dropped duplicate), per file and per topic; checked by the library on every run.
     pub invariant_ok: bool,
@@ -273,7 +277,7 @@ impl BatchReport {
     pub fn exit_code(&self) -> u8 {
         if self.failed_tables().next().is_some() || !self.invariant_ok {
             2
-        } else if self.corrupt_lines > 0 {
+        } else if self.corrupt_lines > 0 || !self.unregistered.is_empty() {
             1
         } else {
             0

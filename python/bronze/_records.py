@@ -107,6 +107,7 @@ class Report:
     run_control: list[RunControlRow]
     staging: str
     warnings: list[str]
+    unregistered: list[str]
     invariant_ok: bool
     invariant: str
     store_retries: int

@@ -40,6 +40,7 @@ pub enum Registered {
 }
 
 /// Whether two table locations name the same folder (a trailing `/` aside).
+#[cfg(feature = "glue")]
 pub(crate) fn same_location(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
@@ -55,11 +56,71 @@ pub struct TableRegistration {
     pub result: std::result::Result<Registered, String>,
 }
 
+/// The database of a batch from landing path `source/entity`: `template` with
+/// `{source}` and `{entity}` replaced.
+pub fn database_for(template: &str, landing_path: &str) -> String {
+    let (source, entity) = landing_path.split_once('/').unwrap_or((landing_path, ""));
+    template
+        .replace("{source}", source)
+        .replace("{entity}", entity)
+}
+
+/// A lakehouse's tables registered, one after the other, in one database of the catalog
+/// a [`crate::config::MetastoreConfig`] names.
+#[cfg(feature = "glue")]
+pub struct Registrar<'a, 'm> {
+    m: &'a crate::maintenance::Maintenance<'m>,
+    glue: glue::Glue,
+    database: String,
+}
+
+#[cfg(feature = "glue")]
+impl<'a, 'm> Registrar<'a, 'm> {
+    /// Reaches the catalog `cfg` names for `m`'s tables, in `database`. Credentials: the
+    /// storage options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else AWS's
+    /// provider chain.
+    pub fn connect(
+        m: &'a crate::maintenance::Maintenance<'m>,
+        cfg: &crate::config::MetastoreConfig,
+        database: String,
+    ) -> crate::Result<Self> {
+        let key = |k: &str| m.storage_option(k);
+        let keys = match (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")) {
+            (Some(access_key_id), Some(secret_access_key)) => Some(glue::StaticKeys {
+                access_key_id,
+                secret_access_key,
+                session_token: key("AWS_SESSION_TOKEN"),
+            }),
+            _ => None,
+        };
+        let region = cfg.region.clone().unwrap_or_default();
+        let glue = m.block_on(glue::Glue::connect(
+            &region,
+            cfg.endpoint.as_deref(),
+            cfg.timeout,
+            keys,
+        ))?;
+        Ok(Registrar { m, glue, database })
+    }
+
+    /// Registers `table` ([`glue::Glue::register`]).
+    pub fn register(&self, table: &str) -> TableRegistration {
+        let result = self
+            .m
+            .table_entry(table, &self.database)
+            .and_then(|entry| self.m.block_on(self.glue.register(&entry)))
+            .map_err(|e| e.to_string());
+        TableRegistration {
+            database: self.database.clone(),
+            table: table.to_string(),
+            result,
+        }
+    }
+}
+
 /// Registers every table of `m`'s lakehouse in the catalog `cfg` names, each as an
-/// external Delta table at its folder ([`glue::Glue::register`]); a table that could not
-/// be registered is said in its result, the others are still registered. Credentials:
-/// the storage options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else AWS's
-/// provider chain.
+/// external Delta table at its folder; a table that could not be registered is said in
+/// its result, the others are still registered.
 #[cfg(feature = "glue")]
 pub fn register_all(
     m: &crate::maintenance::Maintenance<'_>,
@@ -77,35 +138,6 @@ pub fn register_all(
             ),
         });
     }
-    let keys = match (
-        m.storage_option("AWS_ACCESS_KEY_ID"),
-        m.storage_option("AWS_SECRET_ACCESS_KEY"),
-    ) {
-        (Some(access_key_id), Some(secret_access_key)) => Some(glue::StaticKeys {
-            access_key_id,
-            secret_access_key,
-            session_token: m.storage_option("AWS_SESSION_TOKEN"),
-        }),
-        _ => None,
-    };
-    let region = cfg.region.clone().unwrap_or_default();
-    let glue = m.block_on(glue::Glue::connect(
-        &region,
-        cfg.endpoint.as_deref(),
-        cfg.timeout,
-        keys,
-    ))?;
-    let mut done = Vec::new();
-    for table in m.tables()? {
-        let result = m
-            .table_entry(&table, &database)
-            .and_then(|entry| m.block_on(glue.register(&entry)))
-            .map_err(|e| e.to_string());
-        done.push(TableRegistration {
-            database: database.clone(),
-            table,
-            result,
-        });
-    }
-    Ok(done)
+    let registrar = Registrar::connect(m, cfg, database)?;
+    Ok(m.tables()?.iter().map(|t| registrar.register(t)).collect())
 }

@@ -16,7 +16,9 @@ use super::prior::IfLoaded;
 use super::record::Recorded;
 use super::staging::StagedBatch;
 use super::state::Run;
-use super::{discovery, hints, leases, manifest, metrics, prior, record, staging, tables};
+use super::{
+    discovery, hints, leases, manifest, metrics, prior, record, register, staging, tables,
+};
 use crate::batch::now_micros;
 use crate::error::Result;
 use crate::flatten::Lineage;
@@ -86,7 +88,8 @@ fn load(
     ctx.failpoint("before_run_control")?;
     counters.mark(Stage::Tables, &ctx.catalog);
     run.still_held()?;
-    // 7. Run control: one row per write, the row accounting, written once.
+    // 7. New tables and columns to the catalog (`[metastore]`); run control, written once.
+    let unregistered = register::register_new(ctx, &writes, &found.key);
     let recorded = record::record_run(&run, writes, &staged, counters.retries(&ctx.catalog));
     counters.mark(Stage::RunControl, &ctx.catalog);
     ctx.failpoint("before_drop_staging")?;
@@ -97,8 +100,7 @@ fn load(
         warnings.extend(manifest::write_manifests(&run, &found, &staged.files));
     }
     let warnings = log_warnings(ctx, warnings);
-    // 8. The report.
-    let mut report = batch_report(found, staged, recorded, warnings, started);
+    let mut report = batch_report(found, staged, recorded, warnings, unregistered, started);
     counters.finish(&ctx.catalog, &mut report);
     report.task_seconds = run.storage.clock.seconds();
     Ok(report)
@@ -164,13 +166,14 @@ pub(super) fn log_warnings(ctx: &Context, mut warnings: Vec<String>) -> Vec<Stri
     warnings
 }
 
-/// The report of a run from what it found, staged and recorded, and its warnings (the
-/// caller adds the counters).
+/// The report of a run from what it found, staged and recorded, its warnings and the
+/// tables the catalog did not take (the caller adds the counters).
 fn batch_report(
     found: discover::Discovery,
     staged: StagedBatch,
     recorded: Recorded,
     warnings: Vec<String>,
+    unregistered: Vec<String>,
     started: Instant,
 ) -> BatchReport {
     let summary = staged.summary;
@@ -211,6 +214,7 @@ fn batch_report(
         invariant_ok: invariant.ok,
         invariant: invariant.text,
         warnings,
+        unregistered,
         store_retries: 0,
         commit_replans: 0,
         store_calls: BTreeMap::new(),

@@ -38,6 +38,7 @@ mod manifest;
 pub mod metrics;
 mod prior;
 mod record;
+mod register;
 mod staging;
 mod state;
 mod status;

@@ -222,3 +222,103 @@ print(json.dumps({t["Name"]: [t["StorageDescriptor"]["Location"], [c["Name"] for
         assert_eq!(columns, lake.columns(t), "{t}");
     }
 }
+
+/// A run registers the tables it creates and the columns it adds; with the catalog down
+/// the batch still loads (exit 1, the table named in the report), and `bronze register`
+/// catches up.
+#[test]
+fn runs_register_new_tables_and_columns_and_an_outage_loses_nothing() {
+    let moto = moto();
+    let lake = crate::util::TempLake::new();
+    let landing = tempfile::tempdir().unwrap();
+    let batch = |id: &str, payload: &str| {
+        let dir = landing
+            .path()
+            .join("feed/events")
+            .join(format!("batch_id={id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!(r#"{{"topic":"ev","message_id":"{id}","payload":{payload}}}"#);
+        std::fs::write(dir.join("part-0.jsonl"), line).unwrap();
+        dir
+    };
+    let closed = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        format!("http://{}", l.local_addr().unwrap())
+    };
+    let ingest = |dir: &std::path::Path, endpoint: &str| {
+        crate::util::bronze_cli()
+            .args(["ingest", dir.to_str().unwrap(), "--json"])
+            .args(["--metastore", "glue", "--metastore-region", "us-east-1"])
+            .args([
+                "--metastore-endpoint",
+                endpoint,
+                "--metastore-database",
+                "bronze_{entity}",
+            ])
+            .args(["--metastore-timeout", "5s"])
+            .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
+            .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap()
+    };
+    let columns = || {
+        let out = python(
+            r#"
+import json, sys, boto3
+glue = boto3.client("glue", endpoint_url=sys.argv[1], aws_access_key_id="a",
+                    aws_secret_access_key="b", region_name="us-east-1")
+t = glue.get_table(DatabaseName="bronze_events", Name="ev")["Table"]
+print(json.dumps([c["Name"] for c in t["StorageDescriptor"]["Columns"]]))
+"#,
+            &[&moto.endpoint],
+        );
+        serde_json::from_str::<Vec<String>>(out.trim()).unwrap()
+    };
+    let out = ingest(&batch("b1", r#"{"a":1}"#), &moto.endpoint);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    assert_eq!(columns(), lake.columns("ev"));
+    let out = ingest(&batch("b2", r#"{"a":2,"b":"x"}"#), &moto.endpoint);
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    assert!(columns().contains(&"b".to_string()));
+    // The catalog down: the batch loads, the report names what was not registered.
+    let out = ingest(&batch("b3", r#"{"a":3,"c":2}"#), &closed);
+    assert_eq!(out.status.code(), Some(1), "{}", crate::util::said(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let unregistered = report["unregistered"].as_array().unwrap();
+    assert_eq!(unregistered.len(), 1, "{report}");
+    assert!(
+        unregistered[0]
+            .as_str()
+            .unwrap()
+            .starts_with("bronze_events.ev: "),
+        "{report}"
+    );
+    assert_eq!(lake.count("ev"), 3, "nothing lost");
+    assert!(!columns().contains(&"c".to_string()));
+    // `bronze register` catches up.
+    let out = crate::util::bronze_cli()
+        .args([
+            "register",
+            "--metastore",
+            "glue",
+            "--metastore-region",
+            "us-east-1",
+        ])
+        .args([
+            "--metastore-endpoint",
+            &moto.endpoint,
+            "--metastore-database",
+            "bronze_events",
+        ])
+        .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
+        .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", crate::util::said(&out));
+    assert!(crate::util::said(&out).contains("bronze_events.ev: updated"));
+    assert_eq!(columns(), lake.columns("ev"));
+}
