@@ -450,26 +450,15 @@ impl<'a> Maintenance<'a> {
         Ok((name, t))
     }
 
-    /// How a catalog registers `table` in `database`: its folder and its columns (from
-    /// its current schema).
-    pub fn table_entry(&self, table: &str, database: &str) -> Result<crate::metastore::TableEntry> {
+    /// `table`'s folder, as engines open it, and its current Delta schema (the log's
+    /// JSON), for a catalog to register it.
+    pub fn table_location_and_schema(&self, table: &str) -> Result<(String, serde_json::Value)> {
         let storage = self.storage()?;
         let (name, t) = self.open(&storage, table)?;
         let snapshot = t.snapshot().map_err(|e| Error::delta(table, "open", e))?;
         let schema = serde_json::to_value(snapshot.schema().as_ref()).unwrap_or_default();
-        let columns =
-            crate::metastore::columns::columns(&schema).ok_or_else(|| Error::Metastore {
-                catalog: "glue",
-                table: format!("{database}.{table}"),
-                reason: format!("its Delta schema is not a struct of fields: {schema}"),
-            })?;
         let location = storage.table_url(&name)?.to_string();
-        Ok(crate::metastore::TableEntry {
-            database: database.to_string(),
-            name: table.to_string(),
-            location: location.trim_end_matches('/').to_string(),
-            columns,
-        })
+        Ok((location.trim_end_matches('/').to_string(), schema))
     }
 
     /// Files, sizes, log length and what VACUUM could free, for every table, worst first.

@@ -103,11 +103,27 @@ impl<'a, 'm> Registrar<'a, 'm> {
         Ok(Registrar { m, glue, database })
     }
 
+    /// How the catalog registers `table`: its folder and its columns (from its current
+    /// schema).
+    fn entry(&self, table: &str) -> crate::Result<TableEntry> {
+        let (location, schema) = self.m.table_location_and_schema(table)?;
+        let columns = columns::columns(&schema).ok_or_else(|| crate::Error::Metastore {
+            catalog: "glue",
+            table: format!("{}.{table}", self.database),
+            reason: format!("its Delta schema is not a struct of fields: {schema}"),
+        })?;
+        Ok(TableEntry {
+            database: self.database.clone(),
+            name: table.to_string(),
+            location,
+            columns,
+        })
+    }
+
     /// Registers `table` ([`glue::Glue::register`]).
     pub fn register(&self, table: &str) -> TableRegistration {
         let result = self
-            .m
-            .table_entry(table, &self.database)
+            .entry(table)
             .and_then(|entry| self.m.block_on(self.glue.register(&entry)))
             .map_err(|e| e.to_string());
         TableRegistration {
