@@ -458,6 +458,11 @@ impl<'a> Maintenance<'a> {
         let snapshot = t.snapshot().map_err(|e| Error::delta(table, "open", e))?;
         let schema = serde_json::to_value(snapshot.schema().as_ref()).unwrap_or_default();
         let location = storage.table_url(&name)?.to_string();
+        // Hadoop's `s3a://` is `s3://` to Athena, Glue and Trino.
+        let location = match location.strip_prefix("s3a://") {
+            Some(rest) => format!("s3://{rest}"),
+            None => location,
+        };
         Ok((location.trim_end_matches('/').to_string(), schema))
     }
 

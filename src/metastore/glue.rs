@@ -125,7 +125,8 @@ impl Glue {
         if columns_of(&existing) == entry.columns.iter().map(glue_column).collect::<Vec<_>>() {
             return Ok(Registered::Unchanged);
         }
-        let update = json!({"DatabaseName": entry.database, "TableInput": table_input(entry)});
+        let update =
+            json!({"DatabaseName": entry.database, "TableInput": updated_input(&existing, entry)});
         self.call("UpdateTable", update).await.map_err(named)?;
         Ok(Registered::Updated)
     }
@@ -214,6 +215,43 @@ impl Glue {
             .map(|(n, v)| (n.to_string(), v.to_string()))
             .collect())
     }
+}
+
+/// The `TableInput` of a registered `table` (as GetTable returned it) with `entry`'s
+/// columns: what other tools set on it (parameters, description, SerDe settings) kept.
+fn updated_input(table: &Value, entry: &TableEntry) -> Value {
+    // The keys of a `TableInput`: the rest of a `Table` is Glue's own (read only).
+    const INPUT_KEYS: [&str; 12] = [
+        "Name",
+        "Description",
+        "Owner",
+        "LastAccessTime",
+        "LastAnalyzedTime",
+        "Retention",
+        "StorageDescriptor",
+        "PartitionKeys",
+        "ViewOriginalText",
+        "ViewExpandedText",
+        "TableType",
+        "Parameters",
+    ];
+    let mut input = serde_json::Map::new();
+    for key in INPUT_KEYS {
+        if let Some(v) = table.get(key) {
+            input.insert(key.to_string(), v.clone());
+        }
+    }
+    let columns: Vec<Value> = entry.columns.iter().map(glue_column).collect();
+    match input
+        .get_mut("StorageDescriptor")
+        .and_then(Value::as_object_mut)
+    {
+        Some(sd) => {
+            sd.insert("Columns".into(), Value::Array(columns));
+        }
+        None => return table_input(entry),
+    }
+    Value::Object(input)
 }
 
 /// The `TableInput` of `entry`: an external Delta table as Athena (`table_type`), Spark

@@ -7,17 +7,33 @@ use crate::batch::BatchKey;
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 
-/// Registers the tables `writes` created or widened ([`to_register`]) in the catalog of
-/// `[metastore]`, in the database of the batch `key`'s (first) landing path; each table
-/// that was not registered, with why.
-pub(super) fn register_new(ctx: &Context, writes: &[TableWrite], key: &BatchKey) -> Vec<String> {
-    let landing_path = key.landing_paths.first().map_or("", String::as_str);
-    register_tables(ctx, &to_register(writes), landing_path)
+/// Registers `tables` (the run's new or widened ones, [`to_register`]) in the catalog
+/// of `[metastore]`, once in the database of each of the batch `key`'s landing paths
+/// (one database when the setting names no `{source}`/`{entity}`); each table that was
+/// not registered, with why. Called once the run is recorded: a slow catalog delays no
+/// record.
+pub(super) fn register_new(ctx: &Context, tables: &[TableName], key: &BatchKey) -> Vec<String> {
+    let mut databases: Vec<&str> = key.landing_paths.iter().map(String::as_str).collect();
+    let per_path = ctx
+        .config
+        .metastore
+        .as_ref()
+        .and_then(|m| m.database.as_deref());
+    if !per_path.is_some_and(|t| t.contains("{source}") || t.contains("{entity}")) {
+        databases.truncate(1);
+    }
+    if databases.is_empty() {
+        databases.push("");
+    }
+    databases
+        .into_iter()
+        .flat_map(|path| register_tables(ctx, tables, path))
+        .collect()
 }
 
 /// The tables of `writes` a catalog must hear of: created by the run (version 0) or
 /// given columns; each once.
-fn to_register(writes: &[TableWrite]) -> Vec<TableName> {
+pub(super) fn to_register(writes: &[TableWrite]) -> Vec<TableName> {
     let mut tables: Vec<TableName> = writes
         .iter()
         .filter(|w| matches!(&w.result, Ok(c) if c.version == 0 || !w.added.is_empty()))

@@ -61,6 +61,19 @@ fn a_table_is_registered_in_glue_once_and_its_columns_follow_its_schema() {
             field("legs", nested)
         ]),
     );
+    // Another tool's parameter on the entry survives the update of its columns.
+    python(
+        r#"
+import sys, boto3
+glue = boto3.client("glue", endpoint_url=sys.argv[1], aws_access_key_id="a",
+                    aws_secret_access_key="b", region_name="us-east-1")
+t = glue.get_table(DatabaseName="bronze_events", Name="quote")["Table"]
+t["Parameters"]["owner_team"] = "risk"
+keep = ["Name", "TableType", "Parameters", "StorageDescriptor", "PartitionKeys"]
+glue.update_table(DatabaseName="bronze_events", TableInput={k: t[k] for k in keep if k in t})
+"#,
+        &[&moto.endpoint],
+    );
     assert_eq!(
         rt.block_on(glue.register(&wider)).unwrap(),
         Registered::Updated
@@ -95,8 +108,10 @@ print(json.dumps({"type": t["TableType"], "params": t["Parameters"], "location":
     assert_eq!(table["type"], "EXTERNAL_TABLE");
     assert_eq!(table["params"]["table_type"], "DELTA");
     assert_eq!(table["params"]["spark.sql.sources.provider"], "delta");
-    assert_eq!(table["location"], format!("{location}/"));
-    assert_eq!(table["path"], format!("{location}/"));
+    assert_eq!(table["params"]["owner_team"], "risk", "kept by the update");
+    // The update kept the entry's own location (the same folder).
+    assert_eq!(table["location"], location);
+    assert_eq!(table["path"], location);
     assert_eq!(
         table["columns"],
         serde_json::json!([
