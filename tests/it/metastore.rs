@@ -122,6 +122,35 @@ print(json.dumps({"type": t["TableType"], "params": t["Parameters"], "location":
     );
 }
 
+/// `bronze register` into moto's Glue at `endpoint`, database `database`, with the
+/// emulator's keys, over `lake`.
+fn register_cmd(
+    endpoint: &str,
+    database: &str,
+    lake: &crate::util::TempLake,
+) -> std::process::Output {
+    crate::util::bronze_cli()
+        .args([
+            "register",
+            "--metastore",
+            "glue",
+            "--metastore-region",
+            "us-east-1",
+        ])
+        .args([
+            "--metastore-endpoint",
+            endpoint,
+            "--metastore-database",
+            database,
+        ])
+        .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
+        .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
+        .arg("--catalog")
+        .arg(lake.catalog())
+        .output()
+        .unwrap()
+}
+
 /// `bronze register` over a lakehouse: every table in Glue at its folder with the
 /// table's columns, then again with nothing to do.
 #[test]
@@ -129,28 +158,7 @@ fn bronze_register_registers_every_table_once() {
     let moto = moto();
     let lake = crate::util::TempLake::new();
     lake.load("2026-04-05_001");
-    let register = || {
-        crate::util::bronze_cli()
-            .args([
-                "register",
-                "--metastore",
-                "glue",
-                "--metastore-region",
-                "us-east-1",
-            ])
-            .args([
-                "--metastore-endpoint",
-                &moto.endpoint,
-                "--metastore-database",
-                "bronze_market",
-            ])
-            .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
-            .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
-            .arg("--catalog")
-            .arg(lake.catalog())
-            .output()
-            .unwrap()
-    };
+    let register = || register_cmd(&moto.endpoint, "bronze_market", &lake);
     let out = register();
     let said = crate::util::said(&out);
     assert!(out.status.success(), "{said}");
@@ -313,26 +321,7 @@ print(json.dumps([c["Name"] for c in t["StorageDescriptor"]["Columns"]]))
     assert_eq!(lake.count("ev"), 3, "nothing lost");
     assert!(!columns().contains(&"c".to_string()));
     // `bronze register` catches up.
-    let out = crate::util::bronze_cli()
-        .args([
-            "register",
-            "--metastore",
-            "glue",
-            "--metastore-region",
-            "us-east-1",
-        ])
-        .args([
-            "--metastore-endpoint",
-            &moto.endpoint,
-            "--metastore-database",
-            "bronze_events",
-        ])
-        .args(["--storage-option", "AWS_ACCESS_KEY_ID=a"])
-        .args(["--storage-option", "AWS_SECRET_ACCESS_KEY=b"])
-        .arg("--catalog")
-        .arg(lake.catalog())
-        .output()
-        .unwrap();
+    let out = register_cmd(&moto.endpoint, "bronze_events", &lake);
     assert!(out.status.success(), "{}", crate::util::said(&out));
     assert!(crate::util::said(&out).contains("bronze_events.ev: updated"));
     assert_eq!(columns(), lake.columns("ev"));
