@@ -81,6 +81,10 @@ pub enum Evolution {
 pub enum MetastoreKind {
     /// AWS Glue's Data Catalog.
     Glue,
+    /// A Hive Metastore, over Thrift (`uri` `thrift://host:9083`).
+    Hive,
+    /// Unity Catalog's REST API (`uri` `https://host`, `database` `catalog.schema`).
+    Unity,
 }
 
 /// The catalog the tables are registered in, and how it is reached.
@@ -92,11 +96,20 @@ pub struct MetastoreConfig {
     pub region: Option<String>,
     /// An endpoint serving the catalog's API instead of its own.
     pub endpoint: Option<String>,
+    /// Where the catalog is: the Hive Metastore's `thrift://host:port`, Unity Catalog's
+    /// URL.
+    pub uri: Option<String>,
+    /// The environment variable holding Unity Catalog's bearer token (the token itself is
+    /// never a setting, so never shown). Default `DATABRICKS_TOKEN`.
+    pub token_env: Option<String>,
     /// The database the tables go in: a template over `{source}` and `{entity}`
     /// (`bronze_{entity}`). Default: the schema's name.
     pub database: Option<String>,
     /// Each request given up after this long. Default 30 s.
     pub timeout: std::time::Duration,
+    /// Whether bronze's own tables (`_run_control`, `_corrupt_records`) are registered
+    /// too. Default: no.
+    pub own_tables: bool,
 }
 
 impl MetastoreConfig {
@@ -114,6 +127,35 @@ impl MetastoreConfig {
                 "Glue needs its region: `region` of [metastore] (--metastore-region eu-west-1)"
                     .into(),
             );
+        }
+        if self.kind == MetastoreKind::Hive
+            && !self
+                .uri
+                .as_deref()
+                .is_some_and(|u| u.starts_with("thrift://"))
+        {
+            return refuse(format!(
+                "a Hive Metastore needs its thrift:// uri: `uri` of [metastore] (--metastore-uri thrift://127.0.0.1:9083), not {:?}",
+                self.uri.as_deref().unwrap_or_default()
+            ));
+        }
+        if self.kind == MetastoreKind::Unity {
+            if !self
+                .uri
+                .as_deref()
+                .is_some_and(|u| u.starts_with("http://") || u.starts_with("https://"))
+            {
+                return refuse(format!(
+                    "Unity Catalog needs its URL: `uri` of [metastore] (--metastore-uri https://host), not {:?}",
+                    self.uri.as_deref().unwrap_or_default()
+                ));
+            }
+            if !self.database.as_deref().is_some_and(|d| d.contains('.')) {
+                return refuse(
+                    "Unity Catalog's database is `catalog.schema`: `database` of [metastore] (--metastore-database 'main.bronze_{entity}')"
+                        .into(),
+                );
+            }
         }
         if let Some(t) = &self.database {
             let rest = t.replace("{source}", "").replace("{entity}", "");

@@ -203,14 +203,25 @@ pub enum Error {
         /// flattened), or `flatten` (the table keeps them whole).
         to_variant: bool,
     },
-    /// A catalog (Glue) refused a table's registration or could not be reached.
+    /// A catalog refused a table's registration.
     #[error("{catalog} catalog, table `{table}`: {reason}")]
     Metastore {
-        /// Which catalog: `glue`.
+        /// Which catalog: `glue`, `hive` or `unity`.
         catalog: &'static str,
         /// The table as the catalog names it (`database.table`).
         table: String,
         /// What the catalog answered, or why it could not be reached.
+        reason: String,
+    },
+    /// A catalog could not be reached (a connection refused, reset or timed out, HTTP 429
+    /// or 5xx) in its bounded attempts ([`crate::metastore::ATTEMPTS`]).
+    #[error("the {catalog} catalog at {at} could not be reached: {reason}")]
+    MetastoreUnreachable {
+        /// Which catalog: `glue`, `hive` or `unity`.
+        catalog: &'static str,
+        /// Its address.
+        at: String,
+        /// The last attempt's failure.
         reason: String,
     },
     /// A column type hint contradicts the type an existing column already has.

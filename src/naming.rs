@@ -93,6 +93,12 @@ pub const TOPIC_HASH: &str = "_topic_hash";
 /// Prefix of the per-batch staging tables.
 pub const STAGING_PREFIX: &str = "_tmp_raw_load_";
 
+/// Whether `name` is one of bronze's own tables (`_run_control`, `_corrupt_records`):
+/// a topic's or child table's name never starts with `_`.
+pub fn is_own_table(name: &str) -> bool {
+    name.starts_with('_')
+}
+
 /// Whether `name` is a load's staging table (`_tmp_raw_load_<batch>`).
 pub fn is_staging_table(name: &str) -> bool {
     name.starts_with(STAGING_PREFIX)

@@ -160,16 +160,22 @@ pub struct Settings {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct MetastoreSettings {
-    /// `glue`.
+    /// `glue`, `hive` or `unity`.
     pub kind: Option<crate::config::MetastoreKind>,
     /// Glue's region.
     pub region: Option<String>,
     /// An endpoint serving the catalog's API.
     pub endpoint: Option<String>,
+    /// The Hive Metastore's `thrift://host:port`, Unity Catalog's URL.
+    pub uri: Option<String>,
+    /// The environment variable holding Unity Catalog's token.
+    pub token_env: Option<String>,
     /// The database, a template over `{source}` and `{entity}`.
     pub database: Option<String>,
     /// Each request given up after this long.
     pub timeout: Option<Duration>,
+    /// Whether bronze's own tables are registered too.
+    pub own_tables: Option<bool>,
 }
 
 impl MetastoreSettings {
@@ -180,7 +186,8 @@ impl MetastoreSettings {
                 true => Ok(()),
                 false => Err(Error::Config {
                     name: "metastore",
-                    reason: "[metastore] without `kind` (glue): say which catalog".into(),
+                    reason: "[metastore] without `kind` (glue, hive, unity): say which catalog"
+                        .into(),
                 }),
             };
         };
@@ -188,10 +195,13 @@ impl MetastoreSettings {
             kind,
             region: self.region,
             endpoint: self.endpoint,
+            uri: self.uri,
+            token_env: self.token_env,
             database: self.database,
             timeout: self
                 .timeout
                 .map_or(std::time::Duration::from_secs(30), |d| d.0),
+            own_tables: self.own_tables.unwrap_or(false),
         });
         Ok(())
     }

@@ -63,6 +63,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         '[metastore]\nkind = "glue"\nregion = "r"\nendpoint = "http://e"\ndatabase = "b_{entity}"\ntimeout = "5s"',
         {"metastore": {"kind": "glue", "region": "r", "endpoint": "http://e", "database": "b_{entity}", "timeout": "5s"}},
     ),
+    (
+        '[metastore]\nkind = "hive"\nuri = "thrift://h:9083"\nown_tables = true',
+        {"metastore": {"kind": "hive", "uri": "thrift://h:9083", "own_tables": True}},
+    ),
 ]
 
 

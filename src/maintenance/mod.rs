@@ -369,6 +369,16 @@ impl<'a> Maintenance<'a> {
         self.catalog.schema()
     }
 
+    /// The object store of the schema's folder, and that folder's path in it.
+    pub(crate) fn schema_folder(
+        &self,
+    ) -> Result<(
+        Arc<deltalake::logstore::object_store::DynObjectStore>,
+        deltalake::logstore::object_store::path::Path,
+    )> {
+        self.storage()?.schema_folder()
+    }
+
     /// The catalog's object store option `key` (a credential, perhaps: never to print).
     pub fn storage_option(&self, key: &str) -> Option<String> {
         self.catalog.storage_options().get(key).map(str::to_string)
@@ -450,20 +460,23 @@ impl<'a> Maintenance<'a> {
         Ok((name, t))
     }
 
-    /// `table`'s folder, as engines open it, and its current Delta schema (the log's
-    /// JSON), for a catalog to register it.
-    pub fn table_location_and_schema(&self, table: &str) -> Result<(String, serde_json::Value)> {
+    /// `table`'s folder, as engines open it, its current Delta schema (the log's JSON)
+    /// and its protocol's reader and writer features, for a catalog to register it.
+    pub fn table_location_and_schema(
+        &self,
+        table: &str,
+    ) -> Result<(String, serde_json::Value, Vec<String>)> {
         let storage = self.storage()?;
         let (name, t) = self.open(&storage, table)?;
         let snapshot = t.snapshot().map_err(|e| Error::delta(table, "open", e))?;
         let schema = serde_json::to_value(snapshot.schema().as_ref()).unwrap_or_default();
+        let protocol = snapshot.protocol();
+        let features = (protocol.reader_features().into_iter().flatten())
+            .chain(protocol.writer_features().into_iter().flatten())
+            .map(|f| f.to_string())
+            .collect();
         let location = storage.table_url(&name)?.to_string();
-        // Hadoop's `s3a://` is `s3://` to Athena, Glue and Trino.
-        let location = match location.strip_prefix("s3a://") {
-            Some(rest) => format!("s3://{rest}"),
-            None => location,
-        };
-        Ok((location.trim_end_matches('/').to_string(), schema))
+        Ok((location.trim_end_matches('/').to_string(), schema, features))
     }
 
     /// Files, sizes, log length and what VACUUM could free, for every table, worst first.

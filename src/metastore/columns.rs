@@ -35,6 +35,22 @@ pub fn columns(schema: &Value) -> Option<Vec<Column>> {
 /// `timestamp_ntz` nor `variant`: they are `timestamp` and `string` there (engines read
 /// the table's own types from its log).
 pub fn hive_type(t: &Value) -> Option<String> {
+    type_string(t, Dialect::Hive)
+}
+
+/// Delta type `t` as Spark's catalog string (`bigint`, `timestamp_ntz`, `variant`,
+/// `struct<a:int>`): what Unity Catalog's `type_text` holds.
+pub fn spark_type(t: &Value) -> Option<String> {
+    type_string(t, Dialect::Spark)
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Dialect {
+    Hive,
+    Spark,
+}
+
+fn type_string(t: &Value, d: Dialect) -> Option<String> {
     if let Some(name) = t.as_str() {
         return Some(
             match name {
@@ -42,8 +58,8 @@ pub fn hive_type(t: &Value) -> Option<String> {
                 "integer" => "int",
                 "short" => "smallint",
                 "byte" => "tinyint",
-                "timestamp_ntz" => "timestamp",
-                "variant" => "string",
+                "timestamp_ntz" if d == Dialect::Hive => "timestamp",
+                "variant" if d == Dialect::Hive => "string",
                 other => other,
             }
             .to_string(),
@@ -59,20 +75,55 @@ pub fn hive_type(t: &Value) -> Option<String> {
                     Some(format!(
                         "{}:{}",
                         f.get("name")?.as_str()?,
-                        hive_type(f.get("type")?)?
+                        type_string(f.get("type")?, d)?
                     ))
                 })
                 .collect();
             Some(format!("struct<{}>", fields?.join(",")))
         }
-        "array" => Some(format!("array<{}>", hive_type(t.get("elementType")?)?)),
+        "array" => Some(format!("array<{}>", type_string(t.get("elementType")?, d)?)),
         "map" => Some(format!(
             "map<{},{}>",
-            hive_type(t.get("keyType")?)?,
-            hive_type(t.get("valueType")?)?
+            type_string(t.get("keyType")?, d)?,
+            type_string(t.get("valueType")?, d)?
         )),
         _ => None,
     }
+}
+
+/// Unity Catalog's `type_name` of Delta type `t` (`LONG`, `DECIMAL`, `STRUCT`).
+pub fn type_name(t: &Value) -> &'static str {
+    let name = match t.as_str() {
+        Some(n) => n,
+        None => t.get("type").and_then(Value::as_str).unwrap_or(""),
+    };
+    match name {
+        "boolean" => "BOOLEAN",
+        "byte" => "BYTE",
+        "short" => "SHORT",
+        "integer" => "INT",
+        "long" => "LONG",
+        "float" => "FLOAT",
+        "double" => "DOUBLE",
+        "date" => "DATE",
+        "timestamp" => "TIMESTAMP",
+        "timestamp_ntz" => "TIMESTAMP_NTZ",
+        "string" => "STRING",
+        "binary" => "BINARY",
+        "variant" => "VARIANT",
+        "array" => "ARRAY",
+        "map" => "MAP",
+        "struct" => "STRUCT",
+        n if n.starts_with("decimal") => "DECIMAL",
+        _ => "USER_DEFINED_TYPE",
+    }
+}
+
+/// The precision and scale of a `decimal(p,s)` Delta type.
+pub fn decimal_precision_scale(t: &Value) -> Option<(u32, u32)> {
+    let inner = t.as_str()?.strip_prefix("decimal(")?.strip_suffix(')')?;
+    let (p, s) = inner.split_once(',')?;
+    Some((p.trim().parse().ok()?, s.trim().parse().ok()?))
 }
 
 #[cfg(test)]
@@ -111,6 +162,40 @@ mod tests {
             ]
         );
         assert_eq!(columns[1].field["name"], "n");
+        let spark: Vec<String> = columns
+            .iter()
+            .map(|c| spark_type(&c.field["type"]).unwrap())
+            .collect();
+        assert_eq!(
+            spark,
+            [
+                "string",
+                "bigint",
+                "decimal(18,2)",
+                "timestamp_ntz",
+                "variant",
+                "struct<a:int,b:array<smallint>,m:map<string,tinyint>>",
+            ]
+        );
+        let names: Vec<&str> = columns
+            .iter()
+            .map(|c| type_name(&c.field["type"]))
+            .collect();
+        assert_eq!(
+            names,
+            [
+                "STRING",
+                "LONG",
+                "DECIMAL",
+                "TIMESTAMP_NTZ",
+                "VARIANT",
+                "STRUCT"
+            ]
+        );
+        assert_eq!(
+            decimal_precision_scale(&columns[2].field["type"]),
+            Some((18, 2))
+        );
         assert!(super::columns(&serde_json::json!({"type": "struct"})).is_none());
     }
 }

@@ -44,6 +44,20 @@ struct Refused {
     message: String,
 }
 
+impl Refused {
+    /// Not reached, throttled or failing on Glue's side: worth another attempt.
+    fn transient(&self) -> bool {
+        matches!(
+            self.kind.as_str(),
+            "Unreachable"
+                | "ThrottlingException"
+                | "InternalServiceException"
+                | "OperationTimeoutException"
+        ) || self.kind.starts_with("HTTP 5")
+            || self.kind == "HTTP 429 Too Many Requests"
+    }
+}
+
 impl Glue {
     /// The catalog of `region`, at `endpoint` when given (else Glue's own), each request
     /// bounded by `timeout`; signed with `keys` when given (the lakehouse's own
@@ -91,8 +105,14 @@ impl Glue {
     /// columns updated when they differ; a table of that name at another location (or not
     /// a Delta table) is refused, naming both.
     pub async fn register(&self, entry: &TableEntry) -> Result<Registered> {
-        let named =
-            |e: Refused| glue_error(&entry.qualified(), format!("{}: {}", e.kind, e.message));
+        let named = |e: Refused| match e.transient() {
+            true => Error::MetastoreUnreachable {
+                catalog: "glue",
+                at: self.endpoint.clone(),
+                reason: format!("{}: {}", e.kind, e.message),
+            },
+            false => glue_error(&entry.qualified(), format!("{}: {}", e.kind, e.message)),
+        };
         match self
             .call("GetDatabase", json!({"Name": entry.database}))
             .await
@@ -131,14 +151,28 @@ impl Glue {
         Ok(Registered::Updated)
     }
 
-    /// Calls operation `op` with `body`; Glue's answer, or the error it refused with
-    /// (a transport failure as `kind` `Unreachable`).
+    /// Calls operation `op` with `body` in up to [`super::ATTEMPTS`] attempts (another
+    /// only when the last was [`Refused::transient`]); Glue's answer, or the error it
+    /// refused with (a transport failure as `kind` `Unreachable`).
     async fn call(&self, op: &str, body: Value) -> std::result::Result<Value, Refused> {
+        let mut attempt = 1;
+        loop {
+            match self.attempt(op, &body).await {
+                Err(e) if e.transient() && attempt < super::ATTEMPTS => {
+                    super::pause_before_retry(attempt).await;
+                    attempt += 1;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    async fn attempt(&self, op: &str, body: &Value) -> std::result::Result<Value, Refused> {
         let unreachable = |message: String| Refused {
             kind: "Unreachable".into(),
             message,
         };
-        let body = serde_json::to_vec(&body).map_err(|e| unreachable(e.to_string()))?;
+        let body = serde_json::to_vec(body).map_err(|e| unreachable(e.to_string()))?;
         let target = format!("AWSGlue.{op}");
         let headers = [
             ("content-type", "application/x-amz-json-1.1"),

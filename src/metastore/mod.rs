@@ -1,9 +1,14 @@
-//! Bronze's tables registered in the catalogs engines look tables up in: AWS Glue's Data
-//! Catalog ([`glue`]), as an external Delta table at its folder, with its columns.
+//! Bronze's tables registered in the catalogs engines look tables up in: a Hive Metastore
+//! ([`hive`], over Thrift), AWS Glue's Data Catalog ([`glue`]) and Unity Catalog
+//! ([`unity`]), each as an external Delta table at its folder, with its columns.
 
 pub mod columns;
 #[cfg(feature = "glue")]
 pub mod glue;
+pub mod hive;
+pub mod pending;
+pub(crate) mod thrift;
+pub mod unity;
 
 pub use columns::Column;
 
@@ -40,7 +45,6 @@ pub enum Registered {
 }
 
 /// Whether two table locations name the same folder (a trailing `/` aside).
-#[cfg(feature = "glue")]
 pub(crate) fn same_location(a: &str, b: &str) -> bool {
     a.trim_end_matches('/') == b.trim_end_matches('/')
 }
@@ -57,75 +61,205 @@ pub struct TableRegistration {
 }
 
 /// The database of a batch from landing path `source/entity`: `template` with
-/// `{source}` and `{entity}` replaced.
+/// `{source}` and `{entity}` replaced by those folder names as catalogs take a name
+/// (lower case; a character other than a letter, a digit or `_` as `_`), so
+/// `main.bronze_{entity}` stays `catalog.schema` whatever the folder is called.
 pub fn database_for(template: &str, landing_path: &str) -> String {
     let (source, entity) = landing_path.split_once('/').unwrap_or((landing_path, ""));
+    let name = |s: &str| -> String {
+        s.chars()
+            .map(|c| match c.is_ascii_alphanumeric() {
+                true => c.to_ascii_lowercase(),
+                false => '_',
+            })
+            .collect()
+    };
     template
-        .replace("{source}", source)
-        .replace("{entity}", entity)
+        .replace("{source}", &name(source))
+        .replace("{entity}", &name(entity))
+}
+
+/// Attempts of a request that finds its catalog unreachable (a connection refused, reset
+/// or timed out; HTTP 429 or 5xx), 1 s then 2 s apart, each bounded by `timeout` of
+/// `[metastore]`. Once a catalog is unreachable a run tries none of its other tables (it
+/// records them for the next run).
+pub const ATTEMPTS: u32 = 3;
+
+/// The pause before attempt `attempt` (from 1) again: 1 s, 2 s, ….
+pub(crate) async fn pause_before_retry(attempt: u32) {
+    let seconds = 1_u64 << attempt.saturating_sub(1).min(5);
+    tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
+}
+
+/// The environment variable Unity Catalog's token is read from when `token_env` names
+/// none.
+pub const DEFAULT_TOKEN_ENV: &str = "DATABRICKS_TOKEN";
+
+/// A catalog client.
+enum Catalog {
+    #[cfg(feature = "glue")]
+    Glue(glue::Glue),
+    Hive(hive::Hive),
+    Unity(unity::Unity),
+}
+
+impl Catalog {
+    /// Reaches the catalog `cfg` names; `m`'s storage options give Glue its keys.
+    fn connect(
+        m: &crate::maintenance::Maintenance<'_>,
+        cfg: &crate::config::MetastoreConfig,
+    ) -> crate::Result<Catalog> {
+        use crate::config::MetastoreKind;
+        match cfg.kind {
+            MetastoreKind::Hive => Ok(Catalog::Hive(hive::Hive::new(
+                cfg.uri.as_deref().unwrap_or_default(),
+                cfg.timeout,
+            )?)),
+            MetastoreKind::Unity => {
+                let var = cfg.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV);
+                let token = std::env::var(var).ok().filter(|t| !t.is_empty());
+                Ok(Catalog::Unity(unity::Unity::new(
+                    cfg.uri.as_deref().unwrap_or_default(),
+                    token,
+                    cfg.timeout,
+                )?))
+            }
+            #[cfg(feature = "glue")]
+            MetastoreKind::Glue => {
+                let key = |k: &str| m.storage_option(k);
+                let keys = match (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")) {
+                    (Some(access_key_id), Some(secret_access_key)) => Some(glue::StaticKeys {
+                        access_key_id,
+                        secret_access_key,
+                        session_token: key("AWS_SESSION_TOKEN"),
+                    }),
+                    _ => None,
+                };
+                let region = cfg.region.clone().unwrap_or_default();
+                Ok(Catalog::Glue(m.block_on(glue::Glue::connect(
+                    &region,
+                    cfg.endpoint.as_deref(),
+                    cfg.timeout,
+                    keys,
+                ))?))
+            }
+            #[cfg(not(feature = "glue"))]
+            MetastoreKind::Glue => {
+                let _ = m;
+                Err(crate::Error::Config {
+                    name: "metastore",
+                    reason: "this build has no Glue client (build with the `glue` feature)".into(),
+                })
+            }
+        }
+    }
+
+    fn name(&self) -> &'static str {
+        match self {
+            #[cfg(feature = "glue")]
+            Catalog::Glue(_) => "glue",
+            Catalog::Hive(_) => "hive",
+            Catalog::Unity(_) => "unity",
+        }
+    }
+
+    /// A table's folder as this catalog's engines name it: Hadoop's `s3a://` is `s3://`
+    /// to Athena, Glue and EMR; a Hive Metastore keeps the lakehouse's own scheme.
+    fn location(&self, location: String) -> String {
+        #[cfg(feature = "glue")]
+        if let Catalog::Glue(_) = self
+            && let Some(rest) = location.strip_prefix("s3a://")
+        {
+            return format!("s3://{rest}");
+        }
+        location
+    }
+
+    async fn register(&self, entry: &TableEntry) -> crate::Result<Registered> {
+        match self {
+            #[cfg(feature = "glue")]
+            Catalog::Glue(g) => g.register(entry).await,
+            Catalog::Hive(h) => h.register(entry).await,
+            Catalog::Unity(u) => u.register(entry).await,
+        }
+    }
 }
 
 /// A lakehouse's tables registered, one after the other, in one database of the catalog
 /// a [`crate::config::MetastoreConfig`] names.
-#[cfg(feature = "glue")]
 pub struct Registrar<'a, 'm> {
     m: &'a crate::maintenance::Maintenance<'m>,
-    glue: glue::Glue,
+    catalog: Catalog,
     database: String,
+    /// Why the catalog is unreachable, once a table found it so: the other tables are
+    /// not tried.
+    down: std::cell::RefCell<Option<String>>,
 }
 
-#[cfg(feature = "glue")]
 impl<'a, 'm> Registrar<'a, 'm> {
-    /// Reaches the catalog `cfg` names for `m`'s tables, in `database`. Credentials: the
-    /// storage options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else AWS's
-    /// provider chain.
+    /// Reaches the catalog `cfg` names for `m`'s tables, in `database`. Glue's
+    /// credentials: the storage options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`,
+    /// else AWS's provider chain.
     pub fn connect(
         m: &'a crate::maintenance::Maintenance<'m>,
         cfg: &crate::config::MetastoreConfig,
         database: String,
     ) -> crate::Result<Self> {
-        let key = |k: &str| m.storage_option(k);
-        let keys = match (key("AWS_ACCESS_KEY_ID"), key("AWS_SECRET_ACCESS_KEY")) {
-            (Some(access_key_id), Some(secret_access_key)) => Some(glue::StaticKeys {
-                access_key_id,
-                secret_access_key,
-                session_token: key("AWS_SESSION_TOKEN"),
-            }),
-            _ => None,
-        };
-        let region = cfg.region.clone().unwrap_or_default();
-        let glue = m.block_on(glue::Glue::connect(
-            &region,
-            cfg.endpoint.as_deref(),
-            cfg.timeout,
-            keys,
-        ))?;
-        Ok(Registrar { m, glue, database })
+        let catalog = Catalog::connect(m, cfg)?;
+        Ok(Registrar {
+            m,
+            catalog,
+            database,
+            down: std::cell::RefCell::new(None),
+        })
     }
 
     /// How the catalog registers `table`: its folder and its columns (from its current
     /// schema).
     fn entry(&self, table: &str) -> crate::Result<TableEntry> {
-        let (location, schema) = self.m.table_location_and_schema(table)?;
-        let columns = columns::columns(&schema).ok_or_else(|| crate::Error::Metastore {
-            catalog: "glue",
+        let (location, schema, features) = self.m.table_location_and_schema(table)?;
+        let refuse = |reason: String| crate::Error::Metastore {
+            catalog: self.catalog.name(),
             table: format!("{}.{table}", self.database),
-            reason: format!("its Delta schema is not a struct of fields: {schema}"),
+            reason,
+        };
+        if let Some(f) = features
+            .iter()
+            .find(|f| matches!(f.as_str(), "catalogManaged" | "catalogOwned-preview"))
+        {
+            return Err(refuse(format!(
+                "its protocol has `{f}`: a catalog owns its commits, and registering its folder as an external table would bypass that catalog"
+            )));
+        }
+        let columns = columns::columns(&schema).ok_or_else(|| {
+            refuse(format!(
+                "its Delta schema is not a struct of fields: {schema}"
+            ))
         })?;
         Ok(TableEntry {
             database: self.database.clone(),
             name: table.to_string(),
-            location,
+            location: self.catalog.location(location),
             columns,
         })
     }
 
-    /// Registers `table` ([`glue::Glue::register`]).
+    /// Registers `table` in the catalog (not tried once the catalog was found
+    /// unreachable).
     pub fn register(&self, table: &str) -> TableRegistration {
-        let result = self
-            .entry(table)
-            .and_then(|entry| self.m.block_on(self.glue.register(&entry)))
-            .map_err(|e| e.to_string());
+        let down = self.down.borrow().clone();
+        let result = match down {
+            Some(why) => Err(why),
+            None => {
+                let done = self
+                    .entry(table)
+                    .and_then(|entry| self.m.block_on(self.catalog.register(&entry)));
+                if let Err(e @ crate::Error::MetastoreUnreachable { .. }) = &done {
+                    *self.down.borrow_mut() = Some(e.to_string());
+                }
+                done.map_err(|e| e.to_string())
+            }
+        };
         TableRegistration {
             database: self.database.clone(),
             table: table.to_string(),
@@ -137,7 +271,6 @@ impl<'a, 'm> Registrar<'a, 'm> {
 /// Registers every table of `m`'s lakehouse in the catalog `cfg` names, each as an
 /// external Delta table at its folder; a table that could not be registered is said in
 /// its result, the others are still registered.
-#[cfg(feature = "glue")]
 pub fn register_all(
     m: &crate::maintenance::Maintenance<'_>,
     cfg: &crate::config::MetastoreConfig,
@@ -155,5 +288,31 @@ pub fn register_all(
         });
     }
     let registrar = Registrar::connect(m, cfg, database)?;
-    Ok(m.tables()?.iter().map(|t| registrar.register(t)).collect())
+    let done: Vec<TableRegistration> = m
+        .tables()?
+        .iter()
+        .filter(|t| cfg.own_tables || !crate::naming::is_own_table(t))
+        .map(|t| registrar.register(t))
+        .collect();
+    let (store, dir) = m.schema_folder()?;
+    let pending = pending::Pending::new(store, &dir);
+    for r in done.iter().filter(|r| r.result.is_ok()) {
+        m.block_on(pending.clear(&r.database, &r.table))?;
+    }
+    Ok(done)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn a_database_template_takes_the_landing_path_s_folders_as_names() {
+        let db = |t, p| super::database_for(t, p);
+        assert_eq!(db("bronze_{entity}", "feed/events"), "bronze_events");
+        assert_eq!(
+            db("{source}_{entity}", "Feed-EU/v1.events"),
+            "feed_eu_v1_events"
+        );
+        assert_eq!(db("main.bronze_{entity}", "s/a.b"), "main.bronze_a_b");
+        assert_eq!(db("bronze", "s/e"), "bronze");
+    }
 }

@@ -145,16 +145,7 @@ impl Context {
         Arc<DynObjectStore>,
         deltalake::logstore::object_store::path::Path,
     )> {
-        let store = storage.root_store.clone().unwrap_or_else(|| {
-            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
-        });
-        let dir =
-            deltalake::logstore::object_store::path::Path::from_url_path(storage.schema_url.path())
-                .map_err(|e| Error::Config {
-                    name: "catalog",
-                    reason: format!("cannot address {}: {e}", self.catalog.shown()),
-                })?;
-        Ok((store, dir))
+        storage.schema_folder()
     }
 
     pub(super) fn release_memory(&self, when: MemoryRelease) {

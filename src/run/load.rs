@@ -88,7 +88,7 @@ fn load(
     ctx.failpoint("before_run_control")?;
     counters.mark(Stage::Tables, &ctx.catalog);
     run.still_held()?; // 7. Run control, written once; then the catalog hears of new tables.
-    let new_tables = register::to_register(&writes);
+    let new_tables = register::to_register(ctx, &writes);
     let recorded = record::record_run(&run, writes, &staged, counters.retries(&ctx.catalog));
     counters.mark(Stage::RunControl, &ctx.catalog);
     ctx.failpoint("before_drop_staging")?;

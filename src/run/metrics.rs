@@ -138,6 +138,11 @@ fn row_metrics(m: &mut Exposition, report: &BatchReport, batch: &BatchLabels) {
         "Duplicate messages dropped.",
         duplicates,
     );
+    m.gauges(
+        "bronze_batch_unregistered_tables",
+        "Tables the catalog of [metastore] did not take after the run (the next run or `bronze register` registers them).",
+        batch.one(report.unregistered.len() as f64),
+    );
     let rescued: u64 = report.tables.values().map(|t| t.rescued_values).sum();
     m.gauges(
         "bronze_batch_rescued_values",
@@ -235,6 +240,12 @@ pub fn backlog_metrics(entities: &[EntityStatus], ages: &BTreeMap<String, f64>) 
         "bronze_backlog_changed_batches",
         "Loaded batches whose folder changed after their load (files added, changed or removed).",
         changed,
+    );
+    let unregistered = of(&|e| Some(e.unregistered.len() as f64));
+    m.gauges(
+        "bronze_backlog_unregistered_tables",
+        "Tables the entity's runs created or widened that the catalog of [metastore] has not taken yet.",
+        unregistered,
     );
     let busy = of(&|e| Some(e.in_progress.len() as f64));
     m.gauges(

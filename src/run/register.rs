@@ -4,6 +4,7 @@
 
 use super::context::Context;
 use crate::batch::BatchKey;
+use crate::metastore::pending::Unregistered;
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 
@@ -32,55 +33,147 @@ pub(super) fn register_new(ctx: &Context, tables: &[TableName], key: &BatchKey) 
 }
 
 /// The tables of `writes` a catalog must hear of: created by the run (version 0) or
-/// given columns; each once.
-pub(super) fn to_register(writes: &[TableWrite]) -> Vec<TableName> {
+/// given columns; each once (none without `[metastore]`). bronze's own tables only with
+/// `own_tables`, and then `_run_control` with the first tables a run creates.
+pub(super) fn to_register(ctx: &Context, writes: &[TableWrite]) -> Vec<TableName> {
+    let Some(cfg) = &ctx.config.metastore else {
+        return Vec::new();
+    };
+    let own_tables = cfg.own_tables;
     let mut tables: Vec<TableName> = writes
         .iter()
         .filter(|w| matches!(&w.result, Ok(c) if c.version == 0 || !w.added.is_empty()))
+        .filter(|w| own_tables || !crate::naming::is_own_table(w.table.as_str()))
         .map(|w| w.table.clone())
         .collect();
+    let created = writes
+        .iter()
+        .any(|w| matches!(&w.result, Ok(c) if c.version == 0));
+    if own_tables && created {
+        tables.push(TableName::system(crate::naming::RUN_CONTROL_TABLE));
+    }
     tables.sort();
     tables.dedup();
     tables
 }
 
 /// Registers `tables` in the catalog of `[metastore]` (nothing without one), in the
-/// database of the batch's `landing_path`; each table that was not registered, with why.
-#[cfg(feature = "glue")]
+/// database of the batch's `landing_path`, with the tables earlier runs could not register
+/// there ([`crate::metastore::pending`]); each table that is still not registered, with
+/// why, and recorded for the next run.
 fn register_tables(ctx: &Context, tables: &[TableName], landing_path: &str) -> Vec<String> {
+    use crate::metastore::pending::Pending;
     let Some(cfg) = &ctx.config.metastore else {
         return Vec::new();
     };
-    if tables.is_empty() {
-        return Vec::new();
-    }
     let m = crate::maintenance::Maintenance::new(&ctx.catalog);
     let database = cfg.database.as_deref().map_or_else(
         || ctx.catalog.schema().to_string(),
         |t| crate::metastore::database_for(t, landing_path),
     );
-    let said = |table: &TableName, why: &str| format!("{database}.{table}: {why}");
-    let registrar = match crate::metastore::Registrar::connect(&m, cfg, database.clone()) {
-        Ok(r) => r,
-        Err(e) => return tables.iter().map(|t| said(t, &e.to_string())).collect(),
+    let said = |table: &str, why: &str| format!("{database}.{table}: {why}");
+    let pending = match m.schema_folder() {
+        Ok((store, dir)) => Pending::new(store, &dir),
+        Err(e) => {
+            return tables
+                .iter()
+                .map(|t| said(t.as_str(), &e.to_string()))
+                .collect();
+        }
     };
-    tables
-        .iter()
-        .filter_map(|t| {
-            let done = registrar.register(t.as_str());
-            done.result.err().map(|why| said(t, &why))
-        })
+    let earlier = earlier_records(&m, &pending, &database);
+    let mut todo: Vec<&str> = tables.iter().map(TableName::as_str).collect();
+    todo.extend(earlier.iter().map(|u| u.table.as_str()));
+    todo.sort_unstable();
+    todo.dedup();
+    if todo.is_empty() {
+        return Vec::new();
+    }
+    let results: Vec<(&str, Result<(), String>)> =
+        match crate::metastore::Registrar::connect(&m, cfg, database.clone()) {
+            Ok(r) => todo
+                .iter()
+                .map(|t| (*t, r.register(t).result.map(|_| ())))
+                .collect(),
+            Err(e) => todo.iter().map(|t| (*t, Err(e.to_string()))).collect(),
+        };
+    let records = Records {
+        m: &m,
+        pending: &pending,
+        database: &database,
+        landing_path,
+        earlier: &earlier,
+    };
+    results
+        .into_iter()
+        .filter_map(|(table, result)| Some(said(table, &records.note(table, result)?)))
         .collect()
 }
 
-/// Without the `glue` feature no catalog is reachable: every table is unregistered.
-#[cfg(not(feature = "glue"))]
-fn register_tables(ctx: &Context, tables: &[TableName], _: &str) -> Vec<String> {
-    match &ctx.config.metastore {
-        None => Vec::new(),
-        Some(_) => tables
-            .iter()
-            .map(|t| format!("{t}: this build has no catalog client (the `glue` feature)"))
-            .collect(),
+/// The records of one database's tables not registered ([`crate::metastore::pending`]).
+struct Records<'a> {
+    m: &'a crate::maintenance::Maintenance<'a>,
+    pending: &'a crate::metastore::pending::Pending,
+    database: &'a str,
+    landing_path: &'a str,
+    /// Those earlier runs wrote.
+    earlier: &'a [Unregistered],
+}
+
+impl Records<'_> {
+    /// Why `table` is not registered after `result` (`None`: it is), its record for the
+    /// next run written (or deleted once it is registered).
+    fn note(&self, table: &str, result: Result<(), String>) -> Option<String> {
+        let why = match result {
+            Ok(()) => {
+                // A record that cannot be deleted now is by the table's next registration.
+                let _ = self.m.block_on(self.pending.clear(self.database, table));
+                return None;
+            }
+            Err(why) => why,
+        };
+        let record = Unregistered {
+            database: self.database.to_string(),
+            table: table.to_string(),
+            landing_path: self.landing_path.to_string(),
+            reason: why.clone(),
+            since_micros: crate::batch::now_micros(),
+        };
+        let before = self.earlier.iter().find(|u| u.table == table);
+        Some(match self.m.block_on(self.pending.record(record, before)) {
+            Ok(()) => why,
+            Err(e) => {
+                format!("{why} (and not recorded for the next run: {e}; run `bronze register`)")
+            }
+        })
     }
+}
+
+/// The records of tables of `database` earlier runs could not register; a record whose
+/// table is no longer in the lakehouse is deleted.
+fn earlier_records(
+    m: &crate::maintenance::Maintenance<'_>,
+    pending: &crate::metastore::pending::Pending,
+    database: &str,
+) -> Vec<crate::metastore::pending::Unregistered> {
+    let mut earlier: Vec<_> = m
+        .block_on(pending.list())
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|u| u.database == database)
+        .collect();
+    if earlier.is_empty() {
+        return earlier;
+    }
+    let Ok(present) = m.tables() else {
+        return earlier;
+    };
+    earlier.retain(|u| {
+        let kept = present.contains(&u.table);
+        if !kept {
+            let _ = m.block_on(pending.clear(database, &u.table));
+        }
+        kept
+    });
+    earlier
 }

@@ -41,6 +41,11 @@ pub struct EntityStatus {
     /// entity's three latest, and all of them once per `full_listing_every`).
     #[serde(default)]
     pub changed: Vec<Changed>,
+    /// Tables runs of this entity created or widened that the catalog of `[metastore]`
+    /// has not taken yet: the next run with `[metastore]`, or `bronze register`,
+    /// registers them.
+    #[serde(default)]
+    pub unregistered: Vec<crate::metastore::pending::Unregistered>,
 }
 
 /// A loaded batch whose folder changed after its load.
@@ -223,8 +228,29 @@ fn status_and_oldest(
             oldest.insert(landing_path, folder.to_string_lossy().into_owned());
         }
     }
-    let entities = with_changed(entities, late);
+    let mut entities = with_changed(entities, late);
+    with_unregistered(ctx, &storage, &mut entities)?;
     Ok((entities, oldest))
+}
+
+/// The tables not registered in the catalog, each under the entity whose run created or
+/// widened it.
+fn with_unregistered(
+    ctx: &Context,
+    storage: &crate::table::Storage,
+    entities: &mut [EntityStatus],
+) -> Result<()> {
+    let (store, schema_dir) = storage.schema_folder()?;
+    let pending = crate::metastore::pending::Pending::new(store, &schema_dir);
+    for u in ctx.runtime().block_on(pending.list())? {
+        if let Some(e) = entities
+            .iter_mut()
+            .find(|e| e.landing_path == u.landing_path)
+        {
+            e.unregistered.push(u);
+        }
+    }
+    Ok(())
 }
 
 /// The lease files of the catalog's schema and their holders, by file name.
@@ -316,6 +342,13 @@ impl EntityStatus {
                 s,
                 "{}/batch_id={}: last run failed: {}",
                 e.landing_path, f.batch_id, f.reason
+            );
+        }
+        for u in &e.unregistered {
+            let _ = writeln!(
+                s,
+                "{}: table {}.{} not registered in the catalog: {} (the next run with [metastore], or `bronze register`, registers it)",
+                e.landing_path, u.database, u.table, u.reason
             );
         }
         for c in &e.changed {

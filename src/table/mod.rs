@@ -390,6 +390,26 @@ impl Storage {
         Rewriter::new(self)
     }
 
+    /// The object store of the schema's folder, and that folder's path in it (a local
+    /// catalog: the local file system and its absolute path).
+    pub(crate) fn schema_folder(
+        &self,
+    ) -> Result<(
+        Arc<deltalake::logstore::object_store::DynObjectStore>,
+        deltalake::logstore::object_store::path::Path,
+    )> {
+        let store = self.root_store.clone().unwrap_or_else(|| {
+            Arc::new(deltalake::logstore::object_store::local::LocalFileSystem::new())
+        });
+        let dir =
+            deltalake::logstore::object_store::path::Path::from_url_path(self.schema_url.path())
+                .map_err(|e| Error::Config {
+                    name: "catalog",
+                    reason: format!("cannot address {}: {e}", self.schema_url),
+                })?;
+        Ok((store, dir))
+    }
+
     pub(crate) fn table_url(&self, table: &TableName) -> Result<Url> {
         self.schema_url
             .join(&format!("{}/", table.as_str()))

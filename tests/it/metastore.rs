@@ -1,12 +1,14 @@
 //! Tables registered in AWS Glue's Data Catalog (moto's server), read back through boto3
-//! with the parameters Athena, Spark and Trino look for.
+//! with the parameters Athena, Spark and Trino look for; and in Apache Hive's standalone
+//! metastore 3.1.3 (`scripts/hive_metastore.sh`), read back through Hive's own client
+//! (`scripts/jvm/HmsRead.java`).
 
 use std::time::Duration;
 
 use bronze::metastore::glue::{Glue, StaticKeys};
 use bronze::metastore::{Registered, TableEntry, columns};
 
-use crate::cloud::{moto, python};
+use crate::cloud::{Emulator, emulator_command, free_port, moto, python, start};
 
 fn entry(location: &str, fields: serde_json::Value) -> TableEntry {
     TableEntry {
@@ -162,10 +164,20 @@ fn bronze_register_registers_every_table_once() {
     let out = register();
     let said = crate::util::said(&out);
     assert!(out.status.success(), "{said}");
-    let tables = lake.all_tables();
+    let (own, tables): (Vec<String>, Vec<String>) = lake
+        .all_tables()
+        .into_iter()
+        .partition(|t| t.starts_with('_'));
+    assert!(!own.is_empty() && !tables.is_empty());
     for t in &tables {
         assert!(
             said.contains(&format!("bronze_market.{t}: created")),
+            "{t}: {said}"
+        );
+    }
+    for t in &own {
+        assert!(
+            !said.contains(&format!("bronze_market.{t}:")),
             "{t}: {said}"
         );
     }
@@ -174,7 +186,7 @@ fn bronze_register_registers_every_table_once() {
     std::fs::write(
         &config,
         format!(
-            "[storage]\nAWS_ACCESS_KEY_ID = \"a\"\nAWS_SECRET_ACCESS_KEY = \"b\"\n\n[metastore]\nkind = \"glue\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\ndatabase = \"bronze_market\"\n",
+            "[storage]\nAWS_ACCESS_KEY_ID = \"a\"\nAWS_SECRET_ACCESS_KEY = \"b\"\n\n[metastore]\nkind = \"glue\"\nregion = \"us-east-1\"\nendpoint = \"{}\"\ndatabase = \"bronze_market\"\nown_tables = true\n",
             moto.endpoint
         ),
     )
@@ -195,6 +207,13 @@ fn bronze_register_registers_every_table_once() {
         tables.len(),
         "{again}"
     );
+    // With `own_tables`, bronze's own tables too.
+    for t in &own {
+        assert!(
+            again.contains(&format!("bronze_market.{t}: created")),
+            "{t}: {again}"
+        );
+    }
     // Without a catalog, or with a database per landing path: refused, saying why.
     let template = [
         "--metastore",
@@ -320,9 +339,391 @@ print(json.dumps([c["Name"] for c in t["StorageDescriptor"]["Columns"]]))
     );
     assert_eq!(lake.count("ev"), 3, "nothing lost");
     assert!(!columns().contains(&"c".to_string()));
-    // `bronze register` catches up.
+    let status = || {
+        let out = crate::util::bronze_cli()
+            .args([
+                "status",
+                landing.path().to_str().unwrap(),
+                "--json",
+                "--catalog",
+            ])
+            .arg(lake.catalog())
+            .output()
+            .unwrap();
+        let entities: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        entities[0]["unregistered"].clone()
+    };
+    let listed = status();
+    assert_eq!(listed[0]["database"], "bronze_events", "{listed}");
+    assert_eq!(listed[0]["table"], "ev", "{listed}");
+    assert_eq!(listed[0]["landing_path"], "feed/events", "{listed}");
+    // `bronze register` catches up, and clears the record.
     let out = register_cmd(&moto.endpoint, "bronze_events", &lake);
     assert!(out.status.success(), "{}", crate::util::said(&out));
     assert!(crate::util::said(&out).contains("bronze_events.ev: updated"));
     assert_eq!(columns(), lake.columns("ev"));
+    assert_eq!(status(), serde_json::json!([]));
+}
+
+/// The folder of the JVM jars `scripts/test` copies from Maven Central.
+fn jvm_dir() -> std::path::PathBuf {
+    std::env::var_os("BRONZE_JVM")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::util::repo().join(".emulators/jvm"))
+}
+
+/// Hive's standalone metastore on `port`, its Derby database in `dir`; stopped on drop.
+fn hive_metastore(dir: &std::path::Path, port: u16) -> Emulator {
+    let mut cmd = emulator_command(crate::util::repo().join("scripts/hive_metastore.sh"));
+    cmd.arg(dir)
+        .arg(port.to_string())
+        .env("BRONZE_JVM", jvm_dir());
+    start(
+        cmd,
+        "Started the new metaserver on port",
+        format!("thrift://127.0.0.1:{port}"),
+        true,
+    )
+}
+
+/// Each request (`<database>\t<table>`, or `<database>` for its table names) answered
+/// by Hive's own client (`scripts/jvm/HmsRead.java`).
+fn hms_read(uri: &str, requests: &[&str]) -> Vec<serde_json::Value> {
+    let jars = jvm_dir().join("hive/*");
+    let mut child = std::process::Command::new("java")
+        .arg("-cp")
+        .arg(jars)
+        .arg(crate::util::repo().join("scripts/jvm/HmsRead.java"))
+        .arg(uri)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::Write as _;
+    let mut stdin = child.stdin.take().unwrap();
+    stdin.write_all(requests.join("\n").as_bytes()).unwrap();
+    drop(stdin);
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let answers: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        out.status.success() && answers.len() == requests.len(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    answers
+}
+
+/// A run registers its tables in a Hive Metastore as Spark and Trino register a Delta
+/// table; with the metastore down the batch still loads (exit 1, `bronze status` names the
+/// table), and the next run registers what the last one could not, then new topics and
+/// columns as they come.
+#[test]
+fn runs_register_in_a_hive_metastore_and_the_next_run_catches_up_after_an_outage() {
+    let lake = crate::util::TempLake::new();
+    let landing = tempfile::tempdir().unwrap();
+    let batch = |id: &str, topic: &str, payload: &str| {
+        let dir = landing
+            .path()
+            .join("feed/events")
+            .join(format!("batch_id={id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!(r#"{{"topic":"{topic}","message_id":"{id}","payload":{payload}}}"#);
+        std::fs::write(dir.join("part-0.jsonl"), line).unwrap();
+        dir
+    };
+    let port = free_port();
+    let uri = format!("thrift://127.0.0.1:{port}");
+    let ingest = |dir: &std::path::Path| {
+        crate::util::bronze_cli()
+            .args(["ingest", dir.to_str().unwrap(), "--json"])
+            .args(["--metastore", "hive", "--metastore-uri", &uri])
+            .args(["--metastore-database", "{source}_{entity}"])
+            .args(["--metastore-timeout", "20s"])
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap()
+    };
+    let status = || {
+        let out = crate::util::bronze_cli()
+            .args(["status", landing.path().to_str().unwrap(), "--catalog"])
+            .arg(lake.catalog())
+            .output()
+            .unwrap();
+        crate::util::said(&out)
+    };
+    // The metastore not started yet: the port is closed.
+    let out = ingest(&batch("b1", "ev", r#"{"a":1}"#));
+    assert_eq!(out.status.code(), Some(1), "{}", crate::util::said(&out));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let unregistered = report["unregistered"].to_string();
+    assert!(unregistered.contains("feed_events.ev: "), "{report}");
+    assert!(
+        unregistered.contains(&format!("127.0.0.1:{port}")),
+        "{report}"
+    );
+    assert_eq!(lake.count("ev"), 1, "nothing lost");
+    let said = status();
+    assert!(
+        said.contains("table feed_events.ev not registered in the catalog"),
+        "{said}"
+    );
+    let hms_dir = tempfile::tempdir().unwrap();
+    let _hms = hive_metastore(hms_dir.path(), port);
+    // The next run registers the table the last one could not, and the column it adds.
+    let out = ingest(&batch("b2", "ev", r#"{"a":2,"b":"x"}"#));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    assert!(!status().contains("not registered"), "{}", status());
+    let location = url::Url::from_directory_path(lake.schema_dir().join("ev"))
+        .unwrap()
+        .to_string();
+    let location = location.trim_end_matches('/');
+    let got = &hms_read(&uri, &["feed_events\tev"])[0];
+    assert_eq!(got["tableType"], "EXTERNAL_TABLE", "{got}");
+    assert_eq!(got["location"], location, "{got}");
+    assert_eq!(got["serdePath"], location, "{got}");
+    assert_eq!(got["parameters"]["spark.sql.sources.provider"], "delta");
+    assert_eq!(got["parameters"]["EXTERNAL"], "TRUE");
+    let names = |t: &serde_json::Value| -> Vec<String> {
+        t["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c[0].as_str().unwrap().to_string())
+            .collect()
+    };
+    let lower = |cs: Vec<String>| -> Vec<String> { cs.iter().map(|c| c.to_lowercase()).collect() };
+    assert_eq!(names(got), lower(lake.columns("ev")));
+    assert!(names(got).contains(&"b".to_string()));
+    // A new topic's table and a new column.
+    let out = ingest(&batch("b3", "tr", r#"{"qty":[1,2]}"#));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    let out = ingest(&batch("b4", "ev", r#"{"a":4,"c":true}"#));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    let got = hms_read(&uri, &["feed_events", "feed_events\tev", "feed_events\ttr"]);
+    let listed: Vec<&str> = got[0]["tables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t.as_str().unwrap())
+        .collect();
+    for t in ["ev", "tr"] {
+        assert!(listed.contains(&t), "{t}: {listed:?}");
+    }
+    assert_eq!(names(&got[1]), lower(lake.columns("ev")));
+    assert!(names(&got[1]).contains(&"c".to_string()));
+    assert_eq!(names(&got[2]), lower(lake.columns("tr")));
+    // Another lakehouse's table of the same name: refused, both folders named.
+    let other = crate::util::TempLake::new();
+    let out = crate::util::bronze_cli()
+        .args(["ingest", batch("o1", "ev", r#"{"a":1}"#).to_str().unwrap()])
+        .args(["--metastore", "hive", "--metastore-uri", &uri])
+        .args(["--metastore-database", "feed_events", "--catalog"])
+        .arg(other.catalog())
+        .output()
+        .unwrap();
+    let said = crate::util::said(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(location), "{said}");
+    assert!(
+        said.contains(other.schema_dir().join("ev").to_str().unwrap()),
+        "{said}"
+    );
+    assert_eq!(other.count("ev"), 1, "the batch loads all the same");
+}
+
+/// Unity Catalog's REST API server (`olai-uc-server`, built by `scripts/test` into
+/// .emulators/uc-server) on a free port, files under `root` allowed; stopped on drop.
+fn uc_server(config_dir: &std::path::Path, root: &std::path::Path) -> Emulator {
+    let bin = std::env::var_os("BRONZE_UC_SERVER")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| crate::util::repo().join(".emulators/uc-server/bin/uc-server"));
+    assert!(
+        bin.exists(),
+        "{} missing: the Unity Catalog tests need the server `scripts/test` builds (cargo install olai-uc-server --features bin)",
+        bin.display()
+    );
+    let config = config_dir.join("uc.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "local_storage:\n  allowed-roots: [{:?}]\n",
+            root.to_str().unwrap()
+        ),
+    )
+    .unwrap();
+    let port = free_port();
+    let mut cmd = emulator_command(bin);
+    cmd.args([
+        "serve",
+        "-c",
+        config.to_str().unwrap(),
+        "--host",
+        "127.0.0.1",
+    ])
+    .args(["--port", &port.to_string(), "--no-ui"])
+    .env("RUST_LOG", "info")
+    .env("NO_COLOR", "1");
+    start(
+        cmd,
+        "Listening on",
+        format!("http://127.0.0.1:{port}"),
+        false,
+    )
+}
+
+/// The catalog `main` over `root`, as a Databricks workspace has one: a storage
+/// credential (its role is not checked), an external location over `root`, the catalog.
+fn uc_catalog(url: &str, root: &std::path::Path) {
+    python(
+        r#"
+import json, sys, urllib.request
+api, root = sys.argv[1] + "/api/2.1/unity-catalog", sys.argv[2]
+def post(path, body):
+    req = urllib.request.Request(api + path, json.dumps(body).encode(), {"content-type": "application/json"})
+    urllib.request.urlopen(req).read()
+post("/credentials", {"name": "local", "purpose": "STORAGE",
+                      "aws_iam_role": {"role_arn": "arn:aws:iam::123456789012:role/local"}})
+post("/external-locations", {"name": "lake", "url": "file://" + root, "credential_name": "local"})
+post("/catalogs", {"name": "main", "storage_root": "file://" + root + "/main"})
+"#,
+        &[url, root.to_str().unwrap()],
+    );
+}
+
+/// Tables of schema `main.<schema>` read back through Unity Catalog's Python SDK
+/// (`unitycatalog-client`): `{name: {type, format, location, columns: [[name, type_text,
+/// type_name]]}}`. Each table is also validated as the SDK's `TableInfo` model.
+fn uc_tables(url: &str, schema: &str) -> serde_json::Value {
+    let out = python(
+        r#"
+import asyncio, json, sys
+from unitycatalog.client import ApiClient, Configuration, TablesApi
+from unitycatalog.client.models import TableInfo
+
+async def main(url, schema):
+    async with ApiClient(Configuration(host=url + "/api/2.1/unity-catalog")) as client:
+        api = TablesApi(client)
+        listed = json.loads(await (await api.list_tables_without_preload_content(
+            catalog_name="main", schema_name=schema, max_results=50)).read())
+        out = {}
+        for t in listed.get("tables", []):
+            raw = json.loads(await (await api.get_table_without_preload_content(t["full_name"])).read())
+            # olai-uc-server sends created_at/updated_at as strings; the API says int64.
+            for k in ("created_at", "updated_at"):
+                if isinstance(raw.get(k), str):
+                    raw[k] = int(raw[k])
+            info = TableInfo.from_dict(raw)
+            out[info.name] = {"type": info.table_type.value, "format": info.data_source_format.value,
+                              "location": info.storage_location,
+                              "columns": [[c.name, c.type_text, c.type_name.value] for c in info.columns or []]}
+        print(json.dumps(out))
+
+asyncio.run(main(sys.argv[1], sys.argv[2]))
+"#,
+        &[url, schema],
+    );
+    serde_json::from_str(out.trim()).unwrap()
+}
+
+/// A run registers its tables in Unity Catalog as EXTERNAL DELTA tables with their
+/// columns (Spark's type strings); the next batch's new topic and new column appear there
+/// too; a name registered at another folder is refused, naming both.
+#[test]
+fn runs_register_their_tables_in_unity_catalog_and_follow_new_topics_and_columns() {
+    let root = tempfile::tempdir().unwrap();
+    let root_path = root.path().canonicalize().unwrap();
+    let config_dir = tempfile::tempdir().unwrap();
+    let uc = uc_server(config_dir.path(), &root_path);
+    uc_catalog(&uc.endpoint, &root_path);
+    let lake = crate::util::TempLake::at(root_path.join("lake"), "bronze");
+    let landing = tempfile::tempdir().unwrap();
+    let batch = |id: &str, topic: &str, payload: &str| {
+        let dir = landing
+            .path()
+            .join("feed/events")
+            .join(format!("batch_id={id}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        let line = format!(r#"{{"topic":"{topic}","message_id":"{id}","payload":{payload}}}"#);
+        std::fs::write(dir.join("part-0.jsonl"), line).unwrap();
+        dir
+    };
+    let ingest = |lake: &crate::util::TempLake, dir: &std::path::Path| {
+        crate::util::bronze_cli()
+            .args(["ingest", dir.to_str().unwrap(), "--json"])
+            .args(["--metastore", "unity", "--metastore-uri", &uc.endpoint])
+            .args(["--metastore-database", "main.bronze_{entity}"])
+            .arg("--catalog")
+            .arg(lake.catalog())
+            .output()
+            .unwrap()
+    };
+    let out = ingest(
+        &lake,
+        &batch(
+            "b1",
+            "ev",
+            r#"{"a":1,"px":1.25,"legs":[{"k":"x"}],"at":"2026-01-01"}"#,
+        ),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    let tables = uc_tables(&uc.endpoint, "bronze_events");
+    let ev = &tables["ev"];
+    assert_eq!(ev["type"], "EXTERNAL", "{tables}");
+    assert_eq!(ev["format"], "DELTA", "{tables}");
+    let location = url::Url::from_directory_path(lake.schema_dir().join("ev"))
+        .unwrap()
+        .to_string();
+    assert_eq!(ev["location"], location.trim_end_matches('/'), "{tables}");
+    let names = |t: &serde_json::Value| -> Vec<String> {
+        t["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|c| c[0].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(names(ev), lake.columns("ev"));
+    let typed: Vec<(String, String)> = ev["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c[0].as_str().unwrap().into(), c[1].as_str().unwrap().into()))
+        .collect();
+    assert!(
+        typed.contains(&("_id".into(), "string".into())),
+        "{typed:?}"
+    );
+    assert!(
+        typed.contains(&("_line".into(), "bigint".into())),
+        "{typed:?}"
+    );
+    // The child table of `legs`.
+    for t in lake.tables() {
+        if !t.starts_with('_') {
+            assert_eq!(names(&tables[&t]), lake.columns(&t), "{t}: {tables}");
+        }
+    }
+    // A new topic and a new column.
+    let out = ingest(&lake, &batch("b2", "tr", r#"{"qty":7}"#));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    let out = ingest(&lake, &batch("b3", "ev", r#"{"a":3,"venue":"XETR"}"#));
+    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    let tables = uc_tables(&uc.endpoint, "bronze_events");
+    assert_eq!(names(&tables["tr"]), lake.columns("tr"));
+    assert_eq!(names(&tables["ev"]), lake.columns("ev"));
+    assert!(names(&tables["ev"]).contains(&"venue".to_string()));
+    // Another lakehouse's table of the same name: refused, both folders named.
+    let other = crate::util::TempLake::at(root_path.join("other"), "bronze");
+    let out = ingest(&other, &batch("o1", "ev", r#"{"a":1}"#));
+    let said = crate::util::said(&out);
+    assert_eq!(out.status.code(), Some(1), "{said}");
+    assert!(said.contains(location.trim_end_matches('/')), "{said}");
+    assert!(said.contains("/other/bronze/ev"), "{said}");
+    assert_eq!(other.count("ev"), 1, "the batch loads all the same");
 }

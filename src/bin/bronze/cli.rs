@@ -328,7 +328,8 @@ pub struct RegisterArgs {
 /// The catalog tables are registered in (`[metastore]` of bronze.toml).
 #[derive(Debug, Args)]
 pub struct MetastoreArgs {
-    /// The catalog tables are registered in: `glue` (`[metastore] kind`).
+    /// The catalog tables are registered in: `glue`, `hive` or `unity` (`[metastore]
+    /// kind`).
     #[arg(long, value_parser = parse_enum::<bronze::MetastoreKind>)]
     pub metastore: Option<bronze::MetastoreKind>,
     /// Glue's region (`[metastore] region`).
@@ -337,6 +338,14 @@ pub struct MetastoreArgs {
     /// An endpoint serving the catalog's API instead of its own (`[metastore] endpoint`).
     #[arg(long)]
     pub metastore_endpoint: Option<String>,
+    /// Where the catalog is: the Hive Metastore's `thrift://host:9083`, Unity Catalog's
+    /// `https://host` (`[metastore] uri`).
+    #[arg(long)]
+    pub metastore_uri: Option<String>,
+    /// The environment variable holding Unity Catalog's bearer token (`[metastore]
+    /// token_env`) [default: DATABRICKS_TOKEN].
+    #[arg(long)]
+    pub metastore_token_env: Option<String>,
     /// The catalog database the tables go in, a template over `{source}` and `{entity}`
     /// (`bronze_{entity}`; `[metastore] database`) [default: the schema's name].
     #[arg(long)]
@@ -345,6 +354,10 @@ pub struct MetastoreArgs {
     /// [default: 30s].
     #[arg(long, value_parser = parse_ttl)]
     pub metastore_timeout: Option<std::time::Duration>,
+    /// Registers bronze's own tables (`_run_control`, `_corrupt_records`) too
+    /// (`[metastore] own_tables`).
+    #[arg(long)]
+    pub metastore_own_tables: bool,
 }
 
 impl MetastoreArgs {
@@ -354,8 +367,11 @@ impl MetastoreArgs {
             kind: self.metastore,
             region: self.metastore_region.clone(),
             endpoint: self.metastore_endpoint.clone(),
+            uri: self.metastore_uri.clone(),
+            token_env: self.metastore_token_env.clone(),
             database: self.metastore_database.clone(),
             timeout: self.metastore_timeout.map(bronze::Duration),
+            own_tables: self.metastore_own_tables.then_some(true),
         }
     }
 }
@@ -1063,6 +1079,27 @@ mod tests {
                     "http://127.0.0.1:5000",
                 ],
                 serde_json::json!({"metastore": {"kind": "glue", "region": "r", "endpoint": "http://127.0.0.1:5000"}}),
+            ),
+            (
+                "[metastore]\nkind = \"hive\"\nuri = \"thrift://127.0.0.1:9083\"",
+                &[
+                    "--metastore",
+                    "hive",
+                    "--metastore-uri",
+                    "thrift://127.0.0.1:9083",
+                ],
+                serde_json::json!({"metastore": {"kind": "hive", "uri": "thrift://127.0.0.1:9083"}}),
+            ),
+            (
+                "[metastore]\nkind = \"hive\"\nuri = \"thrift://h:9083\"\nown_tables = true",
+                &[
+                    "--metastore",
+                    "hive",
+                    "--metastore-uri",
+                    "thrift://h:9083",
+                    "--metastore-own-tables",
+                ],
+                serde_json::json!({"metastore": {"kind": "hive", "uri": "thrift://h:9083", "own_tables": true}}),
             ),
             (
                 "[metastore]\nkind = \"glue\"\nregion = \"r\"\ndatabase = \"bronze_{entity}\"",
