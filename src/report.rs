@@ -367,7 +367,8 @@ impl BatchReport {
         }
     }
 
-    /// The row accounting's error, the warnings and the corrupt lines listed.
+    /// The row accounting's error, the warnings, the tables not registered and the
+    /// corrupt lines listed.
     fn problems_text(&self, s: &mut String) {
         use std::fmt::Write as _;
         if !self.invariant_ok {
@@ -375,6 +376,12 @@ impl BatchReport {
         }
         for w in &self.warnings {
             let _ = writeln!(s, "warning: {w}");
+        }
+        for u in &self.unregistered {
+            let _ = writeln!(
+                s,
+                "not registered in the catalog: {u} (the next run, or `bronze register`, registers it)"
+            );
         }
         for c in &self.corrupt {
             let _ = writeln!(s, "corrupt: {}:{}: {}", c.source_file, c.line, c.reason);

@@ -44,9 +44,17 @@ pub enum Registered {
     Unchanged,
 }
 
-/// Whether two table locations name the same folder (a trailing `/` aside).
+/// Whether two table locations name the same folder: a trailing `/` aside, and
+/// `file:///p` the same as `file:/p` (as Hadoop's `Path`, so a Hive Metastore, writes it).
 pub(crate) fn same_location(a: &str, b: &str) -> bool {
-    a.trim_end_matches('/') == b.trim_end_matches('/')
+    let norm = |s: &str| {
+        let s = s.trim_end_matches('/');
+        match s.strip_prefix("file:///") {
+            Some(rest) => format!("file:/{rest}"),
+            None => s.to_string(),
+        }
+    };
+    norm(a) == norm(b)
 }
 
 /// One table's registration by [`register_all`].
@@ -217,19 +225,29 @@ impl<'a, 'm> Registrar<'a, 'm> {
     /// How the catalog registers `table`: its folder and its columns (from its current
     /// schema).
     fn entry(&self, table: &str) -> crate::Result<TableEntry> {
-        let (location, schema, features) = self.m.table_location_and_schema(table)?;
         let refuse = |reason: String| crate::Error::Metastore {
             catalog: self.catalog.name(),
             table: format!("{}.{table}", self.database),
             reason,
         };
+        let owned = |f: &str| {
+            refuse(format!(
+                "its protocol has `{f}`: a catalog owns its commits, and registering its folder as an external table would bypass that catalog"
+            ))
+        };
+        let (location, schema, features) = match self.m.table_location_and_schema(table) {
+            Ok(found) => found,
+            // The Delta kernel opens a catalog-managed table only through its catalog.
+            Err(e) if crate::error::chain(&e).contains("catalog-managed") => {
+                return Err(owned("catalogManaged"));
+            }
+            Err(e) => return Err(e),
+        };
         if let Some(f) = features
             .iter()
             .find(|f| matches!(f.as_str(), "catalogManaged" | "catalogOwned-preview"))
         {
-            return Err(refuse(format!(
-                "its protocol has `{f}`: a catalog owns its commits, and registering its folder as an external table would bypass that catalog"
-            )));
+            return Err(owned(f));
         }
         let columns = columns::columns(&schema).ok_or_else(|| {
             refuse(format!(
@@ -247,19 +265,22 @@ impl<'a, 'm> Registrar<'a, 'm> {
     /// Registers `table` in the catalog (not tried once the catalog was found
     /// unreachable).
     pub fn register(&self, table: &str) -> TableRegistration {
-        let down = self.down.borrow().clone();
-        let result = match down {
-            Some(why) => Err(why),
-            None => {
-                let done = self
-                    .entry(table)
-                    .and_then(|entry| self.m.block_on(self.catalog.register(&entry)));
-                if let Err(e @ crate::Error::MetastoreUnreachable { .. }) = &done {
-                    *self.down.borrow_mut() = Some(e.to_string());
-                }
-                done.map_err(|e| e.to_string())
+        let result = self.entry(table).and_then(|entry| {
+            let down = self.down.borrow().clone();
+            if let Some(why) = down {
+                return Err(crate::Error::Metastore {
+                    catalog: self.catalog.name(),
+                    table: entry.qualified(),
+                    reason: format!("not tried: {why}"),
+                });
             }
-        };
+            let done = self.m.block_on(self.catalog.register(&entry));
+            if let Err(e @ crate::Error::MetastoreUnreachable { .. }) = &done {
+                *self.down.borrow_mut() = Some(e.to_string());
+            }
+            done
+        });
+        let result = result.map_err(|e| crate::error::chain(&e));
         TableRegistration {
             database: self.database.clone(),
             table: table.to_string(),

@@ -354,3 +354,76 @@ fn unity_error(table: &str, reason: String) -> Error {
         reason,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> TableEntry {
+        let schema = json!({"type": "struct", "fields": [
+            {"name": "_id", "type": "string", "nullable": false, "metadata": {}},
+            {"name": "px", "type": "decimal(10,2)", "nullable": true, "metadata": {}},
+            {"name": "at", "type": "timestamp_ntz", "nullable": true, "metadata": {}}]});
+        TableEntry {
+            database: "main.bronze".into(),
+            name: "quote".into(),
+            location: "s3://lake/bronze/quote".into(),
+            columns: columns::columns(&schema).unwrap(),
+        }
+    }
+
+    #[test]
+    fn columns_carry_spark_s_types_and_the_delta_field() {
+        let infos = column_infos(&entry());
+        assert_eq!(infos[0]["type_text"], "string");
+        assert_eq!(infos[0]["nullable"], false);
+        assert_eq!(infos[1]["type_name"], "DECIMAL");
+        assert_eq!(
+            (
+                infos[1]["type_precision"].clone(),
+                infos[1]["type_scale"].clone()
+            ),
+            (json!(10), json!(2))
+        );
+        assert_eq!(infos[2]["type_text"], "timestamp_ntz");
+        let field: Value = serde_json::from_str(infos[2]["type_json"].as_str().unwrap()).unwrap();
+        assert_eq!(field, entry().columns[2].field);
+        assert_eq!(infos[2]["position"], 2);
+    }
+
+    #[test]
+    fn a_registered_table_is_compared_by_location_kind_and_delta_types() {
+        let registered = json!({
+            "table_type": "EXTERNAL", "data_source_format": "DELTA",
+            "storage_location": "s3://lake/bronze/quote/",
+            // As a server stores them after the Delta API's set-columns: Delta's words.
+            "columns": column_infos(&entry()).into_iter().map(|mut c| {
+                c["type_text"] = json!("long-ish");
+                c
+            }).collect::<Vec<_>>(),
+        });
+        assert!(check_same_table(&entry(), &registered).is_ok());
+        assert!(same_columns(&registered, &entry()));
+        let mut wider = entry();
+        wider.columns.push(wider.columns[0].clone());
+        assert!(!same_columns(&registered, &wider));
+        let mut managed = registered.clone();
+        managed["table_type"] = json!("MANAGED");
+        let e = check_same_table(&entry(), &managed)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("MANAGED") && e.contains("main.bronze.quote"),
+            "{e}"
+        );
+        let mut elsewhere = registered;
+        elsewhere["storage_location"] = json!("s3://other/quote");
+        let e = check_same_table(&entry(), &elsewhere)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("s3://other/quote") && e.contains("s3://lake/bronze/quote"),
+            "{e}"
+        );
+    }
+}

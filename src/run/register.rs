@@ -77,7 +77,7 @@ fn register_tables(ctx: &Context, tables: &[TableName], landing_path: &str) -> V
         Err(e) => {
             return tables
                 .iter()
-                .map(|t| said(t.as_str(), &e.to_string()))
+                .map(|t| said(t.as_str(), &crate::error::chain(&e)))
                 .collect();
         }
     };
@@ -95,7 +95,10 @@ fn register_tables(ctx: &Context, tables: &[TableName], landing_path: &str) -> V
                 .iter()
                 .map(|t| (*t, r.register(t).result.map(|_| ())))
                 .collect(),
-            Err(e) => todo.iter().map(|t| (*t, Err(e.to_string()))).collect(),
+            Err(e) => todo
+                .iter()
+                .map(|t| (*t, Err(crate::error::chain(&e))))
+                .collect(),
         };
     let records = Records {
         m: &m,
