@@ -5,7 +5,8 @@
  * <p>Usage: {@code java -cp '<hive jars>/*' scripts/jvm/HmsRead.java thrift://host:port < requests}
  *
  * <p>Each stdin line is {@code <database>\t<table>}, or {@code <database>} alone for the names of
- * its tables. Each gets one JSON line on stdout, in input order: {@code {"database":..., "table":...,
+ * its tables, or {@code set\t<database>\t<table>\t<key>\t<value>} to set a table parameter
+ * (as another tool would; answered with the table). Each gets one JSON line on stdout, in input order: {@code {"database":..., "table":...,
  * "tableType":..., "location":..., "serdePath":..., "inputFormat":..., "serde":...,
  * "parameters":{...}, "columns":[[name, type], ...]}}, {@code {"database":..., "tables":[...]}}, or
  * {@code {"error":"<class>: <message>"}}. Exit code 0 unless the metastore cannot be reached.
@@ -36,9 +37,14 @@ public class HmsRead {
       if (line.isBlank()) {
         continue;
       }
-      String[] parts = line.split("\t", 2);
+      String[] parts = line.split("\t", 5);
       try {
-        if (parts.length == 1) {
+        if (parts[0].equals("set") && parts.length == 5) {
+          Table t = client.getTable(parts[1], parts[2]);
+          t.getParameters().put(parts[3], parts[4]);
+          client.alter_table(parts[1], parts[2], t);
+          System.out.println(table(client.getTable(parts[1], parts[2])));
+        } else if (parts.length == 1) {
           List<String> names = client.getAllTables(parts[0]);
           StringBuilder out = new StringBuilder("{\"database\":" + str(parts[0]) + ",\"tables\":[");
           for (int i = 0; i < names.size(); i++) {

@@ -338,6 +338,19 @@ impl Clock for FixedClock {
     }
 }
 
+/// What a catalog registers a table from ([`Maintenance::table_for_catalog`]).
+#[derive(Clone, Debug)]
+pub struct TableForCatalog {
+    /// Its folder, as engines open it (no trailing `/`).
+    pub location: String,
+    /// Its current Delta schema, the log's JSON.
+    pub schema: serde_json::Value,
+    /// Its protocol's reader and writer features.
+    pub features: Vec<String>,
+    /// Its version.
+    pub version: u64,
+}
+
 /// Maintenance operations on the tables of a catalog's schema.
 #[derive(Debug)]
 pub struct Maintenance<'a> {
@@ -460,12 +473,10 @@ impl<'a> Maintenance<'a> {
         Ok((name, t))
     }
 
-    /// `table`'s folder, as engines open it, its current Delta schema (the log's JSON)
-    /// and its protocol's reader and writer features, for a catalog to register it.
-    pub fn table_location_and_schema(
-        &self,
-        table: &str,
-    ) -> Result<(String, serde_json::Value, Vec<String>)> {
+    /// `table`'s folder, as engines open it, its current Delta schema (the log's JSON),
+    /// its protocol's reader and writer features and its version, for a catalog to
+    /// register it.
+    pub fn table_for_catalog(&self, table: &str) -> Result<TableForCatalog> {
         let storage = self.storage()?;
         let (name, t) = self.open(&storage, table)?;
         let snapshot = t.snapshot().map_err(|e| Error::delta(table, "open", e))?;
@@ -476,7 +487,12 @@ impl<'a> Maintenance<'a> {
             .map(|f| f.to_string())
             .collect();
         let location = storage.table_url(&name)?.to_string();
-        Ok((location.trim_end_matches('/').to_string(), schema, features))
+        Ok(TableForCatalog {
+            location: location.trim_end_matches('/').to_string(),
+            schema,
+            features,
+            version: snapshot.version(),
+        })
     }
 
     /// Files, sizes, log length and what VACUUM could free, for every table, worst first.

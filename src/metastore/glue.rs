@@ -129,15 +129,21 @@ impl Glue {
             Err(e) => return Err(named(e)),
         }
         let get = json!({"DatabaseName": entry.database, "Name": entry.name});
-        let existing = match self.call("GetTable", get).await {
+        let existing = match self.call("GetTable", get.clone()).await {
             Ok(found) => found.get("Table").cloned().unwrap_or(Value::Null),
             Err(e) if e.kind == "EntityNotFoundException" => {
                 let create =
                     json!({"DatabaseName": entry.database, "TableInput": table_input(entry)});
-                return match self.call("CreateTable", create).await {
-                    Ok(_) => Ok(Registered::Created),
-                    Err(e) => Err(named(e)),
-                };
+                match self.call("CreateTable", create).await {
+                    Ok(_) => return Ok(Registered::Created),
+                    // Another worker's create, or this one's on an attempt that timed
+                    // out after Glue took it: read back and compared below.
+                    Err(e) if e.kind == "AlreadyExistsException" => {
+                        let found = self.call("GetTable", get).await.map_err(named)?;
+                        found.get("Table").cloned().unwrap_or(Value::Null)
+                    }
+                    Err(e) => return Err(named(e)),
+                }
             }
             Err(e) => return Err(named(e)),
         };
@@ -178,7 +184,13 @@ impl Glue {
             ("content-type", "application/x-amz-json-1.1"),
             ("x-amz-target", target.as_str()),
         ];
-        let signed = self.sign(&headers, &body).await.map_err(unreachable)?;
+        let signed = self
+            .sign(&headers, &body)
+            .await
+            .map_err(|message| Refused {
+                kind: "Credentials".into(),
+                message,
+            })?;
         let mut request = self.client.post(&self.endpoint).body(body);
         for (name, value) in headers
             .iter()
@@ -192,8 +204,7 @@ impl Glue {
             .await
             .map_err(|e| unreachable(format!("{} {op}: {e}", self.endpoint)))?;
         let status = response.status();
-        let text = response
-            .text()
+        let text = super::body_text(response)
             .await
             .map_err(|e| unreachable(format!("{} {op}: {e}", self.endpoint)))?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);

@@ -13,113 +13,156 @@ use crate::error::{Error, Result};
 /// the table's log): `spark.sql.sources.schema`.
 const EMPTY_SPARK_SCHEMA: &str = r#"{"type":"struct","fields":[]}"#;
 
-/// A Hive Metastore at one address.
+/// A Hive Metastore, at one address or several (tried in turn, as Hive's own client does
+/// with `hive.metastore.uris`).
 pub struct Hive {
-    address: String,
+    addresses: Vec<String>,
     timeout: Duration,
 }
 
 /// Why a call did not succeed: the exception the metastore declared (its field id in the
-/// result and its message), or a failure to reach it.
+/// result and its message), one of the server's own (an unknown method, an internal
+/// error), or a failure to reach it.
 #[derive(Debug)]
 enum Refused {
     Declared(i16, String),
+    Failed(String),
     Unreachable(String),
 }
 
 impl Refused {
     fn message(&self) -> String {
         match self {
-            Refused::Declared(_, m) | Refused::Unreachable(m) => m.clone(),
+            Refused::Declared(_, m) | Refused::Failed(m) | Refused::Unreachable(m) => m.clone(),
         }
     }
 }
 
 impl Hive {
-    /// The metastore at `uri` (`thrift://host:port`, port 9083 when not given), each call
-    /// bounded by `timeout`.
+    /// The metastore at `uri`: `thrift://host:port` (port 9083 when not given), or
+    /// several, comma-separated, tried in turn; each call bounded by `timeout`.
     pub fn new(uri: &str, timeout: Duration) -> Result<Hive> {
-        let rest = uri.strip_prefix("thrift://").ok_or_else(|| Error::Config {
-            name: "metastore",
-            reason: format!(
-                "the Hive Metastore's uri {uri:?} is not thrift://host:port (thrift://127.0.0.1:9083)"
-            ),
-        })?;
-        let authority = rest.trim_end_matches('/');
-        let address = match authority.rsplit_once(':') {
-            Some((_, port)) if port.parse::<u16>().is_ok() => authority.to_string(),
-            _ => format!("{authority}:9083"),
-        };
-        Ok(Hive { address, timeout })
+        let addresses = uri
+            .split(',')
+            .map(|one| {
+                let one = one.trim();
+                let rest = one.strip_prefix("thrift://").ok_or_else(|| Error::Config {
+                    name: "metastore",
+                    reason: format!(
+                        "the Hive Metastore's uri {one:?} is not thrift://host:port (thrift://127.0.0.1:9083)"
+                    ),
+                })?;
+                let authority = rest.trim_end_matches('/');
+                Ok(match authority.rsplit_once(':') {
+                    Some((_, port)) if port.parse::<u16>().is_ok() => authority.to_string(),
+                    _ => format!("{authority}:9083"),
+                })
+            })
+            .collect::<Result<Vec<String>>>()?;
+        Ok(Hive { addresses, timeout })
     }
 
     /// Registers `entry`: its database created when missing, the table created, or its
-    /// columns replaced when they differ; a table of that name at another location (or
-    /// not a Delta table) is refused, naming both.
+    /// columns replaced when they differ (an entry another engine made with a placeholder
+    /// column is kept as it is); a table of that name at another location (or not a
+    /// Delta table) is refused, naming both. A connection that fails is opened again, in
+    /// [`super::ATTEMPTS`] attempts in all.
     pub async fn register(&self, entry: &TableEntry) -> Result<Registered> {
-        let named = |e: Refused| match e {
-            Refused::Unreachable(reason) => self.unreachable(reason),
-            e => hive_error(&entry.qualified(), e.message()),
-        };
-        let mut c = self.connect().await?;
-        ensure_database(&mut c, &entry.database)
-            .await
-            .map_err(named)?;
-        // Twice at most: a table another worker created between the lookup and the
-        // create is then read back and compared.
-        for _ in 0..2 {
-            let existing = match get_table(&mut c, entry).await.map_err(named)? {
-                Some(t) => t,
-                None => match create_table(&mut c, entry).await {
-                    Ok(()) => return Ok(Registered::Created),
-                    Err(Refused::Declared(1, _)) => continue,
-                    Err(e) => return Err(named(e)),
-                },
-            };
-            check_same_table(entry, &existing)?;
-            let cols = existing.get_struct(7).and_then(|sd| sd.get(1));
-            if cols.is_some_and(|c| same_columns(c, entry)) {
-                return Ok(Registered::Unchanged);
-            }
-            alter_table(&mut c, entry, existing).await.map_err(named)?;
-            return Ok(Registered::Updated);
-        }
-        Err(hive_error(
-            &entry.qualified(),
-            "was created and dropped again while being registered: run `bronze register`".into(),
-        ))
-    }
-}
-
-impl Hive {
-    /// A connection, in [`super::ATTEMPTS`] attempts.
-    async fn connect(&self) -> Result<Connection> {
         let mut attempt = 1;
         loop {
-            match Connection::open(&self.address, self.timeout).await {
-                Ok(c) => return Ok(c),
-                Err(e) if attempt >= super::ATTEMPTS => {
+            match self.register_once(entry).await {
+                Err(Refused::Unreachable(e)) if attempt >= super::ATTEMPTS => {
                     return Err(self.unreachable(format!("{e} ({attempt} attempts)")));
                 }
-                Err(_) => super::pause_before_retry(attempt).await,
+                Err(Refused::Unreachable(_)) => super::pause_before_retry(attempt).await,
+                Err(e) => return Err(hive_error(&entry.qualified(), e.message())),
+                Ok(Err(e)) => return Err(e),
+                Ok(Ok(done)) => return Ok(done),
             }
             attempt += 1;
         }
     }
 
+    /// One attempt of [`Hive::register`], on one connection.
+    async fn register_once(&self, entry: &TableEntry) -> Result<Result<Registered>, Refused> {
+        let mut c = self.connect().await?;
+        ensure_database(&mut c, &entry.database).await?;
+        // Twice at most: a table another worker created between the lookup and the
+        // create is then read back and compared.
+        for _ in 0..2 {
+            let existing = match get_table(&mut c, entry).await? {
+                Some(t) => t,
+                None => match create_table(&mut c, entry).await {
+                    Ok(()) => return Ok(Ok(Registered::Created)),
+                    Err(Refused::Declared(1, _)) => continue,
+                    Err(e) => return Err(e),
+                },
+            };
+            if let Err(e) = check_same_table(entry, &existing) {
+                return Ok(Err(e));
+            }
+            let cols = existing.get_struct(7).and_then(|sd| sd.get(1));
+            if cols.is_some_and(|c| same_columns(c, entry)) {
+                return Ok(Ok(Registered::Unchanged));
+            }
+            if cols.is_some_and(is_placeholder) {
+                return Ok(Ok(Registered::Kept));
+            }
+            alter_table(&mut c, entry, existing).await?;
+            return Ok(Ok(Registered::Updated));
+        }
+        Ok(Err(hive_error(
+            &entry.qualified(),
+            "was created and dropped again while being registered: run `bronze register`".into(),
+        )))
+    }
+
+    /// A connection to the first address that takes one.
+    async fn connect(&self) -> Result<Connection, Refused> {
+        let mut failures = Vec::new();
+        for address in &self.addresses {
+            match Connection::open(address, self.timeout).await {
+                Ok(c) => return Ok(c),
+                Err(e) => failures.push(e),
+            }
+        }
+        Err(Refused::Unreachable(failures.join("; ")))
+    }
+
     fn unreachable(&self, reason: String) -> Error {
+        let at: Vec<String> = self
+            .addresses
+            .iter()
+            .map(|a| format!("thrift://{a}"))
+            .collect();
         Error::MetastoreUnreachable {
             catalog: "hive",
-            at: format!("thrift://{}", self.address),
+            at: at.join(","),
             reason,
         }
+    }
+}
+
+/// Whether registered columns `cols` are the placeholder Spark with Delta and Trino
+/// register a Delta table with (`col array<string>`): they keep the columns in the log.
+fn is_placeholder(cols: &Value) -> bool {
+    match cols.items() {
+        [Value::Struct(f)] => {
+            f.get_str(1).as_deref() == Some("col")
+                && f.get_str(2).as_deref() == Some("array<string>")
+        }
+        _ => false,
     }
 }
 
 /// Calls `method`; the result's value (field 0, absent for `void`), or the exception it
 /// declared.
 async fn call(c: &mut Connection, method: &str, args: Struct) -> Result<Option<Value>, Refused> {
-    let result = c.call(method, &args).await.map_err(Refused::Unreachable)?;
+    use super::thrift::CallError;
+    let result = c.call(method, &args).await.map_err(|e| match e {
+        CallError::Transport(m) => Refused::Unreachable(m),
+        CallError::Application(m) => Refused::Failed(m),
+    })?;
     if let Some((id, Value::Struct(e))) = result.0.iter().find(|(id, _)| *id != 0) {
         let message = e.get_str(1).unwrap_or_default();
         return Err(Refused::Declared(*id, format!("{method}: {message}")));
@@ -341,6 +384,7 @@ mod tests {
                 hive_type: "decimal(10,2)".into(),
                 field: serde_json::Value::Null,
             }],
+            version: 0,
         }
     }
 
@@ -367,10 +411,34 @@ mod tests {
     }
 
     #[test]
+    fn spark_s_placeholder_column_is_told_from_real_columns() {
+        let col = |name: &str, t: &str| {
+            Struct::default()
+                .with(1, Value::string(name))
+                .with(2, Value::string(t))
+        };
+        assert!(is_placeholder(&Value::structs(vec![col(
+            "col",
+            "array<string>"
+        )])));
+        assert!(!is_placeholder(&Value::structs(vec![col("col", "string")])));
+        assert!(!is_placeholder(&Value::structs(vec![
+            col("col", "array<string>"),
+            col("b", "int")
+        ])));
+        assert!(!is_placeholder(&Value::structs(Vec::new())));
+    }
+
+    #[test]
     fn a_uri_names_host_and_port() {
-        let at = |u: &str| Hive::new(u, Duration::from_secs(1)).map(|h| h.address);
+        let at = |u: &str| Hive::new(u, Duration::from_secs(1)).map(|h| h.addresses.join(" "));
         assert_eq!(at("thrift://10.0.0.5:9999").unwrap(), "10.0.0.5:9999");
         assert_eq!(at("thrift://hms/").unwrap(), "hms:9083");
+        assert_eq!(
+            at("thrift://a:1, thrift://b").unwrap(),
+            "a:1 b:9083",
+            "hive.metastore.uris' list"
+        );
         assert!(
             at("http://hms:9083")
                 .unwrap_err()

@@ -23,6 +23,8 @@ pub struct TableEntry {
     pub location: String,
     /// Its top-level columns, from its Delta schema.
     pub columns: Vec<Column>,
+    /// The table version they are of.
+    pub version: u64,
 }
 
 impl TableEntry {
@@ -42,6 +44,11 @@ pub enum Registered {
     Updated,
     /// Registered at the same location with the same columns: left alone.
     Unchanged,
+    /// Registered at the same location with other columns, which are left as they are:
+    /// an entry another engine made without columns (Spark's and Trino's placeholder
+    /// `col array<string>`), or a catalog that cannot update them. Engines read a Delta
+    /// table's columns from its log.
+    Kept,
 }
 
 /// Whether two table locations name the same folder: a trailing `/` aside, and
@@ -66,6 +73,8 @@ pub struct TableRegistration {
     pub table: String,
     /// What registering did, or why it could not.
     pub result: std::result::Result<Registered, String>,
+    /// The table version registered (`None` when the table could not be read).
+    pub version: Option<u64>,
 }
 
 /// The database of a batch from landing path `source/entity`: `template` with
@@ -99,6 +108,22 @@ pub(crate) async fn pause_before_retry(attempt: u32) {
     tokio::time::sleep(std::time::Duration::from_secs(seconds)).await;
 }
 
+/// The most of a catalog's HTTP answer read (they are a few KiB).
+const MAX_BODY: usize = 8 << 20;
+
+/// `response`'s body as text, its first [`MAX_BODY`] bytes at most.
+pub(crate) async fn body_text(mut response: reqwest::Response) -> reqwest::Result<String> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = MAX_BODY.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= MAX_BODY {
+            break;
+        }
+    }
+    Ok(String::from_utf8_lossy(&body).into_owned())
+}
+
 /// The environment variable Unity Catalog's token is read from when `token_env` names
 /// none.
 pub const DEFAULT_TOKEN_ENV: &str = "DATABRICKS_TOKEN";
@@ -126,6 +151,14 @@ impl Catalog {
             MetastoreKind::Unity => {
                 let var = cfg.token_env.as_deref().unwrap_or(DEFAULT_TOKEN_ENV);
                 let token = std::env::var(var).ok().filter(|t| !t.is_empty());
+                if token.is_none() && cfg.token_env.is_some() {
+                    return Err(crate::Error::Config {
+                        name: "metastore",
+                        reason: format!(
+                            "token_env names {var}, which is not set: export the Unity Catalog token as {var}"
+                        ),
+                    });
+                }
                 Ok(Catalog::Unity(unity::Unity::new(
                     cfg.uri.as_deref().unwrap_or_default(),
                     token,
@@ -172,15 +205,13 @@ impl Catalog {
     }
 
     /// A table's folder as this catalog's engines name it: Hadoop's `s3a://` is `s3://`
-    /// to Athena, Glue and EMR; a Hive Metastore keeps the lakehouse's own scheme.
+    /// to Athena, Glue, EMR and Unity Catalog; a Hive Metastore keeps the lakehouse's own
+    /// scheme.
     fn location(&self, location: String) -> String {
-        #[cfg(feature = "glue")]
-        if let Catalog::Glue(_) = self
-            && let Some(rest) = location.strip_prefix("s3a://")
-        {
-            return format!("s3://{rest}");
+        match (self, location.strip_prefix("s3a://")) {
+            (Catalog::Hive(_), _) | (_, None) => location.clone(),
+            (_, Some(rest)) => format!("s3://{rest}"),
         }
-        location
     }
 
     async fn register(&self, entry: &TableEntry) -> crate::Result<Registered> {
@@ -193,41 +224,38 @@ impl Catalog {
     }
 }
 
-/// A lakehouse's tables registered, one after the other, in one database of the catalog
-/// a [`crate::config::MetastoreConfig`] names.
+/// Tables registered, one after the other, in the catalog a
+/// [`crate::config::MetastoreConfig`] names.
 pub struct Registrar<'a, 'm> {
     m: &'a crate::maintenance::Maintenance<'m>,
     catalog: Catalog,
-    database: String,
     /// Why the catalog is unreachable, once a table found it so: the other tables are
     /// not tried.
     down: std::cell::RefCell<Option<String>>,
 }
 
 impl<'a, 'm> Registrar<'a, 'm> {
-    /// Reaches the catalog `cfg` names for `m`'s tables, in `database`. Glue's
-    /// credentials: the storage options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`,
-    /// else AWS's provider chain.
+    /// Reaches the catalog `cfg` names for `m`'s tables. Glue's credentials: the storage
+    /// options' `AWS_ACCESS_KEY_ID` and `AWS_SECRET_ACCESS_KEY`, else AWS's provider
+    /// chain.
     pub fn connect(
         m: &'a crate::maintenance::Maintenance<'m>,
         cfg: &crate::config::MetastoreConfig,
-        database: String,
     ) -> crate::Result<Self> {
         let catalog = Catalog::connect(m, cfg)?;
         Ok(Registrar {
             m,
             catalog,
-            database,
             down: std::cell::RefCell::new(None),
         })
     }
 
-    /// How the catalog registers `table`: its folder and its columns (from its current
-    /// schema).
-    fn entry(&self, table: &str) -> crate::Result<TableEntry> {
+    /// How the catalog registers `table` in `database`: its folder and its columns (from
+    /// its current schema); a table a catalog owns is refused.
+    fn entry(&self, database: &str, table: &str) -> crate::Result<TableEntry> {
         let refuse = |reason: String| crate::Error::Metastore {
             catalog: self.catalog.name(),
-            table: format!("{}.{table}", self.database),
+            table: format!("{database}.{table}"),
             reason,
         };
         let owned = |f: &str| {
@@ -235,7 +263,7 @@ impl<'a, 'm> Registrar<'a, 'm> {
                 "its protocol has `{f}`: a catalog owns its commits, and registering its folder as an external table would bypass that catalog"
             ))
         };
-        let (location, schema, features) = match self.m.table_location_and_schema(table) {
+        let found = match self.m.table_for_catalog(table) {
             Ok(found) => found,
             // The Delta kernel opens a catalog-managed table only through its catalog.
             Err(e) if crate::error::chain(&e).contains("catalog-managed") => {
@@ -243,29 +271,34 @@ impl<'a, 'm> Registrar<'a, 'm> {
             }
             Err(e) => return Err(e),
         };
-        if let Some(f) = features
+        if let Some(f) = found
+            .features
             .iter()
             .find(|f| matches!(f.as_str(), "catalogManaged" | "catalogOwned-preview"))
         {
             return Err(owned(f));
         }
-        let columns = columns::columns(&schema).ok_or_else(|| {
+        let schema = &found.schema;
+        let columns = columns::columns(schema).ok_or_else(|| {
             refuse(format!(
                 "its Delta schema is not a struct of fields: {schema}"
             ))
         })?;
         Ok(TableEntry {
-            database: self.database.clone(),
+            database: database.to_string(),
             name: table.to_string(),
-            location: self.catalog.location(location),
+            location: self.catalog.location(found.location),
             columns,
+            version: found.version,
         })
     }
 
-    /// Registers `table` in the catalog (not tried once the catalog was found
-    /// unreachable).
-    pub fn register(&self, table: &str) -> TableRegistration {
-        let result = self.entry(table).and_then(|entry| {
+    /// Registers `table` in `database` of the catalog (not tried once the catalog was
+    /// found unreachable).
+    pub fn register(&self, database: &str, table: &str) -> TableRegistration {
+        let entry = self.entry(database, table);
+        let version = entry.as_ref().ok().map(|e| e.version);
+        let result = entry.and_then(|entry| {
             let down = self.down.borrow().clone();
             if let Some(why) = down {
                 return Err(crate::Error::Metastore {
@@ -280,47 +313,64 @@ impl<'a, 'm> Registrar<'a, 'm> {
             }
             done
         });
-        let result = result.map_err(|e| crate::error::chain(&e));
         TableRegistration {
-            database: self.database.clone(),
+            database: database.to_string(),
             table: table.to_string(),
-            result,
+            result: result.map_err(|e| crate::error::chain(&e)),
+            version,
         }
     }
 }
 
-/// Registers every table of `m`'s lakehouse in the catalog `cfg` names, each as an
-/// external Delta table at its folder; a table that could not be registered is said in
-/// its result, the others are still registered.
+/// `bronze register`: every table of `m`'s lakehouse registered in the one database of
+/// `cfg`, each as an external Delta table at its folder; with a database template, the
+/// tables runs recorded as not registered, each in its database. A table that could not
+/// be registered is said in its result, the others are still registered; the records of
+/// those registered are deleted.
 pub fn register_all(
     m: &crate::maintenance::Maintenance<'_>,
     cfg: &crate::config::MetastoreConfig,
 ) -> crate::Result<Vec<TableRegistration>> {
+    let (store, dir) = m.schema_folder()?;
+    let pending = pending::Pending::new(store, &dir);
     let database = cfg
         .database
         .clone()
         .unwrap_or_else(|| m.schema().to_string());
-    if database.contains("{source}") || database.contains("{entity}") {
-        return Err(crate::Error::Config {
-            name: "metastore",
-            reason: format!(
-                "database {database:?} is a template over the batch's landing path: registering a whole lakehouse names one database (--metastore-database bronze)"
-            ),
-        });
-    }
-    let registrar = Registrar::connect(m, cfg, database)?;
-    let done: Vec<TableRegistration> = m
-        .tables()?
-        .iter()
-        .filter(|t| cfg.own_tables || !crate::naming::is_own_table(t))
-        .map(|t| registrar.register(t))
-        .collect();
-    let (store, dir) = m.schema_folder()?;
-    let pending = pending::Pending::new(store, &dir);
-    for r in done.iter().filter(|r| r.result.is_ok()) {
-        m.block_on(pending.clear(&r.database, &r.table))?;
+    let todo: Vec<(String, String)> = if is_template(&database) {
+        let recorded = m.block_on(pending.list())?;
+        if recorded.is_empty() {
+            return Err(crate::Error::Config {
+                name: "metastore",
+                reason: format!(
+                    "database {database:?} is a template over the batch's landing path, and no run left a table unregistered: to register every table, name one database (--metastore-database bronze)"
+                ),
+            });
+        }
+        recorded
+            .into_iter()
+            .map(|u| (u.database, u.table))
+            .collect()
+    } else {
+        m.tables()?
+            .into_iter()
+            .filter(|t| cfg.own_tables || !crate::naming::is_own_table(t))
+            .map(|t| (database.clone(), t))
+            .collect()
+    };
+    let registrar = Registrar::connect(m, cfg)?;
+    let done: Vec<TableRegistration> = todo.iter().map(|(d, t)| registrar.register(d, t)).collect();
+    for r in &done {
+        if let (Ok(_), Some(v)) = (&r.result, r.version) {
+            m.block_on(pending.clear(&r.database, &r.table, v))?;
+        }
     }
     Ok(done)
+}
+
+/// Whether database setting `database` is a template over `{source}` and `{entity}`.
+pub fn is_template(database: &str) -> bool {
+    database.contains("{source}") || database.contains("{entity}")
 }
 
 #[cfg(test)]

@@ -1,7 +1,9 @@
-//! Tables a run could not register: one file per table,
-//! `<schema>/_bronze_unregistered/<database>+<table>.json`, written when registering it
-//! failed and deleted once it is registered. The next run with `[metastore]` registers
-//! them again (beside its own new tables), `bronze register` clears those it registers,
+//! Tables not registered yet: one file per table,
+//! `<schema>/_bronze_unregistered/<database>+<table>.json`, written by a run for each
+//! table it creates or widens before it commits the run's record (so a run killed before
+//! it registers them leaves them recorded), rewritten with the reason when registering
+//! fails, and deleted once the table is registered at that version or a later one. The
+//! next run into the database registers them (beside its own), `bronze register` too,
 //! and `bronze status` lists them under their entity.
 
 use std::sync::Arc;
@@ -29,6 +31,10 @@ pub struct Unregistered {
     pub reason: String,
     /// When it was first not registered, microseconds since the epoch (UTC).
     pub since_micros: i64,
+    /// The table version that is not registered: a registration of an older one (by a
+    /// run that read the table before this version was committed) leaves the record.
+    #[serde(default)]
+    pub version: u64,
 }
 
 /// The records of one schema.
@@ -74,10 +80,12 @@ impl Pending {
         Ok(out)
     }
 
-    /// Records `u` (a table already recorded keeps its first `since_micros`).
+    /// Records `u` (a table already recorded keeps its first `since_micros` and the
+    /// later of the two versions).
     pub async fn record(&self, mut u: Unregistered, earlier: Option<&Unregistered>) -> Result<()> {
         if let Some(e) = earlier {
             u.since_micros = e.since_micros;
+            u.version = u.version.max(e.version);
         }
         let path = self.path(&u.database, &u.table);
         let body = serde_json::to_vec_pretty(&u).map_err(|e| Error::Internal {
@@ -90,9 +98,20 @@ impl Pending {
             .map_err(|e| self.error(&path, "write", e))
     }
 
-    /// Deletes the record of `database.table`, if any.
-    pub async fn clear(&self, database: &str, table: &str) -> Result<()> {
+    /// Deletes the record of `database.table` once `version` of the table is registered,
+    /// unless the record is of a later version (committed while this one was being
+    /// registered).
+    pub async fn clear(&self, database: &str, table: &str, version: u64) -> Result<()> {
         let path = self.path(database, table);
+        let got = async { self.store.get(&path).await?.bytes().await };
+        match got.await {
+            Ok(bytes) => match serde_json::from_slice::<Unregistered>(&bytes) {
+                Ok(u) if u.version > version => return Ok(()),
+                _ => {}
+            },
+            Err(deltalake::logstore::object_store::Error::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(self.error(&path, "read", e)),
+        }
         match self.store.delete(&path).await {
             Ok(()) | Err(deltalake::logstore::object_store::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(self.error(&path, "delete", e)),

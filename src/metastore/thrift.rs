@@ -27,7 +27,9 @@ const EXCEPTION: i32 = 3;
 const VERSION_1: i32 = 0x8001_0000_u32 as i32;
 
 /// Replies larger than this are refused (a metastore's `Table` is a few KiB).
-const MAX_REPLY: usize = 64 << 20;
+const MAX_REPLY: usize = 4 << 20;
+/// Values a reply may hold (each is a few dozen bytes in memory).
+const MAX_VALUES: usize = 1 << 20;
 /// Containers nested deeper than this are refused.
 const MAX_DEPTH: usize = 64;
 
@@ -243,6 +245,8 @@ enum Parse {
 struct Reader<'a> {
     buf: &'a [u8],
     at: usize,
+    /// Values read so far.
+    values: usize,
 }
 
 impl Reader<'_> {
@@ -281,6 +285,10 @@ impl Reader<'_> {
     fn value(&mut self, t: u8, depth: usize) -> Result<Value, Parse> {
         if depth > MAX_DEPTH {
             return Err(Parse::Malformed(format!("nested deeper than {MAX_DEPTH}")));
+        }
+        self.values += 1;
+        if self.values > MAX_VALUES {
+            return Err(Parse::Malformed(format!("more than {MAX_VALUES} values")));
         }
         Ok(match t {
             BOOL => Value::Bool(self.u8()? != 0),
@@ -345,7 +353,11 @@ struct Reply {
 
 /// The reply in `buf`.
 fn parse_reply(buf: &[u8]) -> Result<Reply, Parse> {
-    let mut r = Reader { buf, at: 0 };
+    let mut r = Reader {
+        buf,
+        at: 0,
+        values: 0,
+    };
     let first = r.i32()?;
     let (kind, name) = if first < 0 {
         if first & !0xff != VERSION_1 {
@@ -376,6 +388,15 @@ fn call_bytes(method: &str, seqid: i32, args: &Struct) -> Vec<u8> {
     out
 }
 
+/// Why a call has no reply: the connection failed (worth another attempt on a new one),
+/// or the server answered with an exception of its own (`TApplicationException`: an
+/// unknown method, an internal error).
+#[derive(Debug)]
+pub enum CallError {
+    Transport(String),
+    Application(String),
+}
+
 /// An open connection to a Thrift service.
 pub struct Connection {
     stream: TcpStream,
@@ -399,20 +420,21 @@ impl Connection {
 
     /// Calls `method` with `args`; the reply's result struct (field 0 the value, other
     /// fields the declared exceptions), or why there is none.
-    pub async fn call(&mut self, method: &str, args: &Struct) -> Result<Struct, String> {
+    pub async fn call(&mut self, method: &str, args: &Struct) -> Result<Struct, CallError> {
         let timeout = self.timeout;
         tokio::time::timeout(timeout, self.exchange(method, args))
             .await
-            .map_err(|_| format!("{method}: no reply within {timeout:?}"))?
+            .map_err(|_| CallError::Transport(format!("{method}: no reply within {timeout:?}")))?
     }
 
-    async fn exchange(&mut self, method: &str, args: &Struct) -> Result<Struct, String> {
+    async fn exchange(&mut self, method: &str, args: &Struct) -> Result<Struct, CallError> {
+        let failed = CallError::Transport;
         self.seqid = self.seqid.wrapping_add(1);
         let request = call_bytes(method, self.seqid, args);
         self.stream
             .write_all(&request)
             .await
-            .map_err(|e| format!("{method}: cannot send: {e}"))?;
+            .map_err(|e| failed(format!("{method}: cannot send: {e}")))?;
         let mut buf = Vec::new();
         let mut chunk = vec![0; 64 << 10];
         loop {
@@ -420,25 +442,31 @@ impl Connection {
                 .stream
                 .read(&mut chunk)
                 .await
-                .map_err(|e| format!("{method}: cannot read the reply: {e}"))?;
+                .map_err(|e| failed(format!("{method}: cannot read the reply: {e}")))?;
             if n == 0 {
-                return Err(format!("{method}: the server closed the connection"));
+                return Err(failed(format!(
+                    "{method}: the server closed the connection"
+                )));
             }
             buf.extend_from_slice(&chunk[..n]);
             match parse_reply(&buf) {
                 Ok(reply) => return self.answer(method, reply),
                 Err(Parse::Incomplete) if buf.len() < MAX_REPLY => {}
                 Err(Parse::Incomplete) => {
-                    return Err(format!("{method}: a reply larger than {MAX_REPLY} bytes"));
+                    return Err(failed(format!(
+                        "{method}: a reply larger than {MAX_REPLY} bytes"
+                    )));
                 }
                 Err(Parse::Malformed(why)) => {
-                    return Err(format!("{method}: not a Thrift binary reply ({why})"));
+                    return Err(failed(format!(
+                        "{method}: not a Thrift binary reply ({why})"
+                    )));
                 }
             }
         }
     }
 
-    fn answer(&self, method: &str, reply: Reply) -> Result<Struct, String> {
+    fn answer(&self, method: &str, reply: Reply) -> Result<Struct, CallError> {
         let Reply {
             kind,
             name,
@@ -446,18 +474,20 @@ impl Connection {
             body,
         } = reply;
         if name != method || seqid != self.seqid {
-            return Err(format!(
+            return Err(CallError::Transport(format!(
                 "{method}: the reply is to {name:?} (sequence {seqid}, sent {})",
                 self.seqid
-            ));
+            )));
         }
         match kind {
             REPLY => Ok(body),
-            EXCEPTION => Err(format!(
+            EXCEPTION => Err(CallError::Application(format!(
                 "{method}: the server failed: {}",
                 body.get_str(1).unwrap_or_default()
-            )),
-            other => Err(format!("{method}: a message of type {other} in reply")),
+            ))),
+            other => Err(CallError::Transport(format!(
+                "{method}: a message of type {other} in reply"
+            ))),
         }
     }
 }

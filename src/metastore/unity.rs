@@ -2,7 +2,8 @@
 //! EXTERNAL DELTA table at its folder, its columns from the Delta schema (Spark's type
 //! strings, the schema's own field JSON), its schema created when missing. A table whose
 //! columns changed is updated through the Delta API's `set-columns` where the server has
-//! it, else dropped and created again (an external table's entry only: its files stay).
+//! it, else kept as it is (engines read a Delta table's columns from its log); an entry
+//! is never dropped.
 
 use std::time::Duration;
 
@@ -16,6 +17,8 @@ pub struct Unity {
     client: reqwest::Client,
     /// `<url>/api/2.1/unity-catalog`.
     api: String,
+    /// `api` without credentials, for errors.
+    shown: String,
     token: Option<String>,
 }
 
@@ -64,7 +67,21 @@ impl Unity {
             .timeout(timeout)
             .build()
             .map_err(|e| unity_error("", format!("cannot build an HTTP client: {e}")))?;
-        Ok(Unity { client, api, token })
+        // Where errors say it is: without a user or password the URL may carry.
+        let shown = match url::Url::parse(&api) {
+            Ok(mut u) => {
+                let _ = u.set_username("");
+                let _ = u.set_password(None);
+                u.to_string()
+            }
+            Err(_) => api.clone(),
+        };
+        Ok(Unity {
+            client,
+            api,
+            shown,
+            token,
+        })
     }
 
     /// Registers `entry` (its database is `catalog.schema`): the schema created when
@@ -102,10 +119,14 @@ impl Unity {
             if same_columns(&existing, entry) {
                 return Ok(Registered::Unchanged);
             }
-            self.replace_columns(entry, catalog, schema, &existing)
+            return match self
+                .replace_columns(entry, catalog, schema, &existing)
                 .await
-                .map_err(named)?;
-            return Ok(Registered::Updated);
+            {
+                Ok(true) => Ok(Registered::Updated),
+                Ok(false) => Ok(Registered::Kept),
+                Err(e) => Err(named(e)),
+            };
         }
         Err(unity_error(
             &full,
@@ -137,27 +158,26 @@ impl Unity {
         match self.call("POST", "/schemas", Some(body)).await {
             Ok(_) => Ok(()),
             Err(e) if e.already_exists() => Ok(()),
-            Err(e) if e.code.starts_with("CATALOG") || e.message.contains("atalog") => {
-                Err(unity_error(
-                    full,
-                    format!(
-                        "{e}: create catalog `{catalog}` first (with its storage root); bronze creates schemas, not catalogs"
-                    ),
-                ))
-            }
+            Err(e) if e.not_found() || e.code.starts_with("CATALOG") => Err(unity_error(
+                full,
+                format!(
+                    "{e}: create catalog `{catalog}` first (with its storage root); bronze creates schemas, not catalogs"
+                ),
+            )),
             Err(e) => Err(named(e)),
         }
     }
 
-    /// The columns of registered table `existing` replaced by `entry`'s: the Delta API's
-    /// `set-columns` when the server has it, else the entry dropped and created again.
+    /// The columns of registered table `existing` replaced by `entry`'s through the
+    /// Delta API's `set-columns` (the entry checked by its `table_id`); `false` when the
+    /// server has no such API. The entry is never dropped: its grants, tags and id stay.
     async fn replace_columns(
         &self,
         entry: &TableEntry,
         catalog: &str,
         schema: &str,
         existing: &Value,
-    ) -> std::result::Result<(), Refused> {
+    ) -> std::result::Result<bool, Refused> {
         let fields: Vec<Value> = entry.columns.iter().map(|c| c.field.clone()).collect();
         let uuid = existing["table_id"].as_str().unwrap_or_default();
         let update = json!({
@@ -170,20 +190,10 @@ impl Unity {
             entry.name
         );
         match self.call("POST", &path, Some(update)).await {
-            Ok(_) => return Ok(()),
-            Err(e) if e.status == 404 || e.status == 405 || e.status == 501 => {}
-            Err(e) => return Err(e),
+            Ok(_) => Ok(true),
+            Err(e) if matches!(e.status, 404 | 405 | 501) => Ok(false),
+            Err(e) => Err(e),
         }
-        let full = entry.qualified();
-        self.call("DELETE", &format!("/tables/{full}"), None)
-            .await?;
-        self.call(
-            "POST",
-            "/tables",
-            Some(create_table(entry, catalog, schema)),
-        )
-        .await
-        .map(|_| ())
     }
 
     /// Sends `method path` with `body` in up to [`super::ATTEMPTS`] attempts (another
@@ -217,7 +227,7 @@ impl Unity {
         let unreachable = |e: reqwest::Error| Refused {
             status: 0,
             code: String::new(),
-            message: format!("{method} {url}: {e}"),
+            message: format!("{method} {}{path}: {}", self.shown, e.without_url()),
         };
         let verb = reqwest::Method::from_bytes(method.as_bytes()).unwrap_or(reqwest::Method::GET);
         let mut request = self.client.request(verb, &url);
@@ -231,7 +241,7 @@ impl Unity {
         }
         let response = request.send().await.map_err(unreachable)?;
         let status = response.status();
-        let text = response.text().await.map_err(unreachable)?;
+        let text = super::body_text(response).await.map_err(unreachable)?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
         if status.is_success() {
             return Ok(value);
@@ -256,7 +266,7 @@ impl Unity {
         match e.transient() {
             true => Error::MetastoreUnreachable {
                 catalog: "unity",
-                at: self.api.clone(),
+                at: self.shown.clone(),
                 reason: e.to_string(),
             },
             false => unity_error(full, e.to_string()),
@@ -369,6 +379,7 @@ mod tests {
             name: "quote".into(),
             location: "s3://lake/bronze/quote".into(),
             columns: columns::columns(&schema).unwrap(),
+            version: 0,
         }
     }
 

@@ -85,10 +85,10 @@ fn load(
         &found,
     )?);
     warnings.extend(seen.warnings(&ctx.config.flatten, &staged.summary.topics));
+    let databases = register::to_register(ctx, &writes, &found.key); // recorded until registered
     ctx.failpoint("before_run_control")?;
     counters.mark(Stage::Tables, &ctx.catalog);
     run.still_held()?; // 7. Run control, written once; then the catalog hears of new tables.
-    let new_tables = register::to_register(ctx, &writes);
     let recorded = record::record_run(&run, writes, &staged, counters.retries(&ctx.catalog));
     counters.mark(Stage::RunControl, &ctx.catalog);
     ctx.failpoint("before_drop_staging")?;
@@ -98,7 +98,7 @@ fn load(
     if !recorded.failed() {
         warnings.extend(manifest::write_manifests(&run, &found, &staged.files));
     }
-    let unregistered = register::register_new(ctx, &new_tables, &found.key);
+    let unregistered = register::register_new(ctx, &databases);
     let warnings = log_warnings(ctx, warnings);
     let mut report = batch_report(found, staged, recorded, warnings, unregistered, started);
     counters.finish(&ctx.catalog, &mut report);

@@ -1,182 +1,209 @@
-//! After a run: the tables it created or widened registered in the catalog of
-//! `[metastore]`. A catalog that is down or refuses fails no load: the tables not
-//! registered are in the report (exit code 1), and `bronze register` catches up.
+//! The tables a run created or widened, registered in the catalog of `[metastore]`.
+//! Before the run's record is written each is recorded as not registered yet
+//! ([`crate::metastore::pending`]), so a run that dies before it registers them leaves
+//! them to the next; once the run is recorded the catalog hears of them, with those
+//! earlier runs left unregistered in the same databases. A catalog that is down or
+//! refuses fails no load: the tables not registered are in the report (exit code 1) and
+//! stay recorded for the next run, or `bronze register`.
 
 use super::context::Context;
 use crate::batch::BatchKey;
-use crate::metastore::pending::Unregistered;
+use crate::maintenance::Maintenance;
+use crate::metastore::pending::{Pending, Unregistered};
 use crate::naming::TableName;
 use crate::run_control::TableWrite;
 
-/// Registers `tables` (the run's new or widened ones, [`to_register`]) in the catalog
-/// of `[metastore]`, once in the database of each of the batch `key`'s landing paths
-/// (one database when the setting names no `{source}`/`{entity}`); each table that was
-/// not registered, with why. Called once the run is recorded: a slow catalog delays no
-/// record.
-pub(super) fn register_new(ctx: &Context, tables: &[TableName], key: &BatchKey) -> Vec<String> {
-    let mut databases: Vec<&str> = key.landing_paths.iter().map(String::as_str).collect();
-    let per_path = ctx
-        .config
-        .metastore
-        .as_ref()
-        .and_then(|m| m.database.as_deref());
-    if !per_path.is_some_and(|t| t.contains("{source}") || t.contains("{entity}")) {
-        databases.truncate(1);
-    }
-    if databases.is_empty() {
-        databases.push("");
-    }
-    databases
-        .into_iter()
-        .flat_map(|path| register_tables(ctx, tables, path))
-        .collect()
+/// A database a run registers in, and the landing path it is the database of.
+#[derive(Clone, Debug)]
+pub(super) struct Database {
+    landing_path: String,
+    name: String,
 }
 
-/// The tables of `writes` a catalog must hear of: created by the run (version 0) or
-/// given columns; each once (none without `[metastore]`). bronze's own tables only with
-/// `own_tables`, and then `_run_control` with the first tables a run creates.
-pub(super) fn to_register(ctx: &Context, writes: &[TableWrite]) -> Vec<TableName> {
+/// Records each table of `writes` a catalog must hear of ([`tables_to_register`]) as not
+/// registered yet, in the database of each of the batch `key`'s landing paths (one
+/// database when the setting names no `{source}`/`{entity}`); the run's databases
+/// (none without `[metastore]`). Called before the run's record is written.
+pub(super) fn to_register(ctx: &Context, writes: &[TableWrite], key: &BatchKey) -> Vec<Database> {
     let Some(cfg) = &ctx.config.metastore else {
         return Vec::new();
     };
-    let own_tables = cfg.own_tables;
-    let mut tables: Vec<TableName> = writes
+    let databases = databases(ctx, cfg, key);
+    let tables = tables_to_register(cfg, writes);
+    if tables.is_empty() {
+        return databases;
+    }
+    let m = Maintenance::new(&ctx.catalog);
+    let Ok((store, dir)) = m.schema_folder() else {
+        return databases;
+    };
+    let pending = Pending::new(store, &dir);
+    let earlier = m.block_on(pending.list()).unwrap_or_default();
+    for db in &databases {
+        for (table, version) in &tables {
+            let record = Unregistered {
+                database: db.name.clone(),
+                table: table.to_string(),
+                landing_path: db.landing_path.clone(),
+                reason: "not registered yet: the run that created or widened it ended before it registered it".into(),
+                since_micros: crate::batch::now_micros(),
+                version: *version,
+            };
+            let before = earlier
+                .iter()
+                .find(|u| u.database == db.name && u.table == table.as_str());
+            // Not recorded (the store refused): the run registers it all the same, and
+            // records it if that fails.
+            let _ = m.block_on(pending.record(record, before));
+        }
+    }
+    databases
+}
+
+/// The database of each of the batch `key`'s landing paths; one when the setting names
+/// no `{source}`/`{entity}`.
+fn databases(ctx: &Context, cfg: &crate::config::MetastoreConfig, key: &BatchKey) -> Vec<Database> {
+    let mut paths: Vec<&str> = key.landing_paths.iter().map(String::as_str).collect();
+    if !cfg
+        .database
+        .as_deref()
+        .is_some_and(crate::metastore::is_template)
+    {
+        paths.truncate(1);
+    }
+    if paths.is_empty() {
+        paths.push("");
+    }
+    paths
+        .into_iter()
+        .map(|path| Database {
+            landing_path: path.to_string(),
+            name: cfg.database.as_deref().map_or_else(
+                || ctx.catalog.schema().to_string(),
+                |t| crate::metastore::database_for(t, path),
+            ),
+        })
+        .collect()
+}
+
+/// The tables of `writes` a catalog must hear of, with the version the run committed:
+/// created by the run (version 0) or given columns; each once. bronze's own tables only
+/// with `own_tables`, and then `_run_control` with the first tables a run creates.
+fn tables_to_register(
+    cfg: &crate::config::MetastoreConfig,
+    writes: &[TableWrite],
+) -> Vec<(TableName, u64)> {
+    let mut tables: Vec<(TableName, u64)> = writes
         .iter()
-        .filter(|w| matches!(&w.result, Ok(c) if c.version == 0 || !w.added.is_empty()))
-        .filter(|w| own_tables || !crate::naming::is_own_table(w.table.as_str()))
-        .map(|w| w.table.clone())
+        .filter_map(|w| match &w.result {
+            Ok(c) if c.version == 0 || !w.added.is_empty() => Some((w.table.clone(), c.version)),
+            _ => None,
+        })
+        .filter(|(t, _)| cfg.own_tables || !crate::naming::is_own_table(t.as_str()))
         .collect();
     let created = writes
         .iter()
         .any(|w| matches!(&w.result, Ok(c) if c.version == 0));
-    if own_tables && created {
-        tables.push(TableName::system(crate::naming::RUN_CONTROL_TABLE));
+    if cfg.own_tables && created {
+        tables.push((TableName::system(crate::naming::RUN_CONTROL_TABLE), 0));
     }
     tables.sort();
-    tables.dedup();
+    tables.dedup_by(|a, b| a.0 == b.0);
     tables
 }
 
-/// Registers `tables` in the catalog of `[metastore]` (nothing without one), in the
-/// database of the batch's `landing_path`, with the tables earlier runs could not register
-/// there ([`crate::metastore::pending`]); each table that is still not registered, with
-/// why, and recorded for the next run.
-fn register_tables(ctx: &Context, tables: &[TableName], landing_path: &str) -> Vec<String> {
-    use crate::metastore::pending::Pending;
+/// Registers the tables recorded as not registered in the run's `databases` (its own
+/// new or widened ones among them, [`to_register`]); each table that is still not
+/// registered, with why, and its record kept for the next run. Called once the run is
+/// recorded: a slow catalog delays no record.
+pub(super) fn register_new(ctx: &Context, databases: &[Database]) -> Vec<String> {
     let Some(cfg) = &ctx.config.metastore else {
         return Vec::new();
     };
-    let m = crate::maintenance::Maintenance::new(&ctx.catalog);
-    let database = cfg.database.as_deref().map_or_else(
-        || ctx.catalog.schema().to_string(),
-        |t| crate::metastore::database_for(t, landing_path),
-    );
-    let said = |table: &str, why: &str| format!("{database}.{table}: {why}");
+    if databases.is_empty() {
+        return Vec::new();
+    }
+    let m = Maintenance::new(&ctx.catalog);
+    let said = |u: &Unregistered, why: &str| format!("{}.{}: {why}", u.database, u.table);
     let pending = match m.schema_folder() {
         Ok((store, dir)) => Pending::new(store, &dir),
         Err(e) => {
-            return tables
-                .iter()
-                .map(|t| said(t.as_str(), &crate::error::chain(&e)))
-                .collect();
+            return vec![format!(
+                "{}: {}",
+                databases[0].name,
+                crate::error::chain(&e)
+            )];
         }
     };
-    let earlier = earlier_records(&m, &pending, &database);
-    let mut todo: Vec<&str> = tables.iter().map(TableName::as_str).collect();
-    todo.extend(earlier.iter().map(|u| u.table.as_str()));
-    todo.sort_unstable();
-    todo.dedup();
-    if todo.is_empty() {
+    let records = records_of(&m, &pending, databases);
+    if records.is_empty() {
         return Vec::new();
     }
-    let results: Vec<(&str, Result<(), String>)> =
-        match crate::metastore::Registrar::connect(&m, cfg, database.clone()) {
-            Ok(r) => todo
-                .iter()
-                .map(|t| (*t, r.register(t).result.map(|_| ())))
-                .collect(),
-            Err(e) => todo
-                .iter()
-                .map(|t| (*t, Err(crate::error::chain(&e))))
-                .collect(),
-        };
-    let records = Records {
-        m: &m,
-        pending: &pending,
-        database: &database,
-        landing_path,
-        earlier: &earlier,
+    let registrar = match crate::metastore::Registrar::connect(&m, cfg) {
+        Ok(r) => r,
+        Err(e) => {
+            let why = crate::error::chain(&e);
+            return records.iter().map(|u| said(u, &why)).collect();
+        }
     };
-    results
-        .into_iter()
-        .filter_map(|(table, result)| Some(said(table, &records.note(table, result)?)))
+    records
+        .iter()
+        .filter_map(|u| {
+            let done = registrar.register(&u.database, &u.table);
+            let why = note(&m, &pending, u, done)?;
+            Some(said(u, &why))
+        })
         .collect()
 }
 
-/// The records of one database's tables not registered ([`crate::metastore::pending`]).
-struct Records<'a> {
-    m: &'a crate::maintenance::Maintenance<'a>,
-    pending: &'a crate::metastore::pending::Pending,
-    database: &'a str,
-    landing_path: &'a str,
-    /// Those earlier runs wrote.
-    earlier: &'a [Unregistered],
+/// Why the table of record `u` is not registered after `done` (`None`: it is), its
+/// record deleted once it is registered, else rewritten with why.
+fn note(
+    m: &Maintenance<'_>,
+    pending: &Pending,
+    u: &Unregistered,
+    done: crate::metastore::TableRegistration,
+) -> Option<String> {
+    let why = match done.result {
+        Ok(_) => {
+            let version = done.version.unwrap_or(u.version);
+            // A record that cannot be deleted now is by the table's next registration.
+            let _ = m.block_on(pending.clear(&u.database, &u.table, version));
+            return None;
+        }
+        Err(why) => why,
+    };
+    let record = Unregistered {
+        reason: why.clone(),
+        ..u.clone()
+    };
+    Some(match m.block_on(pending.record(record, Some(u))) {
+        Ok(()) => why,
+        Err(e) => format!("{why} (and not recorded for the next run: {e}; run `bronze register`)"),
+    })
 }
 
-impl Records<'_> {
-    /// Why `table` is not registered after `result` (`None`: it is), its record for the
-    /// next run written (or deleted once it is registered).
-    fn note(&self, table: &str, result: Result<(), String>) -> Option<String> {
-        let why = match result {
-            Ok(()) => {
-                // A record that cannot be deleted now is by the table's next registration.
-                let _ = self.m.block_on(self.pending.clear(self.database, table));
-                return None;
-            }
-            Err(why) => why,
-        };
-        let record = Unregistered {
-            database: self.database.to_string(),
-            table: table.to_string(),
-            landing_path: self.landing_path.to_string(),
-            reason: why.clone(),
-            since_micros: crate::batch::now_micros(),
-        };
-        let before = self.earlier.iter().find(|u| u.table == table);
-        Some(match self.m.block_on(self.pending.record(record, before)) {
-            Ok(()) => why,
-            Err(e) => {
-                format!("{why} (and not recorded for the next run: {e}; run `bronze register`)")
-            }
-        })
-    }
-}
-
-/// The records of tables of `database` earlier runs could not register; a record whose
-/// table is no longer in the lakehouse is deleted.
-fn earlier_records(
-    m: &crate::maintenance::Maintenance<'_>,
-    pending: &crate::metastore::pending::Pending,
-    database: &str,
-) -> Vec<crate::metastore::pending::Unregistered> {
-    let mut earlier: Vec<_> = m
+/// The records of tables not registered in the run's `databases`; a record whose table
+/// is no longer in the lakehouse is deleted.
+fn records_of(m: &Maintenance<'_>, pending: &Pending, databases: &[Database]) -> Vec<Unregistered> {
+    let mut records: Vec<Unregistered> = m
         .block_on(pending.list())
         .unwrap_or_default()
         .into_iter()
-        .filter(|u| u.database == database)
+        .filter(|u| databases.iter().any(|d| d.name == u.database))
         .collect();
-    if earlier.is_empty() {
-        return earlier;
+    if records.is_empty() {
+        return records;
     }
     let Ok(present) = m.tables() else {
-        return earlier;
+        return records;
     };
-    earlier.retain(|u| {
+    records.retain(|u| {
         let kept = present.contains(&u.table);
         if !kept {
-            let _ = m.block_on(pending.clear(database, &u.table));
+            let _ = m.block_on(pending.clear(&u.database, &u.table, u64::MAX));
         }
         kept
     });
-    earlier
+    records
 }

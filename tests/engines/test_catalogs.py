@@ -1,8 +1,9 @@
 """Bronze's tables registered in Apache Hive's standalone metastore 3.1.3 (started by
 `scripts/hive_metastore.sh` from the jars `scripts/test` copies into .emulators/jvm/hive),
-then read by name by Spark with Delta and Hive support: a Spark session that knows only
-the metastore's URI, never the lakehouse's folder. One Spark process per read (the
-tests' shared session has no Hive catalog, and a session's catalog is fixed at start)."""
+beside a table Spark registered itself, then read by name by Spark with Delta and Hive
+support: a Spark session that knows only the metastore's URI, never the lakehouse's
+folder. One Spark process per session (the tests' shared session has no Hive catalog,
+and a session's catalog is fixed at start)."""
 
 from __future__ import annotations
 
@@ -16,14 +17,16 @@ from pathlib import Path
 
 import pytest
 
-from conftest import JVM, REPO, _jars, ingest, land, rows_deltalake
+from conftest import JVM, REPO, _jars, bronze, ingest, land, rows_deltalake
 
-# A Spark session with Delta and the metastore at argv[1] as its catalog; reads each
-# `database.table` of argv[2] by name and prints {name: {"columns", "rows"}} as JSON.
+# A Spark session with Delta and the metastore at argv[1] as its catalog; runs the SQL
+# statements of argv[4], then reads each `database.table` of argv[2] by name and prints
+# {name: {"columns", "rows"}} as JSON.
 SPARK_BY_NAME = r"""
 import json, sys, tempfile
 from pyspark.sql import SparkSession
 uri, names, jars, warehouse = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3], tempfile.mkdtemp()
+statements = json.loads(sys.argv[4])
 spark = (SparkSession.builder.master("local[2]").appName("bronze-hms-read")
          .config("spark.jars", jars)
          .config("spark.sql.extensions", "io.delta.sql.DeltaSparkSessionExtension")
@@ -36,6 +39,8 @@ spark = (SparkSession.builder.master("local[2]").appName("bronze-hms-read")
          .config("spark.sql.session.timeZone", "UTC")
          .getOrCreate())
 spark.sparkContext.setLogLevel("ERROR")
+for statement in statements:
+    spark.sql(statement)
 out = {}
 for name in names:
     df = spark.table(name)
@@ -80,9 +85,10 @@ def hive_metastore(tmp_path: Path):
         proc.wait()
 
 
-def spark_by_name(uri: str, names: list[str]) -> dict:
+def spark_by_name(uri: str, names: list[str], statements: list[str] = ()) -> dict:
     done = subprocess.run(
-        [sys.executable, "-c", SPARK_BY_NAME, uri, json.dumps(names), ",".join(_jars("spark"))],
+        [sys.executable, "-c", SPARK_BY_NAME, uri, json.dumps(names), ",".join(_jars("spark")),
+         json.dumps(list(statements))],
         capture_output=True,
         text=True,
     )
@@ -95,28 +101,41 @@ def test_spark_reads_bronze_tables_by_name_from_the_hive_metastore(hive_metastor
     lake = tmp_path / "lake"
     flags = ["--metastore", "hive", "--metastore-uri", hive_metastore,
              "--metastore-database", "bronze_{entity}"]
+    # A first batch loaded with no catalog; a user registers one of its tables in Spark
+    # by hand (Spark stores a placeholder column, `col array<string>`).
     first = land(tmp_path / "landing", "b1", [
         {"topic": "quote", "message_id": "1", "payload": {"sym": "AÉ", "px": 1.5, "legs": [{"k": 1}, {"k": 2}]}},
         {"topic": "quote", "message_id": "2", "payload": {"sym": "B", "px": 2.0, "legs": []}},
     ])
-    ingest(lake, first, *flags)
-    got = spark_by_name(hive_metastore, ["bronze_events.quote", "bronze_events.legs"])
-    for table in ("quote", "legs"):
-        read = got[f"bronze_events.{table}"]
-        want = rows_deltalake(lake / "bronze" / table)
-        assert len(read["rows"]) == len(want) > 0, (table, read)
-        assert set(read["columns"]) == set(want[0]), (table, read["columns"])
+    ingest(lake, first)
+    got = spark_by_name(hive_metastore, ["bronze_events.quote"], [
+        "CREATE DATABASE IF NOT EXISTS bronze_events",
+        f"CREATE TABLE bronze_events.quote USING DELTA LOCATION '{lake / 'bronze' / 'quote'}'",
+    ])
     assert sorted(r["sym"] for r in got["bronze_events.quote"]["rows"]) == ["AÉ", "B"]
-    # The next batch brings a new topic and a new column: a fresh session, knowing only
-    # the metastore, reads both by name.
+    # The next batch, with the catalog: a new column in Spark's table (its entry kept as
+    # Spark made it), a new topic's table registered by bronze.
     second = land(tmp_path / "landing", "b2", [
         {"topic": "quote", "message_id": "3", "payload": {"sym": "C", "px": 3.0, "venue": "XETR"}},
         {"topic": "trade", "message_id": "4", "payload": {"sym": "C", "qty": 7}},
     ])
     ingest(lake, second, *flags)
-    got = spark_by_name(hive_metastore, ["bronze_events.quote", "bronze_events.trade"])
+    # `bronze register` catches up with the first batch's child table.
+    registered = bronze("register", "--catalog", str(lake), "--metastore", "hive",
+                        "--metastore-uri", hive_metastore, "--metastore-database", "bronze_events")
+    said = registered.stdout
+    assert "bronze_events.legs: created" in said, said
+    assert "bronze_events.quote: kept" in said, said
+    assert "bronze_events.trade: unchanged" in said, said
+    # A fresh session, knowing only the metastore, reads all three by name.
+    names = ["bronze_events.quote", "bronze_events.legs", "bronze_events.trade"]
+    got = spark_by_name(hive_metastore, names)
     quote = got["bronze_events.quote"]
     assert "venue" in quote["columns"], quote["columns"]
     assert sorted((r["sym"], r["venue"]) for r in quote["rows"]) == [("AÉ", None), ("B", None), ("C", "XETR")]
+    legs = got["bronze_events.legs"]
+    want = rows_deltalake(lake / "bronze" / "legs")
+    assert len(legs["rows"]) == len(want) == 2, legs
+    assert set(legs["columns"]) == set(want[0]), legs["columns"]
     trade = got["bronze_events.trade"]
     assert [(r["sym"], r["qty"]) for r in trade["rows"]] == [("C", 7)]

@@ -17,6 +17,7 @@ fn entry(location: &str, fields: serde_json::Value) -> TableEntry {
         location: location.into(),
         columns: columns::columns(&serde_json::json!({"type": "struct", "fields": fields}))
             .unwrap(),
+        version: 0,
     }
 }
 
@@ -225,7 +226,7 @@ fn bronze_register_registers_every_table_once() {
     ];
     for (extra, says) in [
         (&[][..], "no catalog to register in"),
-        (&template[..], "names one database"),
+        (&template[..], "name one database"),
     ] {
         let out = crate::util::bronze_cli()
             .arg("register")
@@ -357,8 +358,9 @@ print(json.dumps([c["Name"] for c in t["StorageDescriptor"]["Columns"]]))
     assert_eq!(listed[0]["database"], "bronze_events", "{listed}");
     assert_eq!(listed[0]["table"], "ev", "{listed}");
     assert_eq!(listed[0]["landing_path"], "feed/events", "{listed}");
-    // `bronze register` catches up, and clears the record.
-    let out = register_cmd(&moto.endpoint, "bronze_events", &lake);
+    // `bronze register` with the runs' template catches up with what they recorded, in
+    // its database, and clears the record.
+    let out = register_cmd(&moto.endpoint, "bronze_{entity}", &lake);
     assert!(out.status.success(), "{}", crate::util::said(&out));
     assert!(crate::util::said(&out).contains("bronze_events.ev: updated"));
     assert_eq!(columns(), lake.columns("ev"));
@@ -438,17 +440,17 @@ fn runs_register_in_a_hive_metastore_and_the_next_run_catches_up_after_an_outage
     };
     let port = free_port();
     let uri = format!("thrift://127.0.0.1:{port}");
-    let ingest = |dir: &std::path::Path| {
-        crate::util::bronze_cli()
-            .args(["ingest", dir.to_str().unwrap(), "--json"])
+    let ingest_cmd = |dir: &std::path::Path| {
+        let mut cmd = crate::util::bronze_cli();
+        cmd.args(["ingest", dir.to_str().unwrap(), "--json"])
             .args(["--metastore", "hive", "--metastore-uri", &uri])
             .args(["--metastore-database", "{source}_{entity}"])
             .args(["--metastore-timeout", "20s"])
             .arg("--catalog")
-            .arg(lake.catalog())
-            .output()
-            .unwrap()
+            .arg(lake.catalog());
+        cmd
     };
+    let ingest = |dir: &std::path::Path| ingest_cmd(dir).output().unwrap();
     let status = || {
         let out = crate::util::bronze_cli()
             .args(["status", landing.path().to_str().unwrap(), "--catalog"])
@@ -505,12 +507,32 @@ fn runs_register_in_a_hive_metastore_and_the_next_run_catches_up_after_an_outage
     let lower = |cs: Vec<String>| -> Vec<String> { cs.iter().map(|c| c.to_lowercase()).collect() };
     assert_eq!(names(got), lower(lake.columns("ev")));
     assert!(names(got).contains(&"b".to_string()));
-    // A new topic's table and a new column.
-    let out = ingest(&batch("b3", "tr", r#"{"qty":[1,2]}"#));
-    assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    // Another tool's parameter on the entry.
+    let set = hms_read(&uri, &["set\tfeed_events\tev\towner_team\trisk"]);
+    assert_eq!(set[0]["parameters"]["owner_team"], "risk", "{set:?}");
+    // A run killed after its commits, before it registers its new topic's table: the
+    // table is recorded, and the next run registers it with its own new column.
+    let mut killed = ingest_cmd(&batch("b3", "tr", r#"{"qty":[1,2]}"#));
+    let out = killed
+        .env("BRONZE_FAILPOINT", "before_drop_staging")
+        .env("BRONZE_FAILPOINT_ACTION", "kill")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{}", crate::util::said(&out));
+    assert_eq!(lake.count("tr"), 1, "committed before the kill");
+    let said = status();
+    assert!(
+        said.contains("table feed_events.tr not registered in the catalog: not registered yet"),
+        "{said}"
+    );
     let out = ingest(&batch("b4", "ev", r#"{"a":4,"c":true}"#));
     assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
+    assert!(!status().contains("not registered"), "{}", status());
     let got = hms_read(&uri, &["feed_events", "feed_events\tev", "feed_events\ttr"]);
+    assert_eq!(
+        got[1]["parameters"]["owner_team"], "risk",
+        "kept by the update: {got:?}"
+    );
     let listed: Vec<&str> = got[0]["tables"]
         .as_array()
         .unwrap()
@@ -602,8 +624,8 @@ post("/catalogs", {"name": "main", "storage_root": "file://" + root + "/main"})
 }
 
 /// Tables of schema `main.<schema>` read back through Unity Catalog's Python SDK
-/// (`unitycatalog-client`): `{name: {type, format, location, columns: [[name, type_text,
-/// type_name]]}}`. Each table is also validated as the SDK's `TableInfo` model.
+/// (`unitycatalog-client`): `{name: {id, type, format, location, columns: [[name,
+/// type_text, type_name]]}}`. Each table is also validated as the SDK's `TableInfo` model.
 fn uc_tables(url: &str, schema: &str) -> serde_json::Value {
     let out = python(
         r#"
@@ -624,7 +646,8 @@ async def main(url, schema):
                 if isinstance(raw.get(k), str):
                     raw[k] = int(raw[k])
             info = TableInfo.from_dict(raw)
-            out[info.name] = {"type": info.table_type.value, "format": info.data_source_format.value,
+            out[info.name] = {"id": info.table_id,
+                              "type": info.table_type.value, "format": info.data_source_format.value,
                               "location": info.storage_location,
                               "columns": [[c.name, c.type_text, c.type_name.value] for c in info.columns or []]}
         print(json.dumps(out))
@@ -663,6 +686,8 @@ fn runs_register_their_tables_in_unity_catalog_and_follow_new_topics_and_columns
             .args(["ingest", dir.to_str().unwrap(), "--json"])
             .args(["--metastore", "unity", "--metastore-uri", &uc.endpoint])
             .args(["--metastore-database", "main.bronze_{entity}"])
+            .args(["--column-type", "ev:/doc=variant"])
+            .args(["--column-type", "ev:/px=decimal(10,2)"])
             .arg("--catalog")
             .arg(lake.catalog())
             .output()
@@ -673,7 +698,7 @@ fn runs_register_their_tables_in_unity_catalog_and_follow_new_topics_and_columns
         &batch(
             "b1",
             "ev",
-            r#"{"a":1,"px":1.25,"legs":[{"k":"x"}],"at":"2026-01-01"}"#,
+            r#"{"a":1,"px":1.25,"legs":[{"k":"x"}],"doc":{"n":[1,{"m":"é"}]}}"#,
         ),
     );
     assert_eq!(out.status.code(), Some(0), "{}", crate::util::said(&out));
@@ -700,14 +725,25 @@ fn runs_register_their_tables_in_unity_catalog_and_follow_new_topics_and_columns
         .iter()
         .map(|c| (c[0].as_str().unwrap().into(), c[1].as_str().unwrap().into()))
         .collect();
-    assert!(
-        typed.contains(&("_id".into(), "string".into())),
-        "{typed:?}"
-    );
-    assert!(
-        typed.contains(&("_line".into(), "bigint".into())),
-        "{typed:?}"
-    );
+    for (column, type_text, type_name) in [
+        ("_id", "string", "STRING"),
+        ("_line", "bigint", "LONG"),
+        ("px", "decimal(10,2)", "DECIMAL"),
+        ("doc", "variant", "VARIANT"),
+    ] {
+        let found = ev["columns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == column)
+            .unwrap_or_else(|| panic!("{column}: {typed:?}"));
+        assert_eq!(
+            (found[1].as_str(), found[2].as_str()),
+            (Some(type_text), Some(type_name)),
+            "{column}"
+        );
+    }
+    let id = ev["id"].clone();
     // The child table of `legs`.
     for t in lake.tables() {
         if !t.starts_with('_') {
@@ -723,6 +759,8 @@ fn runs_register_their_tables_in_unity_catalog_and_follow_new_topics_and_columns
     assert_eq!(names(&tables["tr"]), lake.columns("tr"));
     assert_eq!(names(&tables["ev"]), lake.columns("ev"));
     assert!(names(&tables["ev"]).contains(&"venue".to_string()));
+    // Its columns updated in place (the Delta API's `set-columns`): the same entry.
+    assert_eq!(tables["ev"]["id"], id, "{tables}");
     // Another lakehouse's table of the same name: refused, both folders named.
     let other = crate::util::TempLake::at(root_path.join("other"), "bronze");
     let out = ingest(&other, &batch("o1", "ev", r#"{"a":1}"#));

@@ -158,7 +158,7 @@ fn history(args: &cli::HistoryArgs) -> ExitCode {
     })
 }
 
-/// `bronze register`: one line per table (created, updated, unchanged, or why not);
+/// `bronze register`: one line per table (created, updated, unchanged, kept, or why not);
 /// exit 2 when a table could not be registered (the others still were).
 fn register(args: &cli::RegisterArgs) -> ExitCode {
     let mut failed = false;
@@ -169,7 +169,7 @@ fn register(args: &cli::RegisterArgs) -> ExitCode {
     let result = args.location.config_with(more).and_then(|config| {
         let metastore = config.metastore.clone().ok_or_else(|| bronze::Error::Config {
             name: "metastore",
-            reason: "no catalog to register in: --metastore glue --metastore-region <region>, or [metastore] in bronze.toml".into(),
+            reason: "no catalog to register in: --metastore hive --metastore-uri thrift://host:9083 (or glue, unity), or [metastore] in bronze.toml".into(),
         })?;
         let ingest = bronze::Ingest::from_config(config)?;
         let done = bronze::metastore::register_all(&ingest.maintenance(), &metastore)?;
