@@ -966,6 +966,19 @@ evolution = "fail"
                 "[metastore]\nkind = \"glue\"\nregion = \"r\"\ndatabase = \"b_{topic}\"",
                 "{source} and {entity} only",
             ),
+            ("[metastore]\nkind = \"hive\"", "needs its thrift:// uri"),
+            (
+                "[metastore]\nkind = \"hive\"\nuri = \"http://h:9083\"",
+                "needs its thrift:// uri",
+            ),
+            (
+                "[metastore]\nkind = \"unity\"\ndatabase = \"main.b\"",
+                "Unity Catalog needs its URL",
+            ),
+            (
+                "[metastore]\nkind = \"unity\"\nuri = \"https://uc\"\ndatabase = \"bronze\"",
+                "`catalog.schema`",
+            ),
         ] {
             let err = Settings::from_toml(toml)
                 .and_then(Settings::resolve)

@@ -64,6 +64,10 @@ CASES: list[tuple[str, dict[str, Any]]] = [
         {"metastore": {"kind": "glue", "region": "r", "endpoint": "http://e", "database": "b_{entity}", "timeout": "5s"}},
     ),
     (
+        '[metastore]\nkind = "unity"\nuri = "http://uc"\ntoken_env = "UC_TOKEN"\ndatabase = "main.b"',
+        {"metastore": {"kind": "unity", "uri": "http://uc", "token_env": "UC_TOKEN", "database": "main.b"}},
+    ),
+    (
         '[metastore]\nkind = "hive"\nuri = "thrift://h:9083"\nown_tables = true',
         {"metastore": {"kind": "hive", "uri": "thrift://h:9083", "own_tables": True}},
     ),

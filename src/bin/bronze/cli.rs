@@ -1091,6 +1091,20 @@ mod tests {
                 serde_json::json!({"metastore": {"kind": "hive", "uri": "thrift://127.0.0.1:9083"}}),
             ),
             (
+                "[metastore]\nkind = \"unity\"\nuri = \"http://uc\"\ntoken_env = \"UC_TOKEN\"\ndatabase = \"main.b\"",
+                &[
+                    "--metastore",
+                    "unity",
+                    "--metastore-uri",
+                    "http://uc",
+                    "--metastore-token-env",
+                    "UC_TOKEN",
+                    "--metastore-database",
+                    "main.b",
+                ],
+                serde_json::json!({"metastore": {"kind": "unity", "uri": "http://uc", "token_env": "UC_TOKEN", "database": "main.b"}}),
+            ),
+            (
                 "[metastore]\nkind = \"hive\"\nuri = \"thrift://h:9083\"\nown_tables = true",
                 &[
                     "--metastore",
