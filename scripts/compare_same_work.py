@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
-"""Bronze vs its DuckDB peer (`scripts/duckdb_same_work.py`) on one batch: time and rows.
+"""Bronze vs a peer doing the same work on one batch: time and rows. Peers: DuckDB
+(`scripts/duckdb_same_work.py`, default) or the source notebook's design on Spark with
+Delta in local mode (`scripts/spark_same_work.py`, `--peer spark`).
 
-    .venv/bin/python scripts/compare_same_work.py BATCH_DIR [--repeat 3] [--bronze PATH]
+    .venv/bin/python scripts/compare_same_work.py BATCH_DIR [--repeat 3] [--bronze PATH] [--peer spark]
 
 (`--bronze` defaults to $BRONZE_BIN, else `target/release/bronze` under $CARGO_TARGET_DIR
-or the repo.)
+or the repo.) Each run's user and system CPU, peak RSS and peak anonymous memory
+(RssAnon) are printed too (scripts/measure.py).
 
 Runs `bronze ingest BATCH_DIR --catalog <fresh temp folder>` (exit 0, or 1 when corrupt
 lines were kept) and the DuckDB script (into a fresh temp folder), interleaved, N times
@@ -29,44 +32,56 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from collections import Counter
 
 import pyarrow.parquet as pq
 from deltalake import DeltaTable
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import measure  # noqa: E402
+
 HERE = os.path.dirname(os.path.abspath(__file__))
-PEER = os.path.join(HERE, "duckdb_same_work.py")
+PEERS = {
+    "duckdb": os.path.join(HERE, "duckdb_same_work.py"),
+    "spark": os.path.join(HERE, "spark_same_work.py"),
+}
 # `cargo build --release`'s binary, or $BRONZE_BIN.
 BRONZE = os.environ.get("BRONZE_BIN") or os.path.join(
     os.environ.get("CARGO_TARGET_DIR") or os.path.join(os.path.dirname(HERE), "target"),
     "release",
     "bronze",
 )
+PEER_NAME = "duckdb"  # the peer being compared, for the printed labels
 SYSTEM_TABLES = {"_run_control", "_bronze_leases", "_bronze_ledger"}
 
 
 def run_bronze(bronze, batch, catalog):
+    """One bronze run: its measures (scripts/measure.py) and the report's first line."""
     shutil.rmtree(catalog, ignore_errors=True)
-    t0 = time.perf_counter()
-    p = subprocess.run([bronze, "ingest", batch, "--catalog", catalog], capture_output=True, text=True)
-    wall = time.perf_counter() - t0
-    if p.returncode not in (0, 1):
-        sys.exit(f"bronze exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    return wall, p.stdout.splitlines()[0] if p.stdout else ""
+    with tempfile.TemporaryFile("w+") as said:
+        m = measure.run([bronze, "ingest", batch, "--catalog", catalog], ok=range(256), stdout=said, stderr=said)
+        said.seek(0)
+        text = said.read()
+    if m["exit"] not in (0, 1):
+        sys.exit(f"bronze exited {m['exit']}:\n{text}")
+    return m, text.splitlines()[0] if text else ""
 
 
-def run_peer(batch, out, threads):
-    t0 = time.perf_counter()
-    p = subprocess.run(
-        [sys.executable, PEER, batch, out, "--threads", str(threads)], capture_output=True, text=True
-    )
-    wall = time.perf_counter() - t0
-    if p.returncode not in (0, 1):
-        sys.exit(f"duckdb_same_work.py exited {p.returncode}:\n{p.stdout}\n{p.stderr}")
-    line = p.stdout.strip().splitlines()[-1]
+def run_peer(peer, batch, out, threads):
+    """One run of the peer script: its measures, its own time (for Spark: after the
+    session started) and its last line."""
+    with tempfile.TemporaryFile("w+") as said:
+        cmd = [sys.executable, PEERS[peer], batch, out]
+        if peer == "duckdb":
+            cmd += ["--threads", str(threads)]
+        m = measure.run(cmd, ok=range(256), stdout=said, stderr=subprocess.DEVNULL)
+        said.seek(0)
+        text = said.read()
+    if m["exit"] not in (0, 1):
+        sys.exit(f"{os.path.basename(PEERS[peer])} exited {m['exit']}:\n{text}")
+    line = text.strip().splitlines()[-1]
     own = float(line.split(" s,")[0])
-    return wall, own, line
+    return m, own, line
 
 
 def bronze_tables(catalog):
@@ -80,11 +95,15 @@ def bronze_tables(catalog):
 
 
 def peer_tables(out):
-    return {
-        f[: -len(".parquet")]: pq.read_table(os.path.join(out, f))
-        for f in sorted(os.listdir(out))
-        if f.endswith(".parquet")
-    }
+    """The peer's tables: Parquet files (DuckDB) or Delta tables (Spark) under `out`."""
+    tables = {}
+    for f in sorted(os.listdir(out)):
+        path = os.path.join(out, f)
+        if f.endswith(".parquet"):
+            tables[f[: -len(".parquet")]] = pq.read_table(path)
+        elif os.path.isdir(os.path.join(path, "_delta_log")):
+            tables[f] = DeltaTable(path).to_pyarrow_table()
+    return tables
 
 
 def keys(table):
@@ -136,11 +155,11 @@ def explain(name, kind, b, p, peer):
     for topic in sorted(set(bt) | set(pt)):
         if bt[topic] != pt[topic]:
             why = ""
-            if kind == "child" and pt[topic] == 0:
+            if kind == "child" and pt[topic] == 0 and PEER_NAME == "duckdb":
                 why = (" (the DuckDB script keeps this path as JSON text in the parent: in this"
                        " batch it holds arrays in some messages and other values in others, and"
                        " DuckDB's inferred structure is one type per path)")
-            parts.append(f"{topic}: bronze {bt[topic]}, duckdb {pt[topic]}{why}")
+            parts.append(f"{topic}: bronze {bt[topic]}, {PEER_NAME} {pt[topic]}{why}")
     return ": " + "; ".join(parts) if parts else ""
 
 
@@ -157,7 +176,7 @@ def compare(bronze, peer):
         if b is None or p is None:
             ok = False
             rows.append((name, kind, b.num_rows if b is not None else "-", p.num_rows if p is not None else "-",
-                         "only in " + ("bronze" if p is None else "duckdb")))
+                         "only in " + ("bronze" if p is None else PEER_NAME)))
             continue
         note = ""
         if b.num_rows != p.num_rows:
@@ -178,10 +197,10 @@ def compare(bronze, peer):
                 note += "; types differ: " + ", ".join(
                     f"{c} {b.schema.field(c).type} vs {p.schema.field(c).type}" for c in types)
             if extra_b or extra_p:
-                note += f"; columns only in bronze {extra_b}, only in duckdb {extra_p}"
+                note += f"; columns only in bronze {extra_b}, only in {PEER_NAME} {extra_p}"
         rows.append((name, kind, b.num_rows, p.num_rows, note))
     w = max(len(r[0]) for r in rows)
-    print(f"{'table':<{w}}  kind     bronze   duckdb  check")
+    print(f"{'table':<{w}}  kind     bronze   {PEER_NAME:>6}  check")
     for r in rows:
         print(f"{r[0]:<{w}}  {r[1]:<7} {r[2]:>7}  {r[3]:>7}  {r[4]}")
     for kind in ("topic", "child", "corrupt"):
@@ -189,7 +208,7 @@ def compare(bronze, peer):
         same = sum(1 for r in sel if r[4].startswith("same rows"))
         print(f"{kind} tables: {same}/{len(sel)} the same rows "
               f"({sum(r[2] for r in sel if isinstance(r[2], int))} rows in bronze, "
-              f"{sum(r[3] for r in sel if isinstance(r[3], int))} in duckdb)")
+              f"{sum(r[3] for r in sel if isinstance(r[3], int))} in {PEER_NAME})")
     return ok
 
 
@@ -199,26 +218,35 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--threads", type=int, default=2, help="DuckDB threads")
     ap.add_argument("--bronze", default=BRONZE)
+    ap.add_argument("--peer", choices=sorted(PEERS), default="duckdb")
     args = ap.parse_args()
+    global PEER_NAME
+    PEER_NAME = args.peer
     batch = os.path.normpath(args.batch)
     tmp = tempfile.mkdtemp(prefix="compare_same_work_")
-    catalog, out = os.path.join(tmp, "lake"), os.path.join(tmp, "duckdb")
-    b_walls, p_walls, p_owns = [], [], []
+    catalog, out = os.path.join(tmp, "lake"), os.path.join(tmp, args.peer)
+    b_runs, p_runs, p_owns = [], [], []
     print("load average before: %.2f %.2f %.2f" % os.getloadavg())
     try:
         for i in range(args.repeat):
-            bw, bline = run_bronze(args.bronze, batch, catalog)
-            pw, own, pline = run_peer(batch, out, args.threads)
-            b_walls.append(bw)
-            p_walls.append(pw)
+            b, bline = run_bronze(args.bronze, batch, catalog)
+            p, own, pline = run_peer(args.peer, batch, out, args.threads)
+            b_runs.append(b)
+            p_runs.append(p)
             p_owns.append(own)
-            print(f"run {i + 1}: bronze {bw:.3f} s, duckdb {pw:.3f} s (script's own {own:.3f} s)")
+            print(f"run {i + 1}: bronze {b['wall_s']:.3f} s, {args.peer} {p['wall_s']:.3f} s (script's own {own:.3f} s)")
+            for name, m in (("bronze", b), (args.peer, p)):
+                print(f"  {name}: user {m['user_s']:.2f} s, sys {m['sys_s']:.2f} s, peak RSS "
+                      f"{m['peak_rss_mb']:.0f} MB, RssAnon {m['peak_rss_anon_mb']:.0f} MB")
+        b_walls = [m["wall_s"] for m in b_runs]
+        p_walls = [m["wall_s"] for m in p_runs]
         print("load average after: %.2f %.2f %.2f" % os.getloadavg())
         print(f"bronze: {bline}")
-        print(f"duckdb: {pline}")
+        print(f"{args.peer}: {pline}")
         bm, pm, om = (statistics.median(x) for x in (b_walls, p_walls, p_owns))
-        print(f"median wall: bronze {bm:.3f} s, duckdb {pm:.3f} s (script's own {om:.3f} s); "
-              f"duckdb/bronze = {pm / bm:.2f}x ({om / bm:.2f}x without interpreter start)")
+        start = "the JVM's start" if args.peer == "spark" else "interpreter start"
+        print(f"median wall: bronze {bm:.3f} s, {args.peer} {pm:.3f} s (script's own {om:.3f} s); "
+              f"{args.peer}/bronze = {pm / bm:.2f}x ({om / bm:.2f}x without {start})")
         print()
         same = compare(bronze_tables(catalog), peer_tables(out))
     finally:
