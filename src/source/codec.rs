@@ -153,8 +153,9 @@ impl Damage {
 /// A file's decoded text, and where its stream broke when it did.
 #[derive(Debug, Default)]
 pub struct Decoded {
-    /// The text up to the damage (to its last whole line), or all of it.
-    pub bytes: Vec<u8>,
+    /// The text up to the damage (to its last whole line), or all of it: in memory, or
+    /// the file mapped ([`crate::source::mapped`]).
+    pub bytes: crate::source::mapped::Text,
     /// The codec the file was read with.
     pub codec: Option<Compression>,
     /// Where the stream broke.
@@ -162,10 +163,10 @@ pub struct Decoded {
 }
 
 impl Decoded {
-    /// Plain bytes, as read.
-    pub fn plain(bytes: Vec<u8>) -> Self {
+    /// Plain bytes, as read (or mapped).
+    pub fn plain(bytes: impl Into<crate::source::mapped::Text>) -> Self {
         Decoded {
-            bytes,
+            bytes: bytes.into(),
             codec: Some(Compression::None),
             damage: None,
         }
@@ -244,7 +245,7 @@ pub fn decode(codec: Compression, input: impl Read + Send, size: u64) -> Decoded
             tail: out.split_off(keep),
         });
     }
-    decoded.bytes = out;
+    decoded.bytes = out.into();
     decoded
 }
 
@@ -350,7 +351,7 @@ mod tests {
             }
             let got = decode(codec, packed.as_slice(), packed.len() as u64);
             assert_eq!(got.damage, None, "{codec:?}");
-            assert_eq!(got.bytes, data, "{codec:?}");
+            assert_eq!(&got.bytes[..], &data[..], "{codec:?}");
         }
         for plain in [
             &b"{\"a\":1}"[..],
@@ -367,7 +368,7 @@ mod tests {
                 "{plain:?}"
             );
         }
-        assert_eq!(decode(Compression::Zstd, &b""[..], 0).bytes, b"");
+        assert!(decode(Compression::Zstd, &b""[..], 0).bytes.is_empty());
     }
 
     #[test]
@@ -389,7 +390,7 @@ mod tests {
                 data.starts_with(&got.bytes),
                 "{codec:?}: the kept text is the file's"
             );
-            let mut whole = got.bytes.clone();
+            let mut whole = got.bytes.to_vec();
             whole.extend_from_slice(&damage.tail);
             assert!(data.starts_with(&whole), "{codec:?}: the tail follows it");
             assert!(!damage.tail.contains(&b'\n'));
