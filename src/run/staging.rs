@@ -289,7 +289,7 @@ impl<'a> Stager<'a> {
     /// table is written: what was read of it may be zeros, or half old and half new).
     fn check_mapped(&self) -> Result<()> {
         for file in self.mapped.lock().iter() {
-            crate::source::mapped::check_unchanged_after(file)?;
+            crate::source::mapped::check_unchanged_after(&file.path, file.bytes, file.modified)?;
         }
         Ok(())
     }

@@ -14,8 +14,9 @@
 use std::ops::Deref;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use std::path::Path;
+
 use crate::error::{Error, Result};
-use crate::source::discover::SourceFile;
 
 /// A file's text: bytes read (or decoded) into memory, or the file mapped.
 #[derive(Debug)]
@@ -166,25 +167,22 @@ fn release_slot(i: usize) {
     TAKEN.fetch_sub(1, Ordering::AcqRel);
 }
 
-/// The file of `file` mapped, when it is local, uncompressed by its name and at least
-/// [`MAP_MIN`] bytes, and the `SIGBUS` guard is installed; `Ok(None)` to read it instead.
+/// Local file `path` (discovery saw `bytes` of it) mapped, when it has at least
+/// [`MAP_MIN`] bytes and the `SIGBUS` guard is installed; `Ok(None)` to read it instead.
 /// Fails when the file is not the size discovery saw.
 #[cfg(unix)]
 #[allow(unsafe_code)]
-pub fn map_file(file: &SourceFile) -> Result<Option<Text>> {
+pub fn map_file(path: &Path, bytes: u64) -> Result<Option<Text>> {
     use std::os::fd::AsRawFd as _;
-    if file.compression != crate::source::codec::Compression::None
-        || file.bytes < MAP_MIN
-        || !guard_installed()
-    {
+    if bytes < MAP_MIN || !guard_installed() {
         return Ok(None);
     }
-    let f = std::fs::File::open(&file.path).map_err(|e| Error::io(&file.path, e))?;
-    let size = f.metadata().map_err(|e| Error::io(&file.path, e))?.len();
-    if size != file.bytes {
+    let f = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let size = f.metadata().map_err(|e| Error::io(path, e))?.len();
+    if size != bytes {
         return Err(Error::FileChanged {
-            path: file.path.clone(),
-            before: file.bytes,
+            path: path.to_path_buf(),
+            before: bytes,
             after: size,
         });
     }
@@ -221,7 +219,7 @@ pub fn map_file(file: &SourceFile) -> Result<Option<Text>> {
 
 /// Other systems read every file.
 #[cfg(not(unix))]
-pub fn map_file(_file: &SourceFile) -> Result<Option<Text>> {
+pub fn map_file(_path: &Path, _bytes: u64) -> Result<Option<Text>> {
     Ok(None)
 }
 
@@ -235,20 +233,20 @@ fn populate() -> libc::c_int {
     0
 }
 
-/// Refuses a file read from its mapping that no longer has the size and modification
-/// time discovery saw: it changed while the run read it (perhaps into zero pages, if it
-/// shrank).
-pub fn check_unchanged_after(file: &SourceFile) -> Result<()> {
-    let meta = std::fs::metadata(&file.path).map_err(|e| Error::io(&file.path, e))?;
-    let modified = meta
+/// Refuses file `path`, read from its mapping, when it no longer has the size (`bytes`)
+/// and modification time (`modified`, microseconds since the epoch) discovery saw: it
+/// changed while the run read it (perhaps into zero pages, if it shrank).
+pub fn check_unchanged_after(path: &Path, bytes: u64, modified: Option<i64>) -> Result<()> {
+    let meta = std::fs::metadata(path).map_err(|e| Error::io(path, e))?;
+    let now = meta
         .modified()
         .ok()
         .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
         .and_then(|d| i64::try_from(d.as_micros()).ok());
-    if meta.len() != file.bytes || (file.modified.is_some() && modified != file.modified) {
+    if meta.len() != bytes || (modified.is_some() && now != modified) {
         return Err(Error::FileChanged {
-            path: file.path.clone(),
-            before: file.bytes,
+            path: path.to_path_buf(),
+            before: bytes,
             after: meta.len(),
         });
     }
@@ -371,21 +369,12 @@ mod sigbus {
 mod tests {
     use super::*;
 
-    fn source(path: &std::path::Path) -> SourceFile {
+    fn modified(path: &std::path::Path) -> Option<i64> {
         let meta = std::fs::metadata(path).unwrap();
-        SourceFile {
-            path: path.to_path_buf(),
-            name: path.to_string_lossy().into_owned(),
-            bytes: meta.len(),
-            compression: crate::source::codec::Compression::None,
-            folder: 0,
-            modified: meta
-                .modified()
-                .ok()
-                .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
-                .and_then(|d| i64::try_from(d.as_micros()).ok()),
-            etag: None,
-        }
+        meta.modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .and_then(|d| i64::try_from(d.as_micros()).ok())
     }
 
     #[test]
@@ -395,8 +384,10 @@ mod tests {
         let line = b"{\"topic\":\"t\",\"message_id\":\"1\",\"payload\":{\"a\":1}}\n";
         let text: Vec<u8> = line.iter().copied().cycle().take(256 << 10).collect();
         std::fs::write(&path, &text).unwrap();
-        let file = source(&path);
-        let mapped = map_file(&file).unwrap().expect("a 256 KiB file is mapped");
+        let (bytes, seen) = (text.len() as u64, modified(&path));
+        let mapped = map_file(&path, bytes)
+            .unwrap()
+            .expect("a 256 KiB file is mapped");
         assert!(mapped.is_mapped());
         assert_eq!(&mapped[..], &text[..]);
         // Another process truncates it: reading past the new end would be SIGBUS.
@@ -409,12 +400,14 @@ mod tests {
         let tail: u64 = mapped[200 << 10..].iter().map(|&b| u64::from(b)).sum();
         assert_eq!(tail, 0, "pages past the new end read as zeros");
         assert_eq!(&mapped[..4096], &text[..4096]);
-        let err = check_unchanged_after(&file).unwrap_err().to_string();
+        let err = check_unchanged_after(&path, bytes, seen)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("part-0.jsonl"), "{err}");
         drop(mapped);
-        // Small and compressed files are read.
+        // Small files are read.
         std::fs::write(&path, b"{}\n").unwrap();
-        assert!(map_file(&source(&path)).unwrap().is_none());
+        assert!(map_file(&path, 3).unwrap().is_none());
     }
 
     #[test]
@@ -422,7 +415,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("f.jsonl");
         std::fs::write(&path, vec![b'x'; 64 << 10]).unwrap();
-        let mut t = map_file(&source(&path)).unwrap().unwrap();
+        let mut t = map_file(&path, 64 << 10).unwrap().unwrap();
         t.truncate(10);
         assert_eq!(t.len(), 10);
         assert_eq!(t.into_vec(), vec![b'x'; 10]);

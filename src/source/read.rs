@@ -15,7 +15,12 @@ use crate::source::discover::SourceFile;
 /// uncompressed file is mapped from the page cache rather than read
 /// ([`crate::source::mapped`]); staging then checks it did not change.
 pub fn read_file(file: &SourceFile) -> Result<Decoded> {
-    if let Some(text) = crate::source::mapped::map_file(file)? {
+    let plain = file.compression == crate::source::codec::Compression::None;
+    if let Some(text) = plain
+        .then(|| crate::source::mapped::map_file(&file.path, file.bytes))
+        .transpose()?
+        .flatten()
+    {
         let codec = file.compression.decide(&text);
         return Ok(match codec {
             crate::source::codec::Compression::None => Decoded::plain(text),
