@@ -215,13 +215,11 @@ pub enum Error {
     },
     /// A catalog could not be reached (a connection refused, reset or timed out, HTTP 429
     /// or 5xx) in its bounded attempts ([`crate::metastore::ATTEMPTS`]).
-    #[error("the {catalog} catalog at {at} could not be reached: {reason}")]
+    #[error("the {catalog} catalog could not be reached: {reason}")]
     MetastoreUnreachable {
         /// Which catalog: `glue`, `hive` or `unity`.
         catalog: &'static str,
-        /// Its address.
-        at: String,
-        /// The last attempt's failure.
+        /// Its address, and the last attempt's failure.
         reason: String,
     },
     /// A column type hint contradicts the type an existing column already has.

@@ -1006,7 +1006,7 @@ evolution = "fail"
         for left in ["catalog", "flatten.types", "flatten.child_tables", "topics"] {
             assert!(unset.iter().any(|k| k == left), "{left}: {unset:?}");
         }
-        assert_eq!(Settings::default().unset_keys().len(), 40);
+        assert_eq!(Settings::default().unset_keys().len(), 43);
     }
 
     #[test]

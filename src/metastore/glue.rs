@@ -108,8 +108,7 @@ impl Glue {
         let named = |e: Refused| match e.transient() {
             true => Error::MetastoreUnreachable {
                 catalog: "glue",
-                at: self.endpoint.clone(),
-                reason: format!("{}: {}", e.kind, e.message),
+                reason: format!("{}: {}: {}", self.endpoint, e.kind, e.message),
             },
             false => glue_error(&entry.qualified(), format!("{}: {}", e.kind, e.message)),
         };

@@ -137,8 +137,7 @@ impl Hive {
             .collect();
         Error::MetastoreUnreachable {
             catalog: "hive",
-            at: at.join(","),
-            reason,
+            reason: format!("{}: {reason}", at.join(",")),
         }
     }
 }

@@ -266,8 +266,7 @@ impl Unity {
         match e.transient() {
             true => Error::MetastoreUnreachable {
                 catalog: "unity",
-                at: self.shown.clone(),
-                reason: e.to_string(),
+                reason: format!("{}: {e}", self.shown),
             },
             false => unity_error(full, e.to_string()),
         }
