@@ -58,14 +58,6 @@ impl Text {
         }
     }
 
-    /// The bytes as a vector (a mapped text copied).
-    pub fn into_vec(self) -> Vec<u8> {
-        match self {
-            Text::Owned(v) => v,
-            Text::Mapped(m) => m.to_vec(),
-        }
-    }
-
     /// Whether the text is a mapping of its file.
     pub fn is_mapped(&self) -> bool {
         matches!(self, Text::Mapped(_))
@@ -418,6 +410,6 @@ mod tests {
         let mut t = map_file(&path, 64 << 10).unwrap().unwrap();
         t.truncate(10);
         assert_eq!(t.len(), 10);
-        assert_eq!(t.into_vec(), vec![b'x'; 10]);
+        assert_eq!(t.to_vec(), vec![b'x'; 10]);
     }
 }
