@@ -46,27 +46,9 @@ pub const JITTER: &str = "store_jitter";
 
 /// Faults simulated rather than crashes: `grow_file` (the copy step appends to a landing
 /// file named `*growing*` after discovery), `unreadable_file` (a file named `*unreadable*` cannot be read:
-/// permissions cannot stop root, which CI runs as), `shrink_file` (another process
-/// truncates a file named `*shrinking*` to half its size right after the run mapped it),
-/// `lose_a_row` (a bug that drops the last flattened row of a topic's table, for the row
-/// accounting's test).
-pub const SIMULATED: &[&str] = &["grow_file", "unreadable_file", "shrink_file", "lose_a_row"];
-
-/// The armed fault `point` of [`SIMULATED`], right after `file` was read (or mapped).
-pub(crate) fn after_read(
-    point: &str,
-    file: &crate::source::discover::SourceFile,
-) -> crate::Result<()> {
-    if point == "shrink_file" && file.name.contains("shrinking") {
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(&file.path)
-            .map_err(|e| crate::Error::io(&file.path, e))?;
-        f.set_len(file.bytes / 2)
-            .map_err(|e| crate::Error::io(&file.path, e))?;
-    }
-    Ok(())
-}
+/// permissions cannot stop root, which CI runs as), `lose_a_row` (a bug that drops the
+/// last flattened row of a topic's table, for the row accounting's test).
+pub const SIMULATED: &[&str] = &["grow_file", "unreadable_file", "lose_a_row"];
 
 /// The armed read fault `point` of [`SIMULATED`], before `file` is read.
 pub(crate) fn before_read(

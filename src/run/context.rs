@@ -178,19 +178,12 @@ impl Context {
         file: &discover::SourceFile,
     ) -> Result<crate::source::read::Decoded> {
         self.simulated_read_faults(file)?;
-        let read = match self.landing_store(std::slice::from_ref(file))? {
+        match self.landing_store(std::slice::from_ref(file))? {
             Some(store) => {
                 crate::source::read::read_file_from_store(file, store.as_ref(), self.runtime())
             }
             None => crate::source::read::read_file(file),
-        };
-        #[cfg(feature = "failpoints")]
-        for point in crate::failpoint::SIMULATED {
-            if self.failpoint_hit(point) {
-                crate::failpoint::after_read(point, file)?;
-            }
         }
-        read
     }
 
     /// The object store landing `files` are read from: the injected one

@@ -220,7 +220,6 @@ pub(super) fn stage_batch(
     let persisted = (run.ctx.config.persist_staging || over_budget).then_some(staging_table);
     let mut chunks = Chunks::new(over_budget.then_some(run.ctx.config.memory_budget));
     let chunked = stager.stage_chunks(files, &mut chunks, persisted, early)?;
-    stager.check_mapped()?;
     complete_staging(run, chunked, &chunks, persisted)
 }
 
@@ -272,26 +271,12 @@ fn complete_staging(
 /// The staging of a run's batch: parse, chunk, spill, resume, on the parse pool.
 pub(super) struct Stager<'a> {
     ctx: &'a Context,
-    /// The files staged from their mapping ([`crate::source::mapped`]).
-    mapped: parking_lot::Mutex<Vec<discover::SourceFile>>,
 }
 
 impl<'a> Stager<'a> {
     /// Stages with `ctx`'s settings, pools and stores.
     pub(super) fn new(ctx: &'a Context) -> Self {
-        Stager {
-            ctx,
-            mapped: parking_lot::Mutex::new(Vec::new()),
-        }
-    }
-
-    /// Refuses a file staged from its mapping that changed while it was read (before any
-    /// table is written: what was read of it may be zeros, or half old and half new).
-    fn check_mapped(&self) -> Result<()> {
-        for file in self.mapped.lock().iter() {
-            crate::source::mapped::check_unchanged_after(&file.path, file.bytes, file.modified)?;
-        }
-        Ok(())
+        Stager { ctx }
     }
 
     /// Stages `files` chunk by chunk as `chunks` cuts them, each chunk appended to the
@@ -465,13 +450,7 @@ impl<'a> Stager<'a> {
                 self.ctx.simulated_read_faults(f)?;
                 crate::source::read::decode_bytes(f, bytes)
             }
-            None => {
-                let decoded = self.ctx.read_landing_file(f)?;
-                if decoded.bytes.is_mapped() {
-                    self.mapped.lock().push(f.clone());
-                }
-                Ok(decoded)
-            }
+            None => self.ctx.read_landing_file(f),
         };
         let staged = self.ctx.parse_pool.install(|| {
             stage::stage_with_progress(

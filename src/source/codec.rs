@@ -153,9 +153,8 @@ impl Damage {
 /// A file's decoded text, and where its stream broke when it did.
 #[derive(Debug, Default)]
 pub struct Decoded {
-    /// The text up to the damage (to its last whole line), or all of it: in memory, or
-    /// the file mapped ([`crate::source::mapped`]).
-    pub bytes: crate::source::mapped::Text,
+    /// The text up to the damage (to its last whole line), or all of it.
+    pub bytes: Vec<u8>,
     /// The codec the file was read with.
     pub codec: Option<Compression>,
     /// Where the stream broke.
@@ -163,10 +162,10 @@ pub struct Decoded {
 }
 
 impl Decoded {
-    /// Plain bytes, as read (or mapped).
-    pub fn plain(bytes: impl Into<crate::source::mapped::Text>) -> Self {
+    /// Plain bytes, as read.
+    pub fn plain(bytes: Vec<u8>) -> Self {
         Decoded {
-            bytes: bytes.into(),
+            bytes,
             codec: Some(Compression::None),
             damage: None,
         }
@@ -245,7 +244,7 @@ pub fn decode(codec: Compression, input: impl Read + Send, size: u64) -> Decoded
             tail: out.split_off(keep),
         });
     }
-    decoded.bytes = out.into();
+    decoded.bytes = out;
     decoded
 }
 
@@ -351,7 +350,7 @@ mod tests {
             }
             let got = decode(codec, packed.as_slice(), packed.len() as u64);
             assert_eq!(got.damage, None, "{codec:?}");
-            assert_eq!(&got.bytes[..], &data[..], "{codec:?}");
+            assert_eq!(got.bytes, data, "{codec:?}");
         }
         for plain in [
             &b"{\"a\":1}"[..],
@@ -368,7 +367,7 @@ mod tests {
                 "{plain:?}"
             );
         }
-        assert!(decode(Compression::Zstd, &b""[..], 0).bytes.is_empty());
+        assert_eq!(decode(Compression::Zstd, &b""[..], 0).bytes, b"");
     }
 
     #[test]
@@ -390,7 +389,7 @@ mod tests {
                 data.starts_with(&got.bytes),
                 "{codec:?}: the kept text is the file's"
             );
-            let mut whole = got.bytes.to_vec();
+            let mut whole = got.bytes.clone();
             whole.extend_from_slice(&damage.tail);
             assert!(data.starts_with(&whole), "{codec:?}: the tail follows it");
             assert!(!damage.tail.contains(&b'\n'));

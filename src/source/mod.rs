@@ -3,7 +3,6 @@
 
 pub mod codec;
 pub mod discover;
-pub mod mapped;
 pub(crate) mod prefetch;
 pub mod read;
 pub mod records;

@@ -11,23 +11,8 @@ pub use crate::source::codec::Decoded;
 use crate::source::discover::SourceFile;
 
 /// Reads the whole file and decodes it ([`crate::source::codec`]): a stream cut short or
-/// damaged gives the text before the damage and the [`crate::source::codec::Damage`]. An
-/// uncompressed file is mapped from the page cache rather than read
-/// ([`crate::source::mapped`]); staging then checks it did not change.
+/// damaged gives the text before the damage and the [`crate::source::codec::Damage`].
 pub fn read_file(file: &SourceFile) -> Result<Decoded> {
-    let plain = file.compression == crate::source::codec::Compression::None;
-    if let Some(text) = plain
-        .then(|| crate::source::mapped::map_file(&file.path, file.bytes))
-        .transpose()?
-        .flatten()
-    {
-        let codec = file.compression.decide(&text);
-        return Ok(match codec {
-            crate::source::codec::Compression::None => Decoded::plain(text),
-            // Compressed bytes under a plain name: decoded from the mapping.
-            codec => crate::source::codec::decode(codec, &text[..], text.len() as u64),
-        });
-    }
     let bytes = std::fs::read(&file.path).map_err(|e| Error::io(&file.path, e))?;
     decode_bytes(file, bytes)
 }

@@ -110,7 +110,7 @@ impl<'a> Pieces<'a> {
                 .get_or_insert_with(|| Cutter::new(self.envelope.format.of_text(&buf)));
             let before = buf.len();
             let decoded = Decoded {
-                bytes: std::mem::take(&mut buf).into(),
+                bytes: std::mem::take(&mut buf),
                 codec: Some(self.codec),
                 damage,
             };

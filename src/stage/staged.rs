@@ -125,7 +125,7 @@ pub struct StagedFile {
     /// Distinct topics of the file's messages, in order of first appearance.
     pub topics: Vec<String>,
     /// The file's text (decompressed), which most spans point into.
-    pub(super) text: crate::source::mapped::Text,
+    pub(super) text: Vec<u8>,
     /// Text staging composed for the file's messages.
     pub(super) side: Vec<u8>,
 }

@@ -500,36 +500,6 @@ fn a_file_that_grows_while_read_is_refused_and_the_rerun_loads_it() {
     );
 }
 
-/// A file mapped from the page cache that another process truncates while the run reads
-/// it: no crash (the pages past its new end read as zeros), and the run is refused before
-/// any table is written; the rerun loads what the file holds then.
-#[test]
-fn a_file_that_shrinks_while_mapped_is_refused_without_a_crash_and_the_rerun_loads_it() {
-    // Big enough to be mapped rather than read (64 KiB and more).
-    let text: String = (0..2000)
-        .map(|i| format!("{}\n", ok(&format!("s{i}"))))
-        .collect();
-    assert!(text.len() > 64 << 10);
-    let (_l, dir) = landing_with(&[("part-shrinking.jsonl", &text)]);
-    let lake = TempLake::new();
-    let msg = refused_with_failpoint(&lake, &dir, "shrink_file");
-    assert!(
-        msg.contains("part-shrinking.jsonl") && msg.contains("changed while being read"),
-        "{msg}"
-    );
-    assert!(!lake.schema_dir().join("a").exists(), "nothing loaded");
-    let report = lake.ingest().build().unwrap().run(&dir).unwrap();
-    assert_accounted(&lake, &report);
-    let kept = std::fs::read_to_string(dir.join("part-shrinking.jsonl")).unwrap();
-    assert_eq!(
-        report.messages,
-        kept.lines()
-            .filter(|l| serde_json::from_str::<serde_json::Value>(l).is_ok())
-            .count() as u64,
-        "the rerun loads the whole lines the file holds now"
-    );
-}
-
 #[test]
 fn hostile_topics_get_their_own_tables_inside_the_schema() {
     let long = "t".repeat(5000);
