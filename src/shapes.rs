@@ -40,6 +40,7 @@ pub fn result_shapes() -> Vec<(&'static str, serde_json::Value)> {
         ("Batch", json(&pending_batch())),
         ("LandingChange", json(&crate::LandingChange::default())),
         ("Changed", json(&entity.changed[0])),
+        ("Unregistered", json(&entity.unregistered[0])),
         ("Outcome", json(&outcome)),
         ("InProgress", json(&in_progress)),
         ("Failure", json(&failure)),
@@ -91,6 +92,14 @@ fn entity_status(in_progress: &InProgress, failure: &Failure) -> EntityStatus {
         changed: vec![crate::Changed {
             batch_id: String::new(),
             change: crate::LandingChange::default(),
+        }],
+        unregistered: vec![crate::metastore::pending::Unregistered {
+            database: String::new(),
+            table: String::new(),
+            landing_path: String::new(),
+            reason: String::new(),
+            since_micros: 0,
+            version: 0,
         }],
         ..EntityStatus::default()
     }

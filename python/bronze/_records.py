@@ -205,6 +205,19 @@ class Changed:
 
 
 @dataclass(frozen=True)
+class Unregistered:
+    """A table the catalog of ``metastore`` has not taken yet (the next run into its
+    database, or ``bronze register``, registers it)."""
+
+    database: str
+    table: str
+    landing_path: str
+    reason: str
+    since_micros: int
+    version: int = 0
+
+
+@dataclass(frozen=True)
 class EntityStatus:
     """One entity (``<source>/<entity>``) of a landing zone."""
 
@@ -217,6 +230,7 @@ class EntityStatus:
     last_failure: Optional[Failure]
     last_loaded_micros: Optional[int] = None
     changed: list[Changed] = dataclasses.field(default_factory=list)
+    unregistered: list[Unregistered] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)

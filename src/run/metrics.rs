@@ -371,6 +371,42 @@ mod tests {
     }
 
     #[test]
+    fn tables_not_registered_are_counted_per_batch_and_per_entity() {
+        let report = crate::BatchReport {
+            batch_id: "b1".into(),
+            unregistered: vec!["db.t: down".into(), "db.u: down".into()],
+            ..Default::default()
+        };
+        let text = batch_metrics(&report, SystemTime::UNIX_EPOCH);
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("bronze_batch_unregistered_tables{"))
+            .unwrap_or_default();
+        assert!(
+            line.ends_with(" 2.0") && line.contains("batch_id=\"b1\""),
+            "{text}"
+        );
+        let record = crate::metastore::pending::Unregistered {
+            database: "db".into(),
+            table: "t".into(),
+            landing_path: "s/e".into(),
+            reason: "down".into(),
+            since_micros: 0,
+            version: 3,
+        };
+        let entity = EntityStatus {
+            landing_path: "s/e".into(),
+            unregistered: vec![record],
+            ..Default::default()
+        };
+        let text = backlog_metrics(&[entity], &BTreeMap::new());
+        assert!(
+            text.contains("bronze_backlog_unregistered_tables{landing_path=\"s/e\"} 1.0"),
+            "{text}"
+        );
+    }
+
+    #[test]
     fn a_failed_run_reports_success_zero_and_no_timestamp() {
         let text = failed_run_metrics("s/e", "b1");
         assert!(
