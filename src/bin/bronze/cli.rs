@@ -68,12 +68,14 @@ pub enum Command {
     Health(HealthArgs),
     /// Show a table's commits: version, time, operation, parameters and metrics.
     History(HistoryArgs),
-    /// Register every table of the lakehouse in AWS Glue's Data Catalog as an external
-    /// Delta table at its folder, with its columns: created when missing, its columns
-    /// updated when the table's schema changed, left alone when current; a name
-    /// registered at another location is refused, naming both. Credentials: the
+    /// Register every table of the lakehouse in a catalog (a Hive Metastore, AWS Glue or
+    /// Unity Catalog: `--metastore`) as an external Delta table at its folder, with its
+    /// columns: created when missing, its columns updated when the table's schema changed,
+    /// left alone when current; a name registered at another location is refused, naming
+    /// both. With a database template (`bronze_{entity}`), the tables runs could not
+    /// register, each in its database. Glue's credentials: the
     /// `AWS_ACCESS_KEY_ID`/`AWS_SECRET_ACCESS_KEY` storage options, else AWS's provider
-    /// chain (environment, profile, role).
+    /// chain; Unity Catalog's token: the variable `--metastore-token-env` names.
     Register(RegisterArgs),
     /// Bin-pack a table's small files toward the target size (or Z-order by columns).
     ///
