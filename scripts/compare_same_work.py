@@ -68,8 +68,8 @@ def run_bronze(bronze, batch, catalog):
 
 
 def run_peer(peer, batch, out, threads):
-    """One run of the peer script: its measures, its own time (for Spark: after the
-    session started) and its last line."""
+    """One run of the peer script: its measures, its own time (for Spark: from the
+    SparkSession's creation on) and its last line."""
     with tempfile.TemporaryFile("w+") as said:
         cmd = [sys.executable, PEERS[peer], batch, out]
         if peer == "duckdb":

@@ -20,9 +20,10 @@
    lineage columns, and appends each table to Delta under that table's lock.
 4. Writes `_corrupt_records`, drops the staging table.
 
-Tables go to `OUT_DIR/<table>` (Delta). Prints one line: seconds after the session
-started, lines, messages, corrupt, duplicates, tables; then the JVM's start: the
-session's creation, which the process's wall time counts and the first figure does not.
+Tables go to `OUT_DIR/<table>` (Delta). Prints the JVM's start (creating the
+SparkSession: the process's wall time counts it, the next figure does not), then one
+line: seconds from the SparkSession's creation to the end, lines, messages, corrupt,
+duplicates, tables.
 Exit code 1 when corrupt lines were kept (like bronze), else 0.
 
 Known differences from bronze: Spark's JSON inference (a field that is a number in some
